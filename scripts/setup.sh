@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Install what building and testing vt needs on Debian 12: compilers and libraries
+# from apt, the reference llama.cpp from npm. Safe to run again.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+pkgs=(build-essential cmake pkg-config git libmicrohttpd-dev libjansson-dev
+      clang libclang-rt-14-dev curl nodejs npm
+      gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+"$root/scripts/fetch-llama.sh"

@@ -1,0 +1,42 @@
+/* The threadpool: persistent workers, woken once per forward pass.
+ *
+ * tp_run(pool, fn, ctx) runs fn(ctx, ith, nth) on every thread, the caller being
+ * thread 0, and returns when all are done. Inside fn, dependent steps are
+ * separated by tp_barrier(), which all nth threads must call the same number of
+ * times. Between ops workers stay hot (they spin on the barrier); between
+ * tp_run calls they spin briefly and then sleep on a futex, so an idle vt uses
+ * no CPU. */
+#ifndef VT_CPU_THREADPOOL_H
+#define VT_CPU_THREADPOOL_H
+
+#include "base/status.h"
+
+#include <stdint.h>
+
+typedef struct tp_pool tp_pool;
+typedef void (*tp_fn)(void *ctx, int ith, int nth);
+
+/* n_threads >= 1 (the caller counts as one). */
+vt_status tp_create(int n_threads, tp_pool **out);
+void tp_destroy(tp_pool *pool);
+int tp_n_threads(const tp_pool *pool);
+
+void tp_run(tp_pool *pool, tp_fn fn, void *ctx);
+/* Called by every thread inside fn. */
+void tp_barrier(tp_pool *pool);
+
+/* Static split of [0, n) into nth contiguous ranges, rounded to `grain`. */
+static inline void tp_range(int64_t n, int64_t grain, int ith, int nth, int64_t *begin,
+                            int64_t *end) {
+    int64_t chunks = (n + grain - 1) / grain;
+    int64_t per = chunks / nth, rem = chunks % nth;
+    int64_t c0 = ith * per + (ith < rem ? ith : rem);
+    int64_t c1 = c0 + per + (ith < rem ? 1 : 0);
+    *begin = c0 * grain < n ? c0 * grain : n;
+    *end = c1 * grain < n ? c1 * grain : n;
+}
+
+/* Number of physical cores (fallback: online CPUs). */
+int tp_default_threads(void);
+
+#endif

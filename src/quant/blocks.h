@@ -1,0 +1,97 @@
+/* Block layouts of the GGUF tensor types, byte-compatible with ggml.
+ *
+ * A quantized row of n elements is n / block_elems consecutive blocks. Each block
+ * holds a few fp16 scales and packed integers; the layouts here are the on-disk
+ * format, so every size is asserted. K-quants group 256 elements into one
+ * super-block with 6-bit or 8-bit sub-block scales. */
+#ifndef VT_QUANT_BLOCKS_H
+#define VT_QUANT_BLOCKS_H
+
+#include "base/fp16.h"
+
+#include <assert.h>
+#include <stdint.h>
+
+#define QK4_0 32
+#define QK4_1 32
+#define QK5_0 32
+#define QK5_1 32
+#define QK8_0 32
+#define QK8_1 32
+#define QK4_NL 32
+#define QK_K 256
+#define K_SCALE_SIZE 12
+
+typedef struct { vt_f16 d; uint8_t qs[QK4_0 / 2]; } block_q4_0;            /* x = d * (q - 8) */
+typedef struct { vt_f16 d, m; uint8_t qs[QK4_1 / 2]; } block_q4_1;         /* x = d * q + m */
+typedef struct { vt_f16 d; uint8_t qh[4]; uint8_t qs[QK5_0 / 2]; } block_q5_0; /* x = d * (q - 16) */
+typedef struct { vt_f16 d, m; uint8_t qh[4]; uint8_t qs[QK5_1 / 2]; } block_q5_1;
+typedef struct { vt_f16 d; int8_t qs[QK8_0]; } block_q8_0;                 /* x = d * q */
+typedef struct { vt_f16 d, s; int8_t qs[QK8_1]; } block_q8_1;              /* s = d * sum(q) */
+typedef struct { vt_f16 d; uint8_t qs[QK4_NL / 2]; } block_iq4_nl;         /* x = d * kvalues[q] */
+
+typedef struct {
+    uint8_t scales[QK_K / 16]; /* 4-bit scale | 4-bit min, per 16 elements */
+    uint8_t qs[QK_K / 4];      /* 2-bit quants */
+    vt_f16 d, dmin;            /* super-block scales for scales and mins */
+} block_q2_K;
+
+typedef struct {
+    uint8_t hmask[QK_K / 8]; /* high bit of the 3-bit quants */
+    uint8_t qs[QK_K / 4];    /* low 2 bits */
+    uint8_t scales[12];      /* 6-bit scales, packed */
+    vt_f16 d;
+} block_q3_K;
+
+typedef struct {
+    vt_f16 d, dmin;
+    uint8_t scales[K_SCALE_SIZE]; /* 8 x (6-bit scale, 6-bit min), packed */
+    uint8_t qs[QK_K / 2];
+} block_q4_K;
+
+typedef struct {
+    vt_f16 d, dmin;
+    uint8_t scales[K_SCALE_SIZE];
+    uint8_t qh[QK_K / 8];
+    uint8_t qs[QK_K / 2];
+} block_q5_K;
+
+typedef struct {
+    uint8_t ql[QK_K / 2];      /* low 4 bits */
+    uint8_t qh[QK_K / 4];      /* high 2 bits */
+    int8_t scales[QK_K / 16];  /* 8-bit scales */
+    vt_f16 d;
+} block_q6_K;
+
+typedef struct {
+    float d;
+    int8_t qs[QK_K];
+    int16_t bsums[QK_K / 16]; /* sum of each 16 quants */
+} block_q8_K;
+
+typedef struct {
+    vt_f16 d;
+    uint16_t scales_h;
+    uint8_t scales_l[QK_K / 64];
+    uint8_t qs[QK_K / 2];
+} block_iq4_xs;
+
+static_assert(sizeof(block_q4_0) == 18, "q4_0 layout");
+static_assert(sizeof(block_q4_1) == 20, "q4_1 layout");
+static_assert(sizeof(block_q5_0) == 22, "q5_0 layout");
+static_assert(sizeof(block_q5_1) == 24, "q5_1 layout");
+static_assert(sizeof(block_q8_0) == 34, "q8_0 layout");
+static_assert(sizeof(block_q8_1) == 36, "q8_1 layout");
+static_assert(sizeof(block_iq4_nl) == 18, "iq4_nl layout");
+static_assert(sizeof(block_q2_K) == 84, "q2_K layout");
+static_assert(sizeof(block_q3_K) == 110, "q3_K layout");
+static_assert(sizeof(block_q4_K) == 144, "q4_K layout");
+static_assert(sizeof(block_q5_K) == 176, "q5_K layout");
+static_assert(sizeof(block_q6_K) == 210, "q6_K layout");
+static_assert(sizeof(block_q8_K) == 292, "q8_K layout");
+static_assert(sizeof(block_iq4_xs) == 136, "iq4_xs layout");
+
+/* The non-linear 4-bit grid of IQ4_NL and IQ4_XS. */
+extern const int8_t iq4nl_values[16];
+
+#endif
