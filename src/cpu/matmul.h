@@ -1,0 +1,59 @@
+/* Matrix multiplication in the quantized domain.
+ *
+ *   y (n_tok, n_out) = x (n_tok, n_in) . W^T      W: (n_out, n_in) rows of w->type
+ *
+ * A step quantizes its activations once to the weight's dot type (mm_quantize),
+ * then every thread computes a disjoint share of the outputs (mm_compute). Each
+ * output element is produced by exactly one thread with a fixed reduction order,
+ * so results are bit-identical for any thread count. The kernel for (type, ISA)
+ * is resolved once per call, never per element.
+ *
+ * Both functions are called by all nth threads of a threadpool step; the caller
+ * puts a tp_barrier() between mm_quantize and mm_compute. */
+#ifndef VT_CPU_MATMUL_H
+#define VT_CPU_MATMUL_H
+
+#include "quant/quant.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct mm_weight {
+    vt_dtype type;
+    int64_t n_in;      /* row length (elements) */
+    int64_t n_out;     /* number of rows */
+    const void *data;  /* (n_out, row_bytes), usually inside the mmap'd file */
+    size_t row_bytes;
+    void *packed;      /* optional repacked copy made at load (owned), or NULL */
+    int packed_kind;   /* layout tag of `packed`, 0 = none */
+} mm_weight;
+
+/* Fill *w for a weight of `type` with shape (n_out, n_in). VT_E_FORMAT if n_in
+ * is not a multiple of the type's block size. */
+vt_status mm_weight_init(mm_weight *w, vt_dtype type, int64_t n_in, int64_t n_out,
+                         const void *data);
+/* Repack into an interleaved layout where that pays on this CPU (optional). */
+vt_status mm_weight_prepare(mm_weight *w);
+void mm_weight_free(mm_weight *w);
+
+/* Bytes of scratch for n_tok activation rows of n_in quantized for weights of
+ * type w_type; and the byte stride between those rows. */
+size_t mm_act_row_bytes(vt_dtype w_type, int64_t n_in);
+
+/* Quantize n_tok rows of x (row stride ldx floats) into xq (rows of
+ * mm_act_row_bytes). Rows are split among threads. */
+void mm_quantize(vt_dtype w_type, const float *x, int64_t ldx, int64_t n_tok, int64_t n_in,
+                 void *xq, int ith, int nth);
+
+/* y[t * ldy + o] = dot(W row o, xq row t) for all t < n_tok, o < n_out; this
+ * thread computes its share. */
+void mm_compute(const mm_weight *w, const void *xq, int64_t n_tok, float *y, int64_t ldy,
+                int ith, int nth);
+
+/* Several weights that share one input (Q/K/V, gate/up) in one step: the outputs
+ * of all n weights are split among threads together, so one barrier covers all.
+ * All ws[i] must have the same type and n_in. */
+void mm_compute_multi(const mm_weight *const *ws, float *const *ys, const int64_t *ldys, int n,
+                      const void *xq, int64_t n_tok, int ith, int nth);
+
+#endif
