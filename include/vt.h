@@ -32,6 +32,85 @@ const char *vt_last_error(void);
 /* A short fixed name for a status ("bad format"). */
 const char *vt_status_str(vt_status s);
 
+/* ---- models ------------------------------------------------------------------ */
+
+typedef struct vt_model vt_model;
+
+typedef struct vt_model_params {
+    bool progress;  /* draw a load progress bar on stderr */
+    bool use_mlock; /* lock the weights in memory */
+} vt_model_params;
+
+vt_model_params vt_model_default_params(void);
+/* Load a GGUF model (llama, qwen2, qwen3 architectures). The file is mmap'd; the
+ * model owns the mapping. Errors name the file and the offending key or tensor. */
+vt_status vt_model_load(const char *path, const vt_model_params *params, vt_model **out);
+void vt_model_free(vt_model *model);
+
+int32_t vt_model_n_vocab(const vt_model *model);
+int32_t vt_model_n_ctx_train(const vt_model *model);
+int32_t vt_model_bos(const vt_model *model); /* -1 if none */
+int32_t vt_model_eos(const vt_model *model);
+bool vt_model_is_eog(const vt_model *model, int32_t token);
+/* A one-line description: "llama 5L d64 h8/4 q4_0 ..." */
+const char *vt_model_desc(const vt_model *model);
+/* Bytes of weight data. */
+size_t vt_model_weight_bytes(const vt_model *model);
+
+/* Encode text; *ids is malloc'd (caller frees). add_special adds BOS as the
+ * vocabulary asks; parse_special recognises control-token texts. */
+vt_status vt_tokenize(const vt_model *model, const char *text, size_t len, bool add_special,
+                      bool parse_special, int32_t **ids, int64_t *n_ids);
+/* The bytes of one token; returns the byte count (may exceed cap) or -1. */
+int64_t vt_token_piece(const vt_model *model, int32_t token, char *buf, size_t cap);
+
+/* ---- low-level evaluation (the shape of llama_decode) -------------------------
+ * A context owns a paged KV cache for up to n_seq sequences and evaluates batches
+ * of tokens from any of them in one forward pass. The serving engine (below) is
+ * built on the same forward pass; this API is for benchmarks, tests and tools. */
+
+typedef enum vt_kv_type {
+    VT_KV_F16 = 0, /* default */
+    VT_KV_BF16,
+    VT_KV_F32,
+    VT_KV_Q8_0,
+} vt_kv_type;
+
+typedef struct vt_context_params {
+    int32_t n_ctx;      /* max tokens per sequence (0: the model's training context) */
+    int32_t n_seq;      /* max concurrent sequences (default 1) */
+    int32_t n_batch;    /* max tokens per vt_decode call (default 512) */
+    int32_t n_threads;  /* 0: physical cores */
+    int32_t kv_block;   /* tokens per KV block (default 16) */
+    vt_kv_type type_k, type_v;
+} vt_context_params;
+
+typedef struct vt_context vt_context;
+
+typedef struct vt_batch {
+    int32_t n_tokens;
+    const int32_t *token;  /* (n_tokens) */
+    const int32_t *pos;    /* (n_tokens) position of each token in its sequence */
+    const int32_t *seq;    /* (n_tokens) sequence id, 0 <= seq < n_seq */
+    const int8_t *logits;  /* (n_tokens) nonzero: return logits for this token;
+                              NULL: only for the last token */
+} vt_batch;
+
+vt_context_params vt_context_default_params(void);
+vt_status vt_context_create(vt_model *model, const vt_context_params *params, vt_context **out);
+void vt_context_free(vt_context *ctx);
+/* Evaluate a batch. Positions of a sequence must continue its cache (pos ==
+ * current length, increasing). VT_E_RANGE when a sequence would pass n_ctx,
+ * VT_E_NOMEM when the KV cache is full; the cache is unchanged on failure. */
+vt_status vt_decode(vt_context *ctx, const vt_batch *batch);
+/* Logits (n_vocab floats) of the i-th token of the last batch that asked for them
+ * (i counts only tokens with logits requested); NULL if out of range. Valid until
+ * the next vt_decode. */
+const float *vt_get_logits(vt_context *ctx, int32_t i);
+/* Drop a sequence's cache. */
+void vt_seq_clear(vt_context *ctx, int32_t seq);
+int32_t vt_seq_len(const vt_context *ctx, int32_t seq);
+
 #ifdef __cplusplus
 }
 #endif
