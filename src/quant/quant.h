@@ -64,4 +64,14 @@ const quant_traits *quant_traits_by_name(const char *name);
  * or the byte count overflows. */
 bool quant_row_bytes(vt_dtype type, int64_t n, size_t *out);
 
+/* Activation quantizers used by matmul (also the quant_ref of these types).
+ * n is a multiple of the type's block size (1 for f16/bf16); bit-exact with
+ * ggml's quantize_row_*_ref / ggml_fp32_to_*_row. Q8_1 stores s = d * sum(q);
+ * Q8_K fills bsums. */
+void quant_row_q8_0_ref(const float *src, void *dst, int64_t n);
+void quant_row_q8_1_ref(const float *src, void *dst, int64_t n);
+void quant_row_q8_K_ref(const float *src, void *dst, int64_t n);
+void quant_row_f16_ref(const float *src, void *dst, int64_t n);
+void quant_row_bf16_ref(const float *src, void *dst, int64_t n);
+
 #endif
