@@ -40,12 +40,13 @@ static float rng_normal(void) {
 }
 
 /* Fill one row of n floats with distribution `kind`. */
-#define N_KINDS 14
+#define N_KINDS 15
 static const char *kind_names[N_KINDS] = {
     "normal", "uniform", "outliers", "positive", "zero-row", "sparse", "tiny",
-    "large", "constant", "integers", "neg-zero", "one-huge", "zero-blocks", "ramp",
+    "large", "constant", "integers", "neg-zero", "one-huge", "zero-blocks", "ramp", "row-scaled",
 };
 static void fill_row(float *x, int64_t n, int kind) {
+    const float row_scale = powf(10.0f, rng_uniform() * 7 - 4); /* 1e-4 .. 1e3 */
     for (int64_t i = 0; i < n; i++) {
         float v;
         switch (kind) {
@@ -62,7 +63,8 @@ static void fill_row(float *x, int64_t n, int kind) {
         case 10: v = (i % 3 == 0) ? -0.0f : (i % 3 == 1 ? 0.0f : rng_normal()); break;
         case 11: v = (i % 97 == 5) ? 1000.0f : rng_normal() * 0.01f; break;
         case 12: v = ((i / 32) % 3 == 1) ? 0.0f : rng_normal(); break;
-        default: v = (float)(i % 256) / 128.0f - 1.0f; break;
+        case 13: v = (float)(i % 256) / 128.0f - 1.0f; break;
+        default: v = rng_normal() * row_scale; break;
         }
         x[i] = v;
     }
@@ -155,6 +157,25 @@ static int64_t first_diff_bytes(const uint8_t *a, const uint8_t *b, size_t n) {
     return -1;
 }
 
+/* Dequantize n_blocks random blocks with both; returns the number that differ. */
+static int64_t random_bytes_diff(const quant_traits *tr, vt_dtype t, int64_t n_blocks) {
+    const int64_t n = n_blocks * tr->block_elems;
+    uint8_t *q = malloc((size_t)n_blocks * tr->block_bytes);
+    float *a = malloc((size_t)n * sizeof(float)), *b = malloc((size_t)n * sizeof(float));
+    for (size_t i = 0; i < (size_t)n_blocks * tr->block_bytes; i++) q[i] = (uint8_t)rng_u64();
+    sanitize(t, q, n_blocks, tr->block_bytes);
+    ref_dequantize(t, q, b, n);
+    tr->dequant_ref(q, a, n);
+    int64_t bad = 0;
+    for (int64_t k = 0; k < n_blocks; k++) {
+        if (first_diff_f32(a + k * tr->block_elems, b + k * tr->block_elems, tr->block_elems) >= 0) bad++;
+    }
+    free(q);
+    free(a);
+    free(b);
+    return bad;
+}
+
 /* ---- the checks ----------------------------------------------------------------------- */
 
 static void check_type(vt_dtype t) {
@@ -167,9 +188,9 @@ static void check_type(vt_dtype t) {
     CHECK_EQ_INT(gt->type_size, tr->block_bytes);
     CHECK_EQ_INT(gt->is_quantized, tr->quantized);
 
-    /* rows of 512 (and 96 for block sizes that divide it) */
-    const int64_t row_lens[2] = {512, 96};
-    const int n_rows_per_kind = 4;
+    /* rows of 1024 (and 96 for block sizes that divide it) */
+    const int64_t row_lens[2] = {1024, 96};
+    const int n_rows_per_kind = 8;
     int64_t q_rows = 0, q_bad_rows = 0, dq_blocks = 0, dq_bad = 0, rnd_blocks = 0, rnd_bad = 0;
     bool have_ref_dq = true;
 
@@ -234,6 +255,11 @@ static void check_type(vt_dtype t) {
             }
         } else {
             have_ref_dq = false;
+        }
+        if (have_ref_dq && li == 0) {
+            const int64_t extra = tr->quantized ? 8192 : 65536;
+            rnd_bad += random_bytes_diff(tr, t, extra);
+            rnd_blocks += extra;
         }
         free(src);
         free(q_vt);
