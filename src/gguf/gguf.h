@@ -112,6 +112,32 @@ vt_status gguf_get_arr(const gguf_file *f, const char *key, gguf_type elem_type,
 bool gguf_str_eq(gguf_str s, const char *c);
 const char *gguf_type_name(gguf_type t);
 
+/* ---- helpers added with the implementation -------------------------------- */
+
+/* Limits the parser enforces. */
+#define GGUF_MAX_STRING_LEN ((uint64_t)1 << 30) /* bytes of a string value */
+#define GGUF_MAX_KEY_LEN (64 * 1024)            /* bytes of a metadata key */
+#define GGUF_MAX_TENSOR_NAME_LEN 63             /* bytes of a tensor name (as ggml) */
+#define GGUF_MAX_ARRAY_LEN ((uint64_t)1 << 30)  /* elements of one array */
+
+/* Bytes of one element of a numeric type; 0 for STRING, ARRAY and invalid types. */
+size_t gguf_type_size(gguf_type t);
+
+/* Element i of a numeric array kv. The raw data is little-endian and may be
+ * unaligned; these read it safely. VT_ASSERT (caller bug): kv is an array, i < n,
+ * and the element type is an integer/bool type (gguf_arr_int; UINT64 values above
+ * INT64_MAX wrap) or FLOAT32/FLOAT64 (gguf_arr_float). */
+int64_t gguf_arr_int(const gguf_kv *kv, uint64_t i);
+double gguf_arr_float(const gguf_kv *kv, uint64_t i);
+
+/* Unsigned 64-bit getter: any integer type with a non-negative value. */
+vt_status gguf_get_u64(const gguf_file *f, const char *key, uint64_t *out);
+
+/* Write s into out (capacity cap >= 8, always NUL-terminated) with control bytes,
+ * quote and backslash escaped (\n, \t, \xHH) and invalid UTF-8 as \xHH; at most
+ * max_chars source bytes, then "..." when truncated. Returns out. */
+char *gguf_str_escape(gguf_str s, char *out, size_t cap, size_t max_chars);
+
 /* ---- writer ---------------------------------------------------------------- */
 
 typedef struct gguf_writer gguf_writer;

@@ -1,0 +1,155 @@
+/* vt inspect FILE: print a GGUF file's header, metadata and tensor table. */
+#include "base/mapfile.h"
+#include "cmds.h"
+#include "gguf/gguf.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STR_SHOW 120 /* bytes of a string value shown */
+
+static void print_usage(FILE *f) {
+    fprintf(f,
+            "usage: vt inspect [options] FILE\n\n"
+            "Print the GGUF header, every metadata key with its type and value, and the\n"
+            "tensor table. Exits 1 with the parser's message if the file is malformed.\n\n"
+            "options:\n"
+            "  -n N        array elements shown per key (default 8; 0 = all)\n"
+            "  --no-tensors  skip the tensor table\n");
+}
+
+static void print_elem(const gguf_kv *kv, uint64_t i) {
+    char esc[4 * STR_SHOW + 8];
+    switch (kv->v.arr.type) {
+    case GGUF_TYPE_STRING:
+        printf("\"%s\"", gguf_str_escape(kv->v.arr.strs[i], esc, sizeof esc, 48));
+        break;
+    case GGUF_TYPE_FLOAT32:
+    case GGUF_TYPE_FLOAT64: printf("%.9g", gguf_arr_float(kv, i)); break;
+    case GGUF_TYPE_BOOL: printf("%s", gguf_arr_int(kv, i) ? "true" : "false"); break;
+    case GGUF_TYPE_UINT64: printf("%" PRIu64, (uint64_t)gguf_arr_int(kv, i)); break;
+    default: printf("%" PRId64, gguf_arr_int(kv, i)); break;
+    }
+}
+
+static void print_value(const gguf_kv *kv, uint64_t max_elems) {
+    char esc[4 * STR_SHOW + 8];
+    switch (kv->type) {
+    case GGUF_TYPE_UINT8:
+    case GGUF_TYPE_UINT16:
+    case GGUF_TYPE_UINT32:
+    case GGUF_TYPE_UINT64: printf("%" PRIu64, kv->v.u64); break;
+    case GGUF_TYPE_INT8:
+    case GGUF_TYPE_INT16:
+    case GGUF_TYPE_INT32:
+    case GGUF_TYPE_INT64: printf("%" PRId64, kv->v.i64); break;
+    case GGUF_TYPE_FLOAT32: printf("%.9g", kv->v.f64); break;
+    case GGUF_TYPE_FLOAT64: printf("%.17g", kv->v.f64); break;
+    case GGUF_TYPE_BOOL: printf("%s", kv->v.b ? "true" : "false"); break;
+    case GGUF_TYPE_STRING:
+        printf("\"%s\"", gguf_str_escape(kv->v.str, esc, sizeof esc, STR_SHOW));
+        if (kv->v.str.len > STR_SHOW) printf(" (%" PRIu64 " bytes)", kv->v.str.len);
+        break;
+    case GGUF_TYPE_ARRAY: {
+        uint64_t n = kv->v.arr.n;
+        uint64_t show = max_elems == 0 || n < max_elems ? n : max_elems;
+        printf("[");
+        for (uint64_t i = 0; i < show; i++) {
+            if (i) printf(", ");
+            print_elem(kv, i);
+        }
+        if (show < n) printf(", ... (%" PRIu64 " elements)", n);
+        printf("]");
+        break;
+    }
+    default: printf("?"); break;
+    }
+}
+
+int cmd_inspect(int argc, char **argv) {
+    const char *path = NULL;
+    uint64_t max_elems = 8;
+    bool tensors = true;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            print_usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "-n") && i + 1 < argc) {
+            char *end;
+            max_elems = strtoull(argv[++i], &end, 10);
+            if (*end) {
+                fprintf(stderr, "vt inspect: -n expects a number, got '%s'\n", argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--no-tensors")) {
+            tensors = false;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "vt inspect: unknown option '%s'\n", argv[i]);
+            print_usage(stderr);
+            return 2;
+        } else if (!path) {
+            path = argv[i];
+        } else {
+            fprintf(stderr, "vt inspect: one FILE expected\n");
+            return 2;
+        }
+    }
+    if (!path) {
+        print_usage(stderr);
+        return 2;
+    }
+    mapfile m;
+    if (mapfile_open(path, &m) != VT_OK) {
+        fprintf(stderr, "vt inspect: %s\n", vt_last_error());
+        return 1;
+    }
+    gguf_file f;
+    if (gguf_parse(m.data, m.size, path, &f) != VT_OK) {
+        fprintf(stderr, "vt inspect: %s\n", vt_last_error());
+        mapfile_close(&m);
+        return 1;
+    }
+    printf("file:        %s (%zu bytes)\n", path, f.size);
+    printf("version:     %" PRIu32 "\n", f.version);
+    printf("n_kv:        %" PRId64 "\n", f.n_kv);
+    printf("n_tensors:   %" PRId64 "\n", f.n_tensors);
+    printf("alignment:   %zu\n", f.alignment);
+    printf("data offset: %zu\n", f.data_offset);
+    printf("\nmetadata:\n");
+    for (int64_t i = 0; i < f.n_kv; i++) {
+        const gguf_kv *kv = &f.kv[i];
+        char key[256], type[32];
+        gguf_str_escape(kv->key, key, sizeof key, 200);
+        if (kv->type == GGUF_TYPE_ARRAY)
+            snprintf(type, sizeof type, "arr[%s]", gguf_type_name(kv->v.arr.type));
+        else
+            snprintf(type, sizeof type, "%s", gguf_type_name(kv->type));
+        printf("  %-40s %-9s ", key, type);
+        print_value(kv, max_elems);
+        printf("\n");
+    }
+    if (tensors) {
+        printf("\ntensors:\n");
+        printf("  %-4s %-40s %-7s %-24s %12s %12s\n", "#", "name", "type", "shape", "offset", "bytes");
+        size_t total = 0;
+        for (int64_t i = 0; i < f.n_tensors; i++) {
+            const gguf_tensor *t = &f.tensors[i];
+            const quant_traits *tr = quant_traits_get(t->type);
+            char name[128], shape[96];
+            gguf_str_escape(t->name, name, sizeof name, 80);
+            int o = snprintf(shape, sizeof shape, "[");
+            for (uint32_t d = 0; d < t->n_dims; d++)
+                o += snprintf(shape + o, sizeof shape - (size_t)o, "%s%" PRId64, d ? ", " : "", t->ne[d]);
+            snprintf(shape + o, sizeof shape - (size_t)o, "]");
+            printf("  %-4" PRId64 " %-40s %-7s %-24s %12" PRIu64 " %12zu\n", i, name, tr ? tr->name : "?", shape,
+                   t->offset, t->bytes);
+            total += t->bytes;
+        }
+        printf("  total tensor bytes: %zu\n", total);
+    }
+    gguf_free(&f);
+    mapfile_close(&m);
+    return 0;
+}
