@@ -1,0 +1,297 @@
+/* The threadpool: persistent workers, one wake-up per tp_run.
+ *
+ * Why this shape: the engine before vt paid a full wake + barrier on every op and
+ * spent 47% of decode in threadpool synchronisation with every core spinning.
+ * Here the pool is woken once per forward pass (tp_run), dependent steps inside
+ * it are separated by tp_barrier (a counter + generation barrier that only
+ * spins), and between tp_run calls workers spin for a short, bounded time and
+ * then sleep on a futex, so an idle process uses no CPU.
+ *
+ * Protocol
+ *   run_gen    generation of the current job; a worker runs the job when it sees
+ *              run_gen change. It is also the futex word workers sleep on.
+ *   n_sleeping workers inside (or about to enter) futex_wait. tp_run issues the
+ *              futex_wake syscall only when it is non-zero, so a hot pool is
+ *              woken with one atomic increment. Both sides use seq_cst (Dekker):
+ *              either the worker sees the new generation before sleeping, or the
+ *              caller sees the sleeper and wakes it; futex_wait itself re-checks
+ *              the word, so a wake cannot be lost.
+ *   n_done     workers that finished the job; the caller (thread 0) waits for
+ *              nth - 1.
+ *   bar_arrived
+ *              the barrier: a counter of arrivals that only grows; barrier
+ *              instance k is complete when it reaches (k + 1) * nth.
+ *
+ * Every spin loop pauses (pause / yield) and, after a bounded number of rounds,
+ * calls sched_yield, so oversubscription (more threads than cores) does not turn
+ * into a livelock: a waiting thread gives its core to the thread it waits for. */
+#include "cpu/threadpool.h"
+
+#include "base/size.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+static inline void cpu_relax(void) { _mm_pause(); }
+#elif defined(__aarch64__)
+static inline void cpu_relax(void) { __asm__ __volatile__("yield" ::: "memory"); }
+#else
+static inline void cpu_relax(void) { __asm__ __volatile__("" ::: "memory"); }
+#endif
+
+/* Pause rounds before a waiting thread starts calling sched_yield. Large enough
+ * that a barrier between two hot threads never yields (a barrier costs well
+ * under 1 µs), small enough that a descheduled partner gets the core quickly. */
+#define TP_SPIN_BEFORE_YIELD 2000
+#define TP_SPIN_OVERSUBSCRIBED 32
+/* How long an idle worker keeps spinning after a job before it sleeps (ns).
+ * Covers the gap between back-to-back tp_run calls inside one decode step
+ * (sampling, bookkeeping) without burning a core when the engine is idle.
+ * Overridable with VT_TP_SPIN_US. */
+#define TP_IDLE_SPIN_NS_DEFAULT 100000
+
+#define CACHE_LINE 64
+
+typedef struct tp_worker {
+    tp_pool *pool;
+    int ith;
+    pthread_t thread;
+} tp_worker;
+
+struct tp_pool {
+    int n_threads;
+    int spin_rounds;      /* pause rounds before sched_yield */
+    int64_t idle_spin_ns; /* idle spin after a job before sleeping */
+    tp_worker *workers; /* [n_threads - 1]: threads 1..n-1 */
+
+    /* written by the caller before bumping run_gen, read by workers after */
+    tp_fn fn;
+    void *ctx;
+    int stop;
+
+    _Alignas(CACHE_LINE) _Atomic uint32_t run_gen;
+    _Alignas(CACHE_LINE) _Atomic int n_sleeping;
+    _Alignas(CACHE_LINE) _Atomic int n_done;
+    _Alignas(CACHE_LINE) _Atomic uint64_t bar_arrived;
+};
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void futex_wait_u32(_Atomic uint32_t *addr, uint32_t expected) {
+    /* Returns on wake, on EAGAIN (value already changed) or on a signal; the
+     * caller re-checks the condition in every case. */
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+}
+
+static void futex_wake_all(_Atomic uint32_t *addr) {
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Spin helper: call with an incrementing counter; pauses, and yields the core
+ * once the counter passes TP_SPIN_BEFORE_YIELD. */
+static inline void spin_wait_step(const tp_pool *pool, int *rounds) {
+    if (*rounds < pool->spin_rounds) {
+        (*rounds)++;
+        cpu_relax();
+    } else {
+        sched_yield();
+    }
+}
+
+/* Wait for run_gen to move past `seen`: spin for idle_spin_ns, then sleep. */
+static uint32_t worker_wait_job(tp_pool *pool, uint32_t seen) {
+    uint32_t g;
+    int rounds = 0;
+    int64_t deadline = 0;
+    for (unsigned i = 0;; i++) {
+        g = atomic_load_explicit(&pool->run_gen, memory_order_acquire);
+        if (g != seen) return g;
+        if ((i & 63) == 63) {
+            int64_t t = now_ns();
+            if (deadline == 0) {
+                deadline = t + pool->idle_spin_ns;
+            } else if (t >= deadline) {
+                break;
+            }
+        }
+        spin_wait_step(pool, &rounds);
+    }
+    for (;;) {
+        atomic_fetch_add_explicit(&pool->n_sleeping, 1, memory_order_seq_cst);
+        g = atomic_load_explicit(&pool->run_gen, memory_order_seq_cst);
+        if (g == seen) futex_wait_u32(&pool->run_gen, seen);
+        atomic_fetch_sub_explicit(&pool->n_sleeping, 1, memory_order_relaxed);
+        g = atomic_load_explicit(&pool->run_gen, memory_order_acquire);
+        if (g != seen) return g;
+    }
+}
+
+static void *worker_main(void *arg) {
+    tp_worker *w = arg;
+    tp_pool *pool = w->pool;
+    uint32_t seen = 0;
+    for (;;) {
+        seen = worker_wait_job(pool, seen);
+        if (pool->stop) break;
+        pool->fn(pool->ctx, w->ith, pool->n_threads);
+        atomic_fetch_add_explicit(&pool->n_done, 1, memory_order_release);
+    }
+    return NULL;
+}
+
+vt_status tp_create(int n_threads, tp_pool **out) {
+    *out = NULL;
+    if (n_threads < 1 || n_threads > 1024)
+        return vt_errorf(VT_E_RANGE, "threadpool: n_threads %d outside [1, 1024]", n_threads);
+    tp_pool *pool = aligned_alloc(CACHE_LINE, size_align_up(sizeof *pool, CACHE_LINE));
+    if (!pool) return vt_errorf(VT_E_NOMEM, "threadpool: out of memory");
+    memset(pool, 0, sizeof *pool);
+    pool->n_threads = n_threads;
+    pool->idle_spin_ns = TP_IDLE_SPIN_NS_DEFAULT;
+    /* Oversubscribed: the thread we wait for may be waiting for our core, so
+     * yield almost at once instead of spinning out a time slice. */
+    long n_cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    pool->spin_rounds = n_cpus > 0 && n_threads > n_cpus ? TP_SPIN_OVERSUBSCRIBED
+                                                         : TP_SPIN_BEFORE_YIELD;
+    const char *env = getenv("VT_TP_SPIN_US");
+    if (env && *env) {
+        long us = strtol(env, NULL, 10);
+        if (us >= 0 && us <= 1000000) pool->idle_spin_ns = (int64_t)us * 1000;
+    }
+    if (n_threads > 1) {
+        pool->workers = calloc((size_t)(n_threads - 1), sizeof *pool->workers);
+        if (!pool->workers) {
+            free(pool);
+            return vt_errorf(VT_E_NOMEM, "threadpool: out of memory for %d workers", n_threads);
+        }
+    }
+    for (int i = 1; i < n_threads; i++) {
+        tp_worker *w = &pool->workers[i - 1];
+        w->pool = pool;
+        w->ith = i;
+        int rc = pthread_create(&w->thread, NULL, worker_main, w);
+        if (rc != 0) {
+            /* Stop and join the workers that did start. */
+            pool->n_threads = i;
+            tp_destroy(pool);
+            return vt_errorf(VT_E_NOMEM, "threadpool: pthread_create for worker %d of %d: %s",
+                             i, n_threads, strerror(rc));
+        }
+    }
+    *out = pool;
+    return VT_OK;
+}
+
+void tp_destroy(tp_pool *pool) {
+    if (!pool) return;
+    if (pool->n_threads > 1) {
+        pool->stop = 1;
+        atomic_fetch_add_explicit(&pool->run_gen, 1, memory_order_seq_cst);
+        futex_wake_all(&pool->run_gen);
+        for (int i = 1; i < pool->n_threads; i++) pthread_join(pool->workers[i - 1].thread, NULL);
+    }
+    free(pool->workers);
+    free(pool);
+}
+
+int tp_n_threads(const tp_pool *pool) { return pool->n_threads; }
+
+void tp_run(tp_pool *pool, tp_fn fn, void *ctx) {
+    const int nth = pool->n_threads;
+    if (nth == 1) {
+        fn(ctx, 0, 1);
+        return;
+    }
+    pool->fn = fn;
+    pool->ctx = ctx;
+    atomic_store_explicit(&pool->n_done, 0, memory_order_relaxed);
+    /* seq_cst: pairs with the sleeper's increment of n_sleeping (see top). */
+    atomic_fetch_add_explicit(&pool->run_gen, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&pool->n_sleeping, memory_order_seq_cst) > 0)
+        futex_wake_all(&pool->run_gen);
+
+    fn(ctx, 0, nth);
+
+    int rounds = 0;
+    while (atomic_load_explicit(&pool->n_done, memory_order_acquire) != nth - 1)
+        spin_wait_step(pool, &rounds);
+}
+
+void tp_barrier(tp_pool *pool) {
+    const int nth = pool->n_threads;
+    if (nth == 1) return;
+    /* One monotonically increasing arrival counter, never reset: the arrival
+     * that returns v belongs to barrier instance v / nth, which is complete when
+     * the counter reaches (v / nth + 1) * nth. One RMW per thread and waiters
+     * spin on the same line, so a barrier costs two cache-line transfers. The
+     * RMWs form a release sequence, so the acquire load that sees the final
+     * count synchronises with every arrival. 64 bits never wrap. */
+    uint64_t v = atomic_fetch_add_explicit(&pool->bar_arrived, 1, memory_order_acq_rel);
+    uint64_t target = (v / (uint64_t)nth + 1) * (uint64_t)nth;
+    if (v + 1 == target) return;
+    int rounds = 0;
+    while (atomic_load_explicit(&pool->bar_arrived, memory_order_acquire) < target)
+        spin_wait_step(pool, &rounds);
+}
+
+/* ---- topology ---------------------------------------------------------------- */
+
+/* Count distinct sibling lists among the CPUs this process may run on: each
+ * physical core has one list ("0,16" or "0-1"), shared by its SMT threads. */
+static int count_physical_cores(void) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
+    enum { MAX_CORES = 1024 };
+    static const char *const files[] = {"core_cpus_list", "thread_siblings_list"};
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        char(*seen)[64] = calloc(MAX_CORES, sizeof *seen);
+        if (!seen) return 0;
+        int n_seen = 0, n_read = 0;
+        for (int cpu = 0; cpu < CPU_SETSIZE && n_seen < MAX_CORES; cpu++) {
+            if (!CPU_ISSET(cpu, &set)) continue;
+            char path[128], line[64] = {0};
+            snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/%s", cpu,
+                     files[f]);
+            FILE *fp = fopen(path, "r");
+            if (!fp) continue;
+            if (!fgets(line, sizeof line, fp)) line[0] = 0;
+            fclose(fp);
+            line[strcspn(line, "\n")] = 0;
+            if (!line[0]) continue;
+            n_read++;
+            int dup = 0;
+            for (int k = 0; k < n_seen && !dup; k++) dup = !strcmp(seen[k], line);
+            if (!dup) memcpy(seen[n_seen++], line, sizeof line);
+        }
+        free(seen);
+        if (n_read > 0) return n_seen;
+    }
+    return 0;
+}
+
+int tp_default_threads(void) {
+    int n = count_physical_cores();
+    if (n <= 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        n = c > 0 ? (int)c : 1;
+    }
+    return n;
+}

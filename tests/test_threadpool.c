@@ -1,0 +1,212 @@
+/* cpu/threadpool: barriers order plain memory, tp_run can be called many times,
+ * oversubscription (more threads than cores) neither deadlocks nor crawls, an
+ * idle pool sleeps, n_threads = 1 runs inline. Also meant to run under TSan
+ * (-DVT_SANITIZE=thread): every cross-thread access here is plain memory ordered
+ * only by tp_run / tp_barrier, so a missing edge is a TSan report. */
+#include "cpu/threadpool.h"
+#include "test.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#define MAX_T 16
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double cpu_s(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec * 1e-6;
+}
+
+/* ---- barrier phases ---------------------------------------------------------
+ * In phase k each thread writes slot[ith] = k (plain store), barrier, then reads
+ * every other slot, which must equal k, barrier. A barrier that lets one thread
+ * through early shows up as a wrong value (and as a TSan race). */
+typedef struct {
+    tp_pool *pool;
+    int n_phases;
+    int64_t slot[MAX_T];
+    int bad[MAX_T];      /* per thread: mismatches seen */
+    int calls[MAX_T];    /* per thread: times fn ran */
+} phase_ctx;
+
+static void phase_fn(void *vctx, int ith, int nth) {
+    phase_ctx *c = vctx;
+    c->calls[ith]++;
+    for (int k = 1; k <= c->n_phases; k++) {
+        c->slot[ith] = k;
+        tp_barrier(c->pool);
+        for (int j = 0; j < nth; j++)
+            if (c->slot[j] != k) c->bad[ith]++;
+        tp_barrier(c->pool);
+    }
+}
+
+static void test_barriers(int n_threads, int n_runs, int n_phases) {
+    tp_pool *pool = NULL;
+    CHECK_OK(tp_create(n_threads, &pool));
+    if (!pool) return;
+    CHECK_EQ_INT(tp_n_threads(pool), n_threads);
+    phase_ctx c;
+    memset(&c, 0, sizeof c);
+    c.pool = pool;
+    c.n_phases = n_phases;
+    double t0 = now_s();
+    for (int r = 0; r < n_runs; r++) tp_run(pool, phase_fn, &c);
+    double dt = now_s() - t0;
+    int bad = 0;
+    for (int i = 0; i < n_threads; i++) {
+        bad += c.bad[i];
+        CHECK_EQ_INT(c.calls[i], n_runs);
+    }
+    CHECK_MSG(bad == 0, "%d threads: %d barrier mismatches", n_threads, bad);
+    /* Not a benchmark: a livelock under oversubscription takes seconds per
+     * barrier, a working pool microseconds. 2 * n_runs * n_phases barriers. */
+    CHECK_MSG(dt < 20.0, "%d threads: %d runs x %d phases took %.1f s", n_threads, n_runs,
+              n_phases, dt);
+    printf("  %d threads: %d runs x %d barrier pairs: %.3f s\n", n_threads, n_runs, n_phases, dt);
+    tp_destroy(pool);
+}
+
+/* ---- many runs: data written by the caller before tp_run is visible to the
+ * workers, data written by workers is visible to the caller after it ---------- */
+typedef struct {
+    int64_t input;
+    int64_t out[MAX_T];
+} echo_ctx;
+
+static void echo_fn(void *vctx, int ith, int nth) {
+    echo_ctx *c = vctx;
+    c->out[ith] = c->input * 31 + ith;
+}
+
+static void test_many_runs(int n_threads, int n_runs) {
+    tp_pool *pool = NULL;
+    CHECK_OK(tp_create(n_threads, &pool));
+    if (!pool) return;
+    echo_ctx c;
+    memset(&c, 0, sizeof c);
+    int bad = 0;
+    double t0 = now_s();
+    for (int r = 0; r < n_runs; r++) {
+        c.input = r;
+        tp_run(pool, echo_fn, &c);
+        for (int i = 0; i < n_threads; i++)
+            if (c.out[i] != (int64_t)r * 31 + i) bad++;
+    }
+    double dt = now_s() - t0;
+    CHECK_MSG(bad == 0, "%d threads: %d stale outputs", n_threads, bad);
+    CHECK_MSG(dt < 20.0, "%d threads: %d tp_run took %.1f s", n_threads, n_runs, dt);
+    printf("  %d threads: %d tp_run: %.3f s\n", n_threads, n_runs, dt);
+    tp_destroy(pool);
+}
+
+/* ---- an idle pool sleeps ------------------------------------------------------ */
+static void test_idle_sleeps(void) {
+    tp_pool *pool = NULL;
+    CHECK_OK(tp_create(4, &pool));
+    if (!pool) return;
+    echo_ctx c;
+    memset(&c, 0, sizeof c);
+    for (int r = 0; r < 10; r++) tp_run(pool, echo_fn, &c);
+    /* Let the workers finish their idle spin (100 µs by default), then measure
+     * 200 ms of idleness: three sleeping workers must use almost no CPU. A pool
+     * that never sleeps would burn ~min(3, cores) x 200 ms here. */
+    struct timespec settle = {0, 20 * 1000 * 1000};
+    nanosleep(&settle, NULL);
+    double c0 = cpu_s();
+    struct timespec idle = {0, 200 * 1000 * 1000};
+    nanosleep(&idle, NULL);
+    double used = cpu_s() - c0;
+    CHECK_MSG(used < 0.02, "idle pool used %.1f ms CPU in 200 ms", used * 1e3);
+    printf("  idle: %.2f ms CPU in 200 ms\n", used * 1e3);
+    /* and it still works after sleeping */
+    c.input = 7;
+    tp_run(pool, echo_fn, &c);
+    CHECK_EQ_INT(c.out[3], 7 * 31 + 3);
+    tp_destroy(pool);
+}
+
+/* ---- n_threads = 1 runs inline -------------------------------------------------- */
+typedef struct {
+    pthread_t caller, seen;
+    int ith, nth;
+} inline_ctx;
+
+static void inline_fn(void *vctx, int ith, int nth) {
+    inline_ctx *c = vctx;
+    c->seen = pthread_self();
+    c->ith = ith;
+    c->nth = nth;
+}
+
+static void barrier_only_fn(void *vctx, int ith, int nth) {
+    tp_barrier(vctx); /* must be a no-op with one thread */
+}
+
+static void test_single(void) {
+    tp_pool *pool = NULL;
+    CHECK_OK(tp_create(1, &pool));
+    if (!pool) return;
+    inline_ctx c = {.caller = pthread_self(), .ith = -1, .nth = -1};
+    tp_run(pool, inline_fn, &c);
+    CHECK(pthread_equal(c.caller, c.seen));
+    CHECK_EQ_INT(c.ith, 0);
+    CHECK_EQ_INT(c.nth, 1);
+    tp_run(pool, barrier_only_fn, pool);
+    tp_destroy(pool);
+}
+
+static void test_errors(void) {
+    tp_pool *pool = (tp_pool *)&pool;
+    CHECK(tp_create(0, &pool) == VT_E_RANGE);
+    CHECK(pool == NULL);
+    tp_destroy(NULL);
+}
+
+/* ---- tp_range partitions [0, n) ------------------------------------------------- */
+static void test_range(void) {
+    const int64_t ns[] = {0, 1, 5, 31, 32, 33, 100, 1000, 4097};
+    const int64_t grains[] = {1, 4, 16, 32};
+    int bad = 0;
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+        for (size_t g = 0; g < sizeof grains / sizeof grains[0]; g++)
+            for (int nth = 1; nth <= 7; nth++) {
+                int64_t expect = 0;
+                for (int ith = 0; ith < nth; ith++) {
+                    int64_t b, e;
+                    tp_range(ns[a], grains[g], ith, nth, &b, &e);
+                    if (b != expect || e < b) bad++;
+                    if (b % grains[g] != 0 && b != ns[a]) bad++;
+                    expect = e;
+                }
+                if (expect != ns[a]) bad++;
+            }
+    CHECK_EQ_INT(bad, 0);
+}
+
+int main(void) {
+    int cores = tp_default_threads();
+    CHECK(cores >= 1 && cores <= 4096);
+    printf("tp_default_threads() = %d\n", cores);
+    test_errors();
+    test_single();
+    test_range();
+    /* 3 and 4 threads oversubscribe the 2-core CI machine on purpose. */
+    test_barriers(2, 200, 200);
+    test_barriers(3, 100, 100);
+    test_barriers(4, 100, 100);
+    test_barriers(8, 20, 50);
+    test_many_runs(2, 10000);
+    test_many_runs(4, 10000);
+    test_idle_sleeps();
+    return test_finish();
+}
