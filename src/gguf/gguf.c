@@ -577,11 +577,9 @@ static vt_status place_tensors(parser *p, gguf_file *out) {
     size_t start = size_align_up(p->pos, out->alignment);
     if (start < p->pos || start > p->size) {
         if (out->n_tensors > 0) {
-            char a[32], b[32];
-            fmt_size(a, sizeof a, start), fmt_size(b, sizeof b, p->size);
             return perr(p, VT_E_FORMAT,
-                        "data section starts at byte %zu (%s, metadata end %zu padded to alignment %zu), past end of file (%zu bytes, %s)",
-                        start, a, p->pos, out->alignment, p->size, b);
+                        "data section starts at byte %zu (metadata end %zu padded to alignment %zu), past end of file (%zu bytes)",
+                        start, p->pos, out->alignment, p->size);
         }
         start = p->size;
     }
