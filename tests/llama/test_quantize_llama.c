@@ -1,0 +1,346 @@
+/* vt quantize against llama.cpp's llama_model_quantize: for the same input and
+ * file type, every tensor gets the same type and byte-identical data, the files
+ * list the tensors in the same order with the same general.file_type, and the vt
+ * output loads in llama.cpp.
+ *
+ * Inputs: stories260K.gguf (F32, rows of 64 and 172: the K types fall back),
+ * TinyStories-656K-Q8_0.gguf (already quantized, tied embeddings: requantized),
+ * llama-2-tiny-random.gguf (F16, rows of 8: everything falls back to F16), and two
+ * synthetic llama models written here with rows of 256 (8 layers, GQA 4; one with
+ * output.weight, one tied), which exercise the Q4_K_M/Q5_K_M layer mixes.
+ *
+ * vt's gguf.h and ggml's gguf.h share names, so this file uses only ggml's
+ * (files are read and written with it) and runs vt as the real binary (VT_BIN). */
+#include "ggml-backend.h"
+#include "ggml.h"
+#include "gguf.h" /* ggml's GGUF API: an independent reader of vt's output */
+#include "llama.h"
+#include "test.h"
+
+#include <dlfcn.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* vt's libvt also defines gguf_free (and gguf_find_tensor, gguf_type_name) with
+ * other signatures. A direct call here would link vt's object into this program,
+ * and the dynamic linker would then bind libllama's own calls to vt's functions.
+ * So ggml's gguf_free is looked up at run time, and nothing here names vt's. */
+static void ggml_gguf_free(struct gguf_context *g) {
+    static void (*fn)(struct gguf_context *);
+    if (!fn) {
+        void *h = dlopen("libggml-base.so", RTLD_NOW | RTLD_NOLOAD);
+        fn = (void (*)(struct gguf_context *))(h ? dlsym(h, "gguf_free") : NULL);
+        if (h) dlclose(h);
+    }
+    if (fn) fn(g);
+}
+
+static char tmp_dir[256];
+
+/* ---- the synthetic model ------------------------------------------------------------------ */
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static float rnd_normal(void) {
+    uint64_t a = (rng += 0x9E3779B97F4A7C15ull), b = (rng += 0x9E3779B97F4A7C15ull);
+    a = (a ^ (a >> 30)) * 0xBF58476D1CE4E5B9ull, a ^= a >> 31;
+    b = (b ^ (b >> 30)) * 0xBF58476D1CE4E5B9ull, b ^= b >> 31;
+    double u = ((a >> 11) + 1.0) / 9007199254740993.0, v = (b >> 11) / 9007199254740992.0;
+    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+enum { SYN_EMBD = 256, SYN_FF = 256, SYN_LAYERS = 8, SYN_HEADS = 4, SYN_KV_HEADS = 1 };
+
+/* Write a llama model with random weights and the tokenizer (and other keys)
+ * of tok_src, with ggml's GGUF writer. */
+static bool write_synthetic(const char *path, const struct gguf_context *tok_src, bool tied) {
+    const int64_t kid = gguf_find_key(tok_src, "tokenizer.ggml.tokens");
+    if (kid < 0) return false;
+    const int64_t n_vocab = (int64_t)gguf_get_arr_n(tok_src, kid);
+    const int64_t kv_dim = SYN_EMBD / SYN_HEADS * SYN_KV_HEADS;
+    const int64_t per_layer = 2 * SYN_EMBD * SYN_EMBD + 2 * SYN_EMBD * kv_dim + 3 * SYN_EMBD * SYN_FF + 2 * SYN_EMBD;
+    const int64_t n_floats = 2 * SYN_EMBD * n_vocab + SYN_EMBD + SYN_LAYERS * per_layer;
+    struct ggml_init_params ip = {.mem_size = (size_t)n_floats * 4 + 512 * ggml_tensor_overhead(),
+                                  .mem_buffer = NULL, .no_alloc = false};
+    struct ggml_context *ctx = ggml_init(ip);
+    struct gguf_context *g = gguf_init_empty();
+    gguf_set_kv(g, tok_src);
+    gguf_set_val_str(g, "general.architecture", "llama");
+    gguf_set_val_str(g, "general.name", tied ? "vt-synthetic-tied" : "vt-synthetic");
+    gguf_set_val_u32(g, "llama.block_count", SYN_LAYERS);
+    gguf_set_val_u32(g, "llama.context_length", 256);
+    gguf_set_val_u32(g, "llama.embedding_length", SYN_EMBD);
+    gguf_set_val_u32(g, "llama.feed_forward_length", SYN_FF);
+    gguf_set_val_u32(g, "llama.attention.head_count", SYN_HEADS);
+    gguf_set_val_u32(g, "llama.attention.head_count_kv", SYN_KV_HEADS);
+    gguf_set_val_u32(g, "llama.rope.dimension_count", SYN_EMBD / SYN_HEADS);
+    gguf_set_val_f32(g, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    gguf_set_val_u32(g, "general.file_type", 0);
+
+    int n_added = 0;
+    char name[96];
+#define ADD(d0, d1)                                                                              \
+    {                                                                                            \
+        struct ggml_tensor *t_ = (d1) == 1 ? ggml_new_tensor_1d(ctx, GGML_TYPE_F32, (d0))        \
+                                           : ggml_new_tensor_2d(ctx, GGML_TYPE_F32, (d0), (d1)); \
+        ggml_set_name(t_, name);                                                                 \
+        float *x_ = t_->data;                                                                    \
+        const float scale_ = (d1) == 1 ? 0.1f : 0.02f * (1.0f + (float)(n_added % 5));          \
+        for (int64_t i_ = 0; i_ < (int64_t)(d0) * (d1); i_++)                                    \
+            x_[i_] = ((d1) == 1 ? 1.0f : 0.0f) + scale_ * rnd_normal();                          \
+        gguf_add_tensor(g, t_);                                                                  \
+        n_added++;                                                                               \
+    }
+    snprintf(name, sizeof name, "token_embd.weight");
+    ADD(SYN_EMBD, n_vocab);
+    snprintf(name, sizeof name, "output_norm.weight");
+    ADD(SYN_EMBD, 1);
+    if (!tied) {
+        snprintf(name, sizeof name, "output.weight");
+        ADD(SYN_EMBD, n_vocab);
+    }
+    for (int l = 0; l < SYN_LAYERS; l++) {
+        snprintf(name, sizeof name, "blk.%d.attn_norm.weight", l);
+        ADD(SYN_EMBD, 1);
+        snprintf(name, sizeof name, "blk.%d.attn_q.weight", l);
+        ADD(SYN_EMBD, SYN_EMBD);
+        snprintf(name, sizeof name, "blk.%d.attn_k.weight", l);
+        ADD(SYN_EMBD, kv_dim);
+        snprintf(name, sizeof name, "blk.%d.attn_v.weight", l);
+        ADD(SYN_EMBD, kv_dim);
+        snprintf(name, sizeof name, "blk.%d.attn_output.weight", l);
+        ADD(SYN_EMBD, SYN_EMBD);
+        snprintf(name, sizeof name, "blk.%d.ffn_norm.weight", l);
+        ADD(SYN_EMBD, 1);
+        snprintf(name, sizeof name, "blk.%d.ffn_gate.weight", l);
+        ADD(SYN_EMBD, SYN_FF);
+        snprintf(name, sizeof name, "blk.%d.ffn_up.weight", l);
+        ADD(SYN_EMBD, SYN_FF);
+        snprintf(name, sizeof name, "blk.%d.ffn_down.weight", l);
+        ADD(SYN_FF, SYN_EMBD);
+    }
+#undef ADD
+    const bool ok = gguf_write_to_file(g, path, false);
+    ggml_gguf_free(g);
+    ggml_free(ctx);
+    return ok;
+}
+
+/* ---- running both quantizers ---------------------------------------------------------------- */
+
+static bool vt_quantize(const char *in, const char *out, const char *type, bool requant) {
+    const char *bin = getenv("VT_BIN");
+    if (!bin || access(bin, X_OK) != 0) {
+        fprintf(stderr, "VT_BIN (the vt binary) is not set or not executable\n");
+        return false;
+    }
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' quantize -q -t 2 %s '%s' '%s' %s", bin,
+             requant ? "--allow-requantize" : "", in, out, type);
+    return system(cmd) == 0;
+}
+
+static bool llama_quantize(const char *in, const char *out, enum llama_ftype ftype, bool requant) {
+    llama_model_quantize_params p = llama_model_quantize_default_params();
+    p.nthread = 2;
+    p.ftype = ftype;
+    p.allow_requantize = requant;
+    return llama_model_quantize(in, out, &p) == 0;
+}
+
+/* A GGUF read with ggml's parser, and the whole file in memory. */
+typedef struct parsed {
+    struct gguf_context *g;
+    uint8_t *bytes;
+    size_t size;
+} parsed;
+
+static bool parse(const char *path, parsed *p) {
+    memset(p, 0, sizeof *p);
+    struct gguf_init_params gp = {.no_alloc = true, .ctx = NULL};
+    p->g = gguf_init_from_file(path, gp);
+    if (!p->g) return false;
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    fseek(f, 0, SEEK_END);
+    p->size = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    p->bytes = malloc(p->size);
+    const bool ok = p->bytes && fread(p->bytes, 1, p->size, f) == p->size;
+    fclose(f);
+    return ok;
+}
+static void unparse(parsed *p) {
+    if (p->g) ggml_gguf_free(p->g);
+    free(p->bytes);
+}
+static const uint8_t *tensor_data(const parsed *p, int64_t i) {
+    return p->bytes + gguf_get_data_offset(p->g) + gguf_get_tensor_offset(p->g, i);
+}
+
+static struct { const char *name; enum llama_ftype id; } ftypes[] = {
+    {"F32", LLAMA_FTYPE_ALL_F32},        {"F16", LLAMA_FTYPE_MOSTLY_F16},
+    {"BF16", LLAMA_FTYPE_MOSTLY_BF16},   {"Q4_0", LLAMA_FTYPE_MOSTLY_Q4_0},
+    {"Q4_1", LLAMA_FTYPE_MOSTLY_Q4_1},   {"Q5_0", LLAMA_FTYPE_MOSTLY_Q5_0},
+    {"Q5_1", LLAMA_FTYPE_MOSTLY_Q5_1},   {"Q8_0", LLAMA_FTYPE_MOSTLY_Q8_0},
+    {"Q2_K", LLAMA_FTYPE_MOSTLY_Q2_K},   {"Q3_K_S", LLAMA_FTYPE_MOSTLY_Q3_K_S},
+    {"Q3_K_M", LLAMA_FTYPE_MOSTLY_Q3_K_M}, {"Q3_K_L", LLAMA_FTYPE_MOSTLY_Q3_K_L},
+    {"Q4_K_S", LLAMA_FTYPE_MOSTLY_Q4_K_S}, {"Q4_K_M", LLAMA_FTYPE_MOSTLY_Q4_K_M},
+    {"Q5_K_S", LLAMA_FTYPE_MOSTLY_Q5_K_S}, {"Q5_K_M", LLAMA_FTYPE_MOSTLY_Q5_K_M},
+    {"Q6_K", LLAMA_FTYPE_MOSTLY_Q6_K},   {"IQ4_NL", LLAMA_FTYPE_MOSTLY_IQ4_NL},
+    {"IQ4_XS", LLAMA_FTYPE_MOSTLY_IQ4_XS},
+};
+
+static bool ftype_id(const char *name, enum llama_ftype *out) {
+    for (size_t i = 0; i < sizeof ftypes / sizeof ftypes[0]; i++) {
+        if (!strcmp(ftypes[i].name, name)) return *out = ftypes[i].id, true;
+    }
+    return false;
+}
+
+/* Quantize `in` with both tools to `type` and compare the results. */
+static void compare_one(const char *label, const char *in, const char *type, bool requant, bool load) {
+    enum llama_ftype ftype = LLAMA_FTYPE_ALL_F32;
+    if (!ftype_id(type, &ftype)) {
+        CHECK_MSG(0, "unknown type %s", type);
+        return;
+    }
+    char out_vt[512], out_ll[512];
+    snprintf(out_vt, sizeof out_vt, "%s/%s-%s-vt.gguf", tmp_dir, label, type);
+    snprintf(out_ll, sizeof out_ll, "%s/%s-%s-llama.gguf", tmp_dir, label, type);
+    const bool vt_ok = vt_quantize(in, out_vt, type, requant);
+    const bool ll_ok = llama_quantize(in, out_ll, ftype, requant);
+    CHECK_MSG(vt_ok, "%s %s: vt quantize failed", label, type);
+    CHECK_MSG(ll_ok, "%s %s: llama_model_quantize failed", label, type);
+    if (!vt_ok || !ll_ok) return;
+
+    parsed a, b;
+    const bool pa = parse(out_vt, &a), pb = parse(out_ll, &b);
+    CHECK_MSG(pa, "%s %s: ggml cannot read vt's output", label, type);
+    CHECK(pb);
+    if (pa && pb) {
+        const int64_t na = gguf_get_n_tensors(a.g), nb = gguf_get_n_tensors(b.g);
+        CHECK_EQ_INT(na, nb);
+        const int64_t n = na < nb ? na : nb;
+        int64_t same_type = 0, same_bytes = 0;
+        int hist[GGML_TYPE_COUNT] = {0};
+        for (int64_t i = 0; i < n; i++) {
+            const char *xn = gguf_get_tensor_name(a.g, i), *yn = gguf_get_tensor_name(b.g, i);
+            CHECK_MSG(!strcmp(xn, yn), "%s %s: tensor %lld: '%s' vs llama '%s'", label, type,
+                      (long long)i, xn, yn);
+            const enum ggml_type xt = gguf_get_tensor_type(a.g, i), yt = gguf_get_tensor_type(b.g, i);
+            CHECK_MSG(!memcmp(gguf_get_tensor_ne(a.g, i), gguf_get_tensor_ne(b.g, i), 4 * sizeof(int64_t)),
+                      "%s %s: '%s' shape differs", label, type, xn);
+            if (xt == yt) {
+                same_type++;
+            } else {
+                fprintf(stderr, "  %s %s: '%s' vt %s, llama %s\n", label, type, xn, ggml_type_name(xt),
+                        ggml_type_name(yt));
+            }
+            const size_t sa = gguf_get_tensor_size(a.g, i), sb = gguf_get_tensor_size(b.g, i);
+            if (xt == yt && sa == sb && !memcmp(tensor_data(&a, i), tensor_data(&b, i), sa)) same_bytes++;
+            hist[xt]++;
+        }
+        CHECK_MSG(same_type == n, "%s %s: %lld of %lld tensor types differ", label, type,
+                  (long long)(n - same_type), (long long)n);
+        CHECK_MSG(same_bytes == n, "%s %s: %lld of %lld tensors' data differ", label, type,
+                  (long long)(n - same_bytes), (long long)n);
+        const int64_t ka = gguf_find_key(a.g, "general.file_type"), kb = gguf_find_key(b.g, "general.file_type");
+        CHECK(ka >= 0 && kb >= 0);
+        if (ka >= 0 && kb >= 0) {
+            CHECK(gguf_get_kv_type(a.g, ka) == GGUF_TYPE_UINT32);
+            CHECK_EQ_INT(gguf_get_val_u32(a.g, ka), gguf_get_val_u32(b.g, kb));
+        }
+        char types[256] = "";
+        for (int t = 0; t < GGML_TYPE_COUNT; t++) {
+            if (!hist[t]) continue;
+            char part[32];
+            snprintf(part, sizeof part, " %s:%d", ggml_type_name((enum ggml_type)t), hist[t]);
+            strncat(types, part, sizeof types - strlen(types) - 1);
+        }
+        printf("%-10s %-7s %3lld tensors, %3lld same type, %3lld identical bytes |%s\n", label, type,
+               (long long)n, (long long)same_type, (long long)same_bytes, types);
+    }
+    unparse(&a);
+    unparse(&b);
+
+    if (load) {
+        struct llama_model_params mp = llama_model_default_params();
+        mp.n_gpu_layers = 0;
+        struct llama_model *m = llama_model_load_from_file(out_vt, mp);
+        CHECK_MSG(m != NULL, "%s %s: llama.cpp cannot load vt's output", label, type);
+        if (m) llama_model_free(m);
+    }
+    unlink(out_vt);
+    unlink(out_ll);
+}
+
+/* llama_model_quantize warns about every fallback; keep only errors. */
+static void errors_only(enum ggml_log_level level, const char *text, void *user) {
+    (void)user;
+    if (level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
+}
+
+int main(void) {
+    if (!getenv("VT_LLAMA_VERBOSE")) llama_log_set(errors_only, NULL);
+    ggml_backend_load_all_from_path(VT_LLAMA_BINS);
+    llama_backend_init();
+    if (ggml_backend_dev_count() == 0) {
+        CHECK(!"no llama.cpp backend loaded from " VT_LLAMA_BINS);
+        return test_finish();
+    }
+    const char *base = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(tmp_dir, sizeof tmp_dir, "%s/vt-quantize-XXXXXX", base);
+    if (!mkdtemp(tmp_dir)) {
+        CHECK(!"mkdtemp");
+        return test_finish();
+    }
+
+    static const char *all_types[] = {"F32",    "F16",    "BF16",   "Q4_0",   "Q4_1",   "Q5_0",  "Q5_1",
+                                      "Q8_0",   "Q2_K",   "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M",
+                                      "Q5_K_S", "Q5_K_M", "Q6_K",   "IQ4_NL", "IQ4_XS"};
+    const int n_all = (int)(sizeof all_types / sizeof all_types[0]);
+
+    char stories[4096] = "";
+    const char *p = test_model_path("stories260K.gguf");
+    if (p) {
+        snprintf(stories, sizeof stories, "%s", p);
+        for (int i = 0; i < n_all; i++) compare_one("stories", stories, all_types[i], false, i % 4 == 0);
+    }
+    p = test_model_path("TinyStories-656K-Q8_0.gguf");
+    if (p) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s", p);
+        static const char *const t[] = {"Q4_0", "Q4_K_M", "Q6_K", "IQ4_XS", "F16"};
+        for (int i = 0; i < 5; i++) compare_one("ts656k-q8", path, t[i], true, i == 1);
+    }
+    p = test_model_path("llama-2-tiny-random.gguf");
+    if (p) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s", p);
+        compare_one("tiny-rand", path, "Q4_K_M", false, false);
+        compare_one("tiny-rand", path, "Q8_0", false, false);
+    }
+
+    if (stories[0]) {
+        parsed tok;
+        if (parse(stories, &tok)) {
+            /* the synthetic models take stories260K's metadata (tokenizer) */
+            static const char *const t[] = {"Q4_0", "Q8_0", "Q4_K_M", "Q5_K_M", "Q6_K", "Q3_K_M",
+                                            "Q4_K_S", "Q5_K_S", "Q2_K", "Q3_K_L", "IQ4_XS", "BF16"};
+            const int nt = (int)(sizeof t / sizeof t[0]);
+            for (int tied = 0; tied < 2; tied++) {
+                char path[512];
+                snprintf(path, sizeof path, "%s/synthetic%s.gguf", tmp_dir, tied ? "-tied" : "");
+                CHECK(write_synthetic(path, tok.g, tied));
+                for (int i = 0; i < (tied ? 4 : nt); i++) {
+                    compare_one(tied ? "syn-tied" : "synthetic", path, t[i], false, i < 3);
+                }
+                unlink(path);
+            }
+            unparse(&tok);
+        }
+    }
+    rmdir(tmp_dir);
+    return test_finish();
+}
