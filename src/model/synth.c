@@ -1,0 +1,468 @@
+/* Synthetic GGUF models: see synth.h. */
+#include "model/synth.h"
+
+#include "base/mapfile.h"
+#include "base/size.h"
+#include "cpu/threadpool.h"
+#include "gguf/gguf.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define SYNTH_STD 0.02f
+#define SYNTH_MAX_TENSORS_PER_LAYER 12
+#define SYNTH_MAX_DIM ((int64_t)1 << 20)
+
+synth_params synth_default_params(void) {
+    return (synth_params){
+        .arch = "llama",
+        .n_layer = 2,
+        .n_embd = 256,
+        .n_head = 4,
+        .n_head_kv = 2,
+        .n_ff = 512,
+        .n_ctx = 256,
+        .n_vocab = 512,
+        .type = VT_DTYPE_F32,
+        .embd_type = VT_DTYPE_COUNT,
+        .output_type = VT_DTYPE_COUNT,
+        .seed = 1,
+    };
+}
+
+int synth_file_type(vt_dtype type) {
+    switch (type) {
+    case VT_DTYPE_F32: return 0;
+    case VT_DTYPE_F16: return 1;
+    case VT_DTYPE_Q4_0: return 2;
+    case VT_DTYPE_Q4_1: return 3;
+    case VT_DTYPE_Q8_0: return 7;
+    case VT_DTYPE_Q5_0: return 8;
+    case VT_DTYPE_Q5_1: return 9;
+    case VT_DTYPE_Q2_K: return 10;
+    case VT_DTYPE_Q3_K: return 11; /* Q3_K_S */
+    case VT_DTYPE_Q4_K: return 14; /* Q4_K_S */
+    case VT_DTYPE_Q5_K: return 16; /* Q5_K_S */
+    case VT_DTYPE_Q6_K: return 18;
+    case VT_DTYPE_IQ4_NL: return 25;
+    case VT_DTYPE_IQ4_XS: return 30;
+    case VT_DTYPE_BF16: return 32;
+    default: return -1;
+    }
+}
+
+/* ---- random numbers ------------------------------------------------------------ */
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t fnv1a(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* n values N(0, std) for one row; the stream depends on (key, row) only. */
+static void fill_normal(float *x, int64_t n, uint64_t key, int64_t row, float std) {
+    uint64_t s = key ^ ((uint64_t)row * 0xD1B54A32D192ED03ull);
+    splitmix64(&s);
+    for (int64_t i = 0; i < n; i += 2) {
+        /* Box-Muller on two 24-bit uniforms in (0, 1] and [0, 1) */
+        uint64_t r = splitmix64(&s);
+        float u1 = (float)((r >> 40) + 1) * (1.0f / 16777216.0f);
+        float u2 = (float)((r >> 8) & 0xFFFFFF) * (1.0f / 16777216.0f);
+        float mag = std * sqrtf(-2.0f * logf(u1));
+        x[i] = mag * cosf(6.28318530718f * u2);
+        if (i + 1 < n) x[i + 1] = mag * sinf(6.28318530718f * u2);
+    }
+}
+
+/* ---- the tensor plan ------------------------------------------------------------- */
+
+typedef enum { FILL_NORMAL, FILL_ONES } fill_kind;
+
+typedef struct synth_tensor {
+    char name[64];
+    int64_t ne0, ne1;   /* row length, rows (ne1 == 1 for vectors) */
+    uint32_t n_dims;
+    vt_dtype type;
+    fill_kind fill;
+    size_t row_bytes;
+    size_t bytes;
+    uint8_t *data;      /* (ne1, row_bytes) */
+    uint64_t key;       /* seed mixed with the name hash */
+} synth_tensor;
+
+typedef struct synth_job {
+    synth_tensor *tensors;
+    int n_tensors;
+    int64_t chunk_rows_elems; /* elements per work chunk (whole rows) */
+    /* chunk c of tensor t covers rows [first_row[t] + ...); chunks are numbered
+     * across all tensors in order */
+    int64_t *chunk_start;     /* (n_tensors + 1) first global chunk of each tensor */
+    int64_t *rows_per_chunk;  /* (n_tensors) */
+    atomic_int_fast64_t next_chunk;
+    atomic_int_fast64_t done_elems;
+    int64_t total_elems;
+    bool progress;
+    double t0;
+} synth_job;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void synth_worker(void *ctx, int ith, int nth) {
+    (void)nth;
+    synth_job *job = ctx;
+    float *scratch = NULL;
+    int64_t scratch_n = 0;
+    double last_print = 0;
+    int t = 0;
+    for (;;) {
+        int64_t c = atomic_fetch_add(&job->next_chunk, 1);
+        if (c >= job->chunk_start[job->n_tensors]) break;
+        while (job->chunk_start[t + 1] <= c) t++;
+        while (job->chunk_start[t] > c) t--;
+        synth_tensor *st = &job->tensors[t];
+        int64_t r0 = (c - job->chunk_start[t]) * job->rows_per_chunk[t];
+        int64_t r1 = r0 + job->rows_per_chunk[t];
+        if (r1 > st->ne1) r1 = st->ne1;
+        if (st->ne0 > scratch_n) {
+            free(scratch);
+            scratch = malloc((size_t)st->ne0 * sizeof(float));
+            scratch_n = scratch ? st->ne0 : 0;
+            VT_ASSERT(scratch); /* a row of at most SYNTH_MAX_DIM floats */
+        }
+        const quant_traits *tr = quant_traits_get(st->type);
+        for (int64_t r = r0; r < r1; r++) {
+            if (st->fill == FILL_ONES) {
+                for (int64_t i = 0; i < st->ne0; i++) scratch[i] = 1.0f;
+            } else {
+                fill_normal(scratch, st->ne0, st->key, r, SYNTH_STD);
+            }
+            tr->quant_ref(scratch, st->data + (size_t)r * st->row_bytes, st->ne0);
+        }
+        int64_t done = atomic_fetch_add(&job->done_elems, (r1 - r0) * st->ne0) + (r1 - r0) * st->ne0;
+        if (job->progress && ith == 0) {
+            double t_now = now_s();
+            if (t_now - last_print > 0.5) {
+                last_print = t_now;
+                fprintf(stderr, "\rsynth: %5.1f%% of %.1f M weights, %.1f s", 100.0 * (double)done / (double)job->total_elems,
+                        (double)job->total_elems / 1e6, t_now - job->t0);
+            }
+        }
+    }
+    free(scratch);
+}
+
+/* ---- parameters ---------------------------------------------------------------- */
+
+static vt_status check_type(vt_dtype type, const char *what, int64_t row, const char *row_name) {
+    const quant_traits *tr = quant_traits_get(type);
+    if (!tr || !tr->quant_ref || type == VT_DTYPE_Q8_1 || type == VT_DTYPE_Q8_K)
+        return vt_errorf(VT_E_INVALID, "synth: %s type %d cannot be written", what, (int)type);
+    if (row % tr->block_elems != 0)
+        return vt_errorf(VT_E_INVALID,
+                         "synth: %s type %s needs rows that are a multiple of %lld, but %s is %lld",
+                         what, tr->name, (long long)tr->block_elems, row_name, (long long)row);
+    return VT_OK;
+}
+
+static vt_status check_params(const synth_params *p, int64_t head_dim) {
+    struct { const char *name; int64_t v; } dims[] = {
+        {"n_layer", p->n_layer}, {"n_embd", p->n_embd}, {"n_head", p->n_head},
+        {"n_head_kv", p->n_head_kv}, {"n_ff", p->n_ff}, {"n_ctx", p->n_ctx},
+    };
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+        if (dims[i].v < 1 || dims[i].v > SYNTH_MAX_DIM)
+            return vt_errorf(VT_E_INVALID, "synth: %s = %lld (must be 1..%lld)", dims[i].name,
+                             (long long)dims[i].v, (long long)SYNTH_MAX_DIM);
+    }
+    if (p->n_layer > 1024)
+        return vt_errorf(VT_E_INVALID, "synth: n_layer = %lld (at most 1024)", (long long)p->n_layer);
+    if (p->n_head % p->n_head_kv != 0)
+        return vt_errorf(VT_E_INVALID, "synth: n_head %lld is not a multiple of n_head_kv %lld",
+                         (long long)p->n_head, (long long)p->n_head_kv);
+    if (p->head_dim == 0 && p->n_embd % p->n_head != 0)
+        return vt_errorf(VT_E_INVALID, "synth: n_embd %lld is not a multiple of n_head %lld",
+                         (long long)p->n_embd, (long long)p->n_head);
+    if (head_dim < 2 || head_dim % 2 != 0 || head_dim * p->n_head > SYNTH_MAX_DIM)
+        return vt_errorf(VT_E_INVALID, "synth: head_dim %lld must be even and >= 2",
+                         (long long)head_dim);
+    vt_dtype embd_type = p->embd_type == VT_DTYPE_COUNT ? p->type : p->embd_type;
+    vt_dtype out_type = p->output_type == VT_DTYPE_COUNT ? p->type : p->output_type;
+    VT_TRY(check_type(p->type, "weight", p->n_embd, "n_embd"));
+    VT_TRY(check_type(p->type, "weight", p->n_ff, "n_ff"));
+    VT_TRY(check_type(p->type, "weight", head_dim * p->n_head, "n_head * head_dim"));
+    VT_TRY(check_type(embd_type, "token_embd", p->n_embd, "n_embd"));
+    if (!p->tied) VT_TRY(check_type(out_type, "output", p->n_embd, "n_embd"));
+    return VT_OK;
+}
+
+/* ---- the generated vocabulary ------------------------------------------------------ */
+
+typedef struct gen_vocab {
+    char **tokens;   /* (n) */
+    float *scores;   /* (n) */
+    int32_t *types;  /* (n) llama token types: 1 normal, 2 unknown, 3 control, 6 byte */
+    int64_t n;
+} gen_vocab;
+
+static void gen_vocab_free(gen_vocab *v) {
+    if (v->tokens)
+        for (int64_t i = 0; i < v->n; i++) free(v->tokens[i]);
+    free(v->tokens);
+    free(v->scores);
+    free(v->types);
+    memset(v, 0, sizeof *v);
+}
+
+static vt_status gen_vocab_make(int64_t n, gen_vocab *v) {
+    memset(v, 0, sizeof *v);
+    if (n < 259 || n > 1000000)
+        return vt_errorf(VT_E_INVALID, "synth: generated vocabulary of %lld tokens (must be 259..1000000)",
+                         (long long)n);
+    v->tokens = calloc((size_t)n, sizeof *v->tokens);
+    v->scores = calloc((size_t)n, sizeof *v->scores);
+    v->types = calloc((size_t)n, sizeof *v->types);
+    if (!v->tokens || !v->scores || !v->types) goto nomem;
+    v->n = n;
+    for (int64_t i = 0; i < n; i++) {
+        char buf[32];
+        if (i == 0) {
+            snprintf(buf, sizeof buf, "<unk>");
+            v->types[i] = 2;
+        } else if (i == 1 || i == 2) {
+            snprintf(buf, sizeof buf, i == 1 ? "<s>" : "</s>");
+            v->types[i] = 3;
+        } else if (i < 259) {
+            snprintf(buf, sizeof buf, "<0x%02X>", (unsigned)(i - 3));
+            v->types[i] = 6;
+        } else {
+            snprintf(buf, sizeof buf, "\xe2\x96\x81t%lld", (long long)(i - 259)); /* "▁t<i>" */
+            v->types[i] = 1;
+            v->scores[i] = -(float)(i - 259);
+        }
+        v->tokens[i] = strdup(buf);
+        if (!v->tokens[i]) goto nomem;
+    }
+    return VT_OK;
+nomem:
+    gen_vocab_free(v);
+    return vt_errorf(VT_E_NOMEM, "synth: out of memory for a vocabulary of %lld tokens", (long long)n);
+}
+
+static vt_status set_gen_vocab(gguf_writer *w, const gen_vocab *v) {
+    VT_TRY(gguf_writer_set_str(w, "tokenizer.ggml.model", "llama"));
+    VT_TRY(gguf_writer_set_str(w, "tokenizer.ggml.pre", "default"));
+    VT_TRY(gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tokens,
+                                   (uint64_t)v->n));
+    VT_TRY(gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, v->scores, (uint64_t)v->n));
+    VT_TRY(gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, v->types, (uint64_t)v->n));
+    VT_TRY(gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0));
+    VT_TRY(gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1));
+    VT_TRY(gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2));
+    VT_TRY(gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true));
+    VT_TRY(gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", false));
+    return VT_OK;
+}
+
+/* Copy every tokenizer.* key of a parsed vocabulary file; *n_vocab = its token count. */
+static vt_status copy_vocab(gguf_writer *w, const gguf_file *f, const char *path, int64_t *n_vocab) {
+    const gguf_kv *toks;
+    vt_status s = gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &toks);
+    if (s != VT_OK) return vt_error_prefix(s, path);
+    if (toks->v.arr.n < 1 || toks->v.arr.n > 10000000)
+        return vt_errorf(VT_E_FORMAT, "%s: tokenizer.ggml.tokens has %llu entries", path,
+                         (unsigned long long)toks->v.arr.n);
+    *n_vocab = (int64_t)toks->v.arr.n;
+    for (int64_t i = 0; i < f->n_kv; i++) {
+        const gguf_kv *kv = &f->kv[i];
+        if (kv->key.len >= 10 && !memcmp(kv->key.ptr, "tokenizer.", 10)) VT_TRY(gguf_writer_copy_kv(w, kv));
+    }
+    return VT_OK;
+}
+
+/* ---- writing --------------------------------------------------------------------- */
+
+static vt_status plan_add(synth_tensor *ts, int *n, uint64_t seed, const char *name, int64_t ne0,
+                          int64_t ne1, uint32_t n_dims, vt_dtype type, fill_kind fill) {
+    synth_tensor *t = &ts[(*n)++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ne0 = ne0;
+    t->ne1 = ne1;
+    t->n_dims = n_dims;
+    t->type = type;
+    t->fill = fill;
+    t->key = seed ^ fnv1a(name);
+    if (!quant_row_bytes(type, ne0, &t->row_bytes) || !size_mul(t->row_bytes, (size_t)ne1, &t->bytes))
+        return vt_errorf(VT_E_INVALID, "synth: tensor '%s': %lld x %lld is too large", name,
+                         (long long)ne0, (long long)ne1);
+    t->data = malloc(t->bytes ? t->bytes : 1);
+    if (!t->data)
+        return vt_errorf(VT_E_NOMEM, "synth: tensor '%s': cannot allocate %zu bytes", name, t->bytes);
+    return VT_OK;
+}
+
+vt_status synth_write(const synth_params *p, const char *path) {
+    vt_status s = VT_OK;
+    bool is_llama = p->arch && !strcmp(p->arch, "llama");
+    bool is_qwen2 = p->arch && !strcmp(p->arch, "qwen2");
+    bool is_qwen3 = p->arch && !strcmp(p->arch, "qwen3");
+    if (!is_llama && !is_qwen2 && !is_qwen3)
+        return vt_errorf(VT_E_INVALID, "synth: unknown arch '%s' (llama, qwen2, qwen3)",
+                         p->arch ? p->arch : "(null)");
+    if (p->n_head < 1) return vt_errorf(VT_E_INVALID, "synth: n_head = %lld", (long long)p->n_head);
+    int64_t head_dim = p->head_dim ? p->head_dim : p->n_embd / p->n_head;
+    VT_TRY(check_params(p, head_dim));
+    vt_dtype embd_type = p->embd_type == VT_DTYPE_COUNT ? p->type : p->embd_type;
+    vt_dtype out_type = p->output_type == VT_DTYPE_COUNT ? p->type : p->output_type;
+    float rope_base = p->rope_freq_base > 0 ? p->rope_freq_base : (is_llama ? 10000.0f : 1000000.0f);
+    float rms_eps = p->rms_eps > 0 ? p->rms_eps : (is_llama ? 1e-5f : 1e-6f);
+
+    gguf_writer *w = NULL;
+    mapfile vmap = {0};
+    gguf_file vf = {0};
+    bool vf_open = false;
+    gen_vocab gv = {0};
+    synth_tensor *ts = NULL;
+    int n_t = 0;
+    tp_pool *pool = NULL;
+    synth_job job = {0};
+    int64_t n_vocab = p->n_vocab;
+
+    if ((s = gguf_writer_create(&w)) != VT_OK) goto done;
+
+    /* tokenizer first: it fixes n_vocab */
+    if (p->vocab_path) {
+        if ((s = mapfile_open(p->vocab_path, &vmap)) != VT_OK) goto done;
+        if ((s = gguf_parse(vmap.data, vmap.size, p->vocab_path, &vf)) != VT_OK) goto done;
+        vf_open = true;
+        if ((s = copy_vocab(w, &vf, p->vocab_path, &n_vocab)) != VT_OK) goto done;
+    } else {
+        if ((s = gen_vocab_make(n_vocab, &gv)) != VT_OK) goto done;
+        if ((s = set_gen_vocab(w, &gv)) != VT_OK) goto done;
+    }
+
+    /* metadata */
+    char key[128];
+    const char *a = p->arch;
+#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", a, suffix), key)
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        if ((s = (expr)) != VT_OK) goto done;                                                      \
+    } while (0)
+    TRY(gguf_writer_set_str(w, "general.architecture", a));
+    TRY(gguf_writer_set_str(w, "general.name", "vt-synth"));
+    int ftype = synth_file_type(p->type);
+    if (ftype >= 0) TRY(gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype));
+    TRY(gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)p->n_layer));
+    TRY(gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)p->n_ctx));
+    TRY(gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)p->n_embd));
+    TRY(gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)p->n_ff));
+    TRY(gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)p->n_head));
+    TRY(gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)p->n_head_kv));
+    TRY(gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), rms_eps));
+    if (!is_llama || head_dim * p->n_head != p->n_embd) {
+        TRY(gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)head_dim));
+        TRY(gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)head_dim));
+    }
+    TRY(gguf_writer_set_f32(w, KEY("rope.freq_base"), rope_base));
+    TRY(gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)head_dim));
+#undef KEY
+
+    /* tensors */
+    int max_t = 3 + SYNTH_MAX_TENSORS_PER_LAYER * (int)p->n_layer;
+    ts = calloc((size_t)max_t, sizeof *ts);
+    if (!ts) {
+        s = vt_errorf(VT_E_NOMEM, "synth: out of memory");
+        goto done;
+    }
+    int64_t q_dim = head_dim * p->n_head, kv_dim = head_dim * p->n_head_kv;
+    TRY(plan_add(ts, &n_t, p->seed, "token_embd.weight", p->n_embd, n_vocab, 2, embd_type, FILL_NORMAL));
+    TRY(plan_add(ts, &n_t, p->seed, "output_norm.weight", p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
+    if (!p->tied)
+        TRY(plan_add(ts, &n_t, p->seed, "output.weight", p->n_embd, n_vocab, 2, out_type, FILL_NORMAL));
+    for (int64_t l = 0; l < p->n_layer; l++) {
+        char nm[64];
+#define NAME(suffix) (snprintf(nm, sizeof nm, "blk.%lld.%s", (long long)l, suffix), nm)
+        TRY(plan_add(ts, &n_t, p->seed, NAME("attn_norm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
+        TRY(plan_add(ts, &n_t, p->seed, NAME("attn_q.weight"), p->n_embd, q_dim, 2, p->type, FILL_NORMAL));
+        TRY(plan_add(ts, &n_t, p->seed, NAME("attn_k.weight"), p->n_embd, kv_dim, 2, p->type, FILL_NORMAL));
+        TRY(plan_add(ts, &n_t, p->seed, NAME("attn_v.weight"), p->n_embd, kv_dim, 2, p->type, FILL_NORMAL));
+        if (is_qwen2) {
+            TRY(plan_add(ts, &n_t, p->seed, NAME("attn_q.bias"), q_dim, 1, 1, VT_DTYPE_F32, FILL_NORMAL));
+            TRY(plan_add(ts, &n_t, p->seed, NAME("attn_k.bias"), kv_dim, 1, 1, VT_DTYPE_F32, FILL_NORMAL));
+            TRY(plan_add(ts, &n_t, p->seed, NAME("attn_v.bias"), kv_dim, 1, 1, VT_DTYPE_F32, FILL_NORMAL));
+        }
+        if (is_qwen3) {
+            TRY(plan_add(ts, &n_t, p->seed, NAME("attn_q_norm.weight"), head_dim, 1, 1, VT_DTYPE_F32, FILL_ONES));
+            TRY(plan_add(ts, &n_t, p->seed, NAME("attn_k_norm.weight"), head_dim, 1, 1, VT_DTYPE_F32, FILL_ONES));
+        }
+        TRY(plan_add(ts, &n_t, p->seed, NAME("attn_output.weight"), q_dim, p->n_embd, 2, p->type, FILL_NORMAL));
+        TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_norm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
+        TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_gate.weight"), p->n_embd, p->n_ff, 2, p->type, FILL_NORMAL));
+        TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_up.weight"), p->n_embd, p->n_ff, 2, p->type, FILL_NORMAL));
+        TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_down.weight"), p->n_ff, p->n_embd, 2, p->type, FILL_NORMAL));
+#undef NAME
+    }
+
+    /* fill: chunks of whole rows, about 256K elements each, handed out in order */
+    job.tensors = ts;
+    job.n_tensors = n_t;
+    job.chunk_start = calloc((size_t)n_t + 1, sizeof *job.chunk_start);
+    job.rows_per_chunk = calloc((size_t)n_t, sizeof *job.rows_per_chunk);
+    if (!job.chunk_start || !job.rows_per_chunk) {
+        s = vt_errorf(VT_E_NOMEM, "synth: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n_t; i++) {
+        int64_t rows = ((int64_t)1 << 18) / ts[i].ne0;
+        job.rows_per_chunk[i] = rows < 1 ? 1 : rows;
+        job.chunk_start[i + 1] =
+            job.chunk_start[i] + (ts[i].ne1 + job.rows_per_chunk[i] - 1) / job.rows_per_chunk[i];
+        job.total_elems += ts[i].ne0 * ts[i].ne1;
+    }
+    atomic_init(&job.next_chunk, 0);
+    atomic_init(&job.done_elems, 0);
+    job.progress = p->progress;
+    job.t0 = now_s();
+    int nth = p->n_threads > 0 ? p->n_threads : tp_default_threads();
+    if ((s = tp_create(nth, &pool)) != VT_OK) goto done;
+    tp_run(pool, synth_worker, &job);
+    if (p->progress)
+        fprintf(stderr, "\rsynth: 100.0%% of %.1f M weights, %.1f s\n", (double)job.total_elems / 1e6,
+                now_s() - job.t0);
+
+    for (int i = 0; i < n_t; i++) {
+        int64_t ne[2] = {ts[i].ne0, ts[i].ne1};
+        TRY(gguf_writer_add_tensor(w, ts[i].name, ts[i].type, ts[i].n_dims, ne, ts[i].data, ts[i].bytes));
+    }
+    TRY(gguf_writer_write(w, path));
+#undef TRY
+
+done:
+    if (pool) tp_destroy(pool);
+    free(job.chunk_start);
+    free(job.rows_per_chunk);
+    if (ts)
+        for (int i = 0; i < n_t; i++) free(ts[i].data);
+    free(ts);
+    gen_vocab_free(&gv);
+    if (vf_open) gguf_free(&vf);
+    mapfile_close(&vmap);
+    gguf_writer_destroy(w);
+    return s;
+}

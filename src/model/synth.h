@@ -1,0 +1,73 @@
+/* Synthetic models: a GGUF of a real architecture and shape with random weights.
+ *
+ * Speed does not depend on weight values, so benchmarks of real shapes (a 1B-class
+ * llama) and parity tests for every weight type run on files written here. The
+ * weights are N(0, 0.02), the norms 1.0, the qwen2 Q/K/V biases N(0, 0.02). Every
+ * value depends only on (seed, tensor name, row), so a file is reproducible
+ * whatever the thread count.
+ *
+ * The metadata keys and tensor names are the ones llama.cpp reads:
+ *   general.architecture, general.name, general.file_type,
+ *   <arch>.block_count .context_length .embedding_length .feed_forward_length
+ *   <arch>.attention.head_count .head_count_kv .layer_norm_rms_epsilon
+ *   <arch>.attention.key_length .value_length (qwen2/qwen3, or head_dim != n_embd/n_head)
+ *   <arch>.rope.freq_base .rope.dimension_count
+ *   token_embd.weight (n_embd, n_vocab)  output_norm.weight (n_embd)
+ *   output.weight (n_embd, n_vocab), absent when tied
+ *   blk.N.attn_norm.weight (n_embd)
+ *   blk.N.attn_q.weight (n_embd, n_head*head_dim)  attn_k/attn_v (n_embd, n_head_kv*head_dim)
+ *   blk.N.attn_output.weight (n_head*head_dim, n_embd)
+ *   blk.N.ffn_norm.weight (n_embd)  ffn_gate/ffn_up (n_embd, n_ff)  ffn_down (n_ff, n_embd)
+ *   qwen2: blk.N.attn_q.bias / attn_k.bias / attn_v.bias
+ *   qwen3: blk.N.attn_q_norm.weight / attn_k_norm.weight (head_dim)
+ * (shapes in GGUF order: ne[0], the row length, first).
+ *
+ * The tokenizer comes from a vocabulary GGUF (every tokenizer.* key is copied)
+ * or, without one, is a generated SentencePiece vocabulary of n_vocab tokens:
+ * <unk> <s> </s>, the 256 byte tokens <0x00>..<0xFF>, then "▁t<i>" pieces. */
+#ifndef VT_MODEL_SYNTH_H
+#define VT_MODEL_SYNTH_H
+
+#include "base/status.h"
+#include "quant/quant.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct synth_params {
+    const char *arch;       /* "llama", "qwen2" or "qwen3" */
+    int64_t n_layer;
+    int64_t n_embd;
+    int64_t n_head;
+    int64_t n_head_kv;
+    int64_t head_dim;       /* 0: n_embd / n_head */
+    int64_t n_ff;
+    int64_t n_ctx;          /* context_length */
+    int64_t n_vocab;        /* generated vocabulary size (>= 259); ignored with vocab_path */
+    const char *vocab_path; /* GGUF to copy tokenizer.* from, or NULL */
+    vt_dtype type;          /* the matrices */
+    vt_dtype embd_type;     /* token_embd.weight; VT_DTYPE_COUNT: same as type */
+    vt_dtype output_type;   /* output.weight; VT_DTYPE_COUNT: same as type */
+    bool tied;              /* no output.weight: the head reuses token_embd */
+    float rope_freq_base;   /* 0: 10000 (llama) or 1e6 (qwen) */
+    float rms_eps;          /* 0: 1e-5 (llama) or 1e-6 (qwen) */
+    uint64_t seed;
+    int n_threads;          /* 0: physical cores */
+    bool progress;          /* progress line on stderr */
+} synth_params;
+
+/* A small llama: 2 layers, n_embd 256, 4 heads / 2 KV heads, n_ff 512, ctx 256,
+ * generated vocabulary of 512, F32, seed 1. */
+synth_params synth_default_params(void);
+
+/* Write the model to path. VT_E_INVALID names the parameter that is wrong (an
+ * unknown arch, heads that do not divide n_embd, a row length that is not a
+ * multiple of the type's block size, a type vt cannot write); VT_E_IO and
+ * VT_E_FORMAT come from reading the vocabulary or writing the file. */
+vt_status synth_write(const synth_params *p, const char *path);
+
+/* llama.cpp's general.file_type for a file whose matrices are all `type` (the
+ * "_S" mix for K-quants); -1 for a type with no file type. */
+int synth_file_type(vt_dtype type);
+
+#endif

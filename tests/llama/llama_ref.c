@@ -1,0 +1,157 @@
+/* llama_ref: see llama_ref.h. */
+#include "llama_ref.h"
+
+#include "ggml-backend.h"
+#include "llama.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef VT_LLAMA_BINS
+#error "VT_LLAMA_BINS must name the directory of the reference llama.cpp libraries"
+#endif
+
+struct llama_ref {
+    struct llama_model *model;
+    struct llama_context *ctx;
+    const struct llama_vocab *vocab;
+    int32_t n_vocab;
+    int32_t n_ctx;
+};
+
+/* Keep warnings and errors (they explain a failed load), drop the rest. A
+ * continuation (GGML_LOG_LEVEL_CONT) belongs to the previous line's level. */
+static void quiet_log(enum ggml_log_level level, const char *text, void *user) {
+    static enum ggml_log_level last = GGML_LOG_LEVEL_INFO;
+    (void)user;
+    if (level != GGML_LOG_LEVEL_CONT) last = level;
+    if (last == GGML_LOG_LEVEL_WARN || last == GGML_LOG_LEVEL_ERROR)
+        fputs(text, stderr);
+}
+
+bool llama_ref_init(void) {
+    static int done = 0;
+    if (done) return done > 0;
+    llama_log_set(getenv("VT_LLAMA_VERBOSE") ? NULL : quiet_log, NULL);
+    ggml_backend_load_all_from_path(VT_LLAMA_BINS);
+    llama_backend_init();
+    done = ggml_backend_dev_count() > 0 ? 1 : -1;
+    if (done < 0) fprintf(stderr, "llama_ref: no backend loaded from %s\n", VT_LLAMA_BINS);
+    return done > 0;
+}
+
+llama_ref *llama_ref_open(const char *path, int32_t n_ctx, int32_t n_threads) {
+    if (!llama_ref_init()) return NULL;
+    llama_ref *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    struct llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = 0;
+    r->model = llama_model_load_from_file(path, mp);
+    if (!r->model) {
+        fprintf(stderr, "llama_ref: %s: llama.cpp could not load the model\n", path);
+        goto fail;
+    }
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = (uint32_t)n_ctx;
+    cp.n_batch = (uint32_t)n_ctx;
+    cp.n_ubatch = (uint32_t)(n_ctx < 512 ? n_ctx : 512);
+    cp.n_seq_max = 1;
+    cp.n_threads = n_threads;
+    cp.n_threads_batch = n_threads;
+    cp.no_perf = true;
+    r->ctx = llama_init_from_model(r->model, cp);
+    if (!r->ctx) {
+        fprintf(stderr, "llama_ref: %s: llama.cpp could not create a context\n", path);
+        goto fail;
+    }
+    r->vocab = llama_model_get_vocab(r->model);
+    r->n_vocab = llama_vocab_n_tokens(r->vocab);
+    r->n_ctx = (int32_t)llama_n_ctx(r->ctx);
+    return r;
+fail:
+    llama_ref_close(r);
+    return NULL;
+}
+
+void llama_ref_close(llama_ref *r) {
+    if (!r) return;
+    if (r->ctx) llama_free(r->ctx);
+    if (r->model) llama_model_free(r->model);
+    free(r);
+}
+
+int32_t llama_ref_n_vocab(const llama_ref *r) { return r->n_vocab; }
+
+struct llama_model *llama_ref_model(const llama_ref *r) { return r->model; }
+
+int32_t llama_ref_bos(const llama_ref *r) {
+    llama_token t = llama_vocab_bos(r->vocab);
+    return t == LLAMA_TOKEN_NULL ? -1 : t;
+}
+
+/* Decode tokens[0..n) at positions pos0.. on sequence 0; logits for the
+ * positions where want_all, else only for the last. */
+static bool decode(llama_ref *r, const int32_t *tokens, int32_t n, int32_t pos0, bool want_all) {
+    struct llama_batch b = llama_batch_init(n, 0, 1);
+    for (int32_t i = 0; i < n; i++) {
+        b.token[i] = tokens[i];
+        b.pos[i] = pos0 + i;
+        b.n_seq_id[i] = 1;
+        b.seq_id[i][0] = 0;
+        b.logits[i] = (int8_t)(want_all || i == n - 1);
+    }
+    b.n_tokens = n;
+    int32_t rc = llama_decode(r->ctx, b);
+    llama_batch_free(b);
+    if (rc != 0) {
+        fprintf(stderr, "llama_ref: llama_decode of %d tokens at %d returned %d\n", n, pos0, rc);
+        return false;
+    }
+    return true;
+}
+
+bool llama_ref_eval(llama_ref *r, const int32_t *tokens, int32_t n, float *logits) {
+    if (n <= 0 || n > r->n_ctx) {
+        fprintf(stderr, "llama_ref: %d tokens do not fit a context of %d\n", n, r->n_ctx);
+        return false;
+    }
+    llama_memory_clear(llama_get_memory(r->ctx), true);
+    if (!decode(r, tokens, n, 0, true)) return false;
+    for (int32_t i = 0; i < n; i++) {
+        const float *l = llama_get_logits_ith(r->ctx, i);
+        if (!l) return false;
+        memcpy(logits + (size_t)i * (size_t)r->n_vocab, l, (size_t)r->n_vocab * sizeof(float));
+    }
+    return true;
+}
+
+int32_t llama_ref_argmax(const float *x, int32_t n, float *gap) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    float second = -INFINITY;
+    for (int32_t i = 0; i < n; i++)
+        if (i != best && x[i] > second) second = x[i];
+    if (gap) *gap = n > 1 ? x[best] - second : INFINITY;
+    return best;
+}
+
+bool llama_ref_greedy(llama_ref *r, const int32_t *prompt, int32_t n_prompt, int32_t n_gen,
+                      int32_t *out) {
+    if (n_prompt <= 0 || n_prompt + n_gen > r->n_ctx) {
+        fprintf(stderr, "llama_ref: %d + %d tokens do not fit a context of %d\n", n_prompt,
+                n_gen, r->n_ctx);
+        return false;
+    }
+    llama_memory_clear(llama_get_memory(r->ctx), true);
+    if (!decode(r, prompt, n_prompt, 0, false)) return false;
+    for (int32_t i = 0; i < n_gen; i++) {
+        const float *l = llama_get_logits_ith(r->ctx, -1);
+        if (!l) return false;
+        out[i] = llama_ref_argmax(l, r->n_vocab, NULL);
+        if (i + 1 < n_gen && !decode(r, &out[i], 1, n_prompt + i, false)) return false;
+    }
+    return true;
+}

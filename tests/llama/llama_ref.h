@@ -1,0 +1,47 @@
+/* llama_ref: a small driver over the reference llama.cpp C API, for tests that
+ * compare vt with llama.cpp (or llama.cpp with itself).
+ *
+ * It loads the CPU backends from VT_LLAMA_BINS (so the best libggml-cpu variant
+ * for this machine is picked), silences llama.cpp's logging below warnings, and
+ * runs token ids through llama_decode on one sequence, the same way vt's
+ * vt_decode is driven: positions 0..n-1, logits for every position asked for.
+ *
+ * Linked only into tests/llama/ executables (CMake target llama_ref). */
+#ifndef VT_TESTS_LLAMA_REF_H
+#define VT_TESTS_LLAMA_REF_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct llama_ref llama_ref;
+struct llama_model;
+
+/* Load the backends once per process (idempotent). Returns false if no CPU
+ * backend could be loaded. */
+bool llama_ref_init(void);
+
+/* Load a model and create a context of n_ctx tokens (and n_batch = n_ctx) that
+ * runs on n_threads threads. NULL on failure, with the reason on stderr. */
+llama_ref *llama_ref_open(const char *path, int32_t n_ctx, int32_t n_threads);
+void llama_ref_close(llama_ref *r);
+
+int32_t llama_ref_n_vocab(const llama_ref *r);
+/* The underlying llama.cpp model, for metadata queries (llama_model_n_params...). */
+struct llama_model *llama_ref_model(const llama_ref *r);
+int32_t llama_ref_bos(const llama_ref *r); /* -1 if none */
+
+/* Clear the cache, then evaluate tokens[0..n) at positions 0..n-1 in one batch.
+ * Copies the logits of every position into logits (n * n_vocab floats, row i =
+ * position i). Returns false on failure (message on stderr). */
+bool llama_ref_eval(llama_ref *r, const int32_t *tokens, int32_t n, float *logits);
+
+/* Clear the cache, evaluate the prompt, then greedily generate n_gen tokens one
+ * decode step at a time (argmax, lowest id on ties; no EOS stop) into out. */
+bool llama_ref_greedy(llama_ref *r, const int32_t *prompt, int32_t n_prompt, int32_t n_gen,
+                      int32_t *out);
+
+/* Argmax of n floats (lowest index on ties), and the gap between the largest
+ * and the second largest value. */
+int32_t llama_ref_argmax(const float *x, int32_t n, float *gap);
+
+#endif
