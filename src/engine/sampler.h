@@ -1,0 +1,44 @@
+/* Token sampling: greedy, temperature, top-k, top-p, min-p, and repetition /
+ * presence / frequency penalties over a window of recent tokens. Seeded and
+ * reproducible: the same seed, logits and history give the same tokens.
+ *
+ * The chain runs in llama.cpp's default order: penalties, top-k, top-p, min-p,
+ * temperature, then a draw from the remaining distribution. temperature <= 0 is
+ * greedy (argmax after penalties). */
+#ifndef VT_ENGINE_SAMPLER_H
+#define VT_ENGINE_SAMPLER_H
+
+#include "vt.h"
+
+#include <stdint.h>
+
+typedef struct sampler_params {
+    float temperature;       /* <= 0: greedy */
+    int32_t top_k;           /* <= 0: off */
+    float top_p;             /* >= 1: off */
+    float min_p;             /* <= 0: off */
+    float repeat_penalty;    /* 1: off; divides positive logits, multiplies negative */
+    float presence_penalty;  /* 0: off; subtracted once per seen token */
+    float frequency_penalty; /* 0: off; subtracted per occurrence */
+    int32_t penalty_last_n;  /* window of recent tokens the penalties look at */
+    uint64_t seed;
+} sampler_params;
+
+typedef struct sampler sampler;
+
+sampler_params sampler_default_params(void);
+/* VT_E_RANGE names the first out-of-range parameter. */
+vt_status sampler_params_check(const sampler_params *p);
+vt_status sampler_create(const sampler_params *p, int32_t n_vocab, sampler **out);
+void sampler_free(sampler *s);
+
+/* Pick the next token from logits (n_vocab); does not record it. If logprob is
+ * not NULL it receives the log-probability of the pick under the final
+ * distribution (greedy: the full softmax). */
+int32_t sampler_sample(sampler *s, const float *logits, float *logprob);
+/* Record a token (prompt or generated) in the penalty window. */
+void sampler_accept(sampler *s, int32_t token);
+/* Forget the history and reseed. */
+void sampler_reset(sampler *s, uint64_t seed);
+
+#endif

@@ -1,0 +1,56 @@
+/* The forward pass: one threadpool dispatch evaluates a batch of tokens drawn
+ * from many sequences, each attending over its own paged KV cache.
+ *
+ * The pass is a short list of steps per layer, separated by barriers:
+ *   1 residual add + RMSNorm + quantize activations    (rows split by token)
+ *   2 Q, K, V matmuls in one step                        (output rows split)
+ *   3 bias / QK-norm / RoPE, K and V stored to the cache (split by token)
+ *   4 attention partials                                 (token x kv head x chunk)
+ *   5 combine partials + quantize for the output proj.   (split by token)
+ *   6 attention output projection                        (output rows split)
+ *   7 residual add + RMSNorm + quantize                  (split by token)
+ *   8 gate and up matmuls in one step                    (output rows split)
+ *   9 SiLU(gate) * up + quantize                         (token x column block)
+ *  10 down projection                                    (output rows split)
+ * and at the end the output norm and the logits of the rows that want them. */
+#ifndef VT_MODEL_FORWARD_H
+#define VT_MODEL_FORWARD_H
+
+#include "cpu/threadpool.h"
+#include "engine/kv_cache.h"
+#include "model/model.h"
+
+typedef struct fwd_seq {
+    const int32_t *blocks; /* block table: position p is in blocks[p / block_size] */
+    int64_t n_blocks;
+} fwd_seq;
+
+typedef struct fwd_batch {
+    int64_t n_tokens;
+    const int32_t *token;   /* (n_tokens) */
+    const int32_t *pos;     /* (n_tokens) */
+    const int32_t *seq;     /* (n_tokens) index into seqs */
+    const fwd_seq *seqs;
+    int64_t n_seqs;
+    const int32_t *logit_rows; /* (n_logits) batch indices whose logits to compute */
+    int64_t n_logits;
+    float *logits;             /* (n_logits, n_vocab) out */
+} fwd_batch;
+
+typedef struct fwd_ctx fwd_ctx;
+
+/* Workspace for batches of up to max_tokens tokens and max_logits logit rows. */
+vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_tokens,
+                     fwd_ctx **out);
+void fwd_destroy(fwd_ctx *f);
+
+/* Evaluate a batch. The caller guarantees: each token's block table covers its
+ * position, positions 0..pos-1 of its sequence are already in the cache or earlier
+ * in this batch, ids are < n_vocab, n_tokens <= max_tokens. VT_E_NOMEM if the
+ * attention scratch for a longer context cannot be grown (nothing is changed). */
+vt_status fwd_run(fwd_ctx *f, const fwd_batch *batch);
+
+/* Barriers per layer, for the record. */
+int fwd_barriers_per_layer(void);
+
+#endif

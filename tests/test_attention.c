@@ -1,0 +1,111 @@
+/* cpu/attention over engine/kv_cache: paged attention equals a contiguous f32
+ * reference for every KV dtype, with a shuffled block table and contexts that
+ * span several chunks. */
+#include "cpu/attention.h"
+#include "engine/kv_cache.h"
+#include "test.h"
+
+#include <math.h>
+
+static float frand(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((*s >> 40) & 0xffffff) / (float)0x1000000 * 2.0f - 1.0f;
+}
+
+/* NMSE bounds against the f32 reference, per KV dtype. */
+static const struct { vt_dtype type; double bound; } kv_types[] = {
+    {VT_DTYPE_F32, 1e-10}, {VT_DTYPE_F16, 1e-6}, {VT_DTYPE_BF16, 1e-4}, {VT_DTYPE_Q8_0, 1e-4}};
+
+static void run_case(vt_dtype type, double bound, const attn_kv_ops *ops, int64_t n_ctx, int64_t n_rep) {
+    const int64_t hd = 64, n_kv = 2, bs = 16, n_blocks = (n_ctx + bs - 1) / bs + 3;
+    kv_cache kv;
+    CHECK_OK(kv_cache_init(&kv, type, type, 1, n_kv, hd, bs, n_blocks));
+    /* A scrambled block table, as after many allocations and frees. */
+    int32_t *table = malloc(sizeof(int32_t) * (size_t)n_blocks);
+    for (int64_t i = 0; i < n_blocks; i++) table[i] = (int32_t)((i * 7 + 3) % n_blocks);
+    float *K = malloc(sizeof(float) * (size_t)(n_ctx * n_kv * hd));
+    float *V = malloc(sizeof(float) * (size_t)(n_ctx * n_kv * hd));
+    float *q = malloc(sizeof(float) * (size_t)(n_rep * hd));
+    uint64_t seed = (uint64_t)n_ctx * 31 + (uint64_t)type;
+    for (int64_t i = 0; i < n_ctx * n_kv * hd; i++) {
+        K[i] = frand(&seed);
+        V[i] = frand(&seed);
+    }
+    for (int64_t i = 0; i < n_rep * hd; i++) q[i] = frand(&seed) * 2;
+    for (int64_t p = 0; p < n_ctx; p++)
+        for (int64_t g = 0; g < n_kv; g++) {
+            ops->store(kv_k_row(&kv, 0, table[p / bs], g, p % bs), K + (p * n_kv + g) * hd, hd);
+            ops->store(kv_v_row(&kv, 0, table[p / bs], g, p % bs), V + (p * n_kv + g) * hd, hd);
+        }
+    const float scale = 1.0f / sqrtf((float)hd);
+    const int64_t n_ch = (n_ctx + ATTN_CHUNK - 1) / ATTN_CHUNK, pf = attn_part_floats(hd);
+    float *parts = malloc(sizeof(float) * (size_t)(n_rep * n_ch * pf));
+    float *out = malloc(sizeof(float) * (size_t)hd), *ref = malloc(sizeof(float) * (size_t)hd);
+    double *s = malloc(sizeof(double) * (size_t)n_ctx);
+    double worst = 0;
+    for (int64_t g = 0; g < n_kv; g++) {
+        for (int64_t c = 0; c < n_ch; c++) {
+            const int64_t p0 = c * ATTN_CHUNK, p1 = p0 + ATTN_CHUNK < n_ctx ? p0 + ATTN_CHUNK : n_ctx;
+            attn_partial(&kv, ops, ops, 0, table, g, q, n_rep, p0, p1, scale, parts + c * pf, n_ch * pf);
+        }
+        for (int64_t r = 0; r < n_rep; r++) {
+            attn_combine(parts + r * n_ch * pf, n_ch, pf, hd, out);
+            double mx = -1e300, sum = 0;
+            for (int64_t p = 0; p < n_ctx; p++) {
+                double d = 0;
+                for (int64_t j = 0; j < hd; j++) d += (double)q[r * hd + j] * K[(p * n_kv + g) * hd + j];
+                s[p] = d * scale;
+                mx = s[p] > mx ? s[p] : mx;
+            }
+            for (int64_t p = 0; p < n_ctx; p++) sum += (s[p] = exp(s[p] - mx));
+            for (int64_t j = 0; j < hd; j++) {
+                double a = 0;
+                for (int64_t p = 0; p < n_ctx; p++) a += s[p] * V[(p * n_kv + g) * hd + j];
+                ref[j] = (float)(a / sum);
+            }
+            double e = test_nmse(out, ref, hd);
+            worst = e > worst ? e : worst;
+        }
+    }
+    CHECK_MSG(worst < bound, "%s n_ctx %lld n_rep %lld: NMSE %.3g >= %.3g",
+              quant_traits_get(type)->name, (long long)n_ctx, (long long)n_rep, worst, bound);
+    kv_cache_free(&kv);
+    free(table);
+    free(K);
+    free(V);
+    free(q);
+    free(parts);
+    free(out);
+    free(ref);
+    free(s);
+}
+
+static void test_block_pool(void) {
+    kv_cache kv;
+    CHECK_OK(kv_cache_init(&kv, VT_DTYPE_F16, VT_DTYPE_F16, 2, 2, 64, 16, 4));
+    int32_t a = kv_block_alloc(&kv), b = kv_block_alloc(&kv), c = kv_block_alloc(&kv), d = kv_block_alloc(&kv);
+    CHECK(a >= 0 && b >= 0 && c >= 0 && d >= 0 && a != b && c != d);
+    CHECK_EQ_INT(kv_block_alloc(&kv), -1);
+    kv_block_retain(&kv, b);
+    CHECK_EQ_INT(kv_block_release(&kv, b), 1);
+    CHECK_EQ_INT(kv.n_free, 0);
+    CHECK_EQ_INT(kv_block_release(&kv, b), 0);
+    CHECK_EQ_INT(kv.n_free, 1);
+    CHECK_EQ_INT(kv_block_alloc(&kv), b);
+    kv_cache_free(&kv);
+    /* Q8_0 needs head sizes in multiples of 32. */
+    CHECK(kv_cache_init(&kv, VT_DTYPE_Q8_0, VT_DTYPE_Q8_0, 1, 1, 40, 16, 4) == VT_E_UNSUPPORTED);
+}
+
+int main(void) {
+    test_block_pool();
+    const int64_t ctxs[] = {1, 17, 255, 256, 257, 700};
+    for (size_t t = 0; t < sizeof kv_types / sizeof kv_types[0]; t++) {
+        const attn_kv_ops *tiers[2] = {attn_ops_get_ref(kv_types[t].type), attn_ops_get(kv_types[t].type)};
+        for (int tier = 0; tier < 2; tier++)
+            for (size_t c = 0; c < sizeof ctxs / sizeof ctxs[0]; c++)
+                for (int64_t rep = 1; rep <= 4; rep *= 4)
+                    run_case(kv_types[t].type, kv_types[t].bound, tiers[tier], ctxs[c], rep);
+    }
+    return test_finish();
+}
