@@ -111,6 +111,109 @@ const float *vt_get_logits(vt_context *ctx, int32_t i);
 void vt_seq_clear(vt_context *ctx, int32_t seq);
 int32_t vt_seq_len(const vt_context *ctx, int32_t seq);
 
+/* ---- the serving engine --------------------------------------------------------
+ * Continuous batching over a paged KV cache with prefix caching. Requests are
+ * added at any time; each vt_engine_step runs one batched forward pass over the
+ * running decodes and prefill chunks of waiting requests (under a token budget),
+ * samples, and reports new tokens and finished requests.
+ *
+ * Threads: vt_engine_add, vt_engine_abort and vt_engine_stats may be called from
+ * any thread; vt_engine_step from one thread at a time (the engine loop). */
+
+typedef struct vt_engine vt_engine;
+
+typedef struct vt_engine_params {
+    int32_t n_threads;        /* 0: physical cores */
+    int32_t n_ctx;            /* max tokens per sequence (0: the model's training context) */
+    int32_t max_seqs;         /* max sequences running at once (default 16) */
+    int32_t max_batch_tokens; /* token budget of one step (default 512) */
+    int32_t kv_block;         /* tokens per KV block (default 16) */
+    int64_t kv_tokens;        /* KV budget in tokens (0: from kv_bytes, or max_seqs * n_ctx) */
+    size_t kv_bytes;          /* KV budget in bytes (0: unused) */
+    vt_kv_type type_k, type_v;
+    bool prefix_cache;        /* default true */
+    int32_t max_queue;        /* waiting requests before vt_engine_add says VT_E_BUSY (default 256) */
+} vt_engine_params;
+
+typedef struct vt_sampling {
+    float temperature; /* <= 0: greedy */
+    int32_t top_k;     /* <= 0: off */
+    float top_p;       /* >= 1: off */
+    float min_p;       /* <= 0: off */
+    float repeat_penalty, presence_penalty, frequency_penalty;
+    int32_t penalty_last_n;
+    uint64_t seed;
+    int32_t n_logprobs; /* top alternatives to report per token (0..20) */
+} vt_sampling;
+
+typedef struct vt_request_params {
+    const int32_t *prompt;    /* prompt token ids, or NULL to tokenize prompt_text */
+    int64_t n_prompt;
+    const char *prompt_text;  /* used when prompt is NULL (BOS added as the model asks) */
+    size_t prompt_text_len;
+    vt_sampling sampling;
+    int32_t max_tokens;       /* <= 0: until EOS or the context is full */
+    const char *const *stop;  /* stop strings (the text before the match is kept) */
+    int32_t n_stop;
+    bool ignore_eos;
+    void *user;               /* handed back in every output of this request */
+} vt_request_params;
+
+typedef enum vt_finish {
+    VT_FINISH_NONE = 0, /* still running */
+    VT_FINISH_STOP,     /* EOS or a stop string */
+    VT_FINISH_LENGTH,   /* max_tokens or the context */
+    VT_FINISH_ABORT,    /* vt_engine_abort */
+    VT_FINISH_ERROR,    /* see vt_output.error */
+} vt_finish;
+
+typedef struct vt_token_logprob {
+    int32_t token;
+    float logprob;
+} vt_token_logprob;
+
+typedef struct vt_output {
+    uint64_t id;
+    void *user;
+    int32_t token;        /* the new token, or -1 when the output only finishes */
+    const char *text;     /* new text (complete UTF-8, stop strings held back) */
+    size_t text_len;
+    float logprob;
+    const vt_token_logprob *top; /* (n_top) alternatives, best first */
+    int32_t n_top;
+    vt_finish finish;
+    const char *error;    /* when finish == VT_FINISH_ERROR */
+    int32_t n_prompt;     /* prompt tokens */
+    int32_t n_cached;     /* prompt tokens served from the prefix cache */
+    int32_t n_generated;  /* tokens generated so far */
+} vt_output;
+
+typedef struct vt_engine_stats {
+    int32_t running, waiting;
+    int64_t kv_blocks_total, kv_blocks_free, kv_blocks_cached; /* cached: free but reusable */
+    int64_t prefix_queries, prefix_hits;   /* in blocks */
+    int64_t preemptions;
+    int64_t prompt_tokens, generated_tokens; /* totals */
+    int64_t steps;
+} vt_engine_stats;
+
+vt_engine_params vt_engine_default_params(void);
+vt_sampling vt_sampling_default(void); /* greedy */
+vt_status vt_engine_create(vt_model *model, const vt_engine_params *params, vt_engine **out);
+void vt_engine_free(vt_engine *engine);
+/* Queue a request. VT_E_RANGE if the prompt does not fit the context (the message
+ * gives both numbers), VT_E_BUSY if the queue is full, VT_E_INVALID for bad
+ * sampling parameters. */
+vt_status vt_engine_add(vt_engine *engine, const vt_request_params *req, uint64_t *id);
+/* Abort a request; its blocks come back at the next step, which reports it with
+ * VT_FINISH_ABORT. VT_E_NOT_FOUND if it is unknown or already finished. */
+vt_status vt_engine_abort(vt_engine *engine, uint64_t id);
+/* One step. *outs (n_outs entries) stays valid until the next call. Does nothing
+ * and returns *n_outs = 0 when there is no work. */
+vt_status vt_engine_step(vt_engine *engine, const vt_output **outs, int32_t *n_outs);
+bool vt_engine_has_work(vt_engine *engine);
+void vt_engine_stats_get(vt_engine *engine, vt_engine_stats *out);
+
 #ifdef __cplusplus
 }
 #endif
