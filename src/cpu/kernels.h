@@ -1,0 +1,66 @@
+/* The CPU kernel dispatch table: one typed kernel per weight type and per
+ * activation type, chosen once for this CPU.
+ *
+ *   const cpu_kernels *k = cpu_kernels_get();          // once per call, not per row
+ *   quant_dot_fn dot = k->dot[w->type];                 // row of W . row of xq
+ *   quant_quant_fn q = k->quantize_act[quant_traits_get(w->type)->dot_type];
+ *
+ * The table is built at first use from cpu_features_get() (so VT_ISA=ref gives
+ * the quant module's scalar _ref kernels everywhere, VT_ISA=avx2 never picks an
+ * AVX-512 kernel). Each entry is the best kernel this CPU has for that type;
+ * types without a SIMD kernel keep the _ref one, so every entry the quant
+ * module can compute is non-NULL.
+ *
+ * Contracts shared by every tier:
+ *  - dot[t](n, w, x): n a multiple of t's block size; w a row of type t, x a row
+ *    of t's dot_type (quant_traits). Integer-domain kernels do the same integer
+ *    math as the _ref twin and differ only in float summation order (~1e-6
+ *    relative); the float types (F32/F16/BF16) accumulate in float, the _ref in
+ *    double (tests/test_kernels.c states the bounds).
+ *  - dot_rows[t](n, w, w_stride, x, s, nr): s[r] = dot[t](n, w + r * w_stride, x)
+ *    for r < nr <= CPU_DOT_ROWS_MAX, each result bit-identical to the single-row
+ *    kernel, so callers may mix the two freely (matmul relies on this for results
+ *    that do not depend on the thread count). Never NULL where dot[t] is not:
+ *    types without a multi-row kernel get a loop over dot[t].
+ *  - quantize_act[d](x, y, n): quantize n floats (a multiple of d's block size)
+ *    to type d; bit-identical with the quant module's quant_row_*_ref.
+ *
+ * An ISA backend (x86/, arm/) provides kernels named <op>_<type>_<isa> and is
+ * wired in by kernels.c; kernels.c itself is compiled without ISA flags, so
+ * building the table never executes an instruction the CPU lacks. */
+#ifndef VT_CPU_KERNELS_H
+#define VT_CPU_KERNELS_H
+
+#include "cpu/cpu_features.h"
+#include "quant/quant.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CPU_DOT_ROWS_MAX 4
+
+typedef void (*cpu_dot_rows_fn)(int64_t n, const void *w, size_t w_stride, const void *x,
+                                float *s, int nr);
+
+typedef struct cpu_kernels {
+    cpu_isa isa;                              /* the tier the table was built for */
+    const char *isa_name;                     /* cpu_isa_str(isa) */
+    quant_dot_fn dot[VT_DTYPE_COUNT];         /* by weight type; NULL: not computable */
+    cpu_dot_rows_fn dot_rows[VT_DTYPE_COUNT]; /* by weight type; NULL iff dot is */
+    quant_quant_fn quantize_act[VT_DTYPE_COUNT]; /* by activation (dot) type */
+    cpu_isa dot_isa[VT_DTYPE_COUNT];          /* tier each dot entry came from */
+    cpu_isa quantize_isa[VT_DTYPE_COUNT];     /* tier each quantize entry came from */
+} cpu_kernels;
+
+/* The table for this CPU (after VT_ISA). Built once, thread-safe, never NULL. */
+const cpu_kernels *cpu_kernels_get(void);
+
+/* Name of the selected tier for logs: "avx2", "ref", ... */
+const char *cpu_isa_name(void);
+
+/* Fill *out with the table for tier `isa`, capped at what this CPU supports
+ * (cpu_isa_detected(), ignoring VT_ISA). For tests and benchmarks that compare
+ * tiers; the engine uses cpu_kernels_get(). */
+void cpu_kernels_build(cpu_isa isa, cpu_kernels *out);
+
+#endif

@@ -1,0 +1,45 @@
+/* The x86 kernels kernels.c wires into the dispatch table. Declarations only (no
+ * intrinsics), so kernels.c builds without ISA flags. Each dot_<type>_<isa> and
+ * dot_rows_<type>_<isa> follows the contracts in cpu/kernels.h. */
+#ifndef VT_CPU_X86_X86_KERNELS_H
+#define VT_CPU_X86_X86_KERNELS_H
+
+#include "cpu/kernels.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define X86_DECLARE_DOT(t, isa)                                                            \
+    float dot_##t##_##isa(int64_t n, const void *w, const void *x);                        \
+    void dot_rows_##t##_##isa(int64_t n, const void *w, size_t w_stride, const void *x,    \
+                              float *s, int nr);
+
+/* dot_legacy_avx2.c */
+X86_DECLARE_DOT(q4_0, avx2)
+X86_DECLARE_DOT(q4_1, avx2)
+X86_DECLARE_DOT(q5_0, avx2)
+X86_DECLARE_DOT(q5_1, avx2)
+X86_DECLARE_DOT(q8_0, avx2)
+X86_DECLARE_DOT(iq4_nl, avx2)
+/* dot_k_avx2.c */
+X86_DECLARE_DOT(q2_K, avx2)
+X86_DECLARE_DOT(q3_K, avx2)
+X86_DECLARE_DOT(q4_K, avx2)
+X86_DECLARE_DOT(q5_K, avx2)
+X86_DECLARE_DOT(q6_K, avx2)
+X86_DECLARE_DOT(iq4_xs, avx2)
+/* dot_float_avx2.c */
+X86_DECLARE_DOT(f32, avx2)
+X86_DECLARE_DOT(f16, avx2)
+X86_DECLARE_DOT(bf16, avx2)
+
+/* quant_act_avx2.c */
+void quantize_q8_0_avx2(const float *x, void *y, int64_t n);
+void quantize_q8_1_avx2(const float *x, void *y, int64_t n);
+void quantize_q8_K_avx2(const float *x, void *y, int64_t n);
+void quantize_f16_avx2(const float *x, void *y, int64_t n);
+void quantize_bf16_avx2(const float *x, void *y, int64_t n);
+
+#undef X86_DECLARE_DOT
+
+#endif

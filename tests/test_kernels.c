@@ -1,0 +1,297 @@
+/* cpu/kernels: every SIMD kernel in the dispatch table against its _ref twin.
+ *
+ * Bounds (S = sum_i |w_i * x_i| over the dequantized row, the scale of the dot
+ * before cancellation):
+ *  - quantized weight types: the integer math is the ref's, only the float
+ *    accumulation order differs, so |simd - ref| <= 2e-6 * S per row;
+ *  - F32/F16/BF16: float accumulation (ref: double), |simd - ref| <= 1e-5 * S
+ *    for rows up to 4097 elements (float eps 6e-8 times ~n/32 + log terms);
+ *  - activation quantizers: bit-identical bytes (including roundf ties);
+ *  - dot_rows: bit-identical with dot for nr = 1..4 (matmul relies on it).
+ * Shapes: 1..8 blocks, 7, 33 and 64 blocks; float rows of 1..40, 100, 4097.
+ * Weights are both ref-quantized floats and random bytes (with sane fp16 scales),
+ * so every bit pattern of the packed quants is exercised. The test re-runs itself
+ * with VT_ISA=ref to check that the dispatch falls back to the scalar kernels. */
+#include "base/fp16.h"
+#include "cpu/cpu_features.h"
+#include "cpu/kernels.h"
+#include "quant/blocks.h"
+#include "quant/quant.h"
+#include "test.h"
+
+#include <spawn.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint32_t rng_u32(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+static float rng_uniform(void) { return (rng_u32() & 0xffffff) / 16777216.0f * 2.0f - 1.0f; }
+/* roughly normal with occasional outliers, like activations */
+static float rng_act(void) {
+    float v = rng_uniform() + rng_uniform() + rng_uniform();
+    if ((rng_u32() & 63) == 0) v *= 8;
+    return v;
+}
+
+static const vt_dtype weight_types[] = {
+    VT_DTYPE_F32,  VT_DTYPE_F16,  VT_DTYPE_BF16, VT_DTYPE_Q4_0,   VT_DTYPE_Q4_1,
+    VT_DTYPE_Q5_0, VT_DTYPE_Q5_1, VT_DTYPE_Q8_0, VT_DTYPE_Q2_K,   VT_DTYPE_Q3_K,
+    VT_DTYPE_Q4_K, VT_DTYPE_Q5_K, VT_DTYPE_Q6_K, VT_DTYPE_IQ4_NL, VT_DTYPE_IQ4_XS,
+};
+#define N_WEIGHT_TYPES ((int)(sizeof weight_types / sizeof weight_types[0]))
+
+/* Byte offsets of the fp16 scale fields of one block, -1 terminated. */
+static const int *f16_fields(vt_dtype t) {
+    static const int d0[] = {0, -1}, d01[] = {0, 2, -1}, q2k[] = {80, 82, -1}, q3k[] = {108, -1},
+                     q6k[] = {208, -1}, none[] = {-1};
+    switch (t) {
+    case VT_DTYPE_Q4_0: case VT_DTYPE_Q5_0: case VT_DTYPE_Q8_0: case VT_DTYPE_IQ4_NL:
+    case VT_DTYPE_IQ4_XS: return d0;
+    case VT_DTYPE_Q4_1: case VT_DTYPE_Q5_1: case VT_DTYPE_Q4_K: case VT_DTYPE_Q5_K: return d01;
+    case VT_DTYPE_Q2_K: return q2k;
+    case VT_DTYPE_Q3_K: return q3k;
+    case VT_DTYPE_Q6_K: return q6k;
+    default: return none;
+    }
+}
+
+/* Random bytes for n elements of a block type, fp16 scales set to small sane values. */
+static void random_row(vt_dtype t, void *dst, int64_t n) {
+    const quant_traits *tr = quant_traits_get(t);
+    size_t bytes;
+    quant_row_bytes(t, n, &bytes);
+    uint8_t *p = dst;
+    for (size_t i = 0; i < bytes; i++) p[i] = (uint8_t)rng_u32();
+    const int *f = f16_fields(t);
+    for (int64_t b = 0; b < n / tr->block_elems; b++)
+        for (int k = 0; f[k] >= 0; k++) {
+            vt_f16 h = f32_to_f16(rng_uniform() * 0.01f);
+            memcpy(p + b * tr->block_bytes + f[k], &h, 2);
+        }
+}
+
+static double abs_dot_scale(const float *w, const float *x, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += fabs((double)w[i] * x[i]);
+    return s;
+}
+
+/* ---- dots ---------------------------------------------------------------------------- */
+
+static void check_dot_type(const cpu_kernels *simd, const cpu_kernels *ref, vt_dtype t) {
+    const quant_traits *tr = quant_traits_get(t);
+    const quant_traits *dt = quant_traits_get(tr->dot_type);
+    if (!simd->dot[t] || simd->dot_isa[t] == CPU_ISA_REF) {
+        printf("  %-7s no SIMD kernel, skipped\n", tr->name);
+        return;
+    }
+    int64_t lens[64];
+    int n_lens = 0;
+    if (tr->quantized) {
+        static const int nbs[] = {1, 2, 3, 4, 5, 6, 7, 8, 33, 64};
+        for (size_t i = 0; i < sizeof nbs / sizeof nbs[0]; i++) lens[n_lens++] = nbs[i] * tr->block_elems;
+    } else {
+        for (int i = 1; i <= 40; i++) lens[n_lens++] = i;
+        lens[n_lens++] = 100;
+        lens[n_lens++] = 4097;
+    }
+    const double tol = tr->quantized ? 2e-6 : 1e-5;
+    const int rows = 4;
+    double worst = 0, nmse_num = 0, nmse_den = 0;
+    int bad = 0, bad_rows = 0;
+    for (int li = 0; li < n_lens; li++) {
+        const int64_t n = lens[li];
+        size_t wrow, xrow;
+        VT_ASSERT(quant_row_bytes(t, n, &wrow) && quant_row_bytes(tr->dot_type, n, &xrow));
+        float *xf = malloc(n * sizeof(float)), *wf = malloc(n * sizeof(float));
+        float *xd = malloc(n * sizeof(float)), *wd = malloc(n * sizeof(float));
+        uint8_t *w = malloc(wrow * rows), *x = malloc(xrow);
+        for (int64_t i = 0; i < n; i++) xf[i] = rng_act();
+        dt->quant_ref(xf, x, n);
+        dt->dequant_ref(x, xd, n);
+        for (int variant = 0; variant < 2; variant++) {
+            for (int r = 0; r < rows; r++) {
+                if (variant == 0 || !tr->quantized) {
+                    for (int64_t i = 0; i < n; i++) wf[i] = rng_uniform() * (1 + r);
+                    tr->quant_ref(wf, w + r * wrow, n);
+                } else {
+                    random_row(t, w + r * wrow, n);
+                }
+            }
+            float s_rows[CPU_DOT_ROWS_MAX];
+            for (int r = 0; r < rows; r++) {
+                const uint8_t *wr = w + r * wrow;
+                const float a = simd->dot[t](n, wr, x);
+                const float e = ref->dot[t](n, wr, x);
+                tr->dequant_ref(wr, wd, n);
+                const double S = abs_dot_scale(wd, xd, n);
+                const double err = fabs((double)a - e);
+                if (S > 0 && err / S > worst) worst = err / S;
+                nmse_num += err * err;
+                nmse_den += (double)e * e;
+                if (!(err <= tol * S + 1e-30)) {
+                    if (bad < 5)
+                        fprintf(stderr, "  %s n=%lld row %d variant %d: simd %.9g ref %.9g (S %.3g)\n",
+                                tr->name, (long long)n, r, variant, a, e, S);
+                    bad++;
+                }
+            }
+            /* dot_rows agrees with dot bit for bit, for every nr */
+            for (int nr = 1; nr <= CPU_DOT_ROWS_MAX; nr++) {
+                simd->dot_rows[t](n, w, wrow, x, s_rows, nr);
+                for (int r = 0; r < nr; r++) {
+                    const float a = simd->dot[t](n, w + r * wrow, x);
+                    if (memcmp(&a, &s_rows[r], sizeof a)) bad_rows++;
+                }
+            }
+        }
+        free(xf), free(wf), free(xd), free(wd), free(w), free(x);
+    }
+    const double nmse = nmse_den > 0 ? nmse_num / nmse_den : nmse_num;
+    CHECK_MSG(bad == 0, "%s: %d rows past %.0e * S (worst %.2e)", tr->name, bad, tol, worst);
+    CHECK_MSG(bad_rows == 0, "%s: dot_rows differs from dot in %d outputs", tr->name, bad_rows);
+    CHECK_MSG(nmse < 1e-10, "%s: nmse %.3g", tr->name, nmse);
+    printf("  %-7s %-6s worst |err|/S %.2e  nmse %.2e\n", tr->name, cpu_isa_str(simd->dot_isa[t]),
+           worst, nmse);
+}
+
+/* ---- activation quantizers -------------------------------------------------------------- */
+
+static void check_quantizer(const cpu_kernels *simd, vt_dtype d) {
+    const quant_traits *tr = quant_traits_get(d);
+    if (!simd->quantize_act[d] || simd->quantize_isa[d] == CPU_ISA_REF) {
+        printf("  quantize %-5s no SIMD kernel, skipped\n", tr->name);
+        return;
+    }
+    const int64_t be = tr->block_elems;
+    int bad = 0, cases = 0;
+    for (int kind = 0; kind < 6; kind++) {
+        for (int64_t nb = 1; nb <= (be == 1 ? 41 : 9); nb++) {
+            const int64_t n = nb * be;
+            size_t bytes;
+            quant_row_bytes(d, n, &bytes);
+            float *x = malloc(n * sizeof(float));
+            uint8_t *a = malloc(bytes), *e = malloc(bytes);
+            for (int64_t i = 0; i < n; i++) {
+                switch (kind) {
+                case 0: x[i] = rng_act(); break;
+                case 1: x[i] = rng_uniform() * 1e-3f; break;
+                case 2: x[i] = 0.0f; break; /* all-zero blocks */
+                case 3: /* ties: amax 127 gives scale 1, so k + 0.5 rounds on a tie */
+                    x[i] = (i % be == 0) ? 127.0f : (float)((int)(rng_u32() % 200) - 100) + 0.5f;
+                    break;
+                case 4: /* Q8_K ties: max -127 gives iscale exactly 1 */
+                    x[i] = (i % be == 0) ? -127.0f : (float)((int)(rng_u32() % 200) - 100) + 0.5f;
+                    break;
+                default: /* equal magnitudes of both signs: the first one sets the sign */
+                    x[i] = (rng_u32() & 1) ? 3.0f : -3.0f;
+                    break;
+                }
+            }
+            simd->quantize_act[d](x, a, n);
+            tr->quant_ref(x, e, n);
+            if (memcmp(a, e, bytes)) {
+                if (bad < 3)
+                    fprintf(stderr, "  quantize %s kind %d n=%lld differs\n", tr->name, kind, (long long)n);
+                bad++;
+            }
+            cases++;
+            free(x), free(a), free(e);
+        }
+    }
+    CHECK_MSG(bad == 0, "quantize %s: %d of %d cases differ from the ref", tr->name, bad, cases);
+    printf("  quantize %-5s %-6s %d cases bit-identical\n", tr->name,
+           cpu_isa_str(simd->quantize_isa[d]), cases - bad);
+}
+
+/* ---- the table itself ------------------------------------------------------------------ */
+
+static void check_tables(const cpu_kernels *ref) {
+    CHECK(ref->isa == CPU_ISA_REF);
+    CHECK(!strcmp(ref->isa_name, "ref"));
+    for (int i = 0; i < N_WEIGHT_TYPES; i++) {
+        const vt_dtype t = weight_types[i];
+        const quant_traits *tr = quant_traits_get(t);
+        CHECK_MSG(ref->dot[t] == tr->dot_ref, "%s", tr->name);
+        CHECK_MSG(ref->dot_rows[t] != NULL, "%s", tr->name);
+        CHECK_MSG(ref->quantize_act[tr->dot_type] != NULL, "%s", tr->name);
+    }
+    const cpu_kernels *k = cpu_kernels_get();
+    CHECK(k == cpu_kernels_get()); /* built once */
+    CHECK(!strcmp(cpu_isa_name(), k->isa_name));
+    for (int i = 0; i < N_WEIGHT_TYPES; i++) {
+        const vt_dtype t = weight_types[i];
+        CHECK(k->dot[t] && k->dot_rows[t] && k->quantize_act[quant_traits_get(t)->dot_type]);
+    }
+#if defined(__x86_64__)
+    const cpu_features *f = cpu_features_get();
+    if (f->avx2 && f->fma && f->f16c && !getenv("VT_ISA")) CHECK(k->isa >= CPU_ISA_AVX2);
+    if (!f->avx2) CHECK(k->isa == CPU_ISA_REF);
+#endif
+}
+
+/* Child mode: run under VT_ISA=ref, the table must be all scalar. */
+static int child_isa_ref(void) {
+    const cpu_kernels *k = cpu_kernels_get();
+    int ok = k->isa == CPU_ISA_REF && !strcmp(cpu_isa_name(), "ref") &&
+             cpu_features_get()->isa == CPU_ISA_REF && !cpu_features_get()->avx2;
+    for (int i = 0; i < N_WEIGHT_TYPES; i++) {
+        const vt_dtype t = weight_types[i];
+        ok = ok && k->dot[t] == quant_traits_get(t)->dot_ref && k->dot_isa[t] == CPU_ISA_REF;
+    }
+    return ok ? 0 : 3;
+}
+
+static void check_isa_env(const char *argv0, const char *value, int expect_isa) {
+    char env_isa[64];
+    snprintf(env_isa, sizeof env_isa, "VT_ISA=%s", value);
+    char *envp[] = {env_isa, NULL};
+    char mode[] = "--child-isa";
+    char *args[] = {(char *)argv0, mode, NULL};
+    pid_t pid;
+    int rc = posix_spawn(&pid, "/proc/self/exe", NULL, NULL, args, envp);
+    CHECK_MSG(rc == 0, "posix_spawn: %s", strerror(rc));
+    if (rc != 0) return;
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == expect_isa,
+              "VT_ISA=%s child: status %d", value, status);
+}
+
+static int child_isa(void) {
+    const char *v = getenv("VT_ISA");
+    if (v && !strcmp(v, "ref")) return child_isa_ref();
+    if (v && !strcmp(v, "avx2")) {
+        const cpu_kernels *k = cpu_kernels_get();
+        return k->isa <= CPU_ISA_AVX2 && !cpu_features_get()->avx512f ? 0 : 4;
+    }
+    return 5;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--child-isa")) return child_isa();
+
+    cpu_kernels ref, best;
+    cpu_kernels_build(CPU_ISA_REF, &ref);
+    cpu_kernels_build(cpu_isa_detected(), &best);
+    printf("detected %s, selected %s\n", cpu_isa_str(cpu_isa_detected()), cpu_isa_name());
+    check_tables(&ref);
+    for (int i = 0; i < N_WEIGHT_TYPES; i++) check_dot_type(&best, &ref, weight_types[i]);
+    static const vt_dtype act_types[] = {VT_DTYPE_Q8_0, VT_DTYPE_Q8_1, VT_DTYPE_Q8_K,
+                                         VT_DTYPE_F16, VT_DTYPE_BF16};
+    for (size_t i = 0; i < sizeof act_types / sizeof act_types[0]; i++)
+        check_quantizer(&best, act_types[i]);
+    check_isa_env(argv[0], "ref", 0);
+#if defined(__x86_64__)
+    check_isa_env(argv[0], "avx2", 0);
+#endif
+    return test_finish();
+}
