@@ -550,6 +550,25 @@ static void test_writer_errors(void) {
     gguf_writer_destroy(w);
 }
 
+/* Counts that fit the bytes of a big file are still held to absolute limits. */
+static void test_count_limits(void) {
+    size_t size = (size_t)(GGUF_MAX_KV + 2) * 40;
+    uint8_t *buf = calloc(size, 1);
+    if (!buf) return;
+    memcpy(buf, "GGUF\3\0\0\0", 8);
+    uint64_t n = GGUF_MAX_KV + 1;
+    memcpy(buf + 16, &n, 8); /* n_kv */
+    gguf_file f;
+    CHECK(gguf_parse(buf, size, "big.gguf", &f) == VT_E_FORMAT);
+    CHECK(strstr(vt_last_error(), "n_kv 1048577 exceeds the limit of 1048576") != NULL);
+    memset(buf + 16, 0, 8);
+    n = GGUF_MAX_TENSORS + 1;
+    memcpy(buf + 8, &n, 8); /* n_tensors */
+    CHECK(gguf_parse(buf, size, "big.gguf", &f) == VT_E_FORMAT);
+    CHECK(strstr(vt_last_error(), "n_tensors 1048577 exceeds the limit of 1048576") != NULL);
+    free(buf);
+}
+
 static void test_escape(void) {
     char buf[64];
     gguf_str s = {"a'b\\c\n\x01\xe2\x96\x81\xff", 11};
@@ -580,6 +599,7 @@ int main(void) {
     test_copy_vocab("vocab/ggml-vocab-gpt-2.gguf");
     test_copy_vocab("vocab/ggml-vocab-bert-bge.gguf");
     test_writer_errors();
+    test_count_limits();
     test_escape();
     rmdir(tmpdir);
     return test_finish();

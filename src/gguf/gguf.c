@@ -300,6 +300,11 @@ static vt_status parse_header(parser *p, gguf_file *out, uint64_t *n_tensors, ui
         return perr(p, VT_E_FORMAT,
                     "n_tensors %" PRIu64 " cannot fit in the %" PRIu64 " bytes after the header (each tensor info needs >= %d)",
                     *n_tensors, rest, TENSOR_MIN_BYTES);
+    if (*n_kv > GGUF_MAX_KV)
+        return perr(p, VT_E_FORMAT, "n_kv %" PRIu64 " exceeds the limit of %" PRIu64, *n_kv, GGUF_MAX_KV);
+    if (*n_tensors > GGUF_MAX_TENSORS)
+        return perr(p, VT_E_FORMAT, "n_tensors %" PRIu64 " exceeds the limit of %" PRIu64, *n_tensors,
+                    GGUF_MAX_TENSORS);
     if (*n_kv * KV_MIN_BYTES + *n_tensors * TENSOR_MIN_BYTES > rest)
         return perr(p, VT_E_FORMAT,
                     "n_kv %" PRIu64 " and n_tensors %" PRIu64 " cannot fit together in the %" PRIu64 " bytes after the header",

@@ -119,6 +119,8 @@ const char *gguf_type_name(gguf_type t);
 #define GGUF_MAX_KEY_LEN (64 * 1024)            /* bytes of a metadata key */
 #define GGUF_MAX_TENSOR_NAME_LEN 63             /* bytes of a tensor name (as ggml) */
 #define GGUF_MAX_ARRAY_LEN ((uint64_t)1 << 30)  /* elements of one array */
+#define GGUF_MAX_KV ((uint64_t)1 << 20)         /* key/value pairs in a file */
+#define GGUF_MAX_TENSORS ((uint64_t)1 << 20)    /* tensors in a file */
 
 /* Bytes of one element of a numeric type; 0 for STRING, ARRAY and invalid types. */
 size_t gguf_type_size(gguf_type t);
