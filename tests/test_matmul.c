@@ -1,0 +1,180 @@
+/* cpu/matmul: y = x W^T through the dispatch table, against the _ref path, and
+ * bit-identical for any thread count.
+ *
+ * - Values: every output equals the type's _ref dot of the ref-quantized
+ *   activation row with the weight row within the test_kernels bounds
+ *   (|y - ref| <= 2e-6 * S quantized, 1e-5 * S float; S = sum |w_i x_i|).
+ * - Determinism: the same step (mm_quantize, tp_barrier, mm_compute) run under
+ *   pools of 1, 2, 3 and 4 threads gives the same bytes; mm_compute_multi over
+ *   three weights gives the same bytes as three mm_compute calls.
+ * - Shapes: odd n_out (37, 53), n_tok 1 (decode) and 7 (prefill tail past the
+ *   4-token tile), strides ldx > n_in and ldy > n_out.
+ * - Errors: bad row length, unknown and activation-only types. */
+#include "base/size.h"
+#include "cpu/kernels.h"
+#include "cpu/matmul.h"
+#include "cpu/threadpool.h"
+#include "quant/blocks.h"
+#include "quant/quant.h"
+#include "test.h"
+
+#include <stdint.h>
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+static float rng_uniform(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return ((rng_state >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
+}
+
+typedef struct {
+    const mm_weight *const *ws;
+    float *const *ys;
+    const int64_t *ldys;
+    int n_w;
+    const float *x;
+    int64_t ldx, n_tok;
+    void *xq;
+    tp_pool *pool;
+    int multi; /* 1: one mm_compute_multi; 0: one mm_compute per weight */
+} step_ctx;
+
+static void step_fn(void *vctx, int ith, int nth) {
+    step_ctx *c = vctx;
+    mm_quantize(c->ws[0]->type, c->x, c->ldx, c->n_tok, c->ws[0]->n_in, c->xq, ith, nth);
+    tp_barrier(c->pool);
+    if (c->multi) {
+        mm_compute_multi(c->ws, c->ys, c->ldys, c->n_w, c->xq, c->n_tok, ith, nth);
+    } else {
+        for (int i = 0; i < c->n_w; i++)
+            mm_compute(c->ws[i], c->xq, c->n_tok, c->ys[i], c->ldys[i], ith, nth);
+    }
+}
+
+#define N_W 3
+
+static void check_type(vt_dtype type, tp_pool *const *pools, int n_pools) {
+    const quant_traits *tr = quant_traits_get(type);
+    const quant_traits *at = quant_traits_get(tr->dot_type);
+    const int64_t n_in = tr->block_elems >= 256 ? 512 : 96;
+    const int64_t ldx = n_in + 3;
+    const int64_t n_outs[N_W] = {37, 53, 16};
+    const int64_t toks[] = {1, 7};
+    size_t row_bytes;
+    VT_ASSERT(quant_row_bytes(type, n_in, &row_bytes));
+
+    mm_weight w[N_W];
+    const mm_weight *wp[N_W];
+    uint8_t *wdata[N_W];
+    for (int i = 0; i < N_W; i++) {
+        wdata[i] = malloc(row_bytes * n_outs[i]);
+        float *f = malloc(n_in * sizeof(float));
+        for (int64_t o = 0; o < n_outs[i]; o++) {
+            for (int64_t k = 0; k < n_in; k++) f[k] = rng_uniform();
+            tr->quant_ref(f, wdata[i] + o * row_bytes, n_in);
+        }
+        free(f);
+        CHECK_OK(mm_weight_init(&w[i], type, n_in, n_outs[i], wdata[i]));
+        CHECK_OK(mm_weight_prepare(&w[i]));
+        wp[i] = &w[i];
+    }
+    const size_t act_stride = mm_act_row_bytes(type, n_in);
+    size_t act_min;
+    VT_ASSERT(quant_row_bytes(tr->dot_type, n_in, &act_min));
+    CHECK(act_stride >= act_min && act_stride % 64 == 0);
+
+    int bad_value = 0, bad_det = 0, bad_multi = 0;
+    for (size_t ti = 0; ti < sizeof toks / sizeof toks[0]; ti++) {
+        const int64_t n_tok = toks[ti];
+        float *x = malloc(n_tok * ldx * sizeof(float));
+        for (int64_t k = 0; k < n_tok * ldx; k++) x[k] = rng_uniform() * 2;
+        void *xq = malloc(act_stride * n_tok);
+        float *y[2][N_W]; /* [0]: the 1-thread result, [1]: the current one */
+        int64_t ldys[N_W];
+        for (int i = 0; i < N_W; i++) {
+            ldys[i] = n_outs[i] + 5;
+            y[0][i] = malloc(n_tok * ldys[i] * sizeof(float));
+            y[1][i] = malloc(n_tok * ldys[i] * sizeof(float));
+        }
+        for (int p = 0; p < n_pools; p++) {
+            for (int multi = 0; multi < 2; multi++) {
+                const int slot = (p == 0 && multi == 0) ? 0 : 1;
+                for (int i = 0; i < N_W; i++) memset(y[slot][i], 0xff, n_tok * ldys[i] * sizeof(float));
+                step_ctx c = {wp, y[slot], ldys, N_W, x, ldx, n_tok, xq, pools[p], multi};
+                tp_run(pools[p], step_fn, &c);
+                if (slot == 0) continue;
+                for (int i = 0; i < N_W; i++)
+                    for (int64_t t = 0; t < n_tok; t++)
+                        if (memcmp(y[0][i] + t * ldys[i], y[1][i] + t * ldys[i], n_outs[i] * sizeof(float))) {
+                            if (multi) bad_multi++;
+                            else bad_det++;
+                        }
+            }
+        }
+        /* values of the 1-thread result against the scalar reference */
+        uint8_t *xr = malloc(act_min);
+        float *wd = malloc(n_in * sizeof(float)), *xd = malloc(n_in * sizeof(float));
+        for (int64_t t = 0; t < n_tok; t++) {
+            at->quant_ref(x + t * ldx, xr, n_in);
+            at->dequant_ref(xr, xd, n_in);
+            for (int i = 0; i < N_W; i++)
+                for (int64_t o = 0; o < n_outs[i]; o++) {
+                    const uint8_t *wr = wdata[i] + o * row_bytes;
+                    const float e = tr->dot_ref(n_in, wr, xr);
+                    tr->dequant_ref(wr, wd, n_in);
+                    double S = 0;
+                    for (int64_t k = 0; k < n_in; k++) S += fabs((double)wd[k] * xd[k]);
+                    const double tol = (tr->quantized ? 2e-6 : 1e-5) * S + 1e-30;
+                    const float a = y[0][i][t * ldys[i] + o];
+                    if (!(fabs((double)a - e) <= tol)) {
+                        if (bad_value < 3)
+                            fprintf(stderr, "  %s n_tok %lld w%d out %lld: %.9g vs ref %.9g\n", tr->name,
+                                    (long long)n_tok, i, (long long)o, a, e);
+                        bad_value++;
+                    }
+                }
+        }
+        free(xr), free(wd), free(xd), free(x), free(xq);
+        for (int i = 0; i < N_W; i++) free(y[0][i]), free(y[1][i]);
+    }
+    CHECK_MSG(bad_value == 0, "%s: %d outputs off the ref", tr->name, bad_value);
+    CHECK_MSG(bad_det == 0, "%s: %d rows differ between thread counts", tr->name, bad_det);
+    CHECK_MSG(bad_multi == 0, "%s: %d rows differ between mm_compute_multi and mm_compute", tr->name,
+              bad_multi);
+    for (int i = 0; i < N_W; i++) {
+        mm_weight_free(&w[i]);
+        free(wdata[i]);
+    }
+}
+
+static void check_errors(void) {
+    mm_weight w;
+    uint8_t buf[64] = {0};
+    CHECK(mm_weight_init(&w, VT_DTYPE_Q4_0, 48, 1, buf) == VT_E_FORMAT);
+    CHECK(strstr(vt_last_error(), "48") != NULL);
+    CHECK(mm_weight_init(&w, VT_DTYPE_Q4_K, 32, 1, buf) == VT_E_FORMAT);
+    CHECK(mm_weight_init(&w, (vt_dtype)5, 32, 1, buf) == VT_E_UNSUPPORTED);
+    CHECK(mm_weight_init(&w, VT_DTYPE_Q8_K, 256, 1, buf) == VT_E_UNSUPPORTED);
+    CHECK(mm_weight_init(&w, VT_DTYPE_Q8_0, 0, 1, buf) == VT_E_RANGE);
+    CHECK(mm_weight_init(&w, VT_DTYPE_F32, INT64_MAX / 2, 8, buf) == VT_E_RANGE);
+    CHECK_OK(mm_weight_init(&w, VT_DTYPE_Q8_0, 64, 1, buf));
+    CHECK(w.row_bytes == 68 && w.packed == NULL);
+    CHECK(mm_act_row_bytes(VT_DTYPE_Q4_K, 256) == size_align_up(sizeof(block_q8_K), 64));
+    CHECK(mm_act_row_bytes(VT_DTYPE_Q4_0, 33) == 0);
+}
+
+int main(void) {
+    printf("kernels: %s\n", cpu_isa_name());
+    check_errors();
+    tp_pool *pools[4] = {0};
+    for (int i = 0; i < 4; i++) CHECK_OK(tp_create(i + 1, &pools[i]));
+    static const vt_dtype types[] = {
+        VT_DTYPE_F32,  VT_DTYPE_F16,  VT_DTYPE_BF16, VT_DTYPE_Q4_0, VT_DTYPE_Q4_1,   VT_DTYPE_Q5_0,
+        VT_DTYPE_Q5_1, VT_DTYPE_Q8_0, VT_DTYPE_Q2_K, VT_DTYPE_Q3_K, VT_DTYPE_Q4_K,   VT_DTYPE_Q5_K,
+        VT_DTYPE_Q6_K, VT_DTYPE_IQ4_NL, VT_DTYPE_IQ4_XS,
+    };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_type(types[i], pools, 4);
+    for (int i = 0; i < 4; i++) tp_destroy(pools[i]);
+    return test_finish();
+}
