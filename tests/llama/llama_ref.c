@@ -61,6 +61,10 @@ llama_ref *llama_ref_open(const char *path, int32_t n_ctx, int32_t n_threads) {
     cp.n_threads = n_threads;
     cp.n_threads_batch = n_threads;
     cp.no_perf = true;
+    /* VT_LLAMA_FLASH_ATTN=on|off|auto (default auto, llama.cpp's own default) */
+    const char *fa = getenv("VT_LLAMA_FLASH_ATTN");
+    if (fa && !strcmp(fa, "on")) cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED;
+    if (fa && !strcmp(fa, "off")) cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     r->ctx = llama_init_from_model(r->model, cp);
     if (!r->ctx) {
         fprintf(stderr, "llama_ref: %s: llama.cpp could not create a context\n", path);
@@ -121,6 +125,21 @@ bool llama_ref_eval(llama_ref *r, const int32_t *tokens, int32_t n, float *logit
     if (!decode(r, tokens, n, 0, true)) return false;
     for (int32_t i = 0; i < n; i++) {
         const float *l = llama_get_logits_ith(r->ctx, i);
+        if (!l) return false;
+        memcpy(logits + (size_t)i * (size_t)r->n_vocab, l, (size_t)r->n_vocab * sizeof(float));
+    }
+    return true;
+}
+
+bool llama_ref_eval_steps(llama_ref *r, const int32_t *tokens, int32_t n, float *logits) {
+    if (n <= 0 || n > r->n_ctx) {
+        fprintf(stderr, "llama_ref: %d tokens do not fit a context of %d\n", n, r->n_ctx);
+        return false;
+    }
+    llama_memory_clear(llama_get_memory(r->ctx), true);
+    for (int32_t i = 0; i < n; i++) {
+        if (!decode(r, &tokens[i], 1, i, true)) return false;
+        const float *l = llama_get_logits_ith(r->ctx, 0);
         if (!l) return false;
         memcpy(logits + (size_t)i * (size_t)r->n_vocab, l, (size_t)r->n_vocab * sizeof(float));
     }

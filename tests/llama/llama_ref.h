@@ -35,6 +35,9 @@ int32_t llama_ref_bos(const llama_ref *r); /* -1 if none */
  * position i). Returns false on failure (message on stderr). */
 bool llama_ref_eval(llama_ref *r, const int32_t *tokens, int32_t n, float *logits);
 
+/* As llama_ref_eval, but one llama_decode call per token (the decode path). */
+bool llama_ref_eval_steps(llama_ref *r, const int32_t *tokens, int32_t n, float *logits);
+
 /* Clear the cache, evaluate the prompt, then greedily generate n_gen tokens one
  * decode step at a time (argmax, lowest id on ties; no EOS stop) into out. */
 bool llama_ref_greedy(llama_ref *r, const int32_t *prompt, int32_t n_prompt, int32_t n_gen,
