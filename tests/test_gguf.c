@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char tmpdir[256];
@@ -550,6 +551,48 @@ static void test_writer_errors(void) {
     gguf_writer_destroy(w);
 }
 
+/* Run `vt inspect ARGS`, capturing stdout+stderr into out; returns the exit code. */
+static int run_inspect(const char *args, char *out, size_t cap) {
+    const char *bin = getenv("VT_BIN");
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' inspect %s 2>&1", bin, args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_inspect_cli(void) {
+    const char *bin = getenv("VT_BIN");
+    if (!bin || access(bin, X_OK) != 0) {
+        fprintf(stderr, "skip: VT_BIN not set, vt inspect not tested\n");
+        return;
+    }
+    static char out[1 << 16];
+    const char *model = test_model_path("stories260K.gguf");
+    if (model) {
+        char args[4200];
+        snprintf(args, sizeof args, "-n 3 '%s'", model);
+        CHECK_EQ_INT(run_inspect(args, out, sizeof out), 0);
+        CHECK(strstr(out, "n_tensors:   48\n") != NULL);
+        CHECK(strstr(out, "data offset: 14176\n") != NULL);
+        CHECK(strstr(out, "llama.embedding_length") && strstr(out, "u32       64\n"));
+        CHECK(strstr(out, "[\"<unk>\", \"<s>\", \"</s>\", ... (512 elements)]") != NULL);
+        CHECK(strstr(out, "token_embd.weight") && strstr(out, "[64, 512]"));
+    }
+    const char *src = getenv("VT_SOURCE_DIR");
+    if (src) {
+        char args[4200];
+        snprintf(args, sizeof args, "'%s/tests/data/corrupt/duplicate_key.gguf'", src);
+        CHECK_EQ_INT(run_inspect(args, out, sizeof out), 1);
+        CHECK(strstr(out, "duplicate_key.gguf: key 'dup.key': duplicate key") != NULL);
+    }
+    CHECK_EQ_INT(run_inspect("/nonexistent.gguf", out, sizeof out), 1);
+    CHECK(strstr(out, "/nonexistent.gguf: cannot open") != NULL);
+}
+
 /* Counts that fit the bytes of a big file are still held to absolute limits. */
 static void test_count_limits(void) {
     size_t size = (size_t)(GGUF_MAX_KV + 2) * 40;
@@ -600,6 +643,7 @@ int main(void) {
     test_copy_vocab("vocab/ggml-vocab-bert-bge.gguf");
     test_writer_errors();
     test_count_limits();
+    test_inspect_cli();
     test_escape();
     rmdir(tmpdir);
     return test_finish();
