@@ -1,0 +1,834 @@
+/* vt bench: vt against the reference llama.cpp on the same GGUF, in one program.
+ *
+ * The protocol is ../shared/BENCH.md's: both engines get the same file, the same
+ * prompt token ids, the same thread count, n_ctx and batch size. Workloads follow
+ * llama-bench's names: ppN (prefill of N tokens in batches of n_batch), tgN (N
+ * single-token decode steps from an empty cache) and tgN@dD (N steps after a
+ * D-token prompt, which is not timed). For each (model, threads, workload):
+ *   1. A/A calibration: llama.cpp against itself, r pairs; the min..max of those
+ *      ratios is the noise band.
+ *   2. A/B: vt, llama.cpp, vt, llama.cpp, ... r counted pairs; the figure is the
+ *      median of the per-pair ratios vt/llama.cpp. Inside the band it is a tie.
+ * Every measurement runs in its own forked child, which loads the engine and the
+ * model, runs the workload once as a warm-up and once timed, and reports wall
+ * time, CPU seconds (getrusage RUSAGE_SELF around the timed run: spinning shows
+ * here) and its peak RSS; so RSS and state are clean and neither engine sees the
+ * other. llama.cpp is dlopen'd (tools/llama_dl.c); vt never links it.
+ *
+ * --bandwidth measures the machine's read bandwidth (a sum over 1 GiB with 1..T
+ * threads) and reports each decode figure as a fraction of the bound
+ * bandwidth / weight bytes per token. */
+#include "cmds.h"
+#include "llama_dl.h"
+#include "vt.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Weak until vt's forward pass is in libvt: a build without it still benchmarks
+ * llama.cpp and says what is missing. (A weak reference does not pull an archive
+ * member, so this relies on the other commands linking the model code.) */
+#pragma weak vt_model_load
+#pragma weak vt_model_default_params
+#pragma weak vt_model_free
+#pragma weak vt_model_n_vocab
+#pragma weak vt_model_desc
+#pragma weak vt_model_weight_bytes
+#pragma weak vt_context_default_params
+#pragma weak vt_context_create
+#pragma weak vt_context_free
+#pragma weak vt_decode
+#pragma weak vt_get_logits
+#pragma weak vt_seq_clear
+
+static bool vt_available(void) {
+    return vt_model_load && vt_model_default_params && vt_model_free && vt_model_n_vocab && vt_model_desc &&
+           vt_model_weight_bytes && vt_context_default_params && vt_context_create && vt_context_free &&
+           vt_decode && vt_get_logits && vt_seq_clear;
+}
+
+#define MAX_LIST 16
+#define MAX_REPS 100
+
+typedef enum { ENG_VT, ENG_LLAMA } engine_id;
+static const char *engine_name[] = {"vt", "llama.cpp"};
+
+typedef struct workload {
+    char name[32];
+    int32_t n_prompt; /* ppN: tokens prefilled and timed */
+    int32_t n_gen;    /* tgN: decode steps timed */
+    int32_t depth;    /* tgN@dD: prompt before the steps, not timed */
+} workload;
+
+typedef struct bench_cfg {
+    const char *models[MAX_LIST];
+    int n_models;
+    workload work[MAX_LIST];
+    int n_work;
+    int threads[MAX_LIST];
+    int n_threads;
+    int reps;
+    int n_ctx, n_batch;
+    int flash_attn;     /* llama.cpp: -1 auto, 0 off, 1 on */
+    bool do_aa, do_vt, do_llama;
+    bool bandwidth;
+    const char *json_path;
+    const char *llama_dir;
+} bench_cfg;
+
+/* One measurement, as the child reports it through a pipe. */
+typedef struct meas {
+    int ok;
+    double wall_s;   /* the timed run */
+    double cpu_s;    /* user + system of the whole child process during it */
+    long max_rss_kb; /* peak RSS of the child */
+    int32_t tokens;
+    uint64_t weight_bytes;
+    char desc[96];
+    char err[256];
+} meas;
+
+/* ---- timing ----------------------------------------------------------------------- */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double cpu_s(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
+           1e-6 * (double)ru.ru_stime.tv_usec;
+}
+
+/* ---- the two engines behind one shape ------------------------------------------------ */
+
+typedef struct engine {
+    engine_id id;
+    llama_dl *llama;
+    vt_model *vm;
+    vt_context *vc;
+    int32_t n_batch;
+} engine;
+
+static bool engine_open(engine *e, engine_id id, const bench_cfg *c, const char *model, int threads,
+                        meas *m) {
+    memset(e, 0, sizeof *e);
+    e->id = id;
+    e->n_batch = c->n_batch;
+    if (id == ENG_LLAMA) {
+        e->llama = llama_dl_open(c->llama_dir, model, c->n_ctx, c->n_batch, threads, c->flash_attn, m->err,
+                                 sizeof m->err);
+        if (!e->llama) return false;
+        m->weight_bytes = llama_dl_model_bytes(e->llama);
+        snprintf(m->desc, sizeof m->desc, "%s", llama_dl_desc(e->llama));
+        return true;
+    }
+    vt_model_params mp = vt_model_default_params();
+    if (vt_model_load(model, &mp, &e->vm) != VT_OK) goto vt_fail;
+    vt_context_params cp = vt_context_default_params();
+    cp.n_ctx = c->n_ctx;
+    cp.n_batch = c->n_batch;
+    cp.n_seq = 1;
+    cp.n_threads = threads;
+    if (vt_context_create(e->vm, &cp, &e->vc) != VT_OK) goto vt_fail;
+    m->weight_bytes = vt_model_weight_bytes(e->vm);
+    snprintf(m->desc, sizeof m->desc, "%s", vt_model_desc(e->vm));
+    return true;
+vt_fail:
+    snprintf(m->err, sizeof m->err, "vt: %s", vt_last_error());
+    return false;
+}
+
+static int32_t engine_n_vocab(const engine *e) {
+    return e->id == ENG_LLAMA ? llama_dl_n_vocab(e->llama) : vt_model_n_vocab(e->vm);
+}
+
+static void engine_clear(engine *e) {
+    if (e->id == ENG_LLAMA) llama_dl_clear(e->llama);
+    else vt_seq_clear(e->vc, 0);
+}
+
+/* tokens[0..n) at positions pos0.., in batches of n_batch; logits for the last. */
+static bool engine_decode(engine *e, const int32_t *tokens, int32_t n, int32_t pos0, char *err, size_t err_len) {
+    static int32_t pos[4096], seq[4096];
+    for (int32_t i0 = 0; i0 < n; i0 += e->n_batch) {
+        int32_t k = n - i0 < e->n_batch ? n - i0 : e->n_batch;
+        bool ok;
+        if (e->id == ENG_LLAMA) {
+            ok = llama_dl_decode(e->llama, tokens + i0, k, pos0 + i0);
+            if (!ok) snprintf(err, err_len, "llama_decode failed at position %d", pos0 + i0);
+        } else {
+            for (int32_t j = 0; j < k; j++) pos[j] = pos0 + i0 + j, seq[j] = 0;
+            vt_batch b = {.n_tokens = k, .token = tokens + i0, .pos = pos, .seq = seq, .logits = NULL};
+            ok = vt_decode(e->vc, &b) == VT_OK && vt_get_logits(e->vc, 0) != NULL;
+            if (!ok) snprintf(err, err_len, "vt_decode failed at position %d: %s", pos0 + i0, vt_last_error());
+        }
+        if (!ok) return false;
+    }
+    return true;
+}
+
+static void engine_close(engine *e) {
+    if (e->id == ENG_LLAMA) {
+        llama_dl_close(e->llama);
+    } else {
+        vt_context_free(e->vc);
+        vt_model_free(e->vm);
+    }
+}
+
+/* ---- one measurement in a child ------------------------------------------------------- */
+
+/* Deterministic prompt ids, the same for both engines. */
+static void make_tokens(int32_t *t, int32_t n, int32_t n_vocab) {
+    uint64_t s = 0x243F6A8885A308D3ull;
+    for (int32_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        t[i] = (int32_t)((s >> 33) % (uint64_t)(n_vocab > 1 ? n_vocab : 1));
+    }
+}
+
+/* Run w once; *timed_s and *timed_cpu cover only the timed part. */
+static bool run_workload(engine *e, const workload *w, const int32_t *toks, double *timed_s, double *timed_cpu,
+                         char *err, size_t err_len) {
+    engine_clear(e);
+    if (w->n_prompt > 0) {
+        double c0 = cpu_s(), t0 = now_s();
+        if (!engine_decode(e, toks, w->n_prompt, 0, err, err_len)) return false;
+        *timed_s = now_s() - t0;
+        *timed_cpu = cpu_s() - c0;
+        return true;
+    }
+    if (w->depth > 0 && !engine_decode(e, toks, w->depth, 0, err, err_len)) return false;
+    double c0 = cpu_s(), t0 = now_s();
+    for (int32_t i = 0; i < w->n_gen; i++) {
+        if (!engine_decode(e, toks + w->depth + i, 1, w->depth + i, err, err_len)) return false;
+    }
+    *timed_s = now_s() - t0;
+    *timed_cpu = cpu_s() - c0;
+    return true;
+}
+
+static void child_main(int fd, engine_id id, const bench_cfg *c, const char *model, int threads, const workload *w) {
+    meas m = {0};
+    engine e;
+    if (engine_open(&e, id, c, model, threads, &m)) {
+        int32_t n = w->n_prompt + w->depth + w->n_gen;
+        int32_t *toks = malloc((size_t)n * sizeof *toks);
+        make_tokens(toks, n, engine_n_vocab(&e));
+        double s = 0, cs = 0;
+        if (run_workload(&e, w, toks, &s, &cs, m.err, sizeof m.err) &&
+            run_workload(&e, w, toks, &s, &cs, m.err, sizeof m.err)) {
+            m.ok = 1;
+            m.wall_s = s;
+            m.cpu_s = cs;
+            m.tokens = w->n_prompt > 0 ? w->n_prompt : w->n_gen;
+        }
+        free(toks);
+        engine_close(&e);
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    m.max_rss_kb = ru.ru_maxrss;
+    ssize_t wr = write(fd, &m, sizeof m);
+    _exit(wr == (ssize_t)sizeof m ? 0 : 1);
+}
+
+static meas measure(engine_id id, const bench_cfg *c, const char *model, int threads, const workload *w) {
+    meas m = {0};
+    int fds[2];
+    if (pipe(fds) != 0) {
+        snprintf(m.err, sizeof m.err, "pipe: %s", strerror(errno));
+        return m;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(m.err, sizeof m.err, "fork: %s", strerror(errno));
+        close(fds[0]);
+        close(fds[1]);
+        return m;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        child_main(fds[1], id, c, model, threads, w);
+    }
+    close(fds[1]);
+    size_t got = 0;
+    while (got < sizeof m) {
+        ssize_t r = read(fds[0], (char *)&m + got, sizeof m - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fds[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (got != sizeof m) {
+        memset(&m, 0, sizeof m);
+        if (WIFSIGNALED(status))
+            snprintf(m.err, sizeof m.err, "%s child killed by signal %d (%s)", engine_name[id], WTERMSIG(status),
+                     strsignal(WTERMSIG(status)));
+        else
+            snprintf(m.err, sizeof m.err, "%s child exited %d without a result", engine_name[id],
+                     WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    }
+    return m;
+}
+
+/* ---- statistics ------------------------------------------------------------------------ */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(const double *x, int n) {
+    if (n <= 0) return NAN;
+    double tmp[MAX_REPS * 2];
+    memcpy(tmp, x, (size_t)n * sizeof *x);
+    qsort(tmp, (size_t)n, sizeof *tmp, cmp_double);
+    return n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
+}
+
+static void min_max(const double *x, int n, double *lo, double *hi) {
+    *lo = INFINITY, *hi = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        if (x[i] < *lo) *lo = x[i];
+        if (x[i] > *hi) *hi = x[i];
+    }
+    if (n == 0) *lo = *hi = NAN;
+}
+
+typedef struct engine_stats {
+    int n;
+    double tps[MAX_REPS], cpu_per_tok[MAX_REPS];
+    long max_rss_kb;
+    uint64_t weight_bytes;
+    char desc[96];
+    char err[256];
+} engine_stats;
+
+static void stats_add(engine_stats *s, const meas *m) {
+    if (!m->ok) {
+        if (!s->err[0]) snprintf(s->err, sizeof s->err, "%s", m->err);
+        return;
+    }
+    s->tps[s->n] = m->tokens / m->wall_s;
+    s->cpu_per_tok[s->n] = m->cpu_s / m->tokens;
+    s->n++;
+    if (m->max_rss_kb > s->max_rss_kb) s->max_rss_kb = m->max_rss_kb;
+    s->weight_bytes = m->weight_bytes;
+    snprintf(s->desc, sizeof s->desc, "%s", m->desc);
+}
+
+typedef struct row {
+    const char *model;
+    int threads;
+    const workload *w;
+    engine_stats st[2];
+    double ratio[MAX_REPS], aa[MAX_REPS];
+    int n_ratio, n_aa;
+    double bound_tps; /* bandwidth bound for decode, 0 if not measured */
+} row;
+
+/* ---- read bandwidth ----------------------------------------------------------------------- */
+
+typedef struct bw_job {
+    const uint64_t *p;
+    size_t n;
+    uint64_t sum;
+} bw_job;
+
+static void *bw_sum(void *arg) {
+    bw_job *j = arg;
+    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    for (size_t i = 0; i + 4 <= j->n; i += 4) {
+        a0 += j->p[i];
+        a1 += j->p[i + 1];
+        a2 += j->p[i + 2];
+        a3 += j->p[i + 3];
+    }
+    j->sum = a0 + a1 + a2 + a3;
+    return NULL;
+}
+
+/* Best of 5 passes over 1 GiB with nth threads, in GB/s (1e9 bytes). */
+static double measure_bandwidth(uint64_t *buf, size_t n_words, int nth) {
+    double best = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        pthread_t th[MAX_LIST];
+        bw_job jobs[MAX_LIST];
+        size_t per = n_words / (size_t)nth / 4 * 4;
+        double t0 = now_s();
+        for (int i = 0; i < nth; i++) {
+            jobs[i] = (bw_job){.p = buf + (size_t)i * per, .n = per};
+            if (i > 0) pthread_create(&th[i], NULL, bw_sum, &jobs[i]);
+        }
+        bw_sum(&jobs[0]);
+        uint64_t sink = jobs[0].sum;
+        for (int i = 1; i < nth; i++) {
+            pthread_join(th[i], NULL);
+            sink += jobs[i].sum;
+        }
+        double dt = now_s() - t0;
+        if (sink == 42) fprintf(stderr, " "); /* keep the sum alive */
+        double gbs = (double)(per * (size_t)nth * sizeof(uint64_t)) / dt / 1e9;
+        if (gbs > best) best = gbs;
+    }
+    return best;
+}
+
+/* ---- options ------------------------------------------------------------------------------ */
+
+static void print_usage(FILE *f) {
+    fprintf(f,
+            "usage: vt bench -m MODEL [-m MODEL ...] [options]\n\n"
+            "vt against the reference llama.cpp on the same file (../shared/BENCH.md):\n"
+            "A/A calibration of llama.cpp for the noise band, then alternated A/B pairs;\n"
+            "each measurement in a fresh child process with one warm-up run.\n\n"
+            "options:\n"
+            "  -m FILE          model (repeatable)\n"
+            "  -w LIST          workloads, e.g. pp128,pp512,tg128,tg128@d512 (default all four)\n"
+            "  -t LIST          thread counts (default 1,2)\n"
+            "  -r N             counted pairs per workload (default 5, at least 1)\n"
+            "  -c N             n_ctx for both engines (default: what the workloads need)\n"
+            "  -b N             batch size for both engines (default 512)\n"
+            "  --engine E       both | vt | llama (default both, or vt without llama.cpp)\n"
+            "  --no-aa          skip the A/A calibration\n"
+            "  --llama-dir DIR  llama.cpp libraries (default %s)\n"
+            "  --llama-fa M     llama.cpp flash attention: auto | on | off (default auto)\n"
+            "  --bandwidth      measure read bandwidth, report decode as a fraction of the bound\n"
+            "  --json FILE      also write every figure as JSON (- for stdout)\n",
+            llama_dl_default_dir() ? llama_dl_default_dir() : "(none built in)");
+}
+
+static bool parse_workload(const char *s, workload *w) {
+    memset(w, 0, sizeof *w);
+    int a = 0, d = 0, used = 0;
+    if (sscanf(s, "pp%d%n", &a, &used) == 1 && s[used] == 0 && a > 0 && a <= 4096) {
+        w->n_prompt = a;
+    } else if (sscanf(s, "tg%d@d%d%n", &a, &d, &used) == 2 && s[used] == 0 && a > 0 && a <= 4096 && d > 0 &&
+               d <= 65536) {
+        w->n_gen = a;
+        w->depth = d;
+    } else if (sscanf(s, "tg%d%n", &a, &used) == 1 && s[used] == 0 && a > 0 && a <= 4096) {
+        w->n_gen = a;
+    } else {
+        return false;
+    }
+    snprintf(w->name, sizeof w->name, "%s", s);
+    return true;
+}
+
+static int split_list(char *s, char **items, int max) {
+    int n = 0;
+    for (char *tok = strtok(s, ","); tok && n < max; tok = strtok(NULL, ",")) items[n++] = tok;
+    return n;
+}
+
+static bool parse_args(int argc, char **argv, bench_cfg *c, int *exit_code) {
+    memset(c, 0, sizeof *c);
+    c->reps = 5;
+    c->n_batch = 512;
+    c->flash_attn = -1;
+    c->do_aa = true;
+    c->llama_dir = llama_dl_default_dir();
+    const char *engine = "both";
+    static char wbuf[512] = "pp128,pp512,tg128,tg128@d512", tbuf[128] = "1,2";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            print_usage(stdout);
+            *exit_code = 0;
+            return false;
+        }
+        if (!strcmp(a, "--no-aa")) {
+            c->do_aa = false;
+            continue;
+        }
+        if (!strcmp(a, "--bandwidth")) {
+            c->bandwidth = true;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "vt bench: %s needs a value (or is unknown)\n", a);
+            return false;
+        }
+        i++;
+        if (!strcmp(a, "-m")) {
+            if (c->n_models == MAX_LIST) {
+                fprintf(stderr, "vt bench: at most %d models\n", MAX_LIST);
+                return false;
+            }
+            c->models[c->n_models++] = v;
+        } else if (!strcmp(a, "-w")) {
+            snprintf(wbuf, sizeof wbuf, "%s", v);
+        } else if (!strcmp(a, "-t")) {
+            snprintf(tbuf, sizeof tbuf, "%s", v);
+        } else if (!strcmp(a, "-r")) {
+            c->reps = atoi(v);
+        } else if (!strcmp(a, "-c")) {
+            c->n_ctx = atoi(v);
+        } else if (!strcmp(a, "-b")) {
+            c->n_batch = atoi(v);
+        } else if (!strcmp(a, "--engine")) {
+            engine = v;
+        } else if (!strcmp(a, "--llama-dir")) {
+            c->llama_dir = v;
+        } else if (!strcmp(a, "--llama-fa")) {
+            c->flash_attn = !strcmp(v, "on") ? 1 : !strcmp(v, "off") ? 0 : -1;
+        } else if (!strcmp(a, "--json")) {
+            c->json_path = v;
+        } else {
+            fprintf(stderr, "vt bench: unknown option '%s'\n", a);
+            return false;
+        }
+    }
+    if (c->n_models == 0) {
+        fprintf(stderr, "vt bench: -m MODEL is required\n\n");
+        print_usage(stderr);
+        return false;
+    }
+    if (c->reps < 1 || c->reps > MAX_REPS) {
+        fprintf(stderr, "vt bench: -r must be 1..%d\n", MAX_REPS);
+        return false;
+    }
+    if (c->n_batch < 1 || c->n_batch > 4096) {
+        fprintf(stderr, "vt bench: -b must be 1..4096\n");
+        return false;
+    }
+    char *items[MAX_LIST];
+    int n = split_list(wbuf, items, MAX_LIST);
+    for (int i = 0; i < n; i++) {
+        if (!parse_workload(items[i], &c->work[c->n_work++])) {
+            fprintf(stderr, "vt bench: bad workload '%s' (ppN, tgN, tgN@dD)\n", items[i]);
+            return false;
+        }
+    }
+    n = split_list(tbuf, items, MAX_LIST);
+    for (int i = 0; i < n; i++) {
+        int t = atoi(items[i]);
+        if (t < 1 || t > 1024) {
+            fprintf(stderr, "vt bench: bad thread count '%s'\n", items[i]);
+            return false;
+        }
+        c->threads[c->n_threads++] = t;
+    }
+    if (c->n_work == 0 || c->n_threads == 0) {
+        fprintf(stderr, "vt bench: empty -w or -t list\n");
+        return false;
+    }
+    int need = 0;
+    for (int i = 0; i < c->n_work; i++) {
+        int k = c->work[i].n_prompt + c->work[i].depth + c->work[i].n_gen;
+        if (k > need) need = k;
+    }
+    if (c->n_ctx == 0) c->n_ctx = (need + 255) / 256 * 256;
+    if (c->n_ctx < need) {
+        fprintf(stderr, "vt bench: -c %d is less than the %d tokens the workloads need\n", c->n_ctx, need);
+        return false;
+    }
+    char why[512];
+    bool have_llama = llama_dl_probe(c->llama_dir, why, sizeof why);
+    if (!strcmp(engine, "vt")) {
+        c->do_vt = true;
+    } else if (!strcmp(engine, "llama")) {
+        c->do_llama = true;
+    } else if (!strcmp(engine, "both")) {
+        c->do_vt = true;
+        c->do_llama = true;
+    } else {
+        fprintf(stderr, "vt bench: --engine both|vt|llama\n");
+        return false;
+    }
+    if (c->do_vt && !vt_available()) {
+        fprintf(stderr, "vt bench: vt's forward pass is not part of this build: measuring llama.cpp alone\n");
+        c->do_vt = false;
+        if (!c->do_llama) return false;
+    }
+    if (c->do_llama && !have_llama) {
+        fprintf(stderr, "vt bench: llama.cpp is missing (%s): measuring vt alone, no ratios\n", why);
+        c->do_llama = false;
+        if (!c->do_vt) return false;
+    }
+    if (!c->do_llama || !c->do_vt) c->do_aa = c->do_aa && c->do_llama;
+    return true;
+}
+
+/* ---- output ------------------------------------------------------------------------------- */
+
+static const char *base_name(const char *p) {
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+static void machine_line(char *buf, size_t n) {
+    char model[256] = "unknown CPU";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[4096];
+    bool avx2 = false, avx512 = false, fma = false, f16c = false, vnni = false;
+    while (f && fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "model name", 10)) {
+            char *c = strchr(line, ':');
+            if (c) {
+                snprintf(model, sizeof model, "%s", c + 2);
+                model[strcspn(model, "\n")] = 0;
+            }
+        } else if (!strncmp(line, "flags", 5)) {
+            avx2 = strstr(line, " avx2") != NULL;
+            avx512 = strstr(line, " avx512f") != NULL;
+            fma = strstr(line, " fma") != NULL;
+            f16c = strstr(line, " f16c") != NULL;
+            vnni = strstr(line, "avx512_vnni") != NULL;
+        }
+    }
+    if (f) fclose(f);
+    snprintf(buf, n, "%s, %ld cores, flags:%s%s%s%s%s", model, sysconf(_SC_NPROCESSORS_ONLN), avx2 ? " avx2" : "",
+             fma ? " fma" : "", f16c ? " f16c" : "", avx512 ? " avx512f" : "", vnni ? " avx512_vnni" : "");
+}
+
+static void print_table(const bench_cfg *c, const row *rows, int n_rows) {
+    printf("\n| model | size | th | test | vt t/s | llama.cpp t/s | vt/llama | A/A band | verdict |"
+           " CPU-s/tok vt | CPU-s/tok llama | RSS MiB vt | RSS MiB llama |%s\n",
+           c->bandwidth ? " vt % of bound | llama % of bound |" : "");
+    printf("|---|---:|---:|---|---:|---:|---:|---|---|---:|---:|---:|---:|%s\n", c->bandwidth ? "---:|---:|" : "");
+    for (int i = 0; i < n_rows; i++) {
+        const row *r = &rows[i];
+        char tps[2][64], cpt[2][32], rss[2][32];
+        for (int e = 0; e < 2; e++) {
+            const engine_stats *s = &r->st[e];
+            if (s->n == 0) {
+                snprintf(tps[e], sizeof tps[e], "%s", s->err[0] ? "error" : "-");
+                snprintf(cpt[e], sizeof cpt[e], "-");
+                snprintf(rss[e], sizeof rss[e], "-");
+                continue;
+            }
+            double lo, hi;
+            min_max(s->tps, s->n, &lo, &hi);
+            snprintf(tps[e], sizeof tps[e], "%.2f (%.2f–%.2f)", median(s->tps, s->n), lo, hi);
+            snprintf(cpt[e], sizeof cpt[e], "%.4f", median(s->cpu_per_tok, s->n));
+            snprintf(rss[e], sizeof rss[e], "%.0f", (double)s->max_rss_kb / 1024.0);
+        }
+        char ratio[32] = "-", band[48] = "-", verdict[16] = "-";
+        double rmed = median(r->ratio, r->n_ratio);
+        if (r->n_ratio > 0) snprintf(ratio, sizeof ratio, "%.3f", rmed);
+        if (r->n_aa > 0) {
+            double lo, hi;
+            min_max(r->aa, r->n_aa, &lo, &hi);
+            snprintf(band, sizeof band, "%.3f–%.3f", lo, hi);
+            if (r->n_ratio > 0)
+                snprintf(verdict, sizeof verdict, "%s", rmed > hi ? "faster" : rmed < lo ? "slower" : "tie");
+        }
+        const engine_stats *any = r->st[ENG_LLAMA].n ? &r->st[ENG_LLAMA] : &r->st[ENG_VT];
+        printf("| %s | %.0f MiB | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", base_name(r->model),
+               (double)any->weight_bytes / 1048576.0, r->threads, r->w->name, tps[ENG_VT], tps[ENG_LLAMA], ratio,
+               band, verdict, cpt[ENG_VT], cpt[ENG_LLAMA], rss[ENG_VT], rss[ENG_LLAMA]);
+        if (c->bandwidth) {
+            for (int e = 0; e < 2; e++) {
+                if (r->bound_tps > 0 && r->w->n_gen > 0 && r->st[e].n > 0)
+                    printf(" %.0f%% |", 100.0 * median(r->st[e].tps, r->st[e].n) / r->bound_tps);
+                else
+                    printf(" - |");
+            }
+        }
+        printf("\n");
+        for (int e = 0; e < 2; e++)
+            if (r->st[e].err[0]) printf("  %s error: %s\n", engine_name[e], r->st[e].err);
+    }
+}
+
+static void json_array(FILE *f, const double *x, int n) {
+    fputc('[', f);
+    for (int i = 0; i < n; i++) fprintf(f, "%s%.6g", i ? ", " : "", x[i]);
+    fputc(']', f);
+}
+
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", (unsigned char)*s);
+        else fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void write_json(const bench_cfg *c, const row *rows, int n_rows, const char *machine, double load1,
+                       const double *bw, FILE *f) {
+    fprintf(f, "{\n  \"machine\": ");
+    json_string(f, machine);
+    fprintf(f, ",\n  \"load_avg_1m\": %.2f,\n  \"n_ctx\": %d,\n  \"n_batch\": %d,\n  \"reps\": %d,\n", load1, c->n_ctx,
+            c->n_batch, c->reps);
+    if (bw) {
+        fprintf(f, "  \"bandwidth_gbs\": {");
+        for (int i = 0; i < c->n_threads; i++) fprintf(f, "%s\"%d\": %.2f", i ? ", " : "", c->threads[i], bw[i]);
+        fprintf(f, "},\n");
+    }
+    fprintf(f, "  \"results\": [\n");
+    for (int i = 0; i < n_rows; i++) {
+        const row *r = &rows[i];
+        fprintf(f, "    {\"model\": ");
+        json_string(f, r->model);
+        fprintf(f, ", \"threads\": %d, \"test\": \"%s\"", r->threads, r->w->name);
+        for (int e = 0; e < 2; e++) {
+            const engine_stats *s = &r->st[e];
+            fprintf(f, ",\n     \"%s\": {\"n\": %d", e == ENG_VT ? "vt" : "llama", s->n);
+            if (s->n) {
+                fprintf(f, ", \"tps_median\": %.6g, \"tps\": ", median(s->tps, s->n));
+                json_array(f, s->tps, s->n);
+                fprintf(f, ", \"cpu_s_per_token\": ");
+                json_array(f, s->cpu_per_tok, s->n);
+                fprintf(f, ", \"peak_rss_kb\": %ld, \"weight_bytes\": %llu, \"desc\": ", s->max_rss_kb,
+                        (unsigned long long)s->weight_bytes);
+                json_string(f, s->desc);
+            }
+            if (s->err[0]) {
+                fprintf(f, ", \"error\": ");
+                json_string(f, s->err);
+            }
+            fprintf(f, "}");
+        }
+        fprintf(f, ",\n     \"ratio_vt_llama\": ");
+        json_array(f, r->ratio, r->n_ratio);
+        if (r->n_ratio) fprintf(f, ", \"ratio_median\": %.6g", median(r->ratio, r->n_ratio));
+        fprintf(f, ", \"aa_ratios\": ");
+        json_array(f, r->aa, r->n_aa);
+        if (r->bound_tps > 0) fprintf(f, ", \"bandwidth_bound_tps\": %.6g", r->bound_tps);
+        fprintf(f, "}%s\n", i + 1 < n_rows ? "," : "");
+    }
+    fprintf(f, "  ]\n}\n");
+}
+
+/* ---- main --------------------------------------------------------------------------------- */
+
+static int total_runs, done_runs;
+static double bench_t0;
+
+static bool tty;
+
+/* One line per measurement on stderr: redrawn in place on a terminal. */
+static meas measure_progress(engine_id id, const bench_cfg *c, row *r, const char *phase) {
+    fprintf(stderr, "%s[%d/%d %.0fs] %s t=%d %s: %s %s...", tty ? "\r\033[K" : "", done_runs + 1, total_runs,
+            now_s() - bench_t0, base_name(r->model), r->threads, r->w->name, phase, engine_name[id]);
+    meas m = measure(id, c, r->model, r->threads, r->w);
+    done_runs++;
+    if (m.ok)
+        fprintf(stderr, " %.2f t/s%s", m.tokens / m.wall_s, tty ? "" : "\n");
+    else
+        fprintf(stderr, "\n  %s: %s\n", engine_name[id], m.err);
+    return m;
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_cfg c;
+    int code = 2;
+    if (!parse_args(argc, argv, &c, &code)) return code;
+    tty = isatty(2);
+
+    char machine[512];
+    machine_line(machine, sizeof machine);
+    double load[3] = {0};
+    if (getloadavg(load, 3) < 0) load[0] = -1;
+    printf("machine: %s\nload average at start: %.2f %.2f %.2f\n", machine, load[0], load[1], load[2]);
+    printf("protocol: n_ctx %d, n_batch %d, %d counted pairs, one warm-up per measurement, a fresh process"
+           " per measurement; A/A %s; llama.cpp %s (flash attention %s)\n",
+           c.n_ctx, c.n_batch, c.reps, c.do_aa ? "on" : "off", c.do_llama ? c.llama_dir : "missing",
+           c.flash_attn < 0 ? "auto" : c.flash_attn ? "on" : "off");
+    if (load[0] > 0.5) printf("warning: the machine is not idle (load %.2f): figures are noisy\n", load[0]);
+
+    double bw[MAX_LIST] = {0};
+    if (c.bandwidth) {
+        size_t bytes = (size_t)1 << 30;
+        uint64_t *buf = malloc(bytes);
+        if (!buf) {
+            fprintf(stderr, "vt bench: cannot allocate 1 GiB for --bandwidth\n");
+            return 1;
+        }
+        memset(buf, 1, bytes);
+        for (int i = 0; i < c.n_threads; i++) {
+            bw[i] = measure_bandwidth(buf, bytes / sizeof *buf, c.threads[i]);
+            printf("read bandwidth, %d thread%s: %.1f GB/s\n", c.threads[i], c.threads[i] > 1 ? "s" : "", bw[i]);
+        }
+        free(buf);
+    }
+
+    int n_rows = c.n_models * c.n_threads * c.n_work;
+    row *rows = calloc((size_t)n_rows, sizeof *rows);
+    if (!rows) return 1;
+    int per_row = c.reps * ((c.do_vt ? 1 : 0) + (c.do_llama ? 1 : 0)) + (c.do_aa ? 2 * c.reps : 0);
+    total_runs = n_rows * per_row;
+    bench_t0 = now_s();
+
+    int k = 0;
+    for (int mi = 0; mi < c.n_models; mi++) {
+        for (int ti = 0; ti < c.n_threads; ti++) {
+            for (int wi = 0; wi < c.n_work; wi++, k++) {
+                row *r = &rows[k];
+                r->model = c.models[mi];
+                r->threads = c.threads[ti];
+                r->w = &c.work[wi];
+                if (c.do_aa) {
+                    for (int i = 0; i < c.reps; i++) {
+                        meas a = measure_progress(ENG_LLAMA, &c, r, "A/A");
+                        meas b = measure_progress(ENG_LLAMA, &c, r, "A/A");
+                        if (a.ok && b.ok) r->aa[r->n_aa++] = (a.tokens / a.wall_s) / (b.tokens / b.wall_s);
+                    }
+                }
+                for (int i = 0; i < c.reps; i++) {
+                    meas mv = {0}, ml = {0};
+                    if (c.do_vt) {
+                        mv = measure_progress(ENG_VT, &c, r, "A/B");
+                        stats_add(&r->st[ENG_VT], &mv);
+                    }
+                    if (c.do_llama) {
+                        ml = measure_progress(ENG_LLAMA, &c, r, "A/B");
+                        stats_add(&r->st[ENG_LLAMA], &ml);
+                    }
+                    if (mv.ok && ml.ok) r->ratio[r->n_ratio++] = (mv.tokens / mv.wall_s) / (ml.tokens / ml.wall_s);
+                }
+                const engine_stats *any = r->st[ENG_LLAMA].n ? &r->st[ENG_LLAMA] : &r->st[ENG_VT];
+                if (c.bandwidth && any->weight_bytes > 0)
+                    r->bound_tps = bw[ti] * 1e9 / (double)any->weight_bytes;
+            }
+        }
+    }
+    fprintf(stderr, "%sdone: %d measurements in %.0f s\n", tty ? "\r\033[K" : "", done_runs, now_s() - bench_t0);
+    printf("command:");
+    for (int i = 0; i < argc; i++) printf(" %s", argv[i]);
+    printf("\n");
+    print_table(&c, rows, n_rows);
+    if (c.bandwidth)
+        printf("\nbound = read bandwidth / weight bytes (every weight read once per token; the KV cache not counted)\n");
+    if (c.json_path) {
+        FILE *f = strcmp(c.json_path, "-") ? fopen(c.json_path, "w") : stdout;
+        if (!f) {
+            fprintf(stderr, "vt bench: %s: %s\n", c.json_path, strerror(errno));
+        } else {
+            write_json(&c, rows, n_rows, machine, load[0], c.bandwidth ? bw : NULL, f);
+            if (f != stdout) fclose(f);
+        }
+    }
+    int failed = 0;
+    for (int i = 0; i < n_rows; i++)
+        for (int e = 0; e < 2; e++) failed += rows[i].st[e].err[0] != 0;
+    free(rows);
+    return failed ? 1 : 0;
+}
