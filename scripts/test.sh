@@ -1,13 +1,92 @@
 #!/usr/bin/env bash
-# The whole test suite: set-up, release build + ctest, then the sanitizer and
-# cross-architecture jobs. This is what .ci/run runs.
-set -euo pipefail
+# The whole test suite, as CI runs it (.ci/run calls exactly this):
+#   1. set-up (apt packages, the reference llama.cpp from npm, npm test clients)
+#   2. release build + every test (ctest)
+#   3. the same suite under ASan + UBSan
+#   4. threadpool, engine and server tests under TSan
+#   5. each libFuzzer target for a bounded time over its corpus
+#   6. the aarch64 cross build, tested under qemu (plain NEON, dotprod, i8mm, cortex-a53)
+# Set VT_TEST_JOBS="release asan" (a subset) to run fewer jobs locally.
+set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 jobs=$(nproc)
-scripts/setup.sh
+fuzz_seconds=${VT_FUZZ_SECONDS:-20}
+selected=${VT_TEST_JOBS:-"release asan tsan fuzz arm"}
+export CI=${CI:-false}
 
-echo "== release build + tests"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$jobs"
-ctest --test-dir build --output-on-failure -j"$jobs"
+scripts/setup.sh || { echo "setup failed"; exit 1; }
+
+passed=0 failed=0 failed_jobs=""
+run_job() { # name, function
+  local name=$1 t0=$SECONDS
+  case " $selected " in *" $name "*) ;; *) return 0 ;; esac
+  echo "== $name"
+  if "$2"; then
+    passed=$((passed + 1)); echo "== $name: ok ($((SECONDS - t0)) s)"
+  else
+    failed=$((failed + 1)); failed_jobs="$failed_jobs $name"; echo "== $name: FAILED ($((SECONDS - t0)) s)"
+  fi
+}
+
+job_release() {
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+    cmake --build build -j"$jobs" &&
+    ctest --test-dir build --output-on-failure -j"$jobs"
+}
+
+job_asan() {
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVT_SANITIZE=address,undefined >/dev/null &&
+    cmake --build build-asan -j"$jobs" &&
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      ctest --test-dir build-asan --output-on-failure -j"$jobs" -E "${VT_ASAN_EXCLUDE:-^$}"
+}
+
+job_tsan() {
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVT_SANITIZE=thread >/dev/null &&
+    cmake --build build-tsan -j"$jobs" &&
+    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+      ctest --test-dir build-tsan --output-on-failure -j"$jobs" -R "threadpool|engine|server|matmul|model"
+}
+
+job_fuzz() {
+  CC=clang cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVT_FUZZ=ON >/dev/null &&
+    cmake --build build-fuzz -j"$jobs" || return 1
+  local ok=0 f name corpus work
+  for f in build-fuzz/fuzz_*; do
+    [ -x "$f" ] || continue
+    name=$(basename "$f"); name=${name#fuzz_}
+    corpus="fuzz/corpus/$name"
+    work=$(mktemp -d)
+    [ -d "$corpus" ] && cp -r "$corpus"/. "$work"/
+    echo "-- fuzz_$name for ${fuzz_seconds} s"
+    # Past crashes are kept in fuzz/crashes/<name>/ and must stay fixed.
+    if [ -d "fuzz/crashes/$name" ] && ls "fuzz/crashes/$name"/* >/dev/null 2>&1; then
+      "$f" "fuzz/crashes/$name"/* >/dev/null 2>&1 || { echo "fuzz_$name: a kept crash input fails again"; ok=1; }
+    fi
+    if ! "$f" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=0 \
+         "$work" >"$work.log" 2>&1; then
+      echo "fuzz_$name FAILED"; tail -40 "$work.log"; ok=1
+    else
+      grep -E "^#[0-9]+ *DONE" "$work.log" | tail -1
+    fi
+    rm -rf "$work" "$work.log"
+  done
+  return $ok
+}
+
+job_arm() {
+  if [ ! -x scripts/test-arm.sh ]; then echo "no aarch64 job"; return 1; fi
+  scripts/test-arm.sh
+}
+
+run_job release job_release
+run_job asan job_asan
+run_job tsan job_tsan
+run_job fuzz job_fuzz
+run_job arm job_arm
+
+echo
+[ -n "$failed_jobs" ] && echo "failed jobs:$failed_jobs"
+echo "jobs: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

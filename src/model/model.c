@@ -1,0 +1,337 @@
+/* Model loading: hyperparameters from GGUF metadata, weights as views into the
+ * mapping. A missing required key, a tensor of the wrong shape or an unsupported
+ * architecture is an error that names the key or tensor, never a guess. */
+#include "model/model.h"
+
+#include "base/log.h"
+#include "base/size.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+static vt_status model_own(model *m, void *p) {
+    if (m->n_owned == m->cap_owned) {
+        int64_t cap = m->cap_owned ? m->cap_owned * 2 : 16;
+        void **o = realloc(m->owned, (size_t)cap * sizeof *o);
+        if (!o) return vt_errorf(VT_E_NOMEM, "out of memory");
+        m->owned = o;
+        m->cap_owned = cap;
+    }
+    m->owned[m->n_owned++] = p;
+    return VT_OK;
+}
+
+/* "<arch>.<suffix>" */
+static const char *arch_key(const model *m, const char *suffix) {
+    static _Thread_local char buf[256];
+    static const char *const names[] = {"llama", "qwen2", "qwen3"};
+    snprintf(buf, sizeof buf, "%s.%s", names[m->hp.arch], suffix);
+    return buf;
+}
+
+static vt_status get_i64_req(const model *m, const char *suffix, int64_t *out) {
+    const char *key = arch_key(m, suffix);
+    vt_status s = gguf_get_i64(&m->gguf, key, out);
+    if (s == VT_E_NOT_FOUND)
+        return vt_errorf(VT_E_FORMAT, "required key '%s' is missing", key);
+    if (s != VT_OK) return s;
+    if (*out <= 0 || *out > ((int64_t)1 << 31))
+        return vt_errorf(VT_E_RANGE, "key '%s' = %lld is out of range", key, (long long)*out);
+    return VT_OK;
+}
+
+static vt_status get_i64_opt(const model *m, const char *suffix, int64_t dflt, int64_t *out) {
+    vt_status s = gguf_get_i64(&m->gguf, arch_key(m, suffix), out);
+    if (s == VT_E_NOT_FOUND) {
+        *out = dflt;
+        return VT_OK;
+    }
+    if (s != VT_OK) return s;
+    if (*out <= 0 || *out > ((int64_t)1 << 31))
+        return vt_errorf(VT_E_RANGE, "key '%s' = %lld is out of range", arch_key(m, suffix),
+                         (long long)*out);
+    return VT_OK;
+}
+
+static vt_status get_f32_opt(const model *m, const char *suffix, float dflt, float *out) {
+    vt_status s = gguf_get_f32(&m->gguf, arch_key(m, suffix), out);
+    if (s == VT_E_NOT_FOUND) {
+        *out = dflt;
+        return VT_OK;
+    }
+    return s;
+}
+
+static vt_status load_hparams(model *m) {
+    gguf_str arch;
+    vt_status s = gguf_get_str(&m->gguf, "general.architecture", &arch);
+    if (s == VT_E_NOT_FOUND)
+        return vt_errorf(VT_E_FORMAT, "required key 'general.architecture' is missing");
+    if (s != VT_OK) return s;
+    model_hparams *hp = &m->hp;
+    if (gguf_str_eq(arch, "llama")) {
+        hp->arch = MODEL_ARCH_LLAMA;
+        hp->rope = MODEL_ROPE_NORM;
+    } else if (gguf_str_eq(arch, "qwen2")) {
+        hp->arch = MODEL_ARCH_QWEN2;
+        hp->rope = MODEL_ROPE_NEOX;
+    } else if (gguf_str_eq(arch, "qwen3")) {
+        hp->arch = MODEL_ARCH_QWEN3;
+        hp->rope = MODEL_ROPE_NEOX;
+    } else {
+        return vt_errorf(VT_E_UNSUPPORTED,
+                         "architecture '%.*s' is not supported (vt runs llama, qwen2, qwen3)",
+                         (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
+    }
+    VT_TRY(get_i64_req(m, "block_count", &hp->n_layer));
+    VT_TRY(get_i64_req(m, "embedding_length", &hp->n_embd));
+    VT_TRY(get_i64_req(m, "feed_forward_length", &hp->n_ff));
+    VT_TRY(get_i64_req(m, "attention.head_count", &hp->n_head));
+    VT_TRY(get_i64_opt(m, "attention.head_count_kv", hp->n_head, &hp->n_head_kv));
+    VT_TRY(get_i64_opt(m, "context_length", 2048, &hp->n_ctx_train));
+    if (hp->n_embd % hp->n_head != 0 && gguf_find(&m->gguf, arch_key(m, "attention.key_length")) == NULL)
+        return vt_errorf(VT_E_FORMAT, "embedding_length %lld is not a multiple of head_count %lld",
+                         (long long)hp->n_embd, (long long)hp->n_head);
+    VT_TRY(get_i64_opt(m, "attention.key_length", hp->n_embd / hp->n_head, &hp->head_dim));
+    int64_t v_len;
+    VT_TRY(get_i64_opt(m, "attention.value_length", hp->head_dim, &v_len));
+    if (v_len != hp->head_dim)
+        return vt_errorf(VT_E_UNSUPPORTED, "attention.value_length %lld differs from key_length %lld",
+                         (long long)v_len, (long long)hp->head_dim);
+    if (hp->n_head % hp->n_head_kv != 0)
+        return vt_errorf(VT_E_FORMAT, "head_count %lld is not a multiple of head_count_kv %lld",
+                         (long long)hp->n_head, (long long)hp->n_head_kv);
+    VT_TRY(get_i64_opt(m, "rope.dimension_count", hp->head_dim, &hp->n_rot));
+    if (hp->n_rot > hp->head_dim || hp->n_rot % 2)
+        return vt_errorf(VT_E_FORMAT, "rope.dimension_count %lld is invalid for head size %lld",
+                         (long long)hp->n_rot, (long long)hp->head_dim);
+    s = gguf_get_f32(&m->gguf, arch_key(m, "attention.layer_norm_rms_epsilon"), &hp->rms_eps);
+    if (s == VT_E_NOT_FOUND)
+        return vt_errorf(VT_E_FORMAT, "required key '%s' is missing",
+                         arch_key(m, "attention.layer_norm_rms_epsilon"));
+    VT_TRY(s);
+    VT_TRY(get_f32_opt(m, "rope.freq_base", 10000.0f, &hp->rope_freq_base));
+    float scale = 1.0f;
+    gguf_str stype;
+    if (gguf_get_str(&m->gguf, arch_key(m, "rope.scaling.type"), &stype) == VT_OK &&
+        !gguf_str_eq(stype, "none") && !gguf_str_eq(stype, "linear")) {
+        return vt_errorf(VT_E_UNSUPPORTED, "rope scaling type '%.*s' is not supported",
+                         (int)(stype.len > 32 ? 32 : stype.len), stype.ptr);
+    }
+    VT_TRY(get_f32_opt(m, "rope.scaling.factor", 0.0f, &scale));
+    if (scale == 0.0f) VT_TRY(get_f32_opt(m, "rope.scale_linear", 1.0f, &scale));
+    if (!(scale > 0.0f)) return vt_errorf(VT_E_RANGE, "rope scaling factor %g is invalid", scale);
+    hp->rope_freq_scale = 1.0f / scale;
+    return VT_OK;
+}
+
+/* A tensor by name with an exact expected shape (ne[0] first). NULL `out` when
+ * optional and absent. */
+static vt_status find_tensor(model *m, const char *name, int n_dims, const int64_t *ne,
+                             bool required, const gguf_tensor **out) {
+    const gguf_tensor *t = gguf_find_tensor(&m->gguf, name);
+    *out = t;
+    if (!t) {
+        if (!required) return VT_OK;
+        return vt_errorf(VT_E_FORMAT, "required tensor '%s' is missing", name);
+    }
+    bool ok = true;
+    for (int d = 0; d < GGUF_MAX_DIMS; d++) {
+        int64_t want = d < n_dims ? ne[d] : 1;
+        if (t->ne[d] != want) ok = false;
+    }
+    if (!ok)
+        return vt_errorf(VT_E_FORMAT,
+                         "tensor '%s' has shape [%lld, %lld, %lld], expected [%lld, %lld]", name,
+                         (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                         (long long)ne[0], (long long)(n_dims > 1 ? ne[1] : 1));
+    return VT_OK;
+}
+
+/* A 1-D vector as F32: a view when stored as F32, else a converted copy. */
+static vt_status load_vec(model *m, const char *name, int64_t n, bool required, const float **out) {
+    const gguf_tensor *t;
+    *out = NULL;
+    VT_TRY(find_tensor(m, name, 1, &n, required, &t));
+    if (!t) return VT_OK;
+    if (t->type == VT_DTYPE_F32) {
+        *out = t->data;
+        return VT_OK;
+    }
+    const quant_traits *tr = quant_traits_get(t->type);
+    if (!tr || !tr->dequant_ref || n % tr->block_elems)
+        return vt_errorf(VT_E_UNSUPPORTED, "tensor '%s': type %d not usable for a vector", name,
+                         (int)t->type);
+    float *buf = malloc((size_t)n * sizeof(float));
+    if (!buf || model_own(m, buf) != VT_OK) {
+        free(buf);
+        return vt_errorf(VT_E_NOMEM, "out of memory converting '%s'", name);
+    }
+    tr->dequant_ref(t->data, buf, n);
+    *out = buf;
+    return VT_OK;
+}
+
+static vt_status load_mat(model *m, const char *name, int64_t n_in, int64_t n_out, bool required,
+                          mm_weight *w) {
+    const gguf_tensor *t;
+    int64_t ne[2] = {n_in, n_out};
+    memset(w, 0, sizeof *w);
+    VT_TRY(find_tensor(m, name, 2, ne, required, &t));
+    if (!t) return VT_OK;
+    const quant_traits *tr = quant_traits_get(t->type);
+    if (!tr || !tr->dot_ref || tr->dot_type == VT_DTYPE_COUNT)
+        return vt_errorf(VT_E_UNSUPPORTED, "tensor '%s': weight type %s is not supported", name,
+                         tr ? tr->name : "unknown");
+    vt_status s = mm_weight_init(w, t->type, n_in, n_out, t->data);
+    if (s != VT_OK) return vt_error_prefix(s, name);
+    s = mm_weight_prepare(w);
+    if (s != VT_OK) return vt_error_prefix(s, name);
+    m->weight_bytes += t->bytes;
+    return VT_OK;
+}
+
+static vt_status load_weights(model *m) {
+    model_hparams *hp = &m->hp;
+    const int64_t d = hp->n_embd, q_dim = hp->n_head * hp->head_dim,
+                  kv_dim = hp->n_head_kv * hp->head_dim;
+    const gguf_tensor *embd = gguf_find_tensor(&m->gguf, "token_embd.weight");
+    if (!embd) return vt_errorf(VT_E_FORMAT, "required tensor 'token_embd.weight' is missing");
+    if (embd->n_dims != 2 || embd->ne[0] != d || embd->ne[1] <= 0)
+        return vt_errorf(VT_E_FORMAT, "tensor 'token_embd.weight' has shape [%lld, %lld], expected [%lld, n_vocab]",
+                         (long long)embd->ne[0], (long long)embd->ne[1], (long long)d);
+    const quant_traits *et = quant_traits_get(embd->type);
+    if (!et || !et->dequant_ref)
+        return vt_errorf(VT_E_UNSUPPORTED, "token_embd.weight: type %d is not supported", (int)embd->type);
+    hp->n_vocab = embd->ne[1];
+    m->embd_type = embd->type;
+    m->embd = embd->data;
+    quant_row_bytes(embd->type, d, &m->embd_row_bytes);
+    m->weight_bytes += embd->bytes;
+
+    VT_TRY(load_vec(m, "output_norm.weight", d, true, &m->output_norm));
+    VT_TRY(load_mat(m, "output.weight", d, hp->n_vocab, false, &m->output));
+    if (!m->output.data) { /* tied head */
+        if (!et->dot_ref)
+            return vt_errorf(VT_E_UNSUPPORTED, "tied output head of type %s is not supported", et->name);
+        VT_TRY(mm_weight_init(&m->output, embd->type, d, hp->n_vocab, embd->data));
+        VT_TRY(mm_weight_prepare(&m->output));
+    }
+    VT_TRY(load_vec(m, "rope_freqs.weight", hp->n_rot / 2, false, &m->rope_freqs));
+
+    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->layers) return vt_errorf(VT_E_NOMEM, "out of memory");
+    char name[128];
+#define LNAME(fmt) (snprintf(name, sizeof name, "blk.%lld." fmt, (long long)il), name)
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        layer_weights *L = &m->layers[il];
+        VT_TRY(load_vec(m, LNAME("attn_norm.weight"), d, true, &L->attn_norm));
+        VT_TRY(load_mat(m, LNAME("attn_q.weight"), d, q_dim, true, &L->wq));
+        VT_TRY(load_mat(m, LNAME("attn_k.weight"), d, kv_dim, true, &L->wk));
+        VT_TRY(load_mat(m, LNAME("attn_v.weight"), d, kv_dim, true, &L->wv));
+        VT_TRY(load_mat(m, LNAME("attn_output.weight"), q_dim, d, true, &L->wo));
+        const bool bias = hp->arch == MODEL_ARCH_QWEN2;
+        VT_TRY(load_vec(m, LNAME("attn_q.bias"), q_dim, bias, &L->bq));
+        VT_TRY(load_vec(m, LNAME("attn_k.bias"), kv_dim, bias, &L->bk));
+        VT_TRY(load_vec(m, LNAME("attn_v.bias"), kv_dim, bias, &L->bv));
+        const bool qk_norm = hp->arch == MODEL_ARCH_QWEN3;
+        VT_TRY(load_vec(m, LNAME("attn_q_norm.weight"), hp->head_dim, qk_norm, &L->q_norm));
+        VT_TRY(load_vec(m, LNAME("attn_k_norm.weight"), hp->head_dim, qk_norm, &L->k_norm));
+        VT_TRY(load_vec(m, LNAME("ffn_norm.weight"), d, true, &L->ffn_norm));
+        VT_TRY(load_mat(m, LNAME("ffn_gate.weight"), d, hp->n_ff, true, &L->w_gate));
+        VT_TRY(load_mat(m, LNAME("ffn_up.weight"), d, hp->n_ff, true, &L->w_up));
+        VT_TRY(load_mat(m, LNAME("ffn_down.weight"), hp->n_ff, d, true, &L->w_down));
+        if (L->wq.type != L->wk.type || L->wq.type != L->wv.type)
+            return vt_errorf(VT_E_UNSUPPORTED, "blk.%lld: attn_q/k/v of different types (%s/%s/%s)",
+                             (long long)il, quant_traits_get(L->wq.type)->name,
+                             quant_traits_get(L->wk.type)->name, quant_traits_get(L->wv.type)->name);
+    }
+#undef LNAME
+    return VT_OK;
+}
+
+vt_model_params vt_model_default_params(void) {
+    vt_model_params p = {.progress = false, .use_mlock = false};
+    return p;
+}
+
+vt_status vt_model_load(const char *path, const vt_model_params *params, vt_model **out) {
+    *out = NULL;
+    model *m = calloc(1, sizeof *m);
+    if (!m) return vt_errorf(VT_E_NOMEM, "out of memory");
+    vt_status s = mapfile_open(path, &m->map);
+    if (s != VT_OK) goto fail_noprefix;
+    s = gguf_parse(m->map.data, m->map.size, path, &m->gguf);
+    if (s != VT_OK) goto fail_noprefix;
+    m->path = strdup(path);
+    if ((s = load_hparams(m)) != VT_OK) goto fail;
+    if ((s = load_weights(m)) != VT_OK) goto fail;
+    if ((s = tok_load(&m->gguf, &m->tok)) != VT_OK) goto fail;
+    if (tok_n_vocab(m->tok) > m->hp.n_vocab) {
+        s = vt_errorf(VT_E_FORMAT, "tokenizer has %d tokens but token_embd only %lld rows",
+                      tok_n_vocab(m->tok), (long long)m->hp.n_vocab);
+        goto fail;
+    }
+    static const char *const arch_names[] = {"llama", "qwen2", "qwen3"};
+    snprintf(m->desc, sizeof m->desc,
+             "%s %lldL d%lld h%lld/%lld hd%lld ff%lld vocab %lld, %s weights, %.1f MiB",
+             arch_names[m->hp.arch], (long long)m->hp.n_layer, (long long)m->hp.n_embd,
+             (long long)m->hp.n_head, (long long)m->hp.n_head_kv, (long long)m->hp.head_dim,
+             (long long)m->hp.n_ff, (long long)m->hp.n_vocab,
+             quant_traits_get(m->layers[0].w_gate.type)->name,
+             (double)m->weight_bytes / (1024.0 * 1024.0));
+    if (params && params->use_mlock) {
+        /* best effort; not fatal */
+    }
+    *out = m;
+    return VT_OK;
+fail:
+    vt_error_prefix(s, path);
+fail_noprefix:
+    vt_model_free(m);
+    return s;
+}
+
+void vt_model_free(vt_model *m) {
+    if (!m) return;
+    if (m->layers) {
+        for (int64_t il = 0; il < m->hp.n_layer; il++) {
+            layer_weights *L = &m->layers[il];
+            mm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+            for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) mm_weight_free(ws[i]);
+        }
+    }
+    mm_weight_free(&m->output);
+    free(m->layers);
+    for (int64_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    if (m->tok) tok_free(m->tok);
+    gguf_free(&m->gguf);
+    mapfile_close(&m->map);
+    free(m->path);
+    free(m);
+}
+
+void model_embed_rows(const model *m, const int32_t *tokens, int64_t n, float *out) {
+    const quant_traits *tr = quant_traits_get(m->embd_type);
+    for (int64_t i = 0; i < n; i++)
+        tr->dequant_ref(m->embd + (size_t)tokens[i] * m->embd_row_bytes, out + i * m->hp.n_embd,
+                        m->hp.n_embd);
+}
+
+int32_t vt_model_n_vocab(const vt_model *m) { return (int32_t)m->hp.n_vocab; }
+int32_t vt_model_n_ctx_train(const vt_model *m) { return (int32_t)m->hp.n_ctx_train; }
+int32_t vt_model_bos(const vt_model *m) { return tok_bos(m->tok); }
+int32_t vt_model_eos(const vt_model *m) { return tok_eos(m->tok); }
+bool vt_model_is_eog(const vt_model *m, int32_t t) { return tok_is_eog(m->tok, t); }
+const char *vt_model_desc(const vt_model *m) { return m->desc; }
+size_t vt_model_weight_bytes(const vt_model *m) { return m->weight_bytes; }
+
+vt_status vt_tokenize(const vt_model *m, const char *text, size_t len, bool add_special,
+                      bool parse_special, int32_t **ids, int64_t *n_ids) {
+    return tok_encode(m->tok, text, len, add_special, parse_special, ids, n_ids);
+}
+
+int64_t vt_token_piece(const vt_model *m, int32_t token, char *buf, size_t cap) {
+    return tok_piece(m->tok, token, false, buf, cap);
+}
