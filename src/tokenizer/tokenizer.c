@@ -17,6 +17,9 @@
  * Phi-3 (general.name) special tokens eat the whitespace after them. */
 #include "tokenizer/tok_impl.h"
 
+#include "base/mapfile.h"
+#include "gguf/gguf.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -775,6 +778,25 @@ vt_status tok_load(const gguf_file *f, tokenizer **out) {
     }
     *out = t;
     return VT_OK;
+}
+
+vt_status tok_load_file(const char *path, tokenizer **out) {
+    *out = NULL;
+    mapfile m;
+    gguf_file g;
+    VT_TRY(mapfile_open(path, &m));
+    vt_status st = gguf_parse(m.data, m.size, path, &g);
+    if (st == VT_OK) {
+        tokenizer *t = calloc(1, sizeof *t);
+        st = t ? load(t, &g, path) : vt_errorf(VT_E_NOMEM, "%s: out of memory", path);
+        if (st == VT_OK)
+            *out = t;
+        else
+            tok_free(t);
+        gguf_free(&g);
+    }
+    mapfile_close(&m);
+    return st;
 }
 
 void tok_free(tokenizer *t) {

@@ -20,19 +20,22 @@
 #define VT_TOKENIZER_TOKENIZER_H
 
 #include "base/status.h"
-#include "gguf/gguf.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 typedef struct tokenizer tokenizer;
+typedef struct gguf_file gguf_file; /* gguf/gguf.h; not included so that this header
+                                       goes along with ggml's own gguf.h */
 
 /* Build from a parsed GGUF's tokenizer.* metadata (copies what it needs, the
  * gguf_file may be freed after). VT_E_UNSUPPORTED for other tokenizer models
  * ("bert", "t5", ...) and pre-tokenizers vt does not implement; VT_E_FORMAT for
  * missing or malformed keys. */
 vt_status tok_load(const gguf_file *f, tokenizer **out);
+/* Map, parse and load the tokenizer of the GGUF file at path. */
+vt_status tok_load_file(const char *path, tokenizer **out);
 void tok_free(tokenizer *t);
 
 int32_t tok_n_vocab(const tokenizer *t);
