@@ -191,7 +191,20 @@ static vt_status load_mat(model *m, const char *name, int64_t n_in, int64_t n_ou
     return VT_OK;
 }
 
-static vt_status load_weights(model *m) {
+/* A one-line progress bar on stderr: "loading model.gguf [#####.....]  50%". */
+static void progress_draw(const model *m, int64_t done, int64_t total) {
+    const int width = 30, filled = (int)(width * done / (total > 0 ? total : 1));
+    char bar[32];
+    for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
+    bar[width] = 0;
+    const char *name = strrchr(m->path, '/');
+    fprintf(stderr, "\rloading %s [%s] %3d%%", name ? name + 1 : m->path, bar,
+            (int)(100 * done / (total > 0 ? total : 1)));
+    if (done == total) fputc('\n', stderr);
+    fflush(stderr);
+}
+
+static vt_status load_weights(model *m, bool progress) {
     model_hparams *hp = &m->hp;
     const int64_t d = hp->n_embd, q_dim = hp->n_head * hp->head_dim,
                   kv_dim = hp->n_head_kv * hp->head_dim;
@@ -225,6 +238,7 @@ static vt_status load_weights(model *m) {
 #define LNAME(fmt) (snprintf(name, sizeof name, "blk.%lld." fmt, (long long)il), name)
     for (int64_t il = 0; il < hp->n_layer; il++) {
         layer_weights *L = &m->layers[il];
+        if (progress) progress_draw(m, il, hp->n_layer);
         VT_TRY(load_vec(m, LNAME("attn_norm.weight"), d, true, &L->attn_norm));
         VT_TRY(load_mat(m, LNAME("attn_q.weight"), d, q_dim, true, &L->wq));
         VT_TRY(load_mat(m, LNAME("attn_k.weight"), d, kv_dim, true, &L->wk));
@@ -247,6 +261,7 @@ static vt_status load_weights(model *m) {
                              quant_traits_get(L->wk.type)->name, quant_traits_get(L->wv.type)->name);
     }
 #undef LNAME
+    if (progress) progress_draw(m, hp->n_layer, hp->n_layer);
     return VT_OK;
 }
 
@@ -265,7 +280,7 @@ vt_status vt_model_load(const char *path, const vt_model_params *params, vt_mode
     if (s != VT_OK) goto fail_noprefix;
     m->path = strdup(path);
     if ((s = load_hparams(m)) != VT_OK) goto fail;
-    if ((s = load_weights(m)) != VT_OK) goto fail;
+    if ((s = load_weights(m, params && params->progress)) != VT_OK) goto fail;
     if ((s = tok_load(&m->gguf, &m->tok)) != VT_OK) goto fail;
     if (tok_n_vocab(m->tok) > m->hp.n_vocab) {
         s = vt_errorf(VT_E_FORMAT, "tokenizer has %d tokens but token_embd only %lld rows",
