@@ -36,28 +36,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Weak until vt's forward pass is in libvt: a build without it still benchmarks
- * llama.cpp and says what is missing. (A weak reference does not pull an archive
- * member, so this relies on the other commands linking the model code.) */
-#pragma weak vt_model_load
-#pragma weak vt_model_default_params
-#pragma weak vt_model_free
-#pragma weak vt_model_n_vocab
-#pragma weak vt_model_desc
-#pragma weak vt_model_weight_bytes
-#pragma weak vt_context_default_params
-#pragma weak vt_context_create
-#pragma weak vt_context_free
-#pragma weak vt_decode
-#pragma weak vt_get_logits
-#pragma weak vt_seq_clear
-
-static bool vt_available(void) {
-    return vt_model_load && vt_model_default_params && vt_model_free && vt_model_n_vocab && vt_model_desc &&
-           vt_model_weight_bytes && vt_context_default_params && vt_context_create && vt_context_free &&
-           vt_decode && vt_get_logits && vt_seq_clear;
-}
-
 #define MAX_LIST 16
 #define MAX_REPS 100
 
@@ -558,11 +536,6 @@ static bool parse_args(int argc, char **argv, bench_cfg *c, int *exit_code) {
     } else {
         fprintf(stderr, "vt bench: --engine both|vt|llama\n");
         return false;
-    }
-    if (c->do_vt && !vt_available()) {
-        fprintf(stderr, "vt bench: vt's forward pass is not part of this build: measuring llama.cpp alone\n");
-        c->do_vt = false;
-        if (!c->do_llama) return false;
     }
     if (c->do_llama && !have_llama) {
         fprintf(stderr, "vt bench: llama.cpp is missing (%s): measuring vt alone, no ratios\n", why);
