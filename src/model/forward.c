@@ -301,8 +301,11 @@ static void forward_worker(void *arg, int ith, int nth) {
         {
             const int64_t cc = ff % 256 == 0 ? 256 : ff;
             const int64_t n_cb = ff / cc;
+            /* Byte offset of a column block inside the quantized row: whole
+             * blocks of the dot type (rows are padded at the end only). */
+            const quant_traits *dt = quant_traits_get(quant_traits_get(L->w_down.type)->dot_type);
             const size_t rb = mm_act_row_bytes(L->w_down.type, ff),
-                         cb = mm_act_row_bytes(L->w_down.type, cc);
+                         cb = (size_t)(cc / dt->block_elems) * dt->block_bytes;
             tp_range(T * n_cb, 1, ith, nth, &i0, &i1);
             for (int64_t it = i0; it < i1; it++) {
                 const int64_t t = it / n_cb, c0 = (it % n_cb) * cc;
