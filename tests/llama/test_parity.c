@@ -18,8 +18,10 @@
  *     qwen3/qwen2 K-quant and IQ4_XS models from position 15 on (with flash
  *     attention on or off), 1e-8..1e-5 elsewhere, so the bound sits 4x above
  *     llama.cpp's own floor. Measured vt vs llama.cpp (895aa34): F32/F16 2e-7..1.5e-6,
- *     BF16 ~2e-5, quantized types 1e-4..5.6e-4 (vt's activations are not rounded
- *     exactly as ggml's q8_0/q8_1/q8_K, whereas llama.cpp A/A is 0 on those).
+ *     BF16 ~2e-5, quantized types 1e-4..5.6e-4. The last come from the first: a
+ *     float difference of ~5e-4 relative (NMSE ~1e-7) before an activation is
+ *     quantized to q8 flips the rounding of 1-2% of its values, one step each
+ *     (a lone Q8_0 output head on F32 layers already shows 2e-5).
  *   - greedy tokens: wherever llama.cpp's top-1 leads its top-2 by more than
  *     PARITY_GAP (0.2) times the RMS of that position's logits (about six times
  *     the RMS error that PARITY_NMSE allows), vt's argmax must equal llama.cpp's.
