@@ -64,7 +64,7 @@ static bool round_trips(const tokenizer *t, const char *s, size_t n) {
     char *back;
     size_t back_len;
     if (tok_encode(t, s, n, false, false, &ids, &n_ids) != VT_OK) return false;
-    bool ok = tok_decode(t, ids, n_ids, false, &back, &back_len) == VT_OK && back_len == n && !memcmp(back, s, n);
+    bool ok = tok_decode(t, ids, n_ids, false, &back, &back_len) == VT_OK && back_len == n && (n == 0 || !memcmp(back, s, n));
     free(back);
     free(ids);
     return ok;
@@ -103,7 +103,7 @@ static int run_vectors(const char *vocab, int *n_cases) {
         int32_t *ids = NULL;
         int64_t n_ids = 0;
         vt_status st = tok_encode(t, p, n, false, false, &ids, &n_ids);
-        bool ok = st == VT_OK && n_ids == n_expect && !memcmp(ids, expect, (size_t)n_ids * sizeof *ids);
+        bool ok = st == VT_OK && n_ids == n_expect && (n_ids == 0 || !memcmp(ids, expect, (size_t)n_ids * sizeof *ids));
         if (!ok) {
             failed++;
             if (failed <= 3 || verbose) {
@@ -350,7 +350,7 @@ static void test_unicode(void) {
 static void test_speed(void) {
     tokenizer *t = load_vocab("vocab/ggml-vocab-llama-spm.gguf");
     tokenizer *b = load_vocab("vocab/ggml-vocab-llama-bpe.gguf");
-    size_t n = 1 << 20;
+    size_t n = 1 << 18;
     char *s = malloc(n + 1);
     for (size_t i = 0; i < n; i++) s[i] = "the quick brown fox jumps over  lazy dogs 123\n"[i % 46];
     s[n] = 0;
@@ -364,8 +364,8 @@ static void test_speed(void) {
         CHECK_OK(tok_encode(vs[k], s, n, false, false, &ids, &n_ids));
         clock_gettime(CLOCK_MONOTONIC, &z);
         double ms = (z.tv_sec - a.tv_sec) * 1e3 + (z.tv_nsec - a.tv_nsec) / 1e6;
-        printf("encode 1 MiB (%s): %lld tokens in %.0f ms\n", k ? "llama-bpe" : "llama-spm", (long long)n_ids, ms);
-        CHECK(ms < 5000); /* generous: 2 shared cores, sanitizers */
+        printf("encode 256 KiB (%s): %lld tokens in %.0f ms\n", k ? "llama-bpe" : "llama-spm", (long long)n_ids, ms);
+        CHECK(ms < 3000); /* generous: 2 shared cores, sanitizers (about 40 ms without) */
         free(ids);
         /* all spaces: one long whitespace word */
         memset(s, ' ', n);

@@ -25,7 +25,7 @@ static void try_pair(bpe_state *s, int32_t left, int32_t right) {
     if (l->str < 0 || r->str < 0) return;
     int32_t rank = merge_rank(&s->t->merges, l->str, r->str);
     if (rank < 0) return;
-    tok_bigram b = {.key = -(double)rank, .left = left, .right = right, .size = l->n + r->n};
+    tok_bigram b = {.key = bigram_key(UINT32_MAX - (uint32_t)rank, left), .right = right, .size = l->n + r->n};
     if (!heap_push(&s->heap, b)) s->oom = true;
 }
 
@@ -72,16 +72,17 @@ static void merge_word(bpe_state *s, const char *w, size_t len, tok_ids *out) {
     for (int32_t i = 1; i < n_sym && !s->oom; i++) try_pair(s, i - 1, i);
     while (s->heap.n > 0 && !s->oom) {
         tok_bigram b = heap_pop(&s->heap);
-        tok_symbol *l = &s->sym[b.left], *r = &s->sym[b.right];
+        int32_t left = bigram_left(&b);
+        tok_symbol *l = &s->sym[left], *r = &s->sym[b.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue;
-        int32_t rank = (int32_t)-b.key;
+        int32_t rank = (int32_t)(UINT32_MAX - (uint32_t)(b.key >> 32));
         l->n += r->n;
         l->str = t->merges.result[rank];
         r->n = 0;
         l->next = r->next;
-        if (r->next >= 0) s->sym[r->next].prev = b.left;
-        try_pair(s, l->prev, b.left);
-        try_pair(s, b.left, l->next);
+        if (r->next >= 0) s->sym[r->next].prev = left;
+        try_pair(s, l->prev, left);
+        try_pair(s, left, l->next);
     }
     for (int32_t i = 0; i != -1 && !s->oom; i = s->sym[i].next) {
         const tok_symbol *y = &s->sym[i];

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Token attributes (llama.cpp's llama_token_attr bits). */
 enum {
@@ -61,6 +62,7 @@ struct tokenizer {
     int32_t n_vocab;
     strtab str;
     float *score;      /* (n_vocab) */
+    uint32_t *score_order; /* (n_vocab) float_order(score): SPM merge priority */
     uint32_t *attr;    /* (n_vocab) TOK_ATTR_* */
     merge_tab merges;
 
@@ -76,6 +78,7 @@ struct tokenizer {
     bool clean_spaces;      /* decode: clean_up_tokenization_spaces */
     bool gemma4;
     int32_t byte_token[256]; /* token of each byte for fallback, -1 none */
+    bool spm_glue[256];      /* SPM: bytes that precede a U+2581 inside some token */
 
     uint8_t *is_eog;     /* (n_vocab) */
 
@@ -130,11 +133,11 @@ vt_status spm_encode(const tokenizer *t, const char *text, size_t len, tok_ids *
 /* BPE tokenization of one raw fragment (after whitespace escaping if any). */
 vt_status bpe_encode(const tokenizer *t, const char *text, size_t len, tok_ids *out);
 
-/* ---- a binary max-heap of bigrams, shared by SPM and BPE ---- */
+/* ---- a 4-ary max-heap of bigrams, shared by SPM and BPE ---- */
 
 typedef struct tok_bigram {
-    double key;  /* larger merges first: SPM score, BPE -rank */
-    int32_t left, right;
+    uint64_t key;  /* priority << 32 | (UINT32_MAX - left): larger pops first */
+    int32_t right;
     uint32_t size; /* bytes of left + right when queued; a changed size means stale */
 } tok_bigram;
 
@@ -142,6 +145,20 @@ typedef struct tok_heap {
     tok_bigram *v;
     size_t n, cap;
 } tok_heap;
+
+/* The heap key of a pair: prio (larger first), ties to the smaller left index. */
+static inline uint64_t bigram_key(uint32_t prio, int32_t left) {
+    return ((uint64_t)prio << 32) | (UINT32_MAX - (uint32_t)left);
+}
+static inline int32_t bigram_left(const tok_bigram *b) { return (int32_t)(UINT32_MAX - (uint32_t)b->key); }
+
+/* A float as an unsigned integer of the same order (-0 = +0). */
+static inline uint32_t float_order(float f) {
+    uint32_t u;
+    if (f == 0.0f) f = 0.0f;
+    memcpy(&u, &f, 4);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
 
 bool heap_push(tok_heap *h, tok_bigram b);
 tok_bigram heap_pop(tok_heap *h);

@@ -628,8 +628,9 @@ static vt_status load(tokenizer *t, const gguf_file *f, const char *name) {
     }
     t->score = malloc(n * sizeof *t->score);
     t->attr = malloc(n * sizeof *t->attr);
+    t->score_order = malloc(n * sizeof *t->score_order);
     t->is_eog = calloc(n, 1);
-    if (!t->score || !t->attr || !t->is_eog || !strtab_grow_slots(&t->str, n)) goto oom;
+    if (!t->score || !t->score_order || !t->attr || !t->is_eog || !strtab_grow_slots(&t->str, n)) goto oom;
     for (uint64_t i = 0; i < n; i++) {
         gguf_str s = toks->v.arr.strs[i];
         char empty[32];
@@ -642,6 +643,7 @@ static vt_status load(tokenizer *t, const gguf_file *f, const char *name) {
         t->score[i] = !scores ? 0.0f
                       : scores->v.arr.type == GGUF_TYPE_FLOAT32 ? arr_f32(scores, i)
                                                                 : (float)arr_i32(scores, i);
+        t->score_order[i] = float_order(t->score[i]);
         uint32_t a = TOK_ATTR_NORMAL;
         if (types) {
             switch (arr_i32(types, i)) {
@@ -713,6 +715,14 @@ static vt_status load(tokenizer *t, const gguf_file *f, const char *name) {
     if (fim_rep < 0) fim_rep = detect(t, fim_rep_n);
     if (fim_sep < 0) fim_sep = detect(t, fim_sep_n);
     setup_eog(t, fim_pad, fim_rep, fim_sep);
+
+    /* SPM: which bytes a token glues to a following U+2581 (see spm.c) */
+    for (int32_t i = 0; i < t->n_vocab && t->kind == TOK_KIND_SPM; i++) {
+        const char *s = tok_text(t, i);
+        size_t len = t->str.len[i];
+        for (const char *q = s; (q = memmem(q, len - (size_t)(q - s), "\xe2\x96\x81", 3)) != NULL; q++)
+            if (q > s) t->spm_glue[(uint8_t)q[-1]] = true;
+    }
 
     /* fallback byte tokens */
     for (int b = 0; b < 256; b++) {
@@ -803,6 +813,7 @@ void tok_free(tokenizer *t) {
     if (!t) return;
     strtab_free(&t->str);
     free(t->score);
+    free(t->score_order);
     free(t->attr);
     free(t->merges.key);
     free(t->merges.rank);

@@ -9,7 +9,7 @@
  * Inputs that make llama.cpp throw are avoided: codepoints past U+10FFFF (bytes
  * F4-F7 are left out of random bytes) and, for SPM vocabs without byte tokens,
  * characters missing from the vocab. VT_TOK_LLAMA_N sets the random strings per
- * vocab and kind (default 100). */
+ * vocab and kind (default 60). */
 #include "llama.h"
 #include "llama_ref.h"
 #include "tokenizer/tokenizer.h"
@@ -135,11 +135,11 @@ static bool spm_no_bytes;
 
 static void compare_text(const struct llama_vocab *lv, const tokenizer *t, const char *name, const char *s,
                          size_t n, stats *st) {
-    static int32_t ref[1 << 16];
+    static int32_t ref[1 << 18];
     if (spm_no_bytes && has_missing_chars(t, s, n)) return;
     for (int mode = 0; mode < 4; mode++) {
         bool add_special = mode & 1, parse_special = mode & 2;
-        int32_t nr = llama_tokenize(lv, s, (int32_t)n, ref, 1 << 16, add_special, parse_special);
+        int32_t nr = llama_tokenize(lv, s, (int32_t)n, ref, 1 << 18, add_special, parse_special);
         int32_t *ids = NULL;
         int64_t n_ids = 0;
         vt_status rc = tok_encode(t, s, n, add_special, parse_special, &ids, &n_ids);
@@ -273,6 +273,17 @@ static void compare_vocab(const char *file, int n_random) {
             compare_text(lv, t, file, str, k + j, &s);
         }
     }
+    /* one long text: many random pieces joined (the merge queues see long inputs) */
+    static char big[1 << 17];
+    size_t nb = 0;
+    while (nb + 4096 < sizeof big) {
+        if (spm_no_bytes || rnd() % 2)
+            nb += random_tokens(t, normal, n_normal, big + nb, 4096);
+        else
+            nb += random_unicode(big + nb, 4096);
+        big[nb++] = rnd() % 3 ? ' ' : '\n';
+    }
+    compare_text(lv, t, file, big, nb, &s);
     CHECK_MSG(s.encode_bad == 0, "%s: %d of %d encodes differ", file, s.encode_bad, s.encode_cases);
     CHECK_MSG(s.decode_bad == 0, "%s: %d decodes differ", file, s.decode_bad);
     printf("%-40s %6d tokens, %5d encodes: %d differ, %d decodes differ, %d pieces differ\n", file, n_vocab,
@@ -292,7 +303,7 @@ int main(void) {
     if (!llama_ref_init()) return 1;
     if (!getenv("VT_LLAMA_VERBOSE")) llama_log_set(quiet, NULL);
     const char *e = getenv("VT_TOK_LLAMA_N");
-    int n_random = e ? atoi(e) : 100;
+    int n_random = e ? atoi(e) : 60;
     static const char *const files[] = {
         "stories260K.gguf", "TinyStories-656K-Q8_0.gguf", "llama-2-tiny-random.gguf",
         "vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-phi-3.gguf", "vocab/ggml-vocab-baichuan.gguf",

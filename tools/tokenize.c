@@ -1,0 +1,148 @@
+/* vt tokenize -m FILE [-p TEXT | -f FILE] [--no-bos] [--special]: print the token
+ * ids of a text, one token a line with its piece, then the ids on one line. */
+#include "args.h"
+#include "cmds.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
+
+#include <inttypes.h>
+
+static void print_usage(FILE *f) {
+    fprintf(f,
+            "usage: vt tokenize -m FILE [-p TEXT | -f FILE] [options]\n\n"
+            "Tokenize TEXT (or the bytes of FILE, or stdin) with the tokenizer of the GGUF\n"
+            "FILE and print one token a line: index, id and piece; then all ids.\n\n"
+            "options:\n"
+            "  -m FILE      GGUF with tokenizer.* metadata (a model or a vocab-only file)\n"
+            "  -p TEXT      text to tokenize\n"
+            "  -f FILE      read the text from FILE ('-' for stdin)\n"
+            "  --no-bos     do not add BOS/EOS (add_special = false)\n"
+            "  --special    parse control-token texts like <|im_start|> (parse_special)\n"
+            "  --ids        print only the ids line\n");
+}
+
+static char *read_all(FILE *f, size_t *len) {
+    size_t cap = 4096, n = 0;
+    char *p = malloc(cap);
+    while (p) {
+        size_t k = fread(p + n, 1, cap - n, f);
+        n += k;
+        if (k == 0) break;
+        if (n == cap) {
+            char *q = realloc(p, cap * 2);
+            if (!q) {
+                free(p);
+                return NULL;
+            }
+            p = q;
+            cap *= 2;
+        }
+    }
+    *len = n;
+    return p;
+}
+
+/* The piece with non-printable bytes and partial UTF-8 sequences escaped. */
+static void print_piece(const char *s, int64_t n) {
+    putchar('\'');
+    for (int64_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x80) {
+            size_t adv;
+            uint32_t cp = uni_decode((const uint8_t *)s + i, (size_t)(n - i), &adv);
+            if (adv > 1 || cp != UNI_REPLACEMENT) {
+                fwrite(s + i, 1, adv, stdout);
+                i += (int64_t)adv - 1;
+            } else {
+                printf("\\x%02x", c);
+            }
+            continue;
+        }
+        if (c == '\n') fputs("\\n", stdout);
+        else if (c == '\t') fputs("\\t", stdout);
+        else if (c == '\'' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
+        else putchar(c);
+    }
+    putchar('\'');
+}
+
+int cmd_tokenize(int argc, char **argv) {
+    const char *model = NULL, *prompt = NULL, *file = NULL;
+    bool add_special = true, parse_special = false, ids_only = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            print_usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "-m")) {
+            if (!(model = arg_value(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "-p")) {
+            if (!(prompt = arg_value(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "-f")) {
+            if (!(file = arg_value(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--no-bos")) {
+            add_special = false;
+        } else if (!strcmp(a, "--special")) {
+            parse_special = true;
+        } else if (!strcmp(a, "--ids")) {
+            ids_only = true;
+        } else {
+            fprintf(stderr, "vt tokenize: unknown option '%s'\n\n", a);
+            print_usage(stderr);
+            return 2;
+        }
+    }
+    if (!model || (prompt && file)) {
+        print_usage(stderr);
+        return 2;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (prompt) {
+        len = strlen(prompt);
+    } else {
+        FILE *f = !file || !strcmp(file, "-") ? stdin : fopen(file, "rb");
+        if (!f) {
+            fprintf(stderr, "vt tokenize: %s: %s\n", file, strerror(errno));
+            return 1;
+        }
+        text = read_all(f, &len);
+        if (f != stdin) fclose(f);
+        if (!text) {
+            fprintf(stderr, "vt tokenize: out of memory reading the text\n");
+            return 1;
+        }
+    }
+    tokenizer *t;
+    if (tok_load_file(model, &t) != VT_OK) {
+        fprintf(stderr, "vt tokenize: %s\n", vt_last_error());
+        free(text);
+        return 1;
+    }
+    int32_t *ids;
+    int64_t n;
+    if (tok_encode(t, prompt ? prompt : text, len, add_special, parse_special, &ids, &n) != VT_OK) {
+        fprintf(stderr, "vt tokenize: %s\n", vt_last_error());
+        tok_free(t);
+        free(text);
+        return 1;
+    }
+    if (!ids_only) {
+        char buf[256];
+        for (int64_t i = 0; i < n; i++) {
+            int64_t k = tok_piece(t, ids[i], true, buf, sizeof buf);
+            printf("%6" PRId64 " %8d ", i, ids[i]);
+            print_piece(buf, k < (int64_t)sizeof buf ? k : (int64_t)sizeof buf);
+            putchar('\n');
+        }
+        printf("%" PRId64 " tokens\n", n);
+    }
+    putchar('[');
+    for (int64_t i = 0; i < n; i++) printf(i ? ", %d" : "%d", ids[i]);
+    printf("]\n");
+    free(ids);
+    tok_free(t);
+    free(text);
+    return 0;
+}
