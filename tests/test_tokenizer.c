@@ -346,6 +346,213 @@ static void test_unicode(void) {
     CHECK(uni_decode((const uint8_t *)"\xf7\xbf\xbf\xbf", 4, &adv) == UNI_REPLACEMENT && adv == 1);
 }
 
+/* ---- a synthetic vocabulary built in memory: metadata errors and rules ---- */
+
+#define KEY(k) ((gguf_str){k, sizeof(k) - 1})
+#define STR(x) ((gguf_str){x, sizeof(x) - 1})
+
+static gguf_kv kv_str(gguf_str key, gguf_str v) {
+    gguf_kv kv = {.key = key, .type = GGUF_TYPE_STRING};
+    kv.v.str = v;
+    return kv;
+}
+
+static gguf_kv kv_strs(gguf_str key, gguf_str *v, uint64_t n) {
+    gguf_kv kv = {.key = key, .type = GGUF_TYPE_ARRAY};
+    kv.v.arr.type = GGUF_TYPE_STRING;
+    kv.v.arr.n = n;
+    kv.v.arr.strs = v;
+    return kv;
+}
+
+static gguf_kv kv_i32s(gguf_str key, const int32_t *v, uint64_t n) {
+    gguf_kv kv = {.key = key, .type = GGUF_TYPE_ARRAY};
+    kv.v.arr.type = GGUF_TYPE_INT32;
+    kv.v.arr.n = n;
+    kv.v.arr.data = v;
+    return kv;
+}
+
+static gguf_kv kv_u32(gguf_str key, uint64_t v) {
+    gguf_kv kv = {.key = key, .type = GGUF_TYPE_UINT32};
+    kv.v.u64 = v;
+    return kv;
+}
+
+static void test_synthetic(void) {
+    /* "\xc4\xa0" is the byte-level BPE space */
+    gguf_str toks[] = {STR("a"), STR("b"), STR("ab"), STR("\xc4\xa0"), STR("\xc4\xa0" "a"), STR("<|x|>"), STR(""),
+                       STR("<|endoftext|>")};
+    gguf_str merges[] = {STR("a b"), STR("\xc4\xa0 a"), STR("nospace")};
+    const int32_t types[] = {1, 1, 1, 1, 1, 3, 1, 1};
+    gguf_kv kv[8];
+    int n = 0;
+    kv[n++] = kv_str(KEY("tokenizer.ggml.model"), STR("gpt2"));
+    kv[n++] = kv_str(KEY("tokenizer.ggml.pre"), STR("gpt-2"));
+    kv[n++] = kv_strs(KEY("tokenizer.ggml.tokens"), toks, 8);
+    kv[n++] = kv_i32s(KEY("tokenizer.ggml.token_type"), types, 8);
+    kv[n++] = kv_strs(KEY("tokenizer.ggml.merges"), merges, 3);
+    kv[n++] = kv_u32(KEY("tokenizer.ggml.bos_token_id"), 99); /* out of range: ignored */
+    kv[n++] = kv_str(KEY("general.name"), STR("Phi3-synthetic"));
+    gguf_file f = {.n_kv = n, .kv = kv};
+    tokenizer *t = NULL;
+    CHECK_OK(tok_load(&f, &t));
+    if (t) {
+        int32_t ids[16];
+        CHECK_EQ_INT(tok_bos(t), -1); /* gpt2 default 11 is outside 8 tokens */
+        CHECK(!strcmp(tok_text(t, 6), "[EMPTY_6]"));
+        CHECK(enc(t, "ab a", false, false, ids, 16) == 2 && ids[0] == 2 && ids[1] == 4);
+        /* Phi-3 rule: special tokens eat the whitespace after them */
+        CHECK(enc(t, "<|x|>  a", false, true, ids, 16) == 2 && ids[0] == 5 && ids[1] == 0);
+        /* <|endoftext|> is made control and EOG by its text */
+        CHECK(tok_is_eog(t, 7) && tok_is_control(t, 7));
+        CHECK(enc(t, "a<|endoftext|>", false, true, ids, 16) == 2 && ids[1] == 7);
+        /* a character with no token and no byte token is dropped, as llama.cpp does */
+        CHECK(enc(t, "c", false, false, ids, 16) == 0);
+        tok_free(t);
+    }
+    /* rejections, one per reason */
+    kv[0] = kv_str(KEY("tokenizer.ggml.model"), STR("bert"));
+    CHECK(tok_load(&f, &t) == VT_E_UNSUPPORTED && t == NULL);
+    kv[0] = kv_str(KEY("tokenizer.ggml.model"), STR("gpt2"));
+    kv[1] = kv_str(KEY("tokenizer.ggml.pre"), STR("no-such-pre"));
+    CHECK(tok_load(&f, &t) == VT_E_UNSUPPORTED && strstr(vt_last_error(), "no-such-pre"));
+    kv[1] = kv_str(KEY("tokenizer.ggml.pre"), STR("gpt-2"));
+    kv[4] = kv_str(KEY("tokenizer.ggml.merges"), STR("a b")); /* not an array */
+    CHECK(tok_load(&f, &t) == VT_E_FORMAT && strstr(vt_last_error(), "merges"));
+    kv[4] = kv_strs(KEY("tokenizer.ggml.merges"), merges, 3);
+    kv[3] = kv_i32s(KEY("tokenizer.ggml.token_type"), types, 7); /* short */
+    CHECK(tok_load(&f, &t) == VT_E_FORMAT && strstr(vt_last_error(), "token_type"));
+    kv[3] = kv_i32s(KEY("tokenizer.ggml.token_type"), types, 8);
+    kv[3].v.arr.type = GGUF_TYPE_FLOAT32;
+    CHECK(tok_load(&f, &t) == VT_E_FORMAT);
+    kv[3] = kv_i32s(KEY("tokenizer.ggml.token_type"), types, 8);
+    kv[2] = kv_strs(KEY("tokenizer.ggml.tokens"), toks, 0); /* empty vocab */
+    CHECK(tok_load(&f, &t) == VT_E_FORMAT);
+    kv[2] = kv_i32s(KEY("tokenizer.ggml.tokens"), types, 8); /* not strings */
+    CHECK(tok_load(&f, &t) == VT_E_FORMAT);
+    f.n_kv = 0;
+    CHECK(tok_load(&f, &t) == VT_E_FORMAT && strstr(vt_last_error(), "tokenizer.ggml.model"));
+}
+
+/* ---- llama3.2 from its encoder.json / vocab.bpe (not the GGUF): an independent
+ * source for the llama-bpe vectors ---- */
+
+/* Parse one JSON string at *p (after the opening quote) into out; returns its length. */
+static size_t json_string(const char **p, char *out) {
+    const char *s = *p;
+    size_t n = 0;
+    while (*s && *s != '"') {
+        if (*s != '\\') {
+            out[n++] = *s++;
+            continue;
+        }
+        s++;
+        char c = *s++;
+        if (c == 'u') {
+            uint32_t cp = (uint32_t)strtoul((char[5]){s[0], s[1], s[2], s[3], 0}, NULL, 16);
+            s += 4;
+            if (cp >= 0xD800 && cp < 0xDC00 && s[0] == '\\' && s[1] == 'u') {
+                uint32_t lo = (uint32_t)strtoul((char[5]){s[2], s[3], s[4], s[5], 0}, NULL, 16);
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                s += 6;
+            }
+            n += (size_t)uni_encode(cp, (uint8_t *)out + n);
+        } else {
+            out[n++] = c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c == 'b' ? '\b' : c == 'f' ? '\f' : c;
+        }
+    }
+    *p = *s ? s + 1 : s;
+    return n;
+}
+
+static void test_llama32_files(void) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizers/llama3.2/encoder.json", test_models_dir());
+    size_t jlen, blen;
+    char *json = read_file(path, &jlen);
+    snprintf(path, sizeof path, "%s/tokenizers/llama3.2/vocab.bpe", test_models_dir());
+    char *bpe = read_file(path, &blen);
+    if (!json || !bpe) {
+        free(json);
+        free(bpe);
+        test_model_path("tokenizers/llama3.2/encoder.json"); /* skip note (or CI failure) */
+        return;
+    }
+    enum { N = 128000 };
+    gguf_str *toks = calloc(N, sizeof *toks);
+    char *pool = malloc(jlen), *pp = pool;
+    int n_tok = 0;
+    for (const char *p = json; (p = strchr(p, '"')) != NULL;) {
+        p++;
+        size_t l = json_string(&p, pp);
+        const char *colon = strchr(p, ':');
+        if (!colon) break;
+        long id = strtol(colon + 1, (char **)&p, 10);
+        if (id >= 0 && id < N) {
+            toks[id] = (gguf_str){pp, l};
+            n_tok++;
+        }
+        pp += l;
+    }
+    CHECK_EQ_INT(n_tok, N);
+    uint64_t n_merges = 0;
+    for (size_t i = 0; i < blen; i++) n_merges += bpe[i] == '\n';
+    gguf_str *merges = calloc(n_merges + 1, sizeof *merges);
+    n_merges = 0;
+    for (char *p = bpe; p < bpe + blen;) {
+        char *e = memchr(p, '\n', (size_t)(bpe + blen - p));
+        if (!e) e = bpe + blen;
+        if (e > p) merges[n_merges++] = (gguf_str){p, (uint64_t)(e - p)};
+        p = e + 1;
+    }
+    gguf_kv kv[4] = {kv_str(KEY("tokenizer.ggml.model"), STR("gpt2")),
+                     kv_str(KEY("tokenizer.ggml.pre"), STR("llama-bpe")), kv_strs(KEY("tokenizer.ggml.tokens"), toks, N),
+                     kv_strs(KEY("tokenizer.ggml.merges"), merges, n_merges)};
+    gguf_file f = {.n_kv = 4, .kv = kv};
+    tokenizer *t = NULL;
+    CHECK_OK(tok_load(&f, &t));
+    if (t) {
+        /* the llama-bpe vectors, against these files */
+        snprintf(path, sizeof path, "%s/vocab/ggml-vocab-llama-bpe.gguf.inp", test_models_dir());
+        size_t il, ol;
+        char *inp = read_file(path, &il);
+        snprintf(path, sizeof path, "%s/vocab/ggml-vocab-llama-bpe.gguf.out", test_models_dir());
+        char *out = read_file(path, &ol);
+        int cases = 0, bad = 0;
+        const char *sep = "\n__ggml_vocab_test__\n";
+        char *line = out;
+        for (char *p = inp; inp && out && p < inp + il;) {
+            char *q = strstr(p, sep);
+            size_t n = q ? (size_t)(q - p) : strlen(p);
+            int32_t *ids;
+            int64_t n_ids;
+            tok_encode(t, p, n, false, false, &ids, &n_ids);
+            char *e = line;
+            bool ok = true;
+            for (int64_t i = 0; i < n_ids && ok; i++) ok = strtol(e, &e, 10) == ids[i];
+            while (*e == ' ') e++;
+            ok = ok && (*e == '\n' || *e == 0);
+            bad += !ok;
+            cases++;
+            free(ids);
+            line = strchr(line, '\n');
+            line = line ? line + 1 : e;
+            p += n + (q ? strlen(sep) : 0);
+        }
+        CHECK_MSG(bad == 0 && cases == 46, "llama3.2 files: %d of %d cases differ", bad, cases);
+        printf("%-16s %2d/%2d cases exact (from encoder.json + vocab.bpe)\n", "llama3.2 files", cases - bad, cases);
+        free(inp);
+        free(out);
+        tok_free(t);
+    }
+    free(merges);
+    free(toks);
+    free(pool);
+    free(json);
+    free(bpe);
+}
+
 /* Encoding a long prompt is fast (heap-based merges, no quadratic rescans). */
 static void test_speed(void) {
     tokenizer *t = load_vocab("vocab/ggml-vocab-llama-spm.gguf");
@@ -384,6 +591,8 @@ int main(void) {
     test_utf8_prefix();
     test_vectors();
     test_unsupported();
+    test_synthetic();
+    test_llama32_files();
     test_spm();
     test_bpe_special();
     test_models();
