@@ -1,0 +1,725 @@
+/* vt_engine: continuous batching over the paged KV cache (see engine.h for the
+ * request model and scheduler.c for the step planner).
+ *
+ * A step: take new requests and aborts from the inbox (the only state other
+ * threads touch, under a mutex), plan the batch, run one forward pass over all
+ * its tokens with logits only for rows that sample, then per sampled row: pick
+ * the token, compute logprobs (log-softmax of the raw logits), append the token,
+ * turn it into text and check the stop conditions. Outputs live in per-step
+ * buffers that stay valid until the next step. */
+#include "engine/engine.h"
+
+#include "base/size.h"
+#include "base/status.h"
+#include "tokenizer/tokenizer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ENGINE_MAX_LOGPROBS 20
+#define ENGINE_MAX_STOP 64
+#define ENGINE_MAX_STOP_LEN 4096
+
+vt_engine_params vt_engine_default_params(void) {
+    vt_engine_params p = {.n_threads = 0, .n_ctx = 0, .max_seqs = 16, .max_batch_tokens = 512,
+                          .kv_block = 16, .kv_tokens = 0, .kv_bytes = 0, .type_k = VT_KV_F16,
+                          .type_v = VT_KV_F16, .prefix_cache = true, .max_queue = 256};
+    return p;
+}
+
+vt_sampling vt_sampling_default(void) {
+    vt_sampling s = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f,
+                     .repeat_penalty = 1.0f, .presence_penalty = 0.0f, .frequency_penalty = 0.0f,
+                     .penalty_last_n = 64, .seed = 0, .n_logprobs = 0};
+    return s;
+}
+
+/* ---- growable arrays ------------------------------------------------------------ */
+
+static bool grow(void **p, int64_t *cap, int64_t need, size_t elem) {
+    if (need <= *cap) return true;
+    int64_t c = *cap ? *cap : 16;
+    while (c < need) c *= 2;
+    void *q = realloc(*p, (size_t)c * elem);
+    if (!q) return false;
+    *p = q;
+    *cap = c;
+    return true;
+}
+
+static bool grow32(void **p, int32_t *cap, int64_t need, size_t elem) {
+    int64_t c = *cap;
+    bool ok = grow(p, &c, need, elem);
+    *cap = (int32_t)c;
+    return ok;
+}
+
+/* ---- requests --------------------------------------------------------------------- */
+
+static void request_free(request *r) {
+    if (!r) return;
+    free(r->tokens);
+    free(r->blocks);
+    free(r->block_hash);
+    sampler_free(r->smp);
+    for (int32_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    free(r->stop);
+    free(r->stop_len);
+    free(r->pending);
+    free(r);
+}
+
+static vt_status sampling_check(const vt_sampling *s, sampler_params *sp) {
+    sp->temperature = s->temperature < 0 ? 0 : s->temperature;
+    sp->top_k = s->top_k;
+    sp->top_p = s->top_p;
+    sp->min_p = s->min_p;
+    sp->repeat_penalty = s->repeat_penalty;
+    sp->presence_penalty = s->presence_penalty;
+    sp->frequency_penalty = s->frequency_penalty;
+    sp->penalty_last_n = s->penalty_last_n;
+    sp->seed = s->seed;
+    if (s->n_logprobs < 0 || s->n_logprobs > ENGINE_MAX_LOGPROBS)
+        return vt_errorf(VT_E_INVALID, "n_logprobs %d is outside [0, %d]", s->n_logprobs,
+                         ENGINE_MAX_LOGPROBS);
+    if (sampler_params_check(sp) != VT_OK) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", vt_last_error());
+        return vt_errorf(VT_E_INVALID, "%s", msg);
+    }
+    return VT_OK;
+}
+
+static vt_status request_create(vt_engine *e, const vt_request_params *q, request **out) {
+    *out = NULL;
+    sampler_params sp;
+    VT_TRY(sampling_check(&q->sampling, &sp));
+    if (q->n_stop < 0 || q->n_stop > ENGINE_MAX_STOP || (q->n_stop > 0 && !q->stop))
+        return vt_errorf(VT_E_INVALID, "%d stop strings (at most %d)", q->n_stop, ENGINE_MAX_STOP);
+    for (int32_t i = 0; i < q->n_stop; i++) {
+        if (!q->stop[i]) return vt_errorf(VT_E_INVALID, "stop string %d is NULL", i);
+        const size_t n = strlen(q->stop[i]);
+        if (n > ENGINE_MAX_STOP_LEN)
+            return vt_errorf(VT_E_INVALID, "stop string %d is %zu bytes (at most %d)", i, n,
+                             ENGINE_MAX_STOP_LEN);
+    }
+
+    int32_t *ids = NULL;
+    int64_t n_ids = 0;
+    const int32_t *prompt = q->prompt;
+    if (!prompt) {
+        if (!q->prompt_text && q->prompt_text_len)
+            return vt_errorf(VT_E_INVALID, "request has neither prompt tokens nor prompt text");
+        VT_TRY(tok_encode(e->tok, q->prompt_text ? q->prompt_text : "", q->prompt_text_len, true,
+                          true, &ids, &n_ids));
+        prompt = ids;
+    } else {
+        n_ids = q->n_prompt;
+    }
+    vt_status s = VT_OK;
+    request *r = NULL;
+    if (n_ids <= 0) {
+        s = vt_errorf(VT_E_INVALID, "the prompt is empty (it needs at least one token)");
+        goto fail;
+    }
+    if (n_ids > e->n_ctx) {
+        s = vt_errorf(VT_E_RANGE, "the prompt is %lld tokens, longer than the context of %d tokens",
+                      (long long)n_ids, e->n_ctx);
+        goto fail;
+    }
+    for (int64_t i = 0; i < n_ids; i++) {
+        if (prompt[i] < 0 || prompt[i] >= e->n_vocab) {
+            s = vt_errorf(VT_E_INVALID, "prompt token %lld: id %d is outside the vocabulary [0, %d)",
+                          (long long)i, prompt[i], e->n_vocab);
+            goto fail;
+        }
+    }
+
+    r = calloc(1, sizeof *r);
+    if (!r) goto oom;
+    r->cap_tokens = e->n_ctx + 1;
+    r->tokens = malloc(sizeof(int32_t) * (size_t)r->cap_tokens);
+    r->blocks = malloc(sizeof(int32_t) * (size_t)e->max_blocks_per_seq);
+    r->block_hash = malloc(sizeof(uint64_t) * (size_t)e->max_blocks_per_seq);
+    if (!r->tokens || !r->blocks || !r->block_hash) goto oom;
+    memcpy(r->tokens, prompt, sizeof(int32_t) * (size_t)n_ids);
+    r->n_tokens = n_ids;
+    r->n_prompt = (int32_t)n_ids;
+    r->user = q->user;
+    r->n_logprobs = q->sampling.n_logprobs;
+    r->max_tokens = q->max_tokens;
+    r->ignore_eos = q->ignore_eos;
+    if (q->n_stop > 0) {
+        r->stop = calloc((size_t)q->n_stop, sizeof(char *));
+        r->stop_len = calloc((size_t)q->n_stop, sizeof(size_t));
+        if (!r->stop || !r->stop_len) goto oom;
+        for (int32_t i = 0; i < q->n_stop; i++) {
+            const size_t n = strlen(q->stop[i]);
+            if (n == 0) continue; /* an empty stop string would match everywhere: ignore it */
+            r->stop[r->n_stop] = malloc(n + 1);
+            if (!r->stop[r->n_stop]) goto oom;
+            memcpy(r->stop[r->n_stop], q->stop[i], n + 1);
+            r->stop_len[r->n_stop++] = n;
+        }
+    }
+    if ((s = sampler_create(&sp, e->n_vocab, &r->smp)) != VT_OK) goto fail;
+    for (int64_t i = 0; i < n_ids; i++) sampler_accept(r->smp, prompt[i]);
+    free(ids);
+    *out = r;
+    return VT_OK;
+oom:
+    s = vt_errorf(VT_E_NOMEM, "out of memory for a request of %lld tokens", (long long)n_ids);
+fail:
+    free(ids);
+    request_free(r);
+    return s;
+}
+
+/* ---- create / free ------------------------------------------------------------- */
+
+void vt_engine_free(vt_engine *e) {
+    if (!e) return;
+    for (int32_t i = 0; i < e->n_running; i++) request_free(e->running[i]);
+    for (int32_t i = 0; i < e->n_waiting; i++) request_free(e->waiting[i]);
+    for (int32_t i = 0; i < e->n_inbox; i++) request_free(e->inbox[i]);
+    fwd_destroy(e->fwd);
+    pcache_free(&e->pc);
+    kv_cache_free(&e->kv);
+    tp_destroy(e->pool);
+    free(e->running);
+    free(e->waiting);
+    free(e->items);
+    free(e->b_token);
+    free(e->b_pos);
+    free(e->b_seq);
+    free(e->b_rows);
+    free(e->b_seqs);
+    free(e->logits);
+    free(e->scratch_lp);
+    free(e->outs);
+    free(e->out_text_off);
+    free(e->out_top_off);
+    free(e->out_err_off);
+    free(e->text);
+    free(e->tops);
+    free(e->inbox);
+    free(e->aborts);
+    free(e->live);
+    pthread_mutex_destroy(&e->mu);
+    free(e);
+}
+
+vt_status vt_engine_create(vt_model *model, const vt_engine_params *params, vt_engine **out) {
+    *out = NULL;
+    vt_engine_params p = params ? *params : vt_engine_default_params();
+    const vt_engine_params d = vt_engine_default_params();
+    if (p.n_threads <= 0) p.n_threads = tp_default_threads();
+    if (p.n_ctx <= 0) p.n_ctx = (int32_t)model->hp.n_ctx_train;
+    if (p.max_seqs <= 0) p.max_seqs = d.max_seqs;
+    if (p.max_batch_tokens <= 0) p.max_batch_tokens = d.max_batch_tokens;
+    if (p.kv_block <= 0) p.kv_block = d.kv_block;
+    if (p.max_queue <= 0) p.max_queue = d.max_queue;
+    if (p.n_threads > 1024 || p.n_ctx > (1 << 24) || p.max_seqs > 4096 ||
+        p.max_batch_tokens > (1 << 20) || p.kv_block > 4096 || p.max_queue > (1 << 20))
+        return vt_errorf(VT_E_RANGE,
+                         "engine parameters out of range (threads %d, n_ctx %d, max_seqs %d, "
+                         "max_batch_tokens %d, kv_block %d, max_queue %d)",
+                         p.n_threads, p.n_ctx, p.max_seqs, p.max_batch_tokens, p.kv_block,
+                         p.max_queue);
+    vt_dtype tk, tv;
+    VT_TRY(kv_dtype_of(p.type_k, &tk));
+    VT_TRY(kv_dtype_of(p.type_v, &tv));
+    const model_hparams *hp = &model->hp;
+
+    int64_t kv_tokens = p.kv_tokens;
+    if (kv_tokens <= 0 && p.kv_bytes > 0) {
+        const size_t per = kv_bytes_per_token(tk, tv, hp->n_layer, hp->n_head_kv, hp->head_dim);
+        kv_tokens = per ? (int64_t)(p.kv_bytes / per) : 0;
+        if (kv_tokens < p.kv_block)
+            return vt_errorf(VT_E_RANGE, "KV budget of %zu bytes holds %lld tokens, less than one block of %d",
+                             p.kv_bytes, (long long)kv_tokens, p.kv_block);
+    }
+    if (kv_tokens <= 0) kv_tokens = (int64_t)p.max_seqs * p.n_ctx;
+    int64_t n_blocks = (kv_tokens + p.kv_block - 1) / p.kv_block;
+    if (n_blocks > INT32_MAX / 2) n_blocks = INT32_MAX / 2;
+
+    vt_engine *e = calloc(1, sizeof *e);
+    if (!e) return vt_errorf(VT_E_NOMEM, "out of memory");
+    pthread_mutex_init(&e->mu, NULL);
+    e->model = model;
+    e->tok = model->tok;
+    e->p = p;
+    e->n_vocab = (int32_t)hp->n_vocab;
+    /* A request alone must always fit the pool, or it could wait forever. */
+    e->n_ctx = p.n_ctx;
+    if (n_blocks * p.kv_block < e->n_ctx) e->n_ctx = (int32_t)(n_blocks * p.kv_block);
+    e->max_blocks_per_seq = (e->n_ctx + p.kv_block - 1) / p.kv_block;
+    e->next_id = 1;
+
+    vt_status s;
+    if ((s = tp_create(p.n_threads, &e->pool)) != VT_OK) goto fail;
+    if ((s = kv_cache_init(&e->kv, tk, tv, hp->n_layer, hp->n_head_kv, hp->head_dim, p.kv_block,
+                           n_blocks)) != VT_OK)
+        goto fail;
+    if ((s = pcache_init(&e->pc, &e->kv, p.prefix_cache)) != VT_OK) goto fail;
+    if ((s = fwd_create(model, &e->kv, e->pool, p.max_batch_tokens, &e->fwd)) != VT_OK) goto fail;
+    const size_t ms = (size_t)p.max_seqs, mb = (size_t)p.max_batch_tokens;
+    e->running = malloc(ms * sizeof *e->running);
+    e->items = malloc(ms * sizeof *e->items);
+    e->b_token = malloc(mb * sizeof(int32_t));
+    e->b_pos = malloc(mb * sizeof(int32_t));
+    e->b_seq = malloc(mb * sizeof(int32_t));
+    e->b_rows = malloc(ms * sizeof(int32_t));
+    e->b_seqs = malloc(ms * sizeof(fwd_seq));
+    e->logits = malloc(ms * (size_t)e->n_vocab * sizeof(float));
+    e->scratch_lp = malloc((size_t)e->n_vocab * sizeof(float));
+    if (!e->running || !e->items || !e->b_token || !e->b_pos || !e->b_seq || !e->b_rows ||
+        !e->b_seqs || !e->logits || !e->scratch_lp) {
+        s = vt_errorf(VT_E_NOMEM, "out of memory for the engine's batch buffers");
+        goto fail;
+    }
+    e->st.kv_blocks_total = n_blocks;
+    *out = e;
+    return VT_OK;
+fail:
+    vt_engine_free(e);
+    return s;
+}
+
+/* ---- thread-safe entry points -------------------------------------------------- */
+
+vt_status vt_engine_add(vt_engine *e, const vt_request_params *q, uint64_t *id) {
+    if (id) *id = 0;
+    if (!q) return vt_errorf(VT_E_INVALID, "no request");
+    request *r;
+    VT_TRY(request_create(e, q, &r));
+    vt_status s = VT_OK;
+    pthread_mutex_lock(&e->mu);
+    if (e->shared_st.waiting + e->n_inbox >= e->p.max_queue) {
+        s = vt_errorf(VT_E_BUSY, "the queue is full (%d waiting requests)", e->p.max_queue);
+    } else if (!grow32((void **)&e->inbox, &e->cap_inbox, e->n_inbox + 1, sizeof *e->inbox) ||
+               !grow32((void **)&e->live, &e->cap_live, e->n_live + 1, sizeof *e->live)) {
+        s = vt_errorf(VT_E_NOMEM, "out of memory queuing a request");
+    } else {
+        r->id = e->next_id++;
+        e->inbox[e->n_inbox++] = r;
+        e->live[e->n_live++] = r->id;
+        if (id) *id = r->id;
+    }
+    pthread_mutex_unlock(&e->mu);
+    if (s != VT_OK) request_free(r);
+    return s;
+}
+
+vt_status vt_engine_abort(vt_engine *e, uint64_t id) {
+    vt_status s = VT_OK;
+    pthread_mutex_lock(&e->mu);
+    bool live = false;
+    for (int32_t i = 0; i < e->n_live && !live; i++) live = e->live[i] == id;
+    bool pending = false;
+    for (int32_t i = 0; i < e->n_aborts && !pending; i++) pending = e->aborts[i] == id;
+    if (!live) {
+        s = vt_errorf(VT_E_NOT_FOUND, "request %llu is unknown or already finished",
+                      (unsigned long long)id);
+    } else if (!pending) {
+        if (!grow32((void **)&e->aborts, &e->cap_aborts, e->n_aborts + 1, sizeof *e->aborts))
+            s = vt_errorf(VT_E_NOMEM, "out of memory queuing an abort");
+        else
+            e->aborts[e->n_aborts++] = id;
+    }
+    pthread_mutex_unlock(&e->mu);
+    return s;
+}
+
+bool vt_engine_has_work(vt_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    const bool w = e->n_inbox > 0 || e->n_aborts > 0 || e->active > 0;
+    pthread_mutex_unlock(&e->mu);
+    return w;
+}
+
+void vt_engine_stats_get(vt_engine *e, vt_engine_stats *out) {
+    pthread_mutex_lock(&e->mu);
+    *out = e->shared_st;
+    out->waiting += e->n_inbox;
+    if (out->kv_blocks_total == 0) {
+        out->kv_blocks_total = out->kv_blocks_free = e->kv.n_blocks;
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* ---- outputs ------------------------------------------------------------------- */
+
+static bool text_put(vt_engine *e, const char *s, size_t n) {
+    int64_t cap = (int64_t)e->cap_text;
+    if (!grow((void **)&e->text, &cap, (int64_t)(e->n_text + n + 1), 1)) return false;
+    e->cap_text = (size_t)cap;
+    if (n) memcpy(e->text + e->n_text, s, n);
+    e->n_text += n;
+    return true;
+}
+
+/* A new output for r; text and tops are attached by the caller. NULL on OOM. */
+static vt_output *out_new(vt_engine *e, const request *r, int32_t token) {
+    int64_t cap = e->cap_outs, c2 = e->cap_outs, c3 = e->cap_outs, c4 = e->cap_outs;
+    if (!grow((void **)&e->outs, &cap, e->n_outs + 1, sizeof *e->outs) ||
+        !grow((void **)&e->out_text_off, &c2, e->n_outs + 1, sizeof *e->out_text_off) ||
+        !grow((void **)&e->out_top_off, &c3, e->n_outs + 1, sizeof *e->out_top_off) ||
+        !grow((void **)&e->out_err_off, &c4, e->n_outs + 1, sizeof *e->out_err_off))
+        return NULL;
+    VT_ASSERT(cap == c2 && cap == c3 && cap == c4);
+    e->cap_outs = (int32_t)cap;
+    const int32_t i = e->n_outs++;
+    vt_output *o = &e->outs[i];
+    memset(o, 0, sizeof *o);
+    o->id = r->id;
+    o->user = r->user;
+    o->token = token;
+    o->n_prompt = r->n_prompt;
+    o->n_cached = r->n_cached;
+    o->n_generated = r->n_generated;
+    e->out_text_off[i] = e->n_text;
+    e->out_top_off[i] = -1;
+    e->out_err_off[i] = -1;
+    return o;
+}
+
+/* Emit the first n pending bytes of r as the text of output o. */
+static void emit_pending(vt_engine *e, request *r, vt_output *o, size_t n) {
+    const int32_t i = (int32_t)(o - e->outs);
+    e->out_text_off[i] = e->n_text;
+    if (!text_put(e, r->pending, n)) n = 0; /* OOM: the text is lost, the tokens are not */
+    o->text_len = n;
+    memmove(r->pending, r->pending + n, r->n_pending - n);
+    r->n_pending -= n;
+}
+
+static void out_error(vt_engine *e, vt_output *o, const char *msg) {
+    const int32_t i = (int32_t)(o - e->outs);
+    e->out_err_off[i] = (int64_t)e->n_text;
+    if (!text_put(e, msg, strlen(msg) + 1)) e->out_err_off[i] = -1;
+    o->finish = VT_FINISH_ERROR;
+}
+
+/* Pointers into the text and tops buffers, once they stop moving. */
+static void outs_fixup(vt_engine *e) {
+    for (int32_t i = 0; i < e->n_outs; i++) {
+        vt_output *o = &e->outs[i];
+        o->text = e->text ? e->text + e->out_text_off[i] : "";
+        if (!o->text_len) o->text = "";
+        o->top = e->out_top_off[i] >= 0 ? e->tops + e->out_top_off[i] : NULL;
+        o->error = e->out_err_off[i] >= 0 ? e->text + e->out_err_off[i]
+                   : o->finish == VT_FINISH_ERROR ? "out of memory"
+                                                  : NULL;
+    }
+}
+
+/* ---- finishing ------------------------------------------------------------------ */
+
+static void live_remove(vt_engine *e, uint64_t id) {
+    for (int32_t i = 0; i < e->n_live; i++) {
+        if (e->live[i] == id) {
+            e->live[i] = e->live[--e->n_live];
+            return;
+        }
+    }
+}
+
+static void running_remove(vt_engine *e, request *r) {
+    for (int32_t i = 0; i < e->n_running; i++) {
+        if (e->running[i] == r) {
+            memmove(e->running + i, e->running + i + 1,
+                    sizeof(request *) * (size_t)(e->n_running - i - 1));
+            e->n_running--;
+            return;
+        }
+    }
+    VT_ASSERT(0);
+}
+
+static bool waiting_remove(vt_engine *e, request *r) {
+    for (int32_t i = 0; i < e->n_waiting; i++) {
+        if (e->waiting[i] == r) {
+            memmove(e->waiting + i, e->waiting + i + 1,
+                    sizeof(request *) * (size_t)(e->n_waiting - i - 1));
+            e->n_waiting--;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Take r out of the engine for good (its output is already built). */
+static void retire(vt_engine *e, request *r) {
+    if (r->running) running_remove(e, r);
+    else waiting_remove(e, r);
+    sched_release_blocks(e, r);
+    pthread_mutex_lock(&e->mu);
+    live_remove(e, r->id);
+    pthread_mutex_unlock(&e->mu);
+    request_free(r);
+}
+
+/* ---- text and stop strings ------------------------------------------------------ */
+
+static bool pending_put(request *r, const char *s, size_t n) {
+    int64_t cap = (int64_t)r->cap_pending;
+    if (!grow((void **)&r->pending, &cap, (int64_t)(r->n_pending + n), 1)) return false;
+    r->cap_pending = (size_t)cap;
+    memcpy(r->pending + r->n_pending, s, n);
+    r->n_pending += n;
+    return true;
+}
+
+/* Append the text of the newly generated token. The first generated piece loses
+ * the leading space SPM puts before a word, as llama.cpp's detokenizer does. */
+static bool append_piece(vt_engine *e, request *r, int32_t token) {
+    char small[128];
+    if (r->n_generated == 1) {
+        char *t = NULL;
+        size_t n = 0;
+        if (tok_decode(e->tok, &token, 1, false, &t, &n) != VT_OK) return false;
+        const bool ok = pending_put(r, t, n);
+        free(t);
+        return ok;
+    }
+    int64_t n = tok_piece(e->tok, token, false, small, sizeof small);
+    if (n < 0) return false;
+    if ((size_t)n <= sizeof small) return pending_put(r, small, (size_t)n);
+    char *big = malloc((size_t)n);
+    if (!big) return false;
+    tok_piece(e->tok, token, false, big, (size_t)n);
+    const bool ok = pending_put(r, big, (size_t)n);
+    free(big);
+    return ok;
+}
+
+/* Earliest match of any stop string in pending, or -1. */
+static int64_t stop_match(const request *r) {
+    int64_t best = -1;
+    for (int32_t i = 0; i < r->n_stop; i++) {
+        const char *m = memmem(r->pending, r->n_pending, r->stop[i], r->stop_len[i]);
+        if (m && (best < 0 || m - r->pending < best)) best = m - r->pending;
+    }
+    return best;
+}
+
+/* Bytes at the end of pending[0..n) that could start a stop string. */
+static size_t stop_holdback(const request *r, size_t n) {
+    size_t hold = 0;
+    for (int32_t i = 0; i < r->n_stop; i++) {
+        const size_t sl = r->stop_len[i];
+        for (size_t k = (sl - 1 < n ? sl - 1 : n); k > hold; k--) {
+            if (!memcmp(r->pending + n - k, r->stop[i], k)) {
+                hold = k;
+                break;
+            }
+        }
+    }
+    return hold;
+}
+
+/* ---- logprobs -------------------------------------------------------------------- */
+
+static float log_softmax_of(const float *l, int32_t n, int32_t token, double *lse_out) {
+    float mx = l[0];
+    for (int32_t i = 1; i < n; i++) mx = l[i] > mx ? l[i] : mx;
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) sum += exp((double)l[i] - mx);
+    const double lse = mx + log(sum);
+    *lse_out = lse;
+    return (float)(l[token] - lse);
+}
+
+/* The k best ids of l (k <= 20), best first, ties to the lower id. */
+static void top_logprobs(const float *l, int32_t n, int32_t k, double lse, vt_token_logprob *out) {
+    int32_t m = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (m == k && !(l[i] > out[m - 1].logprob)) continue;
+        int32_t j = m < k ? m++ : k - 1;
+        while (j > 0 && l[i] > out[j - 1].logprob) {
+            out[j] = out[j - 1];
+            j--;
+        }
+        out[j] = (vt_token_logprob){i, l[i]};
+    }
+    for (int32_t i = 0; i < m; i++) out[i].logprob = (float)(out[i].logprob - lse);
+}
+
+/* ---- the step ---------------------------------------------------------------------- */
+
+static void take_inbox(vt_engine *e, uint64_t **aborts, int32_t *n_aborts, bool *oom) {
+    *aborts = NULL;
+    *n_aborts = 0;
+    pthread_mutex_lock(&e->mu);
+    const int64_t need = (int64_t)e->n_waiting + e->n_inbox + e->p.max_seqs;
+    if (!grow32((void **)&e->waiting, &e->cap_waiting, need, sizeof *e->waiting)) {
+        *oom = true; /* keep them in the inbox for a later step */
+    } else {
+        memcpy(e->waiting + e->n_waiting, e->inbox, sizeof(request *) * (size_t)e->n_inbox);
+        e->n_waiting += e->n_inbox;
+        e->n_inbox = 0;
+    }
+    if (e->n_aborts > 0) {
+        *aborts = malloc(sizeof(uint64_t) * (size_t)e->n_aborts);
+        if (*aborts) {
+            memcpy(*aborts, e->aborts, sizeof(uint64_t) * (size_t)e->n_aborts);
+            *n_aborts = e->n_aborts;
+            e->n_aborts = 0;
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+static void process_aborts(vt_engine *e, const uint64_t *ids, int32_t n) {
+    for (int32_t k = 0; k < n; k++) {
+        request *r = NULL;
+        for (int32_t i = 0; i < e->n_running && !r; i++)
+            if (e->running[i]->id == ids[k]) r = e->running[i];
+        for (int32_t i = 0; i < e->n_waiting && !r; i++)
+            if (e->waiting[i]->id == ids[k]) r = e->waiting[i];
+        if (!r) continue; /* finished in the meantime */
+        vt_output *o = out_new(e, r, -1);
+        if (o) {
+            o->finish = VT_FINISH_ABORT;
+            emit_pending(e, r, o, r->n_pending);
+        }
+        retire(e, r);
+    }
+}
+
+/* Sample r's next token from its logits row and report it. Returns true when the
+ * request finished. */
+static bool sample_one(vt_engine *e, request *r, const float *l) {
+    const int32_t tok = sampler_sample(r->smp, l, NULL);
+    sampler_accept(r->smp, tok);
+    r->tokens[r->n_tokens++] = tok;
+    r->n_generated++;
+    e->st.generated_tokens++;
+
+    vt_output *o = out_new(e, r, tok);
+    if (!o) {
+        /* cannot report: end the request rather than lose tokens silently */
+        return true;
+    }
+    double lse;
+    o->logprob = log_softmax_of(l, e->n_vocab, tok, &lse);
+    if (r->n_logprobs > 0) {
+        if (grow((void **)&e->tops, &e->cap_tops, e->n_tops + r->n_logprobs, sizeof *e->tops)) {
+            top_logprobs(l, e->n_vocab, r->n_logprobs, lse, e->tops + e->n_tops);
+            e->out_top_off[o - e->outs] = e->n_tops;
+            o->n_top = r->n_logprobs;
+            e->n_tops += r->n_logprobs;
+        }
+    }
+
+    const bool eos = !r->ignore_eos && tok_is_eog(e->tok, tok);
+    if (!append_piece(e, r, tok)) {
+        out_error(e, o, "out of memory detokenizing");
+        return true;
+    }
+    const int64_t m = stop_match(r);
+    if (m >= 0) {
+        emit_pending(e, r, o, (size_t)m);
+        o->finish = VT_FINISH_STOP;
+        return true;
+    }
+    if (eos) o->finish = VT_FINISH_STOP;
+    else if ((r->max_tokens > 0 && r->n_generated >= r->max_tokens) || r->n_tokens >= e->n_ctx)
+        o->finish = VT_FINISH_LENGTH;
+    if (o->finish != VT_FINISH_NONE) {
+        emit_pending(e, r, o, r->n_pending);
+        return true;
+    }
+    const size_t complete = tok_utf8_complete_prefix(r->pending, r->n_pending);
+    emit_pending(e, r, o, complete - stop_holdback(r, complete));
+    return false;
+}
+
+static void publish_stats(vt_engine *e) {
+    e->st.running = e->n_running;
+    e->st.waiting = e->n_waiting;
+    e->st.kv_blocks_total = e->kv.n_blocks;
+    e->st.kv_blocks_free = pcache_available(&e->pc);
+    e->st.kv_blocks_cached = e->pc.n_lru;
+    pthread_mutex_lock(&e->mu);
+    e->shared_st = e->st;
+    e->active = e->n_running + e->n_waiting;
+    pthread_mutex_unlock(&e->mu);
+}
+
+vt_status vt_engine_step(vt_engine *e, const vt_output **outs, int32_t *n_outs) {
+    *outs = NULL;
+    *n_outs = 0;
+    e->n_outs = 0;
+    e->n_text = 0;
+    e->n_tops = 0;
+
+    uint64_t *abort_ids;
+    int32_t n_abort_ids;
+    bool oom = false;
+    take_inbox(e, &abort_ids, &n_abort_ids, &oom);
+    process_aborts(e, abort_ids, n_abort_ids);
+    free(abort_ids);
+
+    sched_plan(e);
+    if (e->n_items > 0) {
+        e->st.steps++;
+        /* the batch: each item's tokens in order, logits for rows that complete it */
+        int64_t nt = 0;
+        int32_t n_rows = 0;
+        for (int32_t k = 0; k < e->n_items; k++) {
+            request *r = e->items[k].req;
+            const int64_t n = e->items[k].n;
+            for (int64_t j = 0; j < n; j++) {
+                e->b_token[nt] = r->tokens[r->n_computed + j];
+                e->b_pos[nt] = (int32_t)(r->n_computed + j);
+                e->b_seq[nt] = k;
+                nt++;
+            }
+            if (r->n_computed + n == r->n_tokens) e->b_rows[n_rows++] = (int32_t)(nt - 1);
+            e->b_seqs[k] = (fwd_seq){.blocks = r->blocks, .n_blocks = r->n_blocks};
+        }
+        fwd_batch fb = {.n_tokens = nt, .token = e->b_token, .pos = e->b_pos, .seq = e->b_seq,
+                        .seqs = e->b_seqs, .n_seqs = e->n_items, .logit_rows = e->b_rows,
+                        .n_logits = n_rows, .logits = e->logits};
+        if (fwd_run(e->fwd, &fb) != VT_OK) {
+            /* the forward pass could not run: end this step's requests with the reason */
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", vt_last_error());
+            for (int32_t k = 0; k < e->n_items; k++) {
+                request *r = e->items[k].req;
+                vt_output *o = out_new(e, r, -1);
+                if (o) out_error(e, o, msg);
+                retire(e, r);
+            }
+        } else {
+            int32_t row = 0;
+            const int64_t bs = e->p.kv_block;
+            for (int32_t k = 0; k < e->n_items; k++) {
+                request *r = e->items[k].req;
+                r->n_computed += e->items[k].n;
+                /* offer newly completed full blocks to the prefix cache */
+                while (e->pc.enabled && (r->n_hashed + 1) * bs <= r->n_computed) {
+                    const int64_t b = r->n_hashed;
+                    const uint64_t parent = b ? r->block_hash[b - 1] : 0;
+                    const int32_t *t = r->tokens + b * bs;
+                    r->block_hash[b] = pcache_hash(parent, t, bs);
+                    pcache_insert(&e->pc, r->blocks[b], parent, r->block_hash[b], t);
+                    r->n_hashed++;
+                }
+                if (r->n_computed == r->n_tokens) {
+                    const float *l = e->logits + (size_t)row++ * (size_t)e->n_vocab;
+                    if (sample_one(e, r, l)) retire(e, r);
+                }
+            }
+        }
+    }
+    outs_fixup(e);
+    publish_stats(e);
+    *outs = e->outs;
+    *n_outs = e->n_outs;
+    (void)oom;
+    return VT_OK;
+}

@@ -1,0 +1,123 @@
+/* The serving engine's internals (vt_engine of vt.h), shared by engine.c (the API,
+ * the step, sampling and text) and scheduler.c (which requests run this step).
+ *
+ * A request's tokens are its prompt followed by what it generated; its KV cache
+ * holds the first n_computed of them. Each step brings every scheduled request
+ * closer to n_computed == n_tokens: a decode computes its one newest token, a
+ * prefill a chunk of its prompt. When a step completes a request's tokens, the
+ * logits of its last one are sampled and the new token is appended. Preemption
+ * (recompute, as vLLM) frees a request's blocks and sets n_computed back to 0, so
+ * its prompt + generated tokens are prefilled again later; its sampler (RNG and
+ * penalty window) is kept, so generation continues exactly as it would have. */
+#ifndef VT_ENGINE_ENGINE_H
+#define VT_ENGINE_ENGINE_H
+
+#include "cpu/threadpool.h"
+#include "engine/kv_cache.h"
+#include "engine/prefix_cache.h"
+#include "engine/sampler.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "vt.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct request {
+    uint64_t id;
+    void *user;
+    int32_t *tokens;      /* (cap_tokens) prompt, then generated tokens */
+    int64_t n_tokens, cap_tokens;
+    int32_t n_prompt;     /* of the original request */
+    int64_t n_computed;   /* tokens whose K/V are in the cache */
+    int32_t *blocks;      /* (engine max_blocks_per_seq) block table */
+    int64_t n_blocks;
+    uint64_t *block_hash; /* (max_blocks_per_seq) chain hashes of full blocks */
+    int64_t n_hashed;     /* full blocks hashed (and offered to the prefix cache) */
+    int32_t n_cached;     /* prompt tokens served by the prefix cache (first admission) */
+    bool admitted_once;
+    bool running;
+
+    sampler *smp;
+    int32_t n_logprobs;
+    int32_t max_tokens;   /* <= 0: no limit */
+    bool ignore_eos;
+    char **stop;          /* (n_stop) owned copies */
+    size_t *stop_len;
+    int32_t n_stop;
+    int32_t n_generated;
+
+    char *pending;        /* text not yet emitted: incomplete UTF-8 or a possible stop start */
+    size_t n_pending, cap_pending;
+} request;
+
+/* One request in this step's batch: n tokens from n_computed on. */
+typedef struct sched_item {
+    request *req;
+    int64_t n;
+} sched_item;
+
+struct vt_engine {
+    vt_model *model;
+    const tokenizer *tok;
+    vt_engine_params p;
+    int32_t n_ctx;              /* effective: min(n_ctx, KV capacity) */
+    int64_t max_blocks_per_seq;
+    int32_t n_vocab;
+
+    tp_pool *pool;
+    kv_cache kv;
+    pcache pc;
+    fwd_ctx *fwd;
+
+    /* owned by the engine loop (vt_engine_step) */
+    request **running;          /* (max_seqs) in admission order, newest last */
+    int32_t n_running;
+    request **waiting;          /* (cap_waiting) front first */
+    int32_t n_waiting, cap_waiting;
+    sched_item *items;          /* (max_seqs) this step's schedule */
+    int32_t n_items;
+    int64_t step_preemptions;   /* in the current plan */
+
+    int32_t *b_token, *b_pos, *b_seq; /* (max_batch_tokens) */
+    int32_t *b_rows;            /* (max_seqs) logit rows */
+    fwd_seq *b_seqs;            /* (max_seqs) */
+    float *logits;              /* (max_seqs, n_vocab) */
+    float *scratch_lp;          /* (n_vocab) */
+
+    vt_output *outs;
+    int32_t n_outs, cap_outs;
+    size_t *out_text_off;       /* (cap_outs) offsets into text until the step ends */
+    int64_t *out_top_off;       /* (cap_outs) offsets into tops, -1: none */
+    int64_t *out_err_off;       /* (cap_outs) offsets into text of an error, -1: none */
+    char *text;
+    size_t n_text, cap_text;
+    vt_token_logprob *tops;
+    int64_t n_tops, cap_tops;
+
+    vt_engine_stats st;         /* loop's counters (running/waiting/kv filled at the end) */
+
+    /* shared with other threads: under mu */
+    pthread_mutex_t mu;
+    request **inbox;
+    int32_t n_inbox, cap_inbox;
+    uint64_t *aborts;
+    int32_t n_aborts, cap_aborts;
+    uint64_t *live;             /* ids added and not yet finished */
+    int32_t n_live, cap_live;
+    uint64_t next_id;
+    int32_t active;             /* waiting + running, as of the last step */
+    vt_engine_stats shared_st;  /* copy published at the end of each step */
+};
+
+/* Plan this step: schedule running requests (preempting the newest when blocks
+ * run out), then admit waiting ones with their cached prefixes, under the token
+ * and sequence budgets. Fills e->items. Never fails: a request that cannot get
+ * blocks waits. */
+void sched_plan(vt_engine *e);
+
+/* Free a request's blocks (back to the prefix cache / free list). */
+void sched_release_blocks(vt_engine *e, request *r);
+
+#endif
