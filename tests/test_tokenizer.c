@@ -338,6 +338,7 @@ static void test_unicode(void) {
     CHECK(uni_flags(0x10FFFF) == UNI_UNDEFINED);
     CHECK(uni_flags(0x2EBF0) == UNI_LETTER); /* Unicode 15.1, as llama.cpp */
     CHECK(uni_is_space(0x3000) && uni_is_space('\n') && !uni_is_space(0x1C) && !uni_is_space(0x200B));
+    for (int i = 0; i < uni_n_whitespace; i++) CHECK(uni_is_space(uni_whitespace[i])); /* fast path agrees */
     for (int b = 0; b < 256; b++) CHECK(uni_cp_to_byte(uni_byte_to_cp((uint8_t)b)) == b);
     CHECK(uni_byte_to_cp(' ') == 0x120 && uni_byte_to_cp('\n') == 0x10A && uni_byte_to_cp(0xAD) == 0x143);
     size_t adv;

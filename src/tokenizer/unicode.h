@@ -38,6 +38,7 @@ static inline uint8_t uni_flags(uint32_t cp) {
 /* Unicode White_Space (\s in the pre-tokenizer patterns). */
 static inline bool uni_is_space(uint32_t cp) {
     if (cp < 0x80) return cp == ' ' || (cp >= 0x09 && cp <= 0x0d);
+    if (cp < 0x85 || cp > 0x3000 || (cp > 0xA0 && cp < 0x1680)) return false;
     for (int i = 0; i < uni_n_whitespace; i++)
         if (uni_whitespace[i] == cp) return true;
     return false;
