@@ -1,0 +1,76 @@
+/* The OpenAI request bodies (/v1/completions, /v1/chat/completions) parsed into
+ * an engine-ready description, and nothing else: no model, no I/O, so it can be
+ * fuzzed (fuzz/fuzz_server_request.c). Tokenizing and queuing are the server's.
+ *
+ * Accepted fields (others are ignored, as OpenAI clients send extras):
+ *   model (string), prompt (string | array of token ids) / messages (array of
+ *   {role, content: string | [{type:"text", text}] | null}), max_tokens,
+ *   max_completion_tokens, n_predict, temperature, top_p, top_k, min_p,
+ *   presence_penalty, frequency_penalty, repetition_penalty / repeat_penalty,
+ *   stop (string | array of strings), seed, stream, stream_options.include_usage,
+ *   logprobs (chat: bool, completions: integer), top_logprobs (chat), n,
+ *   ignore_eos.
+ * A wrong type or an out-of-range value fails with VT_E_INVALID and a message
+ * that names the field; a body that is not JSON fails with VT_E_FORMAT. */
+#ifndef VT_SERVER_OPENAI_H
+#define VT_SERVER_OPENAI_H
+
+#include "server/chat_template.h"
+#include "vt.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define OAI_MAX_STOP 16         /* stop strings per request */
+#define OAI_MAX_STOP_LEN 512    /* bytes of one stop string */
+#define OAI_MAX_N 16            /* choices per request */
+#define OAI_MAX_MESSAGES 4096   /* messages in a chat */
+#define OAI_MAX_TOKENS (1 << 24) /* max_tokens, and prompt token ids */
+#define OAI_MAX_LOGPROBS 20
+
+typedef enum oai_kind { OAI_COMPLETION, OAI_CHAT } oai_kind;
+
+typedef struct oai_request {
+    oai_kind kind;
+    json_t *root;            /* the parsed body; the strings below point into it */
+    const char *model;       /* NULL when absent */
+
+    /* completions: exactly one of prompt_text / prompt_tokens */
+    const char *prompt_text;
+    size_t prompt_text_len;
+    int32_t *prompt_tokens;  /* (n_prompt_tokens), malloc'd; ids not yet checked against a vocab */
+    int64_t n_prompt_tokens;
+
+    /* chat */
+    chat_message *messages;  /* (n_messages), malloc'd; text of multi-part contents is joined */
+    int64_t n_messages;
+    char **joined;           /* contents joined from parts, owned (n_messages entries, may be NULL) */
+
+    vt_sampling sampling;
+    bool seed_given;
+    int32_t max_tokens;      /* 0: not given */
+    const char *stop[OAI_MAX_STOP];
+    int32_t n_stop;
+    bool stream, include_usage;
+    int32_t n_logprobs;      /* alternatives per token; -1: no logprobs */
+    int32_t n;               /* choices */
+    bool ignore_eos;
+} oai_request;
+
+/* Parse a request body of `len` bytes. On success *out owns allocations (free
+ * with oai_request_free); on failure *out is cleared and the message (from
+ * vt_last_error) names the offending field. */
+vt_status oai_parse_request(oai_kind kind, const char *body, size_t len, oai_request *out);
+void oai_request_free(oai_request *req);
+
+/* An OpenAI error body: {"error": {"message", "type", "code"}}. `code` is the
+ * HTTP status (as OpenAI-compatible servers send) unless code_str is given. */
+json_t *oai_error_json(int http_status, const char *type, const char *code_str, const char *message);
+/* A JSON string of n bytes; invalid UTF-8 bytes and NULs become U+FFFD (a
+ * token's piece can be part of a character). Never NULL. */
+json_t *oai_json_string_lossy(const char *s, size_t n);
+/* The OpenAI error type for an HTTP status ("invalid_request_error", ...). */
+const char *oai_error_type(int http_status);
+
+#endif
