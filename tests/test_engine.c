@@ -628,6 +628,41 @@ static void test_kv_types(void) {
     vt_model_free(synth);
 }
 
+/* EOS on a model whose stories end: STOP at the EOS token; ignore_eos runs on. */
+static void test_eos(void) {
+    const char *path = test_model_path("TinyStories-656K-Q8_0.gguf");
+    if (!path) return;
+    vt_model *m = NULL;
+    CHECK_OK(vt_model_load(path, NULL, &m));
+    if (!m) return;
+    vt_model *saved = g_model;
+    g_model = m;
+    vt_engine_params p = small_params();
+    p.n_ctx = 512;
+    vt_engine *e = NULL;
+    CHECK_OK(vt_engine_create(m, &p, &e));
+    if (e) {
+        static result r, ign;
+        run_text(e, "Once upon a time", 400, NULL, 0, false, &r);
+        CHECK_EQ_INT(r.finish, VT_FINISH_STOP);
+        CHECK(r.n > 1 && r.n < 400);
+        CHECK(vt_model_is_eog(m, r.tokens[r.n - 1]));
+        char *dec = NULL;
+        size_t dec_len = 0;
+        CHECK_OK(tok_decode(m->tok, r.tokens, r.n, false, &dec, &dec_len));
+        CHECK(dec && r.text_len == dec_len && !memcmp(r.text, dec, dec_len));
+        free(dec);
+        run_text(e, "Once upon a time", r.n + 10, NULL, 0, true, &ign);
+        CHECK_EQ_INT(ign.n, r.n + 10);
+        CHECK_EQ_INT(ign.finish, VT_FINISH_LENGTH);
+        CHECK(!memcmp(ign.tokens, r.tokens, sizeof(int32_t) * (size_t)r.n));
+        printf("eos: STOP after %d tokens: %.50s...\n", r.n, r.text);
+        vt_engine_free(e);
+    }
+    g_model = saved;
+    vt_model_free(m);
+}
+
 int main(void) {
     const char *path = test_model_path("stories260K.gguf");
     if (!path) return test_finish();
@@ -640,6 +675,7 @@ int main(void) {
     test_abort();
     test_threads();
     test_kv_types();
+    test_eos();
     vt_model_free(g_model);
     return test_finish();
 }
