@@ -9,7 +9,7 @@
  * Inputs that make llama.cpp throw are avoided: codepoints past U+10FFFF (bytes
  * F4-F7 are left out of random bytes) and, for SPM vocabs without byte tokens,
  * characters missing from the vocab. VT_TOK_LLAMA_N sets the random strings per
- * vocab and kind (default 60). */
+ * vocab and kind (default 25). */
 #include "llama.h"
 #include "llama_ref.h"
 #include "tokenizer/tokenizer.h"
@@ -303,7 +303,7 @@ int main(void) {
     if (!llama_ref_init()) return 1;
     if (!getenv("VT_LLAMA_VERBOSE")) llama_log_set(quiet, NULL);
     const char *e = getenv("VT_TOK_LLAMA_N");
-    int n_random = e ? atoi(e) : 60;
+    int n_random = e ? atoi(e) : 25;
     static const char *const files[] = {
         "stories260K.gguf", "TinyStories-656K-Q8_0.gguf", "llama-2-tiny-random.gguf",
         "vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-phi-3.gguf", "vocab/ggml-vocab-baichuan.gguf",
