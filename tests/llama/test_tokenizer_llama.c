@@ -274,7 +274,7 @@ static void compare_vocab(const char *file, int n_random) {
         }
     }
     /* one long text: many random pieces joined (the merge queues see long inputs) */
-    static char big[1 << 17];
+    static char big[1 << 15];
     size_t nb = 0;
     while (nb + 4096 < sizeof big) {
         if (spm_no_bytes || rnd() % 2)
