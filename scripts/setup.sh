@@ -16,3 +16,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 "$root/scripts/fetch-llama.sh"
+# The npm clients of the server tests (package.json, package-lock.json: the
+# official openai package), installed when missing or when the lock changed.
+if [ ! -d "$root/node_modules/openai" ] || [ "$root/package-lock.json" -nt "$root/node_modules/.package-lock.json" ]; then
+  (cd "$root" && npm ci --no-audit --no-fund --loglevel=error)
+fi

@@ -1,0 +1,519 @@
+/* HTTP plumbing over libmicrohttpd: routing, body limits, authentication, CORS,
+ * the small endpoints (/health, /metrics, /v1/models, /tokenize, /detokenize)
+ * and one log line per request. The completion endpoints are in completions.c. */
+#include "server/server_impl.h"
+
+#include "base/status.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Bytes of an oversized chunked body read and dropped before the connection is cut. */
+#define DISCARD_CAP ((uint64_t)64 << 20)
+
+/* Per-connection-request state (MHD's con_cls). */
+typedef struct http_req {
+    server *srv;
+    strbuf body;
+    bool too_large;
+    uint64_t seen; /* body bytes received, kept or not */
+    bool answered;
+    int status;
+    double t0;
+    char method[16];
+    char path[128];
+    job *job; /* a completion request's job (a reference), for the log line */
+} http_req;
+
+void http_add_common_headers(server *s, struct MHD_Connection *conn, struct MHD_Response *r) {
+    if (!s->cors_origins) return;
+    const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+    if (!origin) return;
+    bool ok = !strcmp(s->cors_origins, "*");
+    size_t ol = strlen(origin);
+    for (const char *p = s->cors_origins; !ok && *p;) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        while (n && *p == ' ') p++, n--;
+        while (n && p[n - 1] == ' ') n--;
+        if (n == ol && !memcmp(p, origin, n)) ok = true;
+        if (!e) break;
+        p = e + 1;
+    }
+    if (!ok) return;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", !strcmp(s->cors_origins, "*") ? "*" : origin);
+    MHD_add_response_header(r, "Vary", "Origin");
+}
+
+enum MHD_Result http_send_json(server *s, struct MHD_Connection *conn, int status, json_t *body) {
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    if (body) json_decref(body);
+    if (!text) text = strdup("{}");
+    size_t n = text ? strlen(text) : 0;
+    struct MHD_Response *r = MHD_create_response_from_buffer(n, text, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json; charset=utf-8");
+    http_add_common_headers(s, conn, r);
+    enum MHD_Result res = MHD_queue_response(conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return res;
+}
+
+enum MHD_Result http_send_error(server *s, struct MHD_Connection *conn, int status, const char *code,
+                                const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return http_send_json(s, conn, status, oai_error_json(status, NULL, code, msg));
+}
+
+static enum MHD_Result send_text(server *s, struct MHD_Connection *conn, int status, const char *type,
+                                 strbuf *sb) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(sb->len, sb->ptr ? sb->ptr : "",
+                                                             sb->ptr ? MHD_RESPMEM_MUST_FREE
+                                                                     : MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        sb_free(sb);
+        return MHD_NO;
+    }
+    memset(sb, 0, sizeof *sb); /* MHD owns the bytes now */
+    MHD_add_response_header(r, "Content-Type", type);
+    http_add_common_headers(s, conn, r);
+    enum MHD_Result res = MHD_queue_response(conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return res;
+}
+
+/* Constant-time comparison of the bearer token, so timing does not leak the key. */
+static bool key_ok(const server *s, struct MHD_Connection *conn) {
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncasecmp(h, "Bearer ", 7)) return false;
+    h += 7;
+    while (*h == ' ') h++;
+    size_t a = strlen(h), b = strlen(s->api_key);
+    unsigned diff = (unsigned)(a ^ b);
+    for (size_t i = 0; i < b; i++) diff |= (unsigned char)(i < a ? h[i] : 0) ^ (unsigned char)s->api_key[i];
+    return diff == 0;
+}
+
+static enum MHD_Result send_loading(server *s, struct MHD_Connection *conn) {
+    int st = atomic_load(&s->state);
+    if (st == SERVER_FAILED) return http_send_error(s, conn, 503, NULL, "the model failed to load");
+    if (st == SERVER_STOPPING) return http_send_error(s, conn, 503, NULL, "the server is shutting down");
+    return http_send_error(s, conn, 503, NULL, "Loading model");
+}
+
+static enum MHD_Result handle_health(server *s, struct MHD_Connection *conn, int *status) {
+    if (atomic_load(&s->state) != SERVER_READY) {
+        *status = 503;
+        return send_loading(s, conn);
+    }
+    *status = 200;
+    json_t *o = json_object();
+    json_object_set_new(o, "status", json_string("ok"));
+    return http_send_json(s, conn, 200, o);
+}
+
+static enum MHD_Result handle_metrics(server *s, struct MHD_Connection *conn, int *status) {
+    strbuf sb = {0};
+    vt_engine_stats st;
+    bool ready = atomic_load(&s->state) == SERVER_READY;
+    if (ready) vt_engine_stats_get(s->engine, &st);
+    metrics_render(&s->metrics, ready ? &st : NULL, atomic_load(&s->state) == SERVER_LOADING, &sb);
+    *status = 200;
+    return send_text(s, conn, 200, "text/plain; version=0.0.4; charset=utf-8", &sb);
+}
+
+static enum MHD_Result handle_models(server *s, struct MHD_Connection *conn, int *status) {
+    if (atomic_load(&s->state) != SERVER_READY) {
+        *status = 503;
+        return send_loading(s, conn);
+    }
+    json_t *m = json_object();
+    json_object_set_new(m, "id", oai_json_string_lossy(s->model_id, strlen(s->model_id)));
+    json_object_set_new(m, "object", json_string("model"));
+    json_object_set_new(m, "created", json_integer(s->started));
+    json_object_set_new(m, "owned_by", json_string("vt"));
+    json_t *meta = json_object();
+    json_object_set_new(meta, "n_vocab", json_integer(vt_model_n_vocab(s->model)));
+    json_object_set_new(meta, "n_ctx_train", json_integer(vt_model_n_ctx_train(s->model)));
+    json_object_set_new(meta, "n_ctx", json_integer(s->n_ctx));
+    json_object_set_new(meta, "size", json_integer((json_int_t)vt_model_weight_bytes(s->model)));
+    json_object_set_new(meta, "desc", oai_json_string_lossy(vt_model_desc(s->model), strlen(vt_model_desc(s->model))));
+    json_object_set_new(meta, "chat_template", json_string(chat_template_name(s->tmpl)));
+    json_object_set_new(m, "meta", meta);
+    json_t *data = json_array();
+    json_array_append_new(data, m);
+    json_t *o = json_object();
+    json_object_set_new(o, "object", json_string("list"));
+    json_object_set_new(o, "data", data);
+    *status = 200;
+    return http_send_json(s, conn, 200, o);
+}
+
+static json_t *parse_object(server *s, struct MHD_Connection *conn, const char *body, size_t len,
+                            int *status, enum MHD_Result *res) {
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, 0, &jerr);
+    if (!root || !json_is_object(root)) {
+        *status = 400;
+        if (root) {
+            json_decref(root);
+            *res = http_send_error(s, conn, 400, NULL, "request body: expected a JSON object");
+        } else {
+            *res = http_send_error(s, conn, 400, NULL, "request body is not valid JSON: %s at line %d column %d",
+                                   jerr.text, jerr.line, jerr.column);
+        }
+        return NULL;
+    }
+    return root;
+}
+
+static enum MHD_Result handle_tokenize(server *s, struct MHD_Connection *conn, const char *body, size_t len,
+                                       int *status) {
+    enum MHD_Result res = MHD_NO;
+    json_t *root = parse_object(s, conn, body, len, status, &res);
+    if (!root) return res;
+    json_t *c = json_object_get(root, "content");
+    json_t *as = json_object_get(root, "add_special");
+    json_t *ps = json_object_get(root, "parse_special");
+    json_t *wp = json_object_get(root, "with_pieces");
+    if (!json_is_string(c)) {
+        json_decref(root);
+        *status = 400;
+        return http_send_error(s, conn, 400, NULL, "field 'content': expected a string");
+    }
+    if ((as && !json_is_boolean(as)) || (ps && !json_is_boolean(ps)) || (wp && !json_is_boolean(wp))) {
+        json_decref(root);
+        *status = 400;
+        return http_send_error(s, conn, 400, NULL,
+                               "fields 'add_special', 'parse_special', 'with_pieces': expected booleans");
+    }
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    vt_status st = vt_tokenize(s->model, json_string_value(c), json_string_length(c), as && json_is_true(as),
+                               !ps || json_is_true(ps), &ids, &n);
+    if (st != VT_OK) {
+        json_decref(root);
+        *status = 400;
+        return http_send_error(s, conn, 400, NULL, "content: %s", vt_last_error());
+    }
+    json_t *arr = json_array();
+    char piece[256];
+    for (int64_t i = 0; i < n; i++) {
+        if (wp && json_is_true(wp)) {
+            int64_t k = vt_token_piece(s->model, ids[i], piece, sizeof piece);
+            if (k < 0) k = 0;
+            if (k > (int64_t)sizeof piece) k = sizeof piece;
+            json_t *e = json_object();
+            json_object_set_new(e, "id", json_integer(ids[i]));
+            json_object_set_new(e, "piece", oai_json_string_lossy(piece, (size_t)k));
+            json_array_append_new(arr, e);
+        } else {
+            json_array_append_new(arr, json_integer(ids[i]));
+        }
+    }
+    free(ids);
+    json_decref(root);
+    json_t *o = json_object();
+    json_object_set_new(o, "tokens", arr);
+    *status = 200;
+    return http_send_json(s, conn, 200, o);
+}
+
+static enum MHD_Result handle_detokenize(server *s, struct MHD_Connection *conn, const char *body, size_t len,
+                                         int *status) {
+    enum MHD_Result res = MHD_NO;
+    json_t *root = parse_object(s, conn, body, len, status, &res);
+    if (!root) return res;
+    json_t *t = json_object_get(root, "tokens");
+    if (!json_is_array(t)) {
+        json_decref(root);
+        *status = 400;
+        return http_send_error(s, conn, 400, NULL, "field 'tokens': expected an array of token ids");
+    }
+    int32_t n_vocab = vt_model_n_vocab(s->model);
+    strbuf sb = {0};
+    char piece[256];
+    for (size_t i = 0; i < json_array_size(t); i++) {
+        json_t *e = json_array_get(t, i);
+        json_int_t id = json_is_integer(e) ? json_integer_value(e) : -1;
+        if (id < 0 || id >= n_vocab) {
+            sb_free(&sb);
+            json_decref(root);
+            *status = 400;
+            return http_send_error(s, conn, 400, NULL,
+                                   "field 'tokens[%zu]': expected a token id in [0, %d)", i, n_vocab);
+        }
+        int64_t k = vt_token_piece(s->model, (int32_t)id, piece, sizeof piece);
+        if (k > (int64_t)sizeof piece) {
+            char *big = malloc((size_t)k);
+            if (big && vt_token_piece(s->model, (int32_t)id, big, (size_t)k) == k) sb_addn(&sb, big, (size_t)k);
+            free(big);
+        } else if (k > 0) {
+            sb_addn(&sb, piece, (size_t)k);
+        }
+    }
+    json_decref(root);
+    json_t *o = json_object();
+    json_object_set_new(o, "content", oai_json_string_lossy(sb.ptr ? sb.ptr : "", sb.len));
+    sb_free(&sb);
+    *status = 200;
+    return http_send_json(s, conn, 200, o);
+}
+
+static enum MHD_Result handle_options(server *s, struct MHD_Connection *conn, int *status) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    http_add_common_headers(s, conn, r);
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
+    *status = 204;
+    enum MHD_Result res = MHD_queue_response(conn, 204, r);
+    MHD_destroy_response(r);
+    return res;
+}
+
+typedef enum route_id {
+    ROUTE_NONE,
+    ROUTE_HEALTH,
+    ROUTE_METRICS,
+    ROUTE_MODELS,
+    ROUTE_COMPLETIONS,
+    ROUTE_CHAT,
+    ROUTE_TOKENIZE,
+    ROUTE_DETOKENIZE,
+} route_id;
+
+static const struct {
+    const char *path;
+    const char *method;
+    route_id id;
+} routes[] = {
+    {"/health", "GET", ROUTE_HEALTH},
+    {"/v1/health", "GET", ROUTE_HEALTH},
+    {"/metrics", "GET", ROUTE_METRICS},
+    {"/v1/models", "GET", ROUTE_MODELS},
+    {"/models", "GET", ROUTE_MODELS},
+    {"/v1/completions", "POST", ROUTE_COMPLETIONS},
+    {"/completions", "POST", ROUTE_COMPLETIONS},
+    {"/v1/chat/completions", "POST", ROUTE_CHAT},
+    {"/chat/completions", "POST", ROUTE_CHAT},
+    {"/tokenize", "POST", ROUTE_TOKENIZE},
+    {"/detokenize", "POST", ROUTE_DETOKENIZE},
+};
+
+static enum MHD_Result dispatch_request(http_req *h, struct MHD_Connection *conn, const char *url,
+                                        const char *method) {
+    server *s = h->srv;
+    route_id id = ROUTE_NONE;
+    const char *want = NULL;
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        if (strcmp(url, routes[i].path)) continue;
+        want = routes[i].method;
+        if (!strcmp(method, routes[i].method) || (!strcmp(method, "HEAD") && !strcmp(want, "GET"))) {
+            id = routes[i].id;
+        }
+        break;
+    }
+    if (!want) {
+        h->status = 404;
+        return http_send_error(s, conn, 404, NULL, "no endpoint %s %.100s", method, url);
+    }
+    if (!strcmp(method, "OPTIONS")) return handle_options(s, conn, &h->status);
+    if (id == ROUTE_NONE) {
+        h->status = 405;
+        return http_send_error(s, conn, 405, NULL, "%.100s takes %s, not %s", url, want, method);
+    }
+    if (id != ROUTE_HEALTH && s->api_key && !key_ok(s, conn)) {
+        h->status = 401;
+        return http_send_error(s, conn, 401, "invalid_api_key",
+                               "invalid or missing API key (send Authorization: Bearer KEY)");
+    }
+    if (h->too_large) {
+        h->status = 413;
+        return http_send_error(s, conn, 413, NULL, "request body larger than %zu bytes",
+                               s->params.max_body_bytes);
+    }
+    switch (id) {
+    case ROUTE_HEALTH: return handle_health(s, conn, &h->status);
+    case ROUTE_METRICS: return handle_metrics(s, conn, &h->status);
+    case ROUTE_MODELS: return handle_models(s, conn, &h->status);
+    default: break;
+    }
+    if (atomic_load(&s->state) != SERVER_READY) {
+        h->status = 503;
+        return send_loading(s, conn);
+    }
+    const char *body = h->body.ptr ? h->body.ptr : "";
+    switch (id) {
+    case ROUTE_TOKENIZE: return handle_tokenize(s, conn, body, h->body.len, &h->status);
+    case ROUTE_DETOKENIZE: return handle_detokenize(s, conn, body, h->body.len, &h->status);
+    case ROUTE_COMPLETIONS:
+    case ROUTE_CHAT:
+        return completions_handle(s, conn, id == ROUTE_CHAT ? OAI_CHAT : OAI_COMPLETION, body, h->body.len,
+                                  &h->job, &h->status);
+    default: break;
+    }
+    h->status = 500;
+    return http_send_error(s, conn, 500, NULL, "unrouted endpoint");
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                 const char *version, const char *upload_data, size_t *upload_size,
+                                 void **con_cls) {
+    server *s = cls;
+    http_req *h = *con_cls;
+    if (!h) {
+        h = calloc(1, sizeof *h);
+        if (!h) return MHD_NO;
+        h->srv = s;
+        h->t0 = server_now();
+        snprintf(h->method, sizeof h->method, "%s", method);
+        snprintf(h->path, sizeof h->path, "%s", url);
+        *con_cls = h;
+        /* Refuse a declared oversized body before reading any of it. */
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        if (cl) {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(cl, &end, 10);
+            if (errno || end == cl || v > s->params.max_body_bytes) h->too_large = true;
+        }
+        if (h->too_large) {
+            h->answered = true;
+            h->status = 413;
+            return http_send_error(s, conn, 413, NULL, "request body larger than %zu bytes",
+                                   s->params.max_body_bytes);
+        }
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        /* MHD cannot queue a response in the middle of an upload, so a chunked body
+         * past the limit is read and dropped (memory stays bounded) and answered
+         * 413 when it ends; past a hard cap the connection is simply closed. */
+        h->seen += *upload_size;
+        if (!h->too_large) {
+            if (h->body.len + *upload_size > s->params.max_body_bytes) {
+                h->too_large = true;
+                sb_free(&h->body);
+            } else {
+                sb_addn(&h->body, upload_data, *upload_size);
+                if (h->body.failed) h->too_large = true;
+            }
+        }
+        *upload_size = 0;
+        if (h->too_large && h->seen > s->params.max_body_bytes + DISCARD_CAP) {
+            h->status = 413;
+            return MHD_NO;
+        }
+        return MHD_YES;
+    }
+    if (h->answered) return MHD_YES;
+    h->answered = true;
+    return dispatch_request(h, conn, url, method);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    server *s = cls;
+    http_req *h = *con_cls;
+    if (!h) return;
+    *con_cls = NULL;
+    int32_t n_prompt = 0, n_gen = 0;
+    if (h->job) {
+        job *j = h->job;
+        pthread_mutex_lock(&j->mu);
+        n_prompt = (int32_t)j->n_prompt;
+        for (int32_t i = 0; i < j->n_choices; i++) n_gen += j->choices[i].n_generated;
+        bool unfinished = j->n_finished < j->n_choices;
+        pthread_mutex_unlock(&j->mu);
+        if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && unfinished) {
+            metrics_count_client_abort(&s->metrics);
+            job_abort(j, false);
+        }
+        job_unref(j);
+    }
+    int status = h->status ? h->status : 500;
+    metrics_count_status(&s->metrics, status);
+    fprintf(stderr, "vt serve: %s %s %d prompt=%d completion=%d %.1f ms%s\n", h->method, h->path, status,
+            n_prompt, n_gen, (server_now() - h->t0) * 1e3,
+            toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed early)");
+    sb_free(&h->body);
+    free(h);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    char buf[512];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    size_t n = strlen(buf);
+    while (n && buf[n - 1] == '\n') buf[--n] = 0;
+    fprintf(stderr, "vt serve: http: %s\n", buf);
+}
+
+vt_status http_start(server *s) {
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    socklen_t len;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG | MHD_USE_POLL;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    if (s->params.port < 0 || s->params.port > 65535) {
+        return vt_errorf(VT_E_INVALID, "vt serve: port %d is not in [0, 65535]", s->params.port);
+    }
+    if (inet_pton(AF_INET, s->host, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)s->params.port);
+        len = sizeof *a4;
+    } else if (inet_pton(AF_INET6, s->host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)s->params.port);
+        len = sizeof *a6;
+        flags |= MHD_USE_IPv6;
+    } else {
+        return vt_errorf(VT_E_INVALID, "vt serve: --host '%s' is not a numeric IPv4 or IPv6 address", s->host);
+    }
+    (void)len;
+    s->daemon = MHD_start_daemon(flags, (uint16_t)s->params.port, NULL, NULL, on_access, s,
+                                 MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->params.max_connections,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
+                                 MHD_OPTION_END);
+    if (!s->daemon) {
+        return vt_errorf(VT_E_IO, "vt serve: cannot listen on %s port %d (in use, or not an address of this host)",
+                         s->host, s->params.port);
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : s->params.port;
+    fprintf(stderr, "vt serve: listening on http://%s%s%s:%d\n", strchr(s->host, ':') ? "[" : "", s->host,
+            strchr(s->host, ':') ? "]" : "", s->port);
+    return VT_OK;
+}
+
+void http_quiesce(server *s) {
+    if (!s->daemon) return;
+    MHD_socket fd = MHD_quiesce_daemon(s->daemon);
+    if (fd != MHD_INVALID_SOCKET) close(fd);
+}
+
+void http_stop(server *s) {
+    if (!s->daemon) return;
+    MHD_stop_daemon(s->daemon);
+    s->daemon = NULL;
+}

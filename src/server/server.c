@@ -1,0 +1,505 @@
+/* Server lifecycle, the engine thread and jobs (see server.h, server_impl.h). */
+#include "server/server_impl.h"
+
+#include "base/log.h"
+#include "base/status.h"
+#include "model/model.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <time.h>
+
+#define DEFAULT_MAX_BODY ((size_t)8 << 20)
+#define WAIT_SLICE_MS 100 /* how often a waiting handler looks for a hang-up */
+
+double server_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void server_default_params(server_params *p) {
+    memset(p, 0, sizeof *p);
+    p->host = "127.0.0.1";
+    p->port = 8080;
+    p->engine = vt_engine_default_params();
+    p->max_body_bytes = DEFAULT_MAX_BODY;
+    p->max_connections = 256;
+}
+
+/* ---- jobs ------------------------------------------------------------------- */
+
+job *job_create(server *s, oai_request *req) {
+    job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    int32_t n = req->n > 0 ? req->n : 1;
+    j->choices = calloc((size_t)n, sizeof *j->choices);
+    if (!j->choices) {
+        free(j);
+        return NULL;
+    }
+    j->srv = s;
+    atomic_init(&j->refs, 1);
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    j->req = *req;
+    memset(req, 0, sizeof *req);
+    j->n_choices = n;
+    for (int32_t i = 0; i < n; i++) {
+        j->choices[i].job = j;
+        j->choices[i].index = i;
+    }
+    j->sock_fd = -1;
+    j->t_start = server_now();
+    j->created = (long long)time(NULL);
+    uint64_t k = atomic_fetch_add(&s->counter, 1);
+    snprintf(j->id, sizeof j->id, "%s-%llx%06llx", j->req.kind == OAI_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)j->created, (unsigned long long)(k & 0xffffff));
+    pthread_mutex_lock(&s->mu);
+    j->next = s->jobs;
+    if (s->jobs) s->jobs->prev = j;
+    s->jobs = j;
+    s->n_jobs++;
+    pthread_mutex_unlock(&s->mu);
+    return j;
+}
+
+void job_ref(job *j) { atomic_fetch_add(&j->refs, 1); }
+
+void job_clear_events_locked(job *j) {
+    for (int64_t i = 0; i < j->n_ev; i++) {
+        free(j->ev[i].text);
+        free(j->ev[i].top);
+    }
+    j->n_ev = 0;
+}
+
+void job_unref(job *j) {
+    if (atomic_fetch_sub(&j->refs, 1) != 1) return;
+    server *s = j->srv;
+    pthread_mutex_lock(&s->mu);
+    if (j->prev) j->prev->next = j->next;
+    else s->jobs = j->next;
+    if (j->next) j->next->prev = j->prev;
+    s->n_jobs--;
+    pthread_cond_broadcast(&s->jobs_cv);
+    pthread_mutex_unlock(&s->mu);
+
+    job_clear_events_locked(j);
+    free(j->ev);
+    for (int32_t i = 0; i < j->n_choices; i++) free(j->choices[i].error);
+    free(j->choices);
+    free(j->prompt);
+    sb_free(&j->out);
+    oai_request_free(&j->req);
+    pthread_cond_destroy(&j->cv);
+    pthread_mutex_destroy(&j->mu);
+    free(j);
+}
+
+static void kick_engine(server *s) {
+    pthread_mutex_lock(&s->mu);
+    s->kick = 1;
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->mu);
+}
+
+vt_status job_prepare(job *j) {
+    server *s = j->srv;
+    oai_request *r = &j->req;
+    const char *text = NULL;
+    size_t text_len = 0;
+    char *rendered = NULL;
+    if (r->kind == OAI_CHAT) {
+        VT_TRY(chat_template_render(s->tmpl, r->messages, r->n_messages, &rendered, &text_len));
+        text = rendered;
+    } else if (r->prompt_tokens) {
+        int32_t n_vocab = vt_model_n_vocab(s->model);
+        for (int64_t i = 0; i < r->n_prompt_tokens; i++) {
+            if (r->prompt_tokens[i] >= n_vocab) {
+                return vt_errorf(VT_E_INVALID, "field 'prompt[%lld]': token id %d is not below the vocabulary size %d",
+                                 (long long)i, r->prompt_tokens[i], n_vocab);
+            }
+        }
+        j->prompt = r->prompt_tokens;
+        j->n_prompt = r->n_prompt_tokens;
+        r->prompt_tokens = NULL;
+    } else {
+        text = r->prompt_text;
+        text_len = r->prompt_text_len;
+    }
+    if (text) {
+        vt_status st = vt_tokenize(s->model, text, text_len, true, true, &j->prompt, &j->n_prompt);
+        free(rendered);
+        if (st != VT_OK) return vt_error_prefix(VT_E_INVALID, "prompt");
+    }
+    if (j->n_prompt == 0) {
+        return vt_errorf(VT_E_INVALID, "field '%s': the prompt is empty (0 tokens)",
+                         r->kind == OAI_CHAT ? "messages" : "prompt");
+    }
+    if (j->n_prompt >= s->n_ctx) {
+        return vt_errorf(VT_E_RANGE,
+                         "the prompt is %lld tokens but the context is %d tokens "
+                         "(the prompt must be shorter, to leave room for generated tokens)",
+                         (long long)j->n_prompt, s->n_ctx);
+    }
+    return VT_OK;
+}
+
+vt_status job_submit(job *j) {
+    server *s = j->srv;
+    oai_request *r = &j->req;
+    vt_status st = VT_OK;
+    pthread_mutex_lock(&j->mu);
+    for (int32_t i = 0; i < j->n_choices; i++) {
+        job_choice *c = &j->choices[i];
+        vt_request_params p = {0};
+        p.prompt = j->prompt;
+        p.n_prompt = j->n_prompt;
+        p.sampling = r->sampling;
+        if (!r->seed_given) {
+            uint64_t k = atomic_fetch_add(&s->counter, 1);
+            p.sampling.seed = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull ^ (k * 0xbf58476d1ce4e5b9ull);
+        } else {
+            p.sampling.seed = r->sampling.seed + (uint64_t)i;
+        }
+        p.max_tokens = r->max_tokens;
+        p.stop = r->stop;
+        p.n_stop = r->n_stop;
+        p.ignore_eos = r->ignore_eos;
+        p.user = c;
+        job_ref(j); /* the engine's reference, dropped at this choice's finish */
+        st = vt_engine_add(s->engine, &p, &c->id);
+        if (st != VT_OK) {
+            atomic_fetch_sub(&j->refs, 1); /* cannot be the last: the caller holds one */
+            break;
+        }
+        c->added = true;
+    }
+    if (st != VT_OK) {
+        for (int32_t i = 0; i < j->n_choices; i++) {
+            if (j->choices[i].added && !j->choices[i].finished) vt_engine_abort(s->engine, j->choices[i].id);
+        }
+        j->aborted = true;
+    }
+    pthread_mutex_unlock(&j->mu);
+    kick_engine(s);
+    return st;
+}
+
+void job_abort(job *j, bool shutdown) {
+    server *s = j->srv;
+    bool any = false;
+    pthread_mutex_lock(&j->mu);
+    if (shutdown) j->shutdown = true;
+    if (!j->aborted) {
+        j->aborted = true;
+        for (int32_t i = 0; i < j->n_choices; i++) {
+            job_choice *c = &j->choices[i];
+            if (c->added && !c->finished) {
+                vt_engine_abort(s->engine, c->id); /* VT_E_NOT_FOUND if it just finished: fine */
+                any = true;
+            }
+        }
+    }
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    if (any) kick_engine(s);
+}
+
+static bool client_gone(int fd) {
+    if (fd < 0) return false;
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+bool job_wait_locked(job *j) {
+    server *s = j->srv;
+    while (j->n_ev == 0 && j->n_finished < j->n_choices) {
+        if (atomic_load(&s->hard_stop)) return false;
+        if (client_gone(j->sock_fd)) return false;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += WAIT_SLICE_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+    }
+    return true;
+}
+
+/* ---- the engine thread -------------------------------------------------------- */
+
+static char *dup_n(const char *p, size_t n) {
+    char *d = malloc(n + 1);
+    if (!d) return NULL;
+    if (n) memcpy(d, p, n);
+    d[n] = 0;
+    return d;
+}
+
+static void dispatch(server *s, const vt_output *o) {
+    job_choice *c = o->user;
+    job *j = c->job;
+    double now = server_now();
+    pthread_mutex_lock(&j->mu);
+    if (o->token >= 0 || o->text_len) {
+        if (j->n_ev == j->cap_ev) {
+            int64_t cap = j->cap_ev ? j->cap_ev * 2 : 16;
+            job_event *ev = realloc(j->ev, (size_t)cap * sizeof *ev);
+            if (ev) {
+                j->ev = ev;
+                j->cap_ev = cap;
+            }
+        }
+        if (j->n_ev < j->cap_ev) {
+            job_event *e = &j->ev[j->n_ev++];
+            memset(e, 0, sizeof *e);
+            e->choice = c->index;
+            e->token = o->token;
+            e->logprob = o->logprob;
+            if (o->text_len) {
+                e->text = dup_n(o->text, o->text_len);
+                e->text_len = e->text ? o->text_len : 0;
+            }
+            if (o->n_top > 0 && o->top) {
+                e->top = malloc((size_t)o->n_top * sizeof *e->top);
+                if (e->top) {
+                    memcpy(e->top, o->top, (size_t)o->n_top * sizeof *e->top);
+                    e->n_top = o->n_top;
+                }
+            }
+        }
+    }
+    if (o->token >= 0) {
+        if (c->t_first == 0) {
+            c->t_first = now;
+            metrics_observe_ttft(&s->metrics, now - j->t_start);
+        } else {
+            metrics_observe_itl(&s->metrics, now - c->t_last);
+        }
+        c->t_last = now;
+    }
+    c->n_prompt = o->n_prompt;
+    c->n_cached = o->n_cached;
+    c->n_generated = o->n_generated;
+    bool finished = false;
+    if (o->finish != VT_FINISH_NONE && !c->finished) {
+        c->finished = true;
+        c->finish = o->finish;
+        if (o->finish == VT_FINISH_ERROR) c->error = dup_n(o->error ? o->error : "engine error",
+                                                           strlen(o->error ? o->error : "engine error"));
+        j->n_finished++;
+        finished = true;
+        metrics_observe_request(&s->metrics, now - j->t_start);
+    }
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    if (finished) job_unref(j); /* the engine's reference */
+}
+
+static vt_status load_model(server *s) {
+    vt_model_params mp = vt_model_default_params();
+    double t0 = server_now();
+    VT_TRY(vt_model_load(s->model_path, &mp, &s->model));
+    /* n_ctx: > 0 as given; 0 the training context; < 0 the training context capped at -n_ctx */
+    int32_t train = vt_model_n_ctx_train(s->model), want = s->params.engine.n_ctx;
+    s->n_ctx = want > 0 ? want : want == 0 ? train : (train > 0 && train < -want ? train : -want);
+    s->params.engine.n_ctx = s->n_ctx;
+
+    /* The chat template: --chat-template, else the GGUF's, else chatml. */
+    s->tmpl = CHAT_TMPL_UNKNOWN;
+    if (s->chat_template_name) {
+        chat_template_from_name(s->chat_template_name, &s->tmpl); /* checked by server_start */
+    } else {
+        gguf_str t;
+        const model *m = s->model;
+        if (gguf_get_str(&m->gguf, "tokenizer.chat_template", &t) == VT_OK) {
+            s->tmpl = chat_template_detect(t.ptr, (size_t)t.len);
+            if (s->tmpl == CHAT_TMPL_UNKNOWN) {
+                log_warn("vt serve: the model's chat template is not one vt recognises; using chatml");
+            }
+        }
+        if (s->tmpl == CHAT_TMPL_UNKNOWN) s->tmpl = CHAT_TMPL_CHATML;
+    }
+    vt_status st = vt_engine_create(s->model, &s->params.engine, &s->engine);
+    if (st != VT_OK) return st;
+    fprintf(stderr, "vt serve: loaded %s (%s) in %.0f ms; context %d, %d sequences, chat template %s\n",
+            s->model_id, vt_model_desc(s->model), (server_now() - t0) * 1e3, s->n_ctx,
+            s->params.engine.max_seqs, chat_template_name(s->tmpl));
+    return VT_OK;
+}
+
+static void *engine_main(void *arg) {
+    server *s = arg;
+    if (load_model(s) != VT_OK) {
+        fprintf(stderr, "vt serve: %s\n", vt_last_error());
+        atomic_store(&s->state, SERVER_FAILED);
+        if (s->params.on_fatal) s->params.on_fatal(s->params.user);
+        return NULL;
+    }
+    int expected = SERVER_LOADING;
+    atomic_compare_exchange_strong(&s->state, &expected, SERVER_READY);
+    int failures = 0;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (!s->stop && !s->kick && !vt_engine_has_work(s->engine)) pthread_cond_wait(&s->wake, &s->mu);
+        s->kick = 0;
+        bool stop = s->stop;
+        pthread_mutex_unlock(&s->mu);
+        if (stop) break;
+        const vt_output *outs = NULL;
+        int32_t n_outs = 0;
+        vt_status st = vt_engine_step(s->engine, &outs, &n_outs);
+        if (st != VT_OK) {
+            log_error("vt serve: engine step failed: %s", vt_last_error());
+            if (++failures > 3) { /* do not spin on a persistent failure */
+                struct timespec ts = {0, 10 * 1000000L};
+                nanosleep(&ts, NULL);
+            }
+        } else {
+            failures = 0;
+        }
+        for (int32_t i = 0; i < n_outs; i++) dispatch(s, &outs[i]);
+    }
+    return NULL;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------- */
+
+static char *dup_or_null(const char *p) { return p ? strdup(p) : NULL; }
+
+vt_status server_start(const server_params *p, server **out) {
+    *out = NULL;
+    if (!p->model_path) return vt_errorf(VT_E_INVALID, "vt serve: no model (-m FILE)");
+    server *s = calloc(1, sizeof *s);
+    if (!s) return vt_errorf(VT_E_NOMEM, "vt serve: out of memory");
+    s->params = *p;
+    if (!s->params.max_body_bytes) s->params.max_body_bytes = DEFAULT_MAX_BODY;
+    if (s->params.max_connections <= 0) s->params.max_connections = 256;
+    s->host = strdup(p->host ? p->host : "127.0.0.1");
+    s->model_path = strdup(p->model_path);
+    s->api_key = dup_or_null(p->api_key && *p->api_key ? p->api_key : NULL);
+    s->cors_origins = dup_or_null(p->cors_origins);
+    s->chat_template_name = dup_or_null(p->chat_template);
+    s->params.host = s->host;
+    s->params.model_path = s->model_path;
+    s->params.api_key = s->api_key;
+    s->params.cors_origins = s->cors_origins;
+    s->params.chat_template = s->chat_template_name;
+    if (p->alias) {
+        snprintf(s->model_id, sizeof s->model_id, "%s", p->alias);
+    } else {
+        const char *b = strrchr(p->model_path, '/');
+        snprintf(s->model_id, sizeof s->model_id, "%s", b ? b + 1 : p->model_path);
+    }
+    s->started = (long long)time(NULL);
+    atomic_init(&s->state, SERVER_LOADING);
+    atomic_init(&s->hard_stop, false);
+    atomic_init(&s->counter, 1);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->wake, NULL);
+    pthread_cond_init(&s->jobs_cv, NULL);
+    metrics_init(&s->metrics);
+    json_object_seed(0); /* before any thread builds JSON */
+
+    vt_status st = VT_OK;
+    chat_template_kind k;
+    if (s->chat_template_name && !chat_template_from_name(s->chat_template_name, &k)) {
+        st = vt_errorf(VT_E_INVALID,
+                       "vt serve: --chat-template '%s' is not one of chatml, llama2, llama2-sys, "
+                       "mistral-v1, mistral-v3, mistral-v7, llama3, gemma, phi3, phi4",
+                       s->chat_template_name);
+        goto fail;
+    }
+    if (!s->host || !s->model_path) {
+        st = vt_errorf(VT_E_NOMEM, "vt serve: out of memory");
+        goto fail;
+    }
+    st = http_start(s);
+    if (st != VT_OK) goto fail;
+    if (pthread_create(&s->engine_thread, NULL, engine_main, s) != 0) {
+        st = vt_errorf(VT_E_NOMEM, "vt serve: cannot start the engine thread: %s", strerror(errno));
+        http_stop(s);
+        goto fail;
+    }
+    s->engine_thread_started = true;
+    *out = s;
+    return VT_OK;
+fail:
+    server_destroy(s);
+    return st;
+}
+
+int server_port(const server *s) { return s->port; }
+
+/* Wait until no job is alive or the deadline passes; true when none is left. */
+static bool wait_jobs(server *s, int ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&s->mu);
+    while (s->n_jobs > 0) {
+        if (pthread_cond_timedwait(&s->jobs_cv, &s->mu, &ts) == ETIMEDOUT) break;
+    }
+    bool none = s->n_jobs == 0;
+    pthread_mutex_unlock(&s->mu);
+    return none;
+}
+
+void server_stop(server *s, int grace_ms) {
+    int prev = atomic_exchange(&s->state, SERVER_STOPPING);
+    http_quiesce(s);
+    if (prev == SERVER_READY && !wait_jobs(s, grace_ms)) {
+        /* Abort what is left. Jobs are only unlinked under s->mu, and job_abort
+         * takes job->mu, so take a reference to each under s->mu first. */
+        pthread_mutex_lock(&s->mu);
+        int64_t n = s->n_jobs, k = 0;
+        job **list = calloc((size_t)(n ? n : 1), sizeof *list);
+        for (job *j = s->jobs; j && list && k < n; j = j->next) {
+            job_ref(j);
+            list[k++] = j;
+        }
+        pthread_mutex_unlock(&s->mu);
+        fprintf(stderr, "vt serve: aborting %lld request(s) still running\n", (long long)k);
+        for (int64_t i = 0; i < k; i++) job_abort(list[i], true);
+        for (int64_t i = 0; i < k; i++) job_unref(list[i]);
+        free(list);
+        wait_jobs(s, 2000);
+    }
+    atomic_store(&s->hard_stop, true);
+    pthread_mutex_lock(&s->mu);
+    s->stop = true;
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->mu);
+    if (s->engine_thread_started) {
+        pthread_join(s->engine_thread, NULL);
+        s->engine_thread_started = false;
+    }
+    http_stop(s);
+}
+
+void server_destroy(server *s) {
+    if (!s) return;
+    if (s->daemon || s->engine_thread_started) server_stop(s, 0);
+    if (s->engine) vt_engine_free(s->engine);
+    if (s->model) vt_model_free(s->model);
+    metrics_free(&s->metrics);
+    pthread_cond_destroy(&s->jobs_cv);
+    pthread_cond_destroy(&s->wake);
+    pthread_mutex_destroy(&s->mu);
+    free(s->host);
+    free(s->model_path);
+    free(s->api_key);
+    free(s->cors_origins);
+    free(s->chat_template_name);
+    free(s);
+}

@@ -1,0 +1,49 @@
+/* vt serve: an OpenAI-compatible HTTP server over the serving engine.
+ *
+ * Threads: libmicrohttpd runs one thread per connection (handlers may block
+ * while their request generates, and a streamed body is produced by blocking
+ * in the content reader); one engine thread loads the model, then loops over
+ * vt_engine_step and hands outputs to per-request queues (mutex + condvar). It
+ * sleeps on a condition variable when the engine is idle, so an idle server
+ * uses no CPU. The server listens before the model is loaded: /health answers
+ * 503 until it is ready. There is no global state; everything hangs off the
+ * server struct. */
+#ifndef VT_SERVER_SERVER_H
+#define VT_SERVER_SERVER_H
+
+#include "vt.h"
+
+#include <stddef.h>
+
+typedef struct server server;
+
+typedef struct server_params {
+    const char *model_path;
+    const char *host;          /* address to bind (default 127.0.0.1) */
+    int port;                  /* 0: any free port (see server_port) */
+    vt_engine_params engine;   /* engine.n_ctx < 0: the training context capped at -n_ctx */
+    const char *api_key;       /* NULL: no authentication */
+    const char *cors_origins;  /* comma-separated origins or "*"; NULL: no CORS headers */
+    const char *chat_template; /* family name to force; NULL: from the model's metadata */
+    const char *alias;         /* model id in responses; NULL: the file's base name */
+    size_t max_body_bytes;     /* request bodies above this get 413 (default 8 MiB) */
+    int max_connections;       /* default 256 */
+    int threads_hint;          /* unused by the server; kept for the CLI's report */
+    /* Called (from the engine thread) if loading the model fails, so the caller can
+     * end the process; NULL: nothing. */
+    void (*on_fatal)(void *user);
+    void *user;
+} server_params;
+
+void server_default_params(server_params *p);
+/* Bind and start listening, then start loading the model in the background.
+ * Errors: VT_E_IO when the address cannot be bound (the message names it). */
+vt_status server_start(const server_params *p, server **out);
+/* The port the server listens on. */
+int server_port(const server *s);
+/* Graceful stop: refuse new connections, let in-flight requests finish for up to
+ * grace_ms, abort the rest, and stop all threads. Then free with server_destroy. */
+void server_stop(server *s, int grace_ms);
+void server_destroy(server *s);
+
+#endif

@@ -1,0 +1,57 @@
+# Shared by tests/test_server_*.sh: start `vt serve` on a free loopback port,
+# wait until it is ready, stop it. Sourced, not run.
+#   start_server LOG ARGS...   sets SERVER_PID and PORT (from the "listening on" line)
+#   wait_ready                 polls /health until 200 (bounded: 10 s)
+#   stop_server                SIGTERM, wait (bounded), sets SERVER_RC
+models=${VT_TEST_MODELS:-../shared/models}
+vt=${VT_BIN:-./build/vt}
+src=${VT_SOURCE_DIR:-.}
+
+require_model() { # file
+  if [ ! -f "$models/$1" ]; then
+    if [ "${CI:-}" = true ]; then echo "FAIL: $models/$1 missing under CI=true"; echo "0 passed, 1 failed"; exit 1; fi
+    echo "skip: $models/$1 missing"; echo "0 passed, 0 failed"; exit 0
+  fi
+  if ! "$vt" serve --help >/dev/null 2>&1; then
+    if [ "${CI:-}" = true ]; then echo "FAIL: $vt has no serve command under CI=true"; echo "0 passed, 1 failed"; exit 1; fi
+    echo "skip: $vt was built without the server"; echo "0 passed, 0 failed"; exit 0
+  fi
+}
+
+start_server() { # log, args...
+  local log=$1; shift
+  "$vt" serve --host 127.0.0.1 --port 0 "$@" 2>"$log" &
+  SERVER_PID=$!
+  PORT=""
+  for _ in $(seq 1 200); do
+    PORT=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" | head -1)
+    [ -n "$PORT" ] && break
+    kill -0 "$SERVER_PID" 2>/dev/null || break
+    sleep 0.05
+  done
+  if [ -z "$PORT" ]; then echo "FAIL: server did not start"; cat "$log"; return 1; fi
+  BASE="http://127.0.0.1:$PORT"
+}
+
+wait_ready() {
+  for _ in $(seq 1 200); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "$BASE/health")" = 200 ] && return 0
+    sleep 0.05
+  done
+  echo "FAIL: server not ready after 10 s"; return 1
+}
+
+stop_server() {
+  SERVER_RC=""
+  [ -n "${SERVER_PID:-}" ] || return 0
+  kill -TERM "$SERVER_PID" 2>/dev/null
+  for _ in $(seq 1 200); do
+    kill -0 "$SERVER_PID" 2>/dev/null || break
+    sleep 0.05
+  done
+  if kill -0 "$SERVER_PID" 2>/dev/null; then
+    echo "FAIL: server did not exit 10 s after SIGTERM"; kill -KILL "$SERVER_PID"
+  fi
+  wait "$SERVER_PID"; SERVER_RC=$?
+  SERVER_PID=""
+}

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# vt serve error cases through curl: every one checks the HTTP status AND the
+# OpenAI-shaped body {"error": {"message", "type", "code"}}. Loopback only; the
+# test starts and stops its servers itself.
+set -u
+. "${VT_SOURCE_DIR:-.}/tests/server/lib.sh"
+require_model stories260K.gguf
+model="$models/stories260K.gguf"
+tmp=$(mktemp -d)
+trap 'stop_server >/dev/null 2>&1; rm -rf "$tmp"' EXIT
+pass=0 fail=0
+
+# req NAME STATUS JS-CHECK CURL-ARGS...: the body is `b` (parsed JSON) in JS-CHECK.
+req() {
+  local name=$1 want=$2 js=$3; shift 3
+  local code
+  code=$(curl -s -o "$tmp/body" -w '%{http_code}' "$@")
+  if [ "$code" != "$want" ]; then
+    fail=$((fail + 1)); echo "FAIL $name: status $code, want $want: $(head -c 300 "$tmp/body")"; return
+  fi
+  if [ "${js#text:}" != "$js" ]; then # a plain-text body that must contain a string
+    if grep -qF -- "${js#text:}" "$tmp/body"; then pass=$((pass + 1)); else
+      fail=$((fail + 1)); echo "FAIL $name: body lacks '${js#text:}'"; fi
+    return
+  fi
+  if node -e '
+    const fs = require("fs");
+    const b = JSON.parse(fs.readFileSync(process.argv[1], "utf8"));
+    const ok = (function (b) { return eval(process.argv[2]); })(b);
+    process.exit(ok ? 0 : 1);' "$tmp/body" "$js" 2>"$tmp/node.err"; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1)); echo "FAIL $name: body check '$js' on: $(head -c 300 "$tmp/body")"; cat "$tmp/node.err"
+  fi
+}
+err_is() { # code type message-substring -> a JS check for an error body
+  echo "b.error && b.error.code === $1 && b.error.type === '$2' && b.error.message.includes(\`$3\`)"
+}
+
+# ---- 503 while loading: the model path is a FIFO, so the load blocks in open()
+# until the test writes to it; /health must answer meanwhile.
+mkfifo "$tmp/model.fifo"
+start_server "$tmp/loading.log" -m "$tmp/model.fifo" || exit 1
+B=$BASE
+req "health while loading" 503 "$(err_is 503 unavailable_error 'Loading model')" "$B/health"
+req "completion while loading" 503 "$(err_is 503 unavailable_error 'Loading model')" \
+  "$B/v1/completions" -d '{"prompt": "x"}'
+req "metrics while loading" 200 "text:vt_model_loading 1" "$B/metrics"
+: >"$tmp/model.fifo" # the writer closes at once: the load fails, the server exits 1
+for _ in $(seq 1 100); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.05; done
+wait "$SERVER_PID"; rc=$?; SERVER_PID=""
+if [ "$rc" = 1 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: failed load exits $rc, want 1"; fi
+
+# ---- the main server: API key, small body limit, small context
+start_server "$tmp/a.log" -m "$model" --api-key sekret --max-body 65536 -c 64 -t 1 || exit 1
+wait_ready || exit 1
+B=$BASE
+K=(-H "Authorization: Bearer sekret")
+J=(-H "Content-Type: application/json")
+req "health needs no key" 200 "b.status === 'ok'" "$B/health"
+req "models without key" 401 "$(err_is '"invalid_api_key"' authentication_error 'API key')" "$B/v1/models"
+req "models with a wrong key" 401 "$(err_is '"invalid_api_key"' authentication_error 'API key')" \
+  -H "Authorization: Bearer sekreT" "$B/v1/models"
+req "completion without key" 401 "$(err_is '"invalid_api_key"' authentication_error 'API key')" \
+  "$B/v1/completions" -d '{"prompt": "x"}'
+req "models with key" 200 "b.object === 'list' && b.data[0].id === 'stories260K.gguf' && b.data[0].meta.n_ctx === 64" \
+  "${K[@]}" "$B/v1/models"
+req "unknown path" 404 "$(err_is 404 invalid_request_error '/v1/nothing')" "${K[@]}" "$B/v1/nothing"
+req "GET on a POST endpoint" 405 "$(err_is 405 invalid_request_error 'takes POST')" "${K[@]}" "$B/v1/completions"
+req "POST on a GET endpoint" 405 "$(err_is 405 invalid_request_error 'takes GET')" "${K[@]}" -X POST "$B/v1/models"
+req "bad JSON" 400 "$(err_is 400 invalid_request_error 'not valid JSON')" "${K[@]}" "${J[@]}" \
+  "$B/v1/completions" -d '{"prompt": "x",'
+req "body not an object" 400 "$(err_is 400 invalid_request_error 'expected a JSON object')" "${K[@]}" \
+  "$B/v1/chat/completions" -d '[1]'
+req "wrong type" 400 "$(err_is 400 invalid_request_error "field 'temperature': expected a number, got a string")" \
+  "${K[@]}" "$B/v1/completions" -d '{"prompt": "x", "temperature": "warm"}'
+req "out of range" 400 "$(err_is 400 invalid_request_error "field 'max_tokens': -5 is out of range")" \
+  "${K[@]}" "$B/v1/completions" -d '{"prompt": "x", "max_tokens": -5}'
+req "top_p out of range" 400 "$(err_is 400 invalid_request_error "field 'top_p'")" \
+  "${K[@]}" "$B/v1/chat/completions" -d '{"messages": [{"role": "user", "content": "x"}], "top_p": 1.5}'
+req "missing messages" 400 "$(err_is 400 invalid_request_error "field 'messages': required")" \
+  "${K[@]}" "$B/v1/chat/completions" -d '{"prompt": "x"}'
+req "bad role" 400 "$(err_is 400 invalid_request_error "field 'messages[1].role'")" "${K[@]}" \
+  "$B/v1/chat/completions" -d '{"messages": [{"role": "user", "content": "x"}, {"role": 7, "content": "y"}]}'
+req "bad stop" 400 "$(err_is 400 invalid_request_error "field 'stop[0]'")" \
+  "${K[@]}" "$B/v1/completions" -d '{"prompt": "x", "stop": [1]}'
+req "token id past the vocabulary" 400 "$(err_is 400 invalid_request_error 'vocabulary size 512')" \
+  "${K[@]}" "$B/v1/completions" -d '{"prompt": [1, 600]}'
+req "streamed request with a bad field is a JSON error, not a stream" 400 \
+  "$(err_is 400 invalid_request_error "field 'n'")" \
+  "${K[@]}" "$B/v1/chat/completions" -d '{"messages": [{"role": "user", "content": "x"}], "stream": true, "n": 99}'
+
+# A prompt longer than the context (64): the message gives both numbers.
+long=$(printf 'Once upon a time there was a little girl. %.0s' $(seq 1 12))
+n_long=$(curl -s "${K[@]}" "$B/tokenize" -d "{\"content\": \"$long\", \"add_special\": true}" |
+  node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).tokens.length))')
+req "prompt longer than the context" 400 \
+  "$(err_is '"context_length_exceeded"' invalid_request_error "is $n_long tokens but the context is 64 tokens")" \
+  "${K[@]}" "$B/v1/completions" -d "{\"prompt\": \"$long\"}"
+req "chat longer than the context" 400 \
+  "b.error.code === 'context_length_exceeded' && /the context is 64 tokens/.test(b.error.message)" \
+  "${K[@]}" "$B/v1/chat/completions" -d "{\"messages\": [{\"role\": \"user\", \"content\": \"$long\"}]}"
+
+# 413: declared by Content-Length (refused before the body is read) and chunked.
+head -c 100000 /dev/zero | tr '\0' 'a' >"$tmp/big"
+req "oversized body (Content-Length)" 413 "$(err_is 413 invalid_request_error 'larger than 65536 bytes')" \
+  "${K[@]}" "$B/v1/completions" --data-binary @"$tmp/big"
+req "oversized body (chunked)" 413 "$(err_is 413 invalid_request_error 'larger than 65536 bytes')" \
+  "${K[@]}" -H "Transfer-Encoding: chunked" "$B/v1/completions" --data-binary @"$tmp/big"
+req "server still serves after 413" 200 "b.choices[0].text.length > 0 && b.usage.completion_tokens === 4" \
+  "${K[@]}" "$B/v1/completions" -d '{"prompt": "Once", "max_tokens": 4, "temperature": 0}'
+
+# /tokenize and /detokenize (llama-server's shapes)
+req "tokenize" 200 "Array.isArray(b.tokens) && b.tokens.length > 0 && b.tokens.every(Number.isInteger)" \
+  "${K[@]}" "$B/tokenize" -d '{"content": "Once upon a time"}'
+toks=$(curl -s "${K[@]}" "$B/tokenize" -d '{"content": "Once upon a time"}' |
+  node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.stringify(JSON.parse(s).tokens)))')
+req "detokenize round trip" 200 "b.content.trim() === 'Once upon a time'" \
+  "${K[@]}" "$B/detokenize" -d "{\"tokens\": $toks}"
+req "tokenize with pieces" 200 "b.tokens[0].id >= 0 && typeof b.tokens[0].piece === 'string'" \
+  "${K[@]}" "$B/tokenize" -d '{"content": "Once", "with_pieces": true}'
+req "tokenize bad field" 400 "$(err_is 400 invalid_request_error "field 'content'")" \
+  "${K[@]}" "$B/tokenize" -d '{"text": "Once"}'
+req "detokenize bad id" 400 "$(err_is 400 invalid_request_error "field 'tokens[1]'")" \
+  "${K[@]}" "$B/detokenize" -d '{"tokens": [1, 99999]}'
+stop_server
+if [ "$SERVER_RC" = 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: server exit $SERVER_RC, want 0"; fi
+grep -q 'POST /v1/completions 200 prompt=2 completion=4' "$tmp/a.log" && pass=$((pass + 1)) ||
+  { fail=$((fail + 1)); echo "FAIL: no request log line"; tail -5 "$tmp/a.log"; }
+
+# ---- 503 when the queue is full: one sequence at a time, one waiting request.
+start_server "$tmp/b.log" -m "$model" -np 1 --max-queue 1 -t 1 || exit 1
+wait_ready || exit 1
+B=$BASE
+for i in $(seq 1 8); do
+  curl -s -o "$tmp/q$i" -w '%{http_code}' "$B/v1/completions" \
+    -d '{"prompt": "Once", "max_tokens": 1500, "ignore_eos": true, "temperature": 0}' >"$tmp/q$i.code" &
+done
+wait $(jobs -p | grep -v "^$SERVER_PID\$") 2>/dev/null
+n200=0 n503=0
+for i in $(seq 1 8); do
+  c=$(cat "$tmp/q$i.code")
+  if [ "$c" = 200 ]; then n200=$((n200 + 1)); fi
+  if [ "$c" = 503 ] && grep -q '"code":503' "$tmp/q$i" && grep -q 'queue full' "$tmp/q$i"; then n503=$((n503 + 1)); fi
+done
+if [ "$n503" -ge 1 ] && [ "$n200" -ge 1 ] && [ $((n200 + n503)) = 8 ]; then pass=$((pass + 1)); else
+  fail=$((fail + 1)); echo "FAIL queue full: $n200 x 200, $n503 x 503 (want both, 8 in all)"; fi
+curl -s "$B/metrics" >"$tmp/metrics"
+used=$(sed -n 's/^vt_kv_blocks_used \(.*\)/\1/p' "$tmp/metrics")
+if [ "$used" = 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $used KV blocks used after the queue test"; fi
+stop_server
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
