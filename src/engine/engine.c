@@ -391,7 +391,7 @@ static void emit_pending(vt_engine *e, request *r, vt_output *o, size_t n) {
     e->out_text_off[i] = e->n_text;
     if (!text_put(e, r->pending, n)) n = 0; /* OOM: the text is lost, the tokens are not */
     o->text_len = n;
-    memmove(r->pending, r->pending + n, r->n_pending - n);
+    if (r->n_pending > n) memmove(r->pending, r->pending + n, r->n_pending - n);
     r->n_pending -= n;
 }
 
@@ -464,6 +464,7 @@ static void retire(vt_engine *e, request *r) {
 /* ---- text and stop strings ------------------------------------------------------ */
 
 static bool pending_put(request *r, const char *s, size_t n) {
+    if (n == 0) return true;
     int64_t cap = (int64_t)r->cap_pending;
     if (!grow((void **)&r->pending, &cap, (int64_t)(r->n_pending + n), 1)) return false;
     r->cap_pending = (size_t)cap;
@@ -557,7 +558,8 @@ static void take_inbox(vt_engine *e, uint64_t **aborts, int32_t *n_aborts, bool 
     if (!grow32((void **)&e->waiting, &e->cap_waiting, need, sizeof *e->waiting)) {
         *oom = true; /* keep them in the inbox for a later step */
     } else {
-        memcpy(e->waiting + e->n_waiting, e->inbox, sizeof(request *) * (size_t)e->n_inbox);
+        if (e->n_inbox > 0)
+            memcpy(e->waiting + e->n_waiting, e->inbox, sizeof(request *) * (size_t)e->n_inbox);
         e->n_waiting += e->n_inbox;
         e->n_inbox = 0;
     }
