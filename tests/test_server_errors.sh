@@ -150,5 +150,31 @@ used=$(sed -n 's/^vt_kv_blocks_used \(.*\)/\1/p' "$tmp/metrics")
 if [ "$used" = 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $used KV blocks used after the queue test"; fi
 stop_server
 
+# ---- graceful shutdown: SIGTERM with streams running; short grace, then abort.
+# Every stream must end (the rest of its answer or an error event, then [DONE])
+# and the server must exit 0 promptly.
+start_server "$tmp/c.log" -m "$model" -np 1 --grace-ms 100 -t 1 || exit 1
+wait_ready || exit 1
+B=$BASE
+for i in 1 2 3 4; do
+  curl -sN -o "$tmp/s$i" "$B/v1/completions" \
+    -d '{"prompt": "Once", "max_tokens": 2000, "ignore_eos": true, "temperature": 0, "stream": true}' &
+done
+sleep 0.2
+t0=$(date +%s%N)
+stop_server
+ms=$((($(date +%s%N) - t0) / 1000000))
+wait
+[ "$SERVER_RC" = 0 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: exit $SERVER_RC after SIGTERM"; }
+[ "$ms" -lt 5000 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: shutdown took $ms ms"; }
+n_cut=0
+for i in 1 2 3 4; do
+  if tail -c 200 "$tmp/s$i" | grep -q 'data: \[DONE\]'; then pass=$((pass + 1)); else
+    fail=$((fail + 1)); echo "FAIL: stream $i did not end with [DONE]: $(tail -c 200 "$tmp/s$i")"; fi
+  grep -q 'shutting down' "$tmp/s$i" && n_cut=$((n_cut + 1))
+done
+[ "$n_cut" -ge 1 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: no stream was cut by the shutdown"; }
+grep -q 'aborting' "$tmp/c.log" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: no abort logged"; }
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

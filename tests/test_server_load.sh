@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Bounded load on loopback: 240 requests at concurrency 16 (whole and streamed,
 # some clients hanging up early) must end with no 5xx, valid responses, every KV
-# block free again (/metrics), RSS back within 32 MiB of the warmed-up level,
+# block free again (/metrics), RSS back within 32 MiB of the warmed-up level
+# (320 MiB under sanitizers),
 # and an idle server using (almost) no CPU.
 set -u
 . "${VT_SOURCE_DIR:-.}/tests/server/lib.sh"
@@ -44,7 +45,11 @@ ttft=$(metric vt_time_to_first_token_seconds_count)
 
 rss1=$(rss_kib)
 echo "RSS after warm-up ${rss0} KiB, after 240 requests ${rss1} KiB"
-[ $((rss1 - rss0)) -le 32768 ] && ok || bad "RSS grew by $(((rss1 - rss0) / 1024)) MiB (bound 32 MiB)"
+# Sanitizer builds keep freed memory in quarantine (ASan: 256 MiB), so the bound
+# there only catches gross leaks.
+bound=32
+if [ -n "${ASAN_OPTIONS:-}${TSAN_OPTIONS:-}" ]; then bound=320; fi
+[ $((rss1 - rss0)) -le $((bound * 1024)) ] && ok || bad "RSS grew by $(((rss1 - rss0) / 1024)) MiB (bound $bound MiB)"
 
 # idle: no CPU over one second (the engine thread sleeps on a condition variable)
 c0=$(cpu_ticks); sleep 1; c1=$(cpu_ticks)
