@@ -527,7 +527,7 @@ static float log_softmax_of(const float *l, int32_t n, int32_t token, double *ls
     float mx = l[0];
     for (int32_t i = 1; i < n; i++) mx = l[i] > mx ? l[i] : mx;
     double sum = 0;
-    for (int32_t i = 0; i < n; i++) sum += exp((double)l[i] - mx);
+    for (int32_t i = 0; i < n; i++) sum += expf(l[i] - mx);
     const double lse = mx + log(sum);
     *lse_out = lse;
     return (float)(l[token] - lse);
@@ -607,13 +607,12 @@ static bool sample_one(vt_engine *e, request *r, const float *l) {
     }
     double lse;
     o->logprob = log_softmax_of(l, e->n_vocab, tok, &lse);
-    if (r->n_logprobs > 0) {
-        if (grow((void **)&e->tops, &e->cap_tops, e->n_tops + r->n_logprobs, sizeof *e->tops)) {
-            top_logprobs(l, e->n_vocab, r->n_logprobs, lse, e->tops + e->n_tops);
-            e->out_top_off[o - e->outs] = e->n_tops;
-            o->n_top = r->n_logprobs;
-            e->n_tops += r->n_logprobs;
-        }
+    const int32_t k = r->n_logprobs < e->n_vocab ? r->n_logprobs : e->n_vocab;
+    if (k > 0 && grow((void **)&e->tops, &e->cap_tops, e->n_tops + k, sizeof *e->tops)) {
+        top_logprobs(l, e->n_vocab, k, lse, e->tops + e->n_tops);
+        e->out_top_off[o - e->outs] = e->n_tops;
+        o->n_top = k;
+        e->n_tops += k;
     }
 
     const bool eos = !r->ignore_eos && tok_is_eog(e->tok, tok);
