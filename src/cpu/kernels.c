@@ -109,6 +109,29 @@ static void fill_avx2(cpu_kernels *k) {
     SET_QUANT(BF16, bf16);
 #undef SET_DOT
 #undef SET_QUANT
+    k->gemm[VT_DTYPE_Q4_0] = gemm_q4_0_avx2;
+    k->gemm[VT_DTYPE_Q8_0] = gemm_q8_0_avx2;
+    for (int t = 0; t < VT_DTYPE_COUNT; t++)
+        if (k->gemm[t]) k->gemm_isa[t] = CPU_ISA_AVX2;
+}
+
+/* The AVX-512 kernels need VNNI (vpdpbusd) and DQ on top of the F/BW/VL the tier
+ * implies; the tier check already covers the OS saving ZMM state. */
+static bool have_avx512_vnni(void) {
+    return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512dq");
+}
+
+static void fill_avx512(cpu_kernels *k) {
+#define SET_GEMM(T, t)                                                                     \
+    do {                                                                                   \
+        k->gemm[VT_DTYPE_##T] = gemm_##t##_avx512;                                         \
+        k->gemm_isa[VT_DTYPE_##T] = CPU_ISA_AVX512;                                        \
+    } while (0)
+    SET_GEMM(Q4_0, q4_0);
+    SET_GEMM(Q8_0, q8_0);
+    SET_GEMM(Q4_K, q4_K);
+    SET_GEMM(Q6_K, q6_K);
+#undef SET_GEMM
 }
 #endif
 
@@ -125,9 +148,13 @@ void cpu_kernels_build(cpu_isa isa, cpu_kernels *out) {
 #if defined(__x86_64__)
     if (isa >= CPU_ISA_AVX2 && isa <= CPU_ISA_AVX512) {
         fill_avx2(out);
-        /* AVX-512 kernels would go on top here; until then the AVX512 tier runs
-         * the AVX2 kernels and reports itself as avx2. */
         out->isa = CPU_ISA_AVX2;
+        /* The AVX512 tier is the AVX2 table plus the AVX-512 GEMMs where the CPU
+         * has VNNI; without them it runs (and reports) avx2. */
+        if (isa == CPU_ISA_AVX512 && have_avx512_vnni()) {
+            fill_avx512(out);
+            out->isa = CPU_ISA_AVX512;
+        }
     }
 #endif
     out->isa_name = cpu_isa_str(out->isa);

@@ -24,6 +24,9 @@
  *    types without a multi-row kernel get a loop over dot[t].
  *  - quantize_act[d](x, y, n): quantize n floats (a multiple of d's block size)
  *    to type d; bit-identical with the quant module's quant_row_*_ref.
+ *  - gemm[t]: the packed-layout GEMM of cpu/pack.h for weight type t, bit-identical
+ *    with its pack_gemm_ref twin; NULL where this tier has none (then matmul keeps
+ *    the file layout and dot_rows). The ref tier has none.
  *
  * An ISA backend (x86/, arm/) provides kernels named <op>_<type>_<isa> and is
  * wired in by kernels.c; kernels.c itself is compiled without ISA flags, so
@@ -32,6 +35,7 @@
 #define VT_CPU_KERNELS_H
 
 #include "cpu/cpu_features.h"
+#include "cpu/pack.h"
 #include "quant/quant.h"
 
 #include <stddef.h>
@@ -50,6 +54,8 @@ typedef struct cpu_kernels {
     quant_quant_fn quantize_act[VT_DTYPE_COUNT]; /* by activation (dot) type */
     cpu_isa dot_isa[VT_DTYPE_COUNT];          /* tier each dot entry came from */
     cpu_isa quantize_isa[VT_DTYPE_COUNT];     /* tier each quantize entry came from */
+    pack_gemm_fn gemm[VT_DTYPE_COUNT];        /* packed GEMM by weight type, or NULL */
+    cpu_isa gemm_isa[VT_DTYPE_COUNT];         /* tier each gemm entry came from */
 } cpu_kernels;
 
 /* The table for this CPU (after VT_ISA). Built once, thread-safe, never NULL. */

@@ -1,32 +1,51 @@
 /* Matrix multiplication in the quantized domain (see matmul.h).
  *
- * Work split. The rows of W (outputs) are cut among threads with tp_range in
- * multiples of MM_ROW_TILE; with several weights (mm_compute_multi) their rows
- * are concatenated first, so one split and one barrier cover Q/K/V together.
- * Inside a thread's share, outputs are visited in tiles of MM_ROW_TILE rows x
- * MM_TOK_TILE tokens: the tile's weight rows (e.g. 16 x 1.1 KiB of Q4_0 at
- * n_in 2048) and activation rows stay in L1/L2 while every pair is computed, so
- * prefill reads each weight row from memory once per MM_TOK_TILE tokens instead
- * of once per token. Within a tile, groups of CPU_DOT_ROWS_MAX weight rows share
- * each activation load (dot_rows).
+ * Layouts. Where the dispatch table has a packed GEMM for the weight type
+ * (cpu/pack.h), mm_weight_prepare copies the rows into groups of 16 rows
+ * interleaved in 4-byte chunks; a group is one sequential stream, so decode
+ * runs at memory bandwidth, and the GEMM keeps one accumulator lane per row
+ * for up to PACK_TOK_MAX tokens at a time. Other types keep the file layout and
+ * the dot_rows kernels.
  *
- * Determinism. Every output is one call of the type's dot kernel (dot_rows is
- * bit-identical with dot, kernels.h), so its value does not depend on the tile,
- * the group or the thread that computes it: results are the same for any thread
- * count. The kernel is looked up once per call, outside all loops. */
+ * Work split. Outputs are cut among threads in units of 16 rows (a packed group
+ * or a file-layout tile) with tp_range; with several weights (mm_compute_multi)
+ * their units are concatenated first, so one split and one barrier cover
+ * Q/K/V together, and each thread reads one long contiguous run of weights.
+ * Packed prefill is blocked for the caches: a block of tokens (its activation
+ * rows and block sums stay in L2) against a chunk of groups (~160 KiB of
+ * weights, reused from L2 by every 4-token tile). File-layout tiles are
+ * MM_ROW_TILE rows x MM_TOK_TILE tokens; within a tile, groups of
+ * CPU_DOT_ROWS_MAX weight rows share each activation load (dot_rows).
+ *
+ * Determinism. Every output is computed by one kernel whose float steps do not
+ * depend on the tile, the chunk or the thread (packed: per-row lanes, blocks in
+ * order; file layout: dot_rows is bit-identical with dot), and which kernel
+ * computes a row depends only on the weight, so results are the same for any
+ * thread count and any number of tokens in the step. The kernel is looked up
+ * once per call, outside all loops. */
 #include "cpu/matmul.h"
 
 #include "base/size.h"
 #include "cpu/kernels.h"
+#include "cpu/pack.h"
 #include "cpu/threadpool.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define MM_ROW_TILE 16
 #define MM_TOK_TILE 4
 /* Activation rows are padded to a cache line so rows never share one. */
 #define MM_ACT_ALIGN 64
+/* Packed prefill blocking: weight bytes per chunk of groups, activation bytes
+ * and block sums per token block. */
+#define MM_CHUNK_BYTES (160 << 10)
+#define MM_ACT_BLOCK_BYTES (384 << 10)
+#define MM_SUMS_MAX 8192 /* int32 block sums per token block (on the stack) */
+#define MM_HUGE_PAGE ((size_t)2 << 20)
+#define MM_PACKED 1 /* packed_kind: cpu/pack.h groups of PACK_ROWS rows */
 
 vt_status mm_weight_init(mm_weight *w, vt_dtype type, int64_t n_in, int64_t n_out,
                          const void *data) {
@@ -55,9 +74,44 @@ vt_status mm_weight_init(mm_weight *w, vt_dtype type, int64_t n_in, int64_t n_ou
 }
 
 vt_status mm_weight_prepare(mm_weight *w) {
-    /* No repacked layout yet: the row-major file layout is what the kernels read. */
-    (void)w;
+    if (w->packed) return VT_OK;
+    const cpu_kernels *k = cpu_kernels_get();
+    if (!k->gemm[w->type] || !pack_has_layout(w->type)) return VT_OK;
+    const int64_t n_groups = (w->n_out + PACK_ROWS - 1) / PACK_ROWS;
+    const size_t group_bytes = PACK_ROWS * w->row_bytes;
+    size_t bytes;
+    if (!size_mul(group_bytes, (size_t)n_groups, &bytes))
+        return vt_errorf(VT_E_RANGE, "matmul: packed copy of (%lld, %lld) overflows size_t",
+                         (long long)w->n_out, (long long)w->n_in);
+    /* 2 MiB aligned, and transparent huge pages asked for: the packed weights are
+     * streamed once per token, and 4 KiB pages would cost a TLB miss every 4 KiB. */
+    void *p = NULL;
+    const size_t align = bytes >= MM_HUGE_PAGE ? MM_HUGE_PAGE : 64;
+    if (posix_memalign(&p, align, size_align_up(bytes, align)) != 0)
+        return vt_errorf(VT_E_NOMEM, "matmul: out of memory for a packed copy (%zu bytes)", bytes);
+#ifdef MADV_HUGEPAGE
+    if (align == MM_HUGE_PAGE) madvise(p, size_align_up(bytes, align), MADV_HUGEPAGE);
+#endif
+    const uint8_t *src = w->data;
+    uint8_t *dst = p;
+    for (int64_t g = 0; g < n_groups; g++) {
+        const int64_t r0 = g * PACK_ROWS;
+        const int nr = (int)(w->n_out - r0 < PACK_ROWS ? w->n_out - r0 : PACK_ROWS);
+        pack_group(w->type, w->n_in, src + (size_t)r0 * w->row_bytes, w->row_bytes, nr,
+                   dst + (size_t)g * group_bytes);
+    }
+    w->packed = p;
+    w->packed_kind = MM_PACKED;
     return VT_OK;
+}
+
+void mm_weight_release_source(const mm_weight *w) {
+    if (!w->packed) return;
+    const long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0) return;
+    const uintptr_t a = (uintptr_t)w->data, e = a + w->row_bytes * (size_t)w->n_out;
+    const uintptr_t lo = (a + (uintptr_t)page - 1) & ~((uintptr_t)page - 1), hi = e & ~((uintptr_t)page - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
 void mm_weight_free(mm_weight *w) {
@@ -124,28 +178,85 @@ static void compute_rows(const mm_weight *w, cpu_dot_rows_fn dot_rows, int64_t o
     }
 }
 
+/* Groups [g0, g1) of a packed weight for all tokens. */
+static void compute_packed(const mm_weight *w, pack_gemm_fn gemm, int64_t g0, int64_t g1,
+                           const uint8_t *xq, size_t x_stride, int64_t n_tok, float *y, int64_t ldy) {
+    const size_t group_bytes = PACK_ROWS * w->row_bytes;
+    const uint8_t *wp = w->packed;
+    const bool sums = pack_needs_sums(w->type);
+    const int64_t nb = w->n_in / 32;
+    /* token block: its activations and block sums stay in cache */
+    int64_t tb = (int64_t)(MM_ACT_BLOCK_BYTES / x_stride);
+    if (sums && tb > MM_SUMS_MAX / nb) tb = MM_SUMS_MAX / nb;
+    tb = tb / PACK_TOK_MAX * PACK_TOK_MAX;
+    if (tb < PACK_TOK_MAX) tb = PACK_TOK_MAX;
+    /* decode reads each group once: one chunk, one stream */
+    int64_t chunk = n_tok <= PACK_TOK_MAX ? g1 - g0 : (int64_t)(MM_CHUNK_BYTES / group_bytes);
+    if (chunk < 1) chunk = 1;
+    /* the last group of a weight whose rows do not fill it goes through a buffer */
+    const int64_t full_end = w->n_out % PACK_ROWS && g1 * PACK_ROWS > w->n_out ? g1 - 1 : g1;
+    int32_t xs[MM_SUMS_MAX];
+    VT_ASSERT(!sums || nb * PACK_TOK_MAX <= MM_SUMS_MAX);
+    for (int64_t t0 = 0; t0 < n_tok; t0 += tb) {
+        const int64_t nt_block = n_tok - t0 < tb ? n_tok - t0 : tb;
+        const uint8_t *xb = xq + (size_t)t0 * x_stride;
+        if (sums) pack_block_sums(xb, x_stride, nt_block, nb, xs);
+        for (int64_t c0 = g0; c0 < g1; c0 += chunk) {
+            const int64_t c1 = c0 + chunk < g1 ? c0 + chunk : g1;
+            const int64_t f1 = c1 < full_end ? c1 : full_end;
+            for (int64_t t = 0; t < nt_block; t += PACK_TOK_MAX) {
+                const int nt = (int)(nt_block - t < PACK_TOK_MAX ? nt_block - t : PACK_TOK_MAX);
+                const uint8_t *xt = xb + (size_t)t * x_stride;
+                const int32_t *st = sums ? xs + t * nb : NULL;
+                float *yt = y + (t0 + t) * ldy;
+                if (f1 > c0)
+                    gemm(w->n_in, wp + (size_t)c0 * group_bytes, f1 - c0, xt, x_stride, st, nt,
+                         yt + c0 * PACK_ROWS, ldy);
+                if (c1 > f1) { /* the partial last group */
+                    float buf[PACK_TOK_MAX * PACK_ROWS];
+                    gemm(w->n_in, wp + (size_t)f1 * group_bytes, 1, xt, x_stride, st, nt, buf, PACK_ROWS);
+                    const int64_t nr = w->n_out - f1 * PACK_ROWS;
+                    for (int i = 0; i < nt; i++)
+                        memcpy(yt + i * ldy + f1 * PACK_ROWS, buf + i * PACK_ROWS, (size_t)nr * sizeof(float));
+                }
+            }
+        }
+    }
+}
+
 void mm_compute_multi(const mm_weight *const *ws, float *const *ys, const int64_t *ldys, int n,
                       const void *xq, int64_t n_tok, int ith, int nth) {
     if (n <= 0 || n_tok <= 0) return;
     const vt_dtype type = ws[0]->type;
     const int64_t n_in = ws[0]->n_in;
-    const cpu_dot_rows_fn dot_rows = cpu_kernels_get()->dot_rows[type];
+    const cpu_kernels *k = cpu_kernels_get();
+    const cpu_dot_rows_fn dot_rows = k->dot_rows[type];
+    const pack_gemm_fn gemm = k->gemm[type];
     VT_ASSERT(dot_rows);
     const size_t x_stride = mm_act_row_bytes(type, n_in);
+    /* units of 16 rows: packed groups or file-layout tiles */
+    _Static_assert(MM_ROW_TILE == PACK_ROWS, "one work unit for both layouts");
     int64_t total = 0;
     for (int i = 0; i < n; i++) {
         VT_ASSERT(ws[i]->type == type && ws[i]->n_in == n_in);
-        total += ws[i]->n_out;
+        total += (ws[i]->n_out + MM_ROW_TILE - 1) / MM_ROW_TILE;
     }
-    int64_t r0, r1;
-    tp_range(total, MM_ROW_TILE, ith, nth, &r0, &r1);
+    int64_t u0, u1;
+    tp_range(total, 1, ith, nth, &u0, &u1);
     int64_t base = 0;
-    for (int i = 0; i < n && base < r1; i++) {
-        const int64_t lo = r0 > base ? r0 : base;
-        const int64_t end = base + ws[i]->n_out;
-        const int64_t hi = r1 < end ? r1 : end;
-        if (hi > lo) compute_rows(ws[i], dot_rows, lo - base, hi - base, xq, x_stride, n_tok, ys[i], ldys[i]);
-        base = end;
+    for (int i = 0; i < n && base < u1; i++) {
+        const int64_t units = (ws[i]->n_out + MM_ROW_TILE - 1) / MM_ROW_TILE;
+        const int64_t lo = u0 > base ? u0 - base : 0;
+        const int64_t hi = u1 < base + units ? u1 - base : units;
+        if (hi > lo) {
+            if (ws[i]->packed && gemm)
+                compute_packed(ws[i], gemm, lo, hi, xq, x_stride, n_tok, ys[i], ldys[i]);
+            else {
+                const int64_t r1 = hi * MM_ROW_TILE < ws[i]->n_out ? hi * MM_ROW_TILE : ws[i]->n_out;
+                compute_rows(ws[i], dot_rows, lo * MM_ROW_TILE, r1, xq, x_stride, n_tok, ys[i], ldys[i]);
+            }
+        }
+        base += units;
     }
 }
 

@@ -32,8 +32,17 @@ typedef struct mm_weight {
  * is not a multiple of the type's block size. */
 vt_status mm_weight_init(mm_weight *w, vt_dtype type, int64_t n_in, int64_t n_out,
                          const void *data);
-/* Repack into an interleaved layout where that pays on this CPU (optional). */
+/* Repack into an interleaved layout where that pays on this CPU (optional):
+ * where the dispatch table has a packed GEMM for w->type, w->packed becomes a
+ * copy in cpu/pack.h groups (owned; the kernels read only it afterwards, w->data
+ * stays valid). VT_E_NOMEM if the copy cannot be allocated. */
 vt_status mm_weight_prepare(mm_weight *w);
+/* After a successful mm_weight_prepare that packed w: drop the pages of w->data
+ * (its page-aligned interior) from the resident set with MADV_DONTNEED, so a
+ * model keeps one copy of its weights in memory. Only for data inside a
+ * read-only MAP_PRIVATE file mapping that is never written (reading it again
+ * re-faults the file pages); never for heap memory. No-op when not packed. */
+void mm_weight_release_source(const mm_weight *w);
 void mm_weight_free(mm_weight *w);
 
 /* Bytes of scratch for n_tok activation rows of n_in quantized for weights of

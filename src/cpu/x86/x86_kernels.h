@@ -40,6 +40,21 @@ void quantize_q8_K_avx2(const float *x, void *y, int64_t n);
 void quantize_f16_avx2(const float *x, void *y, int64_t n);
 void quantize_bf16_avx2(const float *x, void *y, int64_t n);
 
+#define X86_DECLARE_GEMM(t, isa)                                                           \
+    void gemm_##t##_##isa(int64_t n_in, const void *w, int64_t n_groups, const void *x,    \
+                          size_t x_stride, const int32_t *x_sums, int n_tok, float *y,     \
+                          int64_t ldy);
+
+/* gemm_avx2.c: packed-layout GEMMs (cpu/pack.h) */
+X86_DECLARE_GEMM(q4_0, avx2)
+X86_DECLARE_GEMM(q8_0, avx2)
+/* gemm_avx512.c: the same with AVX-512 VNNI */
+X86_DECLARE_GEMM(q4_0, avx512)
+X86_DECLARE_GEMM(q8_0, avx512)
+X86_DECLARE_GEMM(q4_K, avx512)
+X86_DECLARE_GEMM(q6_K, avx512)
+
 #undef X86_DECLARE_DOT
+#undef X86_DECLARE_GEMM
 
 #endif

@@ -1,0 +1,268 @@
+/* Packed layouts and the scalar GEMM twins (see pack.h). The twins read the
+ * packed bytes directly, element by element, so they also pin down what each
+ * byte of a group means; tests check them against the quant module's dots. */
+#include "cpu/pack.h"
+
+#include "base/fp16.h"
+#include "quant/blocks.h"
+
+#include <math.h>
+#include <string.h>
+
+#define CHUNK_VEC (4 * PACK_ROWS) /* bytes of one chunk vector */
+
+bool pack_has_layout(vt_dtype type) {
+    return type == VT_DTYPE_Q4_0 || type == VT_DTYPE_Q8_0 || type == VT_DTYPE_Q4_K ||
+           type == VT_DTYPE_Q6_K;
+}
+
+bool pack_needs_sums(vt_dtype type) { return type == VT_DTYPE_Q4_0 || type == VT_DTYPE_Q8_0; }
+
+void pack_block_sums(const void *x, size_t x_stride, int64_t n_tok, int64_t nb, int32_t *out) {
+    for (int64_t t = 0; t < n_tok; t++) {
+        const block_q8_0 *xb = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride);
+        for (int64_t b = 0; b < nb; b++) {
+            int32_t s = 0;
+            for (int i = 0; i < QK8_0; i++) s += xb[b].qs[i];
+            out[t * nb + b] = s;
+        }
+    }
+}
+
+/* Copy `len` bytes (a multiple of 4) of one row into chunk vectors: 4 bytes
+ * each, at dst + chunk * CHUNK_VEC + 4 * r. */
+static void scatter_chunks(const uint8_t *src, size_t len, int r, uint8_t *dst) {
+    for (size_t c = 0; c < len / 4; c++) memcpy(dst + c * CHUNK_VEC + 4 * (size_t)r, src + 4 * c, 4);
+}
+
+void pack_group(vt_dtype type, int64_t n_in, const void *src, size_t row_bytes, int nr, void *dst) {
+    uint8_t *g = dst;
+    memset(g, 0, PACK_ROWS * row_bytes);
+    const uint8_t *s = src;
+    switch (type) {
+    case VT_DTYPE_Q4_0: {
+        const int64_t nb = n_in / QK4_0;
+        vt_f16 *d = (vt_f16 *)g;
+        uint8_t *qs = g + nb * PACK_ROWS * sizeof(vt_f16);
+        for (int r = 0; r < nr; r++) {
+            const block_q4_0 *row = (const block_q4_0 *)(s + (size_t)r * row_bytes);
+            for (int64_t b = 0; b < nb; b++) {
+                d[b * PACK_ROWS + r] = row[b].d;
+                scatter_chunks(row[b].qs, sizeof row[b].qs, r, qs + b * 4 * CHUNK_VEC);
+            }
+        }
+        break;
+    }
+    case VT_DTYPE_Q8_0: {
+        const int64_t nb = n_in / QK8_0;
+        vt_f16 *d = (vt_f16 *)g;
+        uint8_t *qs = g + nb * PACK_ROWS * sizeof(vt_f16);
+        for (int r = 0; r < nr; r++) {
+            const block_q8_0 *row = (const block_q8_0 *)(s + (size_t)r * row_bytes);
+            for (int64_t b = 0; b < nb; b++) {
+                d[b * PACK_ROWS + r] = row[b].d;
+                scatter_chunks((const uint8_t *)row[b].qs, sizeof row[b].qs, r, qs + b * 8 * CHUNK_VEC);
+            }
+        }
+        break;
+    }
+    case VT_DTYPE_Q4_K: {
+        const int64_t nb = n_in / QK_K;
+        vt_f16 *dd = (vt_f16 *)g;                        /* nb x (16 d, 16 dmin) */
+        uint8_t *sc = g + nb * 2 * PACK_ROWS * sizeof(vt_f16); /* nb x 3 x 16 u32 */
+        uint8_t *qs = sc + nb * 3 * CHUNK_VEC;
+        for (int r = 0; r < nr; r++) {
+            const block_q4_K *row = (const block_q4_K *)(s + (size_t)r * row_bytes);
+            for (int64_t b = 0; b < nb; b++) {
+                dd[b * 2 * PACK_ROWS + r] = row[b].d;
+                dd[b * 2 * PACK_ROWS + PACK_ROWS + r] = row[b].dmin;
+                scatter_chunks(row[b].scales, sizeof row[b].scales, r, sc + b * 3 * CHUNK_VEC);
+                scatter_chunks(row[b].qs, sizeof row[b].qs, r, qs + b * 32 * CHUNK_VEC);
+            }
+        }
+        break;
+    }
+    case VT_DTYPE_Q6_K: {
+        const int64_t nb = n_in / QK_K;
+        vt_f16 *d = (vt_f16 *)g;
+        int8_t *sc = (int8_t *)(g + nb * PACK_ROWS * sizeof(vt_f16)); /* nb x 16 x 16 */
+        uint8_t *ql = (uint8_t *)sc + nb * 16 * PACK_ROWS;
+        uint8_t *qh = ql + nb * 32 * CHUNK_VEC;
+        for (int r = 0; r < nr; r++) {
+            const block_q6_K *row = (const block_q6_K *)(s + (size_t)r * row_bytes);
+            for (int64_t b = 0; b < nb; b++) {
+                d[b * PACK_ROWS + r] = row[b].d;
+                for (int j = 0; j < 16; j++) sc[(b * 16 + j) * PACK_ROWS + r] = row[b].scales[j];
+                scatter_chunks(row[b].ql, sizeof row[b].ql, r, ql + b * 32 * CHUNK_VEC);
+                scatter_chunks(row[b].qh, sizeof row[b].qh, r, qh + b * 16 * CHUNK_VEC);
+            }
+        }
+        break;
+    }
+    default: VT_ASSERT(!"pack_group: type without a packed layout");
+    }
+}
+
+/* Byte i (< 4 * n_chunks) of row r from a run of chunk vectors. */
+static inline uint8_t chunk_byte(const uint8_t *v, int r, int i) {
+    return v[(size_t)(i / 4) * CHUNK_VEC + 4 * (size_t)r + (size_t)(i % 4)];
+}
+
+void gemm_q4_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
+                   const int32_t *x_sums, int n_tok, float *y, int64_t ldy) {
+    (void)x_sums; /* recomputed from x: the sums are exact either way */
+    const int64_t nb = n_in / QK4_0;
+    const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_q4_0);
+    for (int64_t gi = 0; gi < n_groups; gi++) {
+        const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
+        const vt_f16 *d = (const vt_f16 *)g;
+        const uint8_t *qs = g + nb * PACK_ROWS * sizeof(vt_f16);
+        for (int t = 0; t < n_tok; t++) {
+            const block_q8_0 *xb = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride);
+            for (int r = 0; r < PACK_ROWS; r++) {
+                float acc = 0.0f;
+                for (int64_t b = 0; b < nb; b++) {
+                    const uint8_t *v = qs + b * 4 * CHUNK_VEC;
+                    int32_t isum = 0;
+                    for (int i = 0; i < 16; i++) {
+                        const uint8_t q = chunk_byte(v, r, i);
+                        isum += ((q & 0x0f) - 8) * xb[b].qs[i] + ((q >> 4) - 8) * xb[b].qs[16 + i];
+                    }
+                    const float s = f16_to_f32(d[b * PACK_ROWS + r]) * f16_to_f32(xb[b].d);
+                    acc = fmaf(s, (float)isum, acc);
+                }
+                y[t * ldy + gi * PACK_ROWS + r] = acc;
+            }
+        }
+    }
+}
+
+void gemm_q8_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
+                   const int32_t *x_sums, int n_tok, float *y, int64_t ldy) {
+    (void)x_sums; /* recomputed from x: the sums are exact either way */
+    const int64_t nb = n_in / QK8_0;
+    const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_q8_0);
+    for (int64_t gi = 0; gi < n_groups; gi++) {
+        const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
+        const vt_f16 *d = (const vt_f16 *)g;
+        const uint8_t *qs = g + nb * PACK_ROWS * sizeof(vt_f16);
+        for (int t = 0; t < n_tok; t++) {
+            const block_q8_0 *xb = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride);
+            for (int r = 0; r < PACK_ROWS; r++) {
+                float acc = 0.0f;
+                for (int64_t b = 0; b < nb; b++) {
+                    const uint8_t *v = qs + b * 8 * CHUNK_VEC;
+                    int32_t isum = 0;
+                    for (int i = 0; i < 32; i++) isum += (int8_t)chunk_byte(v, r, i) * xb[b].qs[i];
+                    const float s = f16_to_f32(d[b * PACK_ROWS + r]) * f16_to_f32(xb[b].d);
+                    acc = fmaf(s, (float)isum, acc);
+                }
+                y[t * ldy + gi * PACK_ROWS + r] = acc;
+            }
+        }
+    }
+}
+
+/* The 8 scales and 8 mins of a Q4_K super-block from its 12 scale bytes. */
+static void q4_K_scales_mins(const uint8_t *p, uint8_t sc[8], uint8_t mn[8]) {
+    for (int j = 0; j < 4; j++) {
+        sc[j] = p[j] & 63;
+        mn[j] = p[j + 4] & 63;
+        sc[j + 4] = (uint8_t)((p[j + 8] & 0x0f) | ((p[j] >> 6) << 4));
+        mn[j + 4] = (uint8_t)((p[j + 8] >> 4) | ((p[j + 4] >> 6) << 4));
+    }
+}
+
+void gemm_q4_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
+                   const int32_t *x_sums, int n_tok, float *y, int64_t ldy) {
+    (void)x_sums; /* recomputed from x: the sums are exact either way */
+    const int64_t nb = n_in / QK_K;
+    const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_q4_K);
+    for (int64_t gi = 0; gi < n_groups; gi++) {
+        const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
+        const vt_f16 *dd = (const vt_f16 *)g;
+        const uint8_t *scv = g + nb * 2 * PACK_ROWS * sizeof(vt_f16);
+        const uint8_t *qs = scv + nb * 3 * CHUNK_VEC;
+        for (int t = 0; t < n_tok; t++) {
+            const block_q8_K *xb = (const block_q8_K *)((const uint8_t *)x + (size_t)t * x_stride);
+            for (int r = 0; r < PACK_ROWS; r++) {
+                float acc = 0.0f;
+                for (int64_t b = 0; b < nb; b++) {
+                    uint8_t packed[12], sc[8], mn[8];
+                    for (int i = 0; i < 12; i++) packed[i] = chunk_byte(scv + b * 3 * CHUNK_VEC, r, i);
+                    q4_K_scales_mins(packed, sc, mn);
+                    const uint8_t *v = qs + b * 32 * CHUNK_VEC;
+                    int32_t isum = 0, imin = 0;
+                    for (int j = 0; j < 4; j++) {
+                        int32_t lo = 0, hi = 0;
+                        for (int l = 0; l < 32; l++) {
+                            const uint8_t q = chunk_byte(v, r, 32 * j + l);
+                            lo += (q & 0x0f) * xb[b].qs[64 * j + l];
+                            hi += (q >> 4) * xb[b].qs[64 * j + 32 + l];
+                        }
+                        isum += sc[2 * j] * lo + sc[2 * j + 1] * hi;
+                    }
+                    for (int j = 0; j < 8; j++) imin += mn[j] * (xb[b].bsums[2 * j] + xb[b].bsums[2 * j + 1]);
+                    const float s = f16_to_f32(dd[b * 2 * PACK_ROWS + r]) * xb[b].d;
+                    const float sm = f16_to_f32(dd[b * 2 * PACK_ROWS + PACK_ROWS + r]) * xb[b].d;
+                    acc = fmaf(s, (float)isum, acc);
+                    acc = fmaf(-sm, (float)imin, acc);
+                }
+                y[t * ldy + gi * PACK_ROWS + r] = acc;
+            }
+        }
+    }
+}
+
+void gemm_q6_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
+                   const int32_t *x_sums, int n_tok, float *y, int64_t ldy) {
+    (void)x_sums; /* recomputed from x: the sums are exact either way */
+    const int64_t nb = n_in / QK_K;
+    const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_q6_K);
+    for (int64_t gi = 0; gi < n_groups; gi++) {
+        const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
+        const vt_f16 *d = (const vt_f16 *)g;
+        const int8_t *sc = (const int8_t *)(g + nb * PACK_ROWS * sizeof(vt_f16));
+        const uint8_t *ql = (const uint8_t *)sc + nb * 16 * PACK_ROWS;
+        const uint8_t *qh = ql + nb * 32 * CHUNK_VEC;
+        for (int t = 0; t < n_tok; t++) {
+            const block_q8_K *xb = (const block_q8_K *)((const uint8_t *)x + (size_t)t * x_stride);
+            for (int r = 0; r < PACK_ROWS; r++) {
+                float acc = 0.0f;
+                for (int64_t b = 0; b < nb; b++) {
+                    int8_t q[QK_K];
+                    const uint8_t *vl = ql + b * 32 * CHUNK_VEC, *vh = qh + b * 16 * CHUNK_VEC;
+                    for (int h = 0; h < 2; h++)
+                        for (int l = 0; l < 32; l++) {
+                            const uint8_t la = chunk_byte(vl, r, 64 * h + l);
+                            const uint8_t lb = chunk_byte(vl, r, 64 * h + 32 + l);
+                            const uint8_t hb = chunk_byte(vh, r, 32 * h + l);
+                            q[128 * h + l] = (int8_t)((la & 0x0f) | ((hb & 3) << 4));
+                            q[128 * h + 32 + l] = (int8_t)((lb & 0x0f) | (((hb >> 2) & 3) << 4));
+                            q[128 * h + 64 + l] = (int8_t)((la >> 4) | (((hb >> 4) & 3) << 4));
+                            q[128 * h + 96 + l] = (int8_t)((lb >> 4) | (((hb >> 6) & 3) << 4));
+                        }
+                    int32_t isum = 0;
+                    for (int j = 0; j < 16; j++) {
+                        int32_t sj = 0;
+                        for (int l = 0; l < 16; l++) sj += (q[16 * j + l] - 32) * xb[b].qs[16 * j + l];
+                        isum += sc[(b * 16 + j) * PACK_ROWS + r] * sj;
+                    }
+                    const float s = f16_to_f32(d[b * PACK_ROWS + r]) * xb[b].d;
+                    acc = fmaf(s, (float)isum, acc);
+                }
+                y[t * ldy + gi * PACK_ROWS + r] = acc;
+            }
+        }
+    }
+}
+
+pack_gemm_fn pack_gemm_ref(vt_dtype type) {
+    switch (type) {
+    case VT_DTYPE_Q4_0: return gemm_q4_0_ref;
+    case VT_DTYPE_Q8_0: return gemm_q8_0_ref;
+    case VT_DTYPE_Q4_K: return gemm_q4_K_ref;
+    case VT_DTYPE_Q6_K: return gemm_q6_K_ref;
+    default: return NULL;
+    }
+}

@@ -1,0 +1,92 @@
+/* Row-interleaved ("packed") weight layouts for the GEMM kernels.
+ *
+ * The file layout stores each weight row as consecutive blocks, so a kernel that
+ * computes several rows at once reads several short streams and jumps; the
+ * hardware prefetcher never ramps up and one core streams a third of what it
+ * can. A packed weight stores groups of PACK_ROWS = 16 consecutive rows as one
+ * contiguous run in which the rows are interleaved in 4-byte chunks:
+ *
+ *   chunk vector (64 bytes) = [row 0: 4 bytes][row 1: 4 bytes] ... [row 15: 4 bytes]
+ *
+ * so one 512-bit load (or two 256-bit loads) holds the same 4 quant bytes of 16
+ * rows, and a vpdpbusd / maddubs against the broadcast matching 4 activation
+ * bytes leaves one row's partial dot in each 32-bit lane. The kernels then keep
+ * one float accumulator lane per row and never reduce horizontally. Scales are
+ * gathered per block into vectors of 16 (fp16, int8 or packed 6-bit words).
+ * A group is one sequential stream: its scale region then its quant region.
+ * The bytes per group equal 16 file rows exactly (nothing is added).
+ *
+ * Group layouts (nb = blocks per row, per block b in order; "16 x" = rows 0..15):
+ *   Q4_0  d: nb x 16 f16                       | qs: nb x 4 chunk vectors
+ *         chunk k of block b = bytes qs[4k..4k+3] (low nibbles: elements 4k..4k+3,
+ *         high nibbles: elements 16+4k..16+4k+3)
+ *   Q8_0  d: nb x 16 f16                       | qs: nb x 8 chunk vectors (elements 4k..4k+3)
+ *   Q4_K  d, dmin: nb x (16 f16, 16 f16) | scales: nb x 3 vectors of 16 u32 (the
+ *         12 scale bytes as three little-endian words) | qs: nb x 32 chunk vectors
+ *         (chunk 8j + c = bytes qs[32j + 4c ..]: low nibbles sub-block 2j, high 2j+1)
+ *   Q6_K  d: nb x 16 f16 | scales: nb x 16 x 16 int8 (sub-block j: 16 rows) |
+ *         ql: nb x 32 chunk vectors (bytes ql[4c..]) | qh: nb x 16 chunk vectors
+ *
+ * Rows past n_out in the last group are zero (zero scales: they compute 0).
+ *
+ * Arithmetic (the same in every tier, so all tiers agree bit for bit and an
+ * output never depends on the token tile or the thread that computes it): per
+ * output the block's integer dot is exact, then acc = fmaf(s, (float)isum, acc)
+ * block by block in order, s the product of the weight and activation scales:
+ *   Q4_0  isum = sum (q - 8) x;              s = d_w * d_x
+ *   Q8_0  isum = sum q x;                    s = d_w * d_x
+ *   Q4_K  isum = sum_j sc_j sum q x;         s = d_w * d_x, then
+ *         acc = fmaf(-(dmin_w * d_x), (float)(sum_j m_j (bsum_2j + bsum_2j+1)), acc)
+ *   Q6_K  isum = sum_j sc_j sum (q - 32) x;  s = d_w * d_x */
+#ifndef VT_CPU_PACK_H
+#define VT_CPU_PACK_H
+
+#include "quant/quant.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PACK_ROWS 16
+/* Most tokens one kernel call computes (its register tile). */
+#define PACK_TOK_MAX 4
+
+/* Whether `type` has a packed layout. */
+bool pack_has_layout(vt_dtype type);
+
+/* Pack rows [0, nr) (nr <= PACK_ROWS) of `src` (row stride `row_bytes`, the
+ * file layout, rows of n_in elements) into one group at dst (PACK_ROWS *
+ * row_bytes bytes); missing rows are zero. */
+void pack_group(vt_dtype type, int64_t n_in, const void *src, size_t row_bytes, int nr, void *dst);
+
+/* Packed GEMM over n_groups consecutive groups starting at w (each
+ * PACK_ROWS * row_bytes), for n_tok <= PACK_TOK_MAX activation rows of the
+ * type's dot type at x (stride x_stride bytes):
+ *   y[t * ldy + 16 g + r] = dot(row 16 g + r, x row t)
+ * with the arithmetic stated above. n_in a multiple of the block. For the Q8_0
+ * activation types (Q4_0, Q8_0 weights) x_sums[t * nb + b] is the sum of the 32
+ * quants of block b of row t (pack_block_sums; nb = n_in / 32), else unused. */
+typedef void (*pack_gemm_fn)(int64_t n_in, const void *w, int64_t n_groups, const void *x,
+                             size_t x_stride, const int32_t *x_sums, int n_tok, float *y,
+                             int64_t ldy);
+
+/* Whether the gemm of `type` reads x_sums. */
+bool pack_needs_sums(vt_dtype type);
+
+/* out[t * nb + b] = sum of the 32 quants of Q8_0 block b of row t, t < n_tok. */
+void pack_block_sums(const void *x, size_t x_stride, int64_t n_tok, int64_t nb, int32_t *out);
+
+/* The scalar twins every SIMD gemm is tested against (bit-identical). */
+void gemm_q4_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
+                   const int32_t *x_sums, int n_tok, float *y, int64_t ldy);
+void gemm_q8_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
+                   const int32_t *x_sums, int n_tok, float *y, int64_t ldy);
+void gemm_q4_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
+                   const int32_t *x_sums, int n_tok, float *y, int64_t ldy);
+void gemm_q6_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
+                   const int32_t *x_sums, int n_tok, float *y, int64_t ldy);
+
+/* The ref twin for `type`, NULL without a packed layout. */
+pack_gemm_fn pack_gemm_ref(vt_dtype type);
+
+#endif

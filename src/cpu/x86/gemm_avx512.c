@@ -1,0 +1,279 @@
+/* AVX-512 VNNI GEMMs over the packed layouts of cpu/pack.h.
+ *
+ * One zmm holds the same 4 quant bytes of the 16 rows of a group; vpdpbusd
+ * against the broadcast 4 activation bytes adds that chunk's products into each
+ * row's 32-bit lane, so a block's integer dot ends in one lane per row with no
+ * horizontal reduction, and one fma per block and token updates 16 outputs.
+ * vpdpbusd multiplies unsigned by signed bytes: 4-bit quants are used as
+ * unsigned nibbles and Q8_0 quants are biased by +128 (xor 0x80); the offset is
+ * taken out exactly by starting each block's integer sum at -c * sum(x) (c = 8
+ * or 128), or for Q6_K at -32 * bsum of each 16-element sub-block.
+ * The weight vectors of a block are unpacked once and used for every token of
+ * the tile (up to PACK_TOK_MAX), which is what makes prefill compute-bound
+ * rather than unpack-bound. The integer math is exact and the float steps are
+ * those of the _ref twins in pack.c, so results are bit-identical with them. */
+#include "cpu/x86/simd_avx2.h"
+#include "cpu/x86/x86_kernels.h"
+#include "quant/blocks.h"
+
+#include <string.h>
+
+#define CHUNK_VEC 64
+/* Software prefetch distance in the quant stream (bytes). A group's runs are
+ * sequential, but the hardware prefetcher alone leaves decode at ~60% of the
+ * bandwidth a plain read loop gets; 2-4 KiB ahead closes most of that. Scale
+ * streams are prefetched the same number of blocks ahead. */
+#define PF_AHEAD 2048
+
+VT_INLINE void prefetch(const void *p) { _mm_prefetch((const char *)p, _MM_HINT_T0); }
+
+VT_INLINE __m512i bcast32(const void *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+VT_INLINE __m512 load_f16x16(const void *p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+
+
+/* ---- Q4_0 ------------------------------------------------------------------------ */
+
+VT_INLINE void q4_0_group(int64_t nb, const uint8_t *g, const block_q8_0 *const *xr,
+                          const int32_t *xs, const int32_t bias, float *y, int64_t ldy,
+                          const int nt) {
+    const uint8_t *d = g, *qs = g + nb * 2 * PACK_ROWS;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512 acc[PACK_TOK_MAX];
+    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const __m512 dw = load_f16x16(d + b * 2 * PACK_ROWS);
+        const uint8_t *v = qs + b * 4 * CHUNK_VEC;
+        for (int k = 0; k < 4; k++) prefetch(v + PF_AHEAD + k * CHUNK_VEC);
+        if ((b & 1) == 0) prefetch(d + b * 2 * PACK_ROWS + PF_AHEAD / 8);
+        __m512i lo[4], hi[4];
+        for (int k = 0; k < 4; k++) {
+            const __m512i raw = _mm512_loadu_si512(v + k * CHUNK_VEC);
+            lo[k] = _mm512_and_si512(raw, m4);
+            hi[k] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+        }
+        for (int t = 0; t < nt; t++) {
+            const block_q8_0 *xb = xr[t] + b;
+            __m512i s0 = _mm512_set1_epi32(-bias * xs[t * nb + b]), s1 = _mm512_setzero_si512();
+            for (int k = 0; k < 4; k++) {
+                s0 = _mm512_dpbusd_epi32(s0, lo[k], bcast32(xb->qs + 4 * k));
+                s1 = _mm512_dpbusd_epi32(s1, hi[k], bcast32(xb->qs + 16 + 4 * k));
+            }
+            const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(f16c_to_f32(xb->d)));
+            acc[t] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[t]);
+        }
+    }
+    for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
+}
+
+/* ---- Q8_0 ------------------------------------------------------------------------ */
+
+VT_INLINE void q8_0_group(int64_t nb, const uint8_t *g, const block_q8_0 *const *xr,
+                          const int32_t *xs, const int32_t bias, float *y, int64_t ldy,
+                          const int nt) {
+    const uint8_t *d = g, *qs = g + nb * 2 * PACK_ROWS;
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    __m512 acc[PACK_TOK_MAX];
+    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const __m512 dw = load_f16x16(d + b * 2 * PACK_ROWS);
+        const uint8_t *v = qs + b * 8 * CHUNK_VEC;
+        for (int k = 0; k < 8; k++) prefetch(v + PF_AHEAD + k * CHUNK_VEC);
+        if ((b & 3) == 0) prefetch(d + b * 2 * PACK_ROWS + PF_AHEAD / 16);
+        __m512i q[8];
+        for (int k = 0; k < 8; k++) q[k] = _mm512_xor_si512(_mm512_loadu_si512(v + k * CHUNK_VEC), flip);
+        for (int t = 0; t < nt; t++) {
+            const block_q8_0 *xb = xr[t] + b;
+            __m512i s0 = _mm512_set1_epi32(-bias * xs[t * nb + b]), s1 = _mm512_setzero_si512();
+            for (int k = 0; k < 4; k++) {
+                s0 = _mm512_dpbusd_epi32(s0, q[k], bcast32(xb->qs + 4 * k));
+                s1 = _mm512_dpbusd_epi32(s1, q[4 + k], bcast32(xb->qs + 16 + 4 * k));
+            }
+            const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(f16c_to_f32(xb->d)));
+            acc[t] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[t]);
+        }
+    }
+    for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
+}
+
+/* The exported legacy-type GEMMs (bias_mul: the unsigned offset taken out). */
+#define LEGACY_GEMM(name, bias_mul)                                                         \
+    void gemm_##name##_avx512(int64_t n_in, const void *w, int64_t n_groups, const void *x,  \
+                              size_t x_stride, const int32_t *xs, int n_tok, float *y,      \
+                              int64_t ldy) {                                                \
+        const int64_t nb = n_in / 32;                                                       \
+        const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_##name);           \
+        const block_q8_0 *xr[PACK_TOK_MAX];                                                 \
+        for (int t = 0; t < n_tok; t++)                                                     \
+            xr[t] = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride);        \
+        for (int64_t gi = 0; gi < n_groups; gi++) {                                         \
+            const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;               \
+            float *yg = y + gi * PACK_ROWS;                                                 \
+            switch (n_tok) {                                                                \
+            case 4: name##_group(nb, g, xr, xs, bias_mul, yg, ldy, 4); break;               \
+            case 3: name##_group(nb, g, xr, xs, bias_mul, yg, ldy, 3); break;               \
+            case 2: name##_group(nb, g, xr, xs, bias_mul, yg, ldy, 2); break;               \
+            default: name##_group(nb, g, xr, xs, bias_mul, yg, ldy, 1); break;              \
+            }                                                                               \
+        }                                                                                   \
+    }
+
+LEGACY_GEMM(q4_0, 8)
+LEGACY_GEMM(q8_0, 128)
+
+/* ---- Q4_K ------------------------------------------------------------------------ */
+
+/* Byte j (0..3) of every 32-bit lane, zero-extended to 32 bits. */
+VT_INLINE __m512i lane_byte(__m512i v, int j) {
+    return _mm512_and_si512(_mm512_srli_epi32(v, 8 * j), _mm512_set1_epi32(0xff));
+}
+
+VT_INLINE void q4_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y,
+                          int64_t ldy, const int nt) {
+    const uint8_t *dd = g, *scv = g + nb * 4 * PACK_ROWS, *qs = scv + nb * 3 * CHUNK_VEC;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512 acc[PACK_TOK_MAX];
+    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const __m512 dw = load_f16x16(dd + b * 4 * PACK_ROWS);
+        const __m512 dmw = load_f16x16(dd + b * 4 * PACK_ROWS + 2 * PACK_ROWS);
+        const uint8_t *sp = scv + b * 3 * CHUNK_VEC;
+        /* one super-block ahead: 3 lines of scales, 1 of d/dmin */
+        for (int k = 0; k < 3; k++) prefetch(sp + 3 * CHUNK_VEC + k * CHUNK_VEC);
+        prefetch(dd + (b + 1) * 4 * PACK_ROWS);
+        const __m512i u0 = _mm512_loadu_si512(sp), u1 = _mm512_loadu_si512(sp + CHUNK_VEC),
+                      u2 = _mm512_loadu_si512(sp + 2 * CHUNK_VEC);
+        const __m512i k6 = _mm512_set1_epi8(0x3f), k4 = _mm512_set1_epi8(0x0f), k2 = _mm512_set1_epi8(0x03);
+        /* bytes j of each lane: scales/mins of sub-blocks j (lo) and 4 + j (hi) */
+        const __m512i sc_lo = _mm512_and_si512(u0, k6), mn_lo = _mm512_and_si512(u1, k6);
+        const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(u2, k4),
+                                              _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), k2), 4));
+        const __m512i mn_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), k4),
+                                              _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), k2), 4));
+        __m512i isum[PACK_TOK_MAX], imin[PACK_TOK_MAX];
+        for (int t = 0; t < nt; t++) isum[t] = imin[t] = _mm512_setzero_si512();
+        const uint8_t *v = qs + b * 32 * CHUNK_VEC;
+        for (int j = 0; j < 4; j++) {
+            __m512i slo[PACK_TOK_MAX], shi[PACK_TOK_MAX];
+            for (int t = 0; t < nt; t++) slo[t] = shi[t] = _mm512_setzero_si512();
+            for (int c = 0; c < 8; c++) {
+                prefetch(v + PF_AHEAD + (8 * j + c) * CHUNK_VEC);
+                const __m512i raw = _mm512_loadu_si512(v + (8 * j + c) * CHUNK_VEC);
+                const __m512i lo = _mm512_and_si512(raw, m4);
+                const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+                for (int t = 0; t < nt; t++) {
+                    const int8_t *xq = xr[t][b].qs + 64 * j + 4 * c;
+                    slo[t] = _mm512_dpbusd_epi32(slo[t], lo, bcast32(xq));
+                    shi[t] = _mm512_dpbusd_epi32(shi[t], hi, bcast32(xq + 32));
+                }
+            }
+            /* sub-blocks 2j and 2j + 1 */
+            const __m512i sa = lane_byte((2 * j) < 4 ? sc_lo : sc_hi, (2 * j) & 3);
+            const __m512i sb = lane_byte((2 * j + 1) < 4 ? sc_lo : sc_hi, (2 * j + 1) & 3);
+            for (int t = 0; t < nt; t++)
+                isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(slo[t], sa),
+                                                                     _mm512_mullo_epi32(shi[t], sb)));
+        }
+        /* mins: sum_j m_j (bsum_2j + bsum_2j+1) with int16 pairs (m_j, m_j) */
+        for (int j = 0; j < 8; j++) {
+            const __m512i m = lane_byte(j < 4 ? mn_lo : mn_hi, j & 3);
+            const __m512i pair = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+            for (int t = 0; t < nt; t++) imin[t] = _mm512_dpwssd_epi32(imin[t], pair, bcast32(xr[t][b].bsums + 2 * j));
+        }
+        for (int t = 0; t < nt; t++) {
+            const __m512 xd = _mm512_set1_ps(xr[t][b].d);
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, xd), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+            acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmw, xd), _mm512_cvtepi32_ps(imin[t]), acc[t]);
+        }
+    }
+    for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
+}
+
+/* ---- Q6_K ------------------------------------------------------------------------ */
+
+VT_INLINE void q6_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y,
+                          int64_t ldy, const int nt) {
+    const uint8_t *d = g;
+    const int8_t *scp = (const int8_t *)(g + nb * 2 * PACK_ROWS);
+    const uint8_t *ql = (const uint8_t *)scp + nb * 16 * PACK_ROWS, *qh = ql + nb * 32 * CHUNK_VEC;
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    __m512 acc[PACK_TOK_MAX];
+    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const __m512 dw = load_f16x16(d + b * 2 * PACK_ROWS);
+        const int8_t *sc = scp + b * 16 * PACK_ROWS;
+        const uint8_t *vl = ql + b * 32 * CHUNK_VEC, *vh = qh + b * 16 * CHUNK_VEC;
+        for (int k = 0; k < 4; k++) prefetch(sc + 16 * PACK_ROWS + k * CHUNK_VEC); /* next block's scales */
+        if ((b & 1) == 0) prefetch(d + (b + 2) * 2 * PACK_ROWS);
+        __m512i isum[PACK_TOK_MAX];
+        for (int t = 0; t < nt; t++) isum[t] = _mm512_setzero_si512();
+        for (int h = 0; h < 2; h++)
+            for (int u = 0; u < 2; u++) {
+                /* sub-blocks 8h + 2m + u (m = 0..3): elements 128h + 32m + 16u .. + 16 */
+                __m512i s[PACK_TOK_MAX][4];
+                for (int t = 0; t < nt; t++)
+                    for (int m = 0; m < 4; m++)
+                        s[t][m] = _mm512_set1_epi32(-32 * xr[t][b].bsums[8 * h + 2 * m + u]);
+                for (int c4 = 0; c4 < 4; c4++) {
+                    const int c = 4 * u + c4;
+                    prefetch(vl + PF_AHEAD + (16 * h + c) * CHUNK_VEC);
+                    prefetch(vl + PF_AHEAD + (16 * h + 8 + c) * CHUNK_VEC);
+                    prefetch(vh + PF_AHEAD / 2 + (8 * h + c) * CHUNK_VEC);
+                    const __m512i la = _mm512_loadu_si512(vl + (16 * h + c) * CHUNK_VEC);
+                    const __m512i lb = _mm512_loadu_si512(vl + (16 * h + 8 + c) * CHUNK_VEC);
+                    const __m512i hb = _mm512_loadu_si512(vh + (8 * h + c) * CHUNK_VEC);
+                    __m512i q[4];
+                    q[0] = _mm512_or_si512(_mm512_and_si512(la, m4), _mm512_and_si512(_mm512_slli_epi16(hb, 4), m30));
+                    q[1] = _mm512_or_si512(_mm512_and_si512(lb, m4), _mm512_and_si512(_mm512_slli_epi16(hb, 2), m30));
+                    q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(la, 4), m4), _mm512_and_si512(hb, m30));
+                    q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lb, 4), m4),
+                                           _mm512_and_si512(_mm512_srli_epi16(hb, 2), m30));
+                    for (int m = 0; m < 4; m++)
+                        for (int t = 0; t < nt; t++)
+                            s[t][m] = _mm512_dpbusd_epi32(s[t][m], q[m],
+                                                          bcast32(xr[t][b].qs + 128 * h + 32 * m + 4 * c));
+                }
+                for (int m = 0; m < 4; m++) {
+                    const int j = 8 * h + 2 * m + u;
+                    const __m512i scj = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sc + j * PACK_ROWS)));
+                    for (int t = 0; t < nt; t++) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(s[t][m], scj));
+                }
+            }
+        for (int t = 0; t < nt; t++) {
+            const __m512 sc_f = _mm512_mul_ps(dw, _mm512_set1_ps(xr[t][b].d));
+            acc[t] = _mm512_fmadd_ps(sc_f, _mm512_cvtepi32_ps(isum[t]), acc[t]);
+        }
+    }
+    for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
+}
+
+#define KQUANT_GEMM(name)                                                                   \
+    void gemm_##name##_avx512(int64_t n_in, const void *w, int64_t n_groups, const void *x,  \
+                              size_t x_stride, const int32_t *xs, int n_tok, float *y,      \
+                              int64_t ldy) {                                                \
+        (void)xs;                                                                           \
+        const int64_t nb = n_in / QK_K;                                                     \
+        const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_##name);           \
+        const block_q8_K *xr[PACK_TOK_MAX];                                                 \
+        for (int t = 0; t < n_tok; t++)                                                     \
+            xr[t] = (const block_q8_K *)((const uint8_t *)x + (size_t)t * x_stride);        \
+        for (int64_t gi = 0; gi < n_groups; gi++) {                                         \
+            const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;               \
+            float *yg = y + gi * PACK_ROWS;                                                 \
+            switch (n_tok) {                                                                \
+            case 4: name##_group(nb, g, xr, yg, ldy, 4); break;                             \
+            case 3: name##_group(nb, g, xr, yg, ldy, 3); break;                             \
+            case 2: name##_group(nb, g, xr, yg, ldy, 2); break;                             \
+            default: name##_group(nb, g, xr, yg, ldy, 1); break;                            \
+            }                                                                               \
+        }                                                                                   \
+    }
+
+KQUANT_GEMM(q4_K)
+KQUANT_GEMM(q6_K)
