@@ -52,7 +52,7 @@ wait "$SERVER_PID"; rc=$?; SERVER_PID=""
 if [ "$rc" = 1 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: failed load exits $rc, want 1"; fi
 
 # ---- the main server: API key, small body limit, small context
-start_server "$tmp/a.log" -m "$model" --api-key sekret --max-body 65536 -c 64 -t 1 || exit 1
+start_server "$tmp/a.log" -m "$model" --api-key sekret --max-body 65536 -c 64 -t 1 --cors-origins "http://a.test, http://b.test" || exit 1
 wait_ready || exit 1
 B=$BASE
 K=(-H "Authorization: Bearer sekret")
@@ -89,6 +89,16 @@ req "token id past the vocabulary" 400 "$(err_is 400 invalid_request_error 'voca
 req "streamed request with a bad field is a JSON error, not a stream" 400 \
   "$(err_is 400 invalid_request_error "field 'n'")" \
   "${K[@]}" "$B/v1/chat/completions" -d '{"messages": [{"role": "user", "content": "x"}], "stream": true, "n": 99}'
+
+# CORS: a preflight needs no key; only listed origins are echoed.
+hdr() { curl -s -o /dev/null -D - "$@" | tr -d '\r'; }
+h=$(hdr -X OPTIONS -H "Origin: http://b.test" -H "Access-Control-Request-Method: POST" "$B/v1/chat/completions")
+if echo "$h" | grep -q '^HTTP/1.1 204' && echo "$h" | grep -qi '^access-control-allow-origin: http://b.test$' &&
+   echo "$h" | grep -qi '^access-control-allow-headers: .*authorization'; then pass=$((pass + 1)); else
+  fail=$((fail + 1)); echo "FAIL CORS preflight: $h"; fi
+h=$(hdr -H "Origin: http://evil.test" "$B/health")
+if echo "$h" | grep -q '^HTTP/1.1 200' && ! echo "$h" | grep -qi '^access-control-allow-origin'; then pass=$((pass + 1)); else
+  fail=$((fail + 1)); echo "FAIL CORS: unlisted origin got: $h"; fi
 
 # A prompt longer than the context (64): the message gives both numbers.
 long=$(printf 'Once upon a time there was a little girl. %.0s' $(seq 1 12))

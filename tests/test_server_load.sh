@@ -16,7 +16,7 @@ rss_kib() { sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$SERVER_PID/
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$SERVER_PID/stat"; }
 metric() { curl -s "$BASE/metrics" | sed -n "s/^$1 \(.*\)/\1/p"; }
 
-start_server "$tmp/server.log" -m "$models/stories260K.gguf" -np 16 -c 512 -t 2 || exit 1
+start_server "$tmp/server.log" -m "$models/stories260K.gguf" -np 16 -c 512 -t 1 || exit 1
 wait_ready || exit 1
 
 # warm up (allocations that persist: KV pool, per-thread buffers), then measure
