@@ -13,7 +13,7 @@ static void usage(void) {
     fprintf(stderr,
             "usage: vt serve -m MODEL [options]\n"
             "  -m, --model FILE          GGUF model\n"
-            "  --host ADDR               numeric address to bind (default 127.0.0.1: loopback only)\n"
+            "  --host ADDR               localhost or a numeric address to bind (default 127.0.0.1: loopback only)\n"
             "  --port N                  TCP port (default 8080; 0: any free port, printed on stderr)\n"
             "  -t, --threads N           compute threads (default: physical cores)\n"
             "  -c, --ctx-size N          tokens per sequence (default: min(training context, 4096))\n"

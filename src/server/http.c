@@ -475,17 +475,19 @@ vt_status http_start(server *s) {
     if (s->params.port < 0 || s->params.port > 65535) {
         return vt_errorf(VT_E_INVALID, "vt serve: port %d is not in [0, 65535]", s->params.port);
     }
-    if (inet_pton(AF_INET, s->host, &a4->sin_addr) == 1) {
+    const char *host = !strcmp(s->host, "localhost") ? "127.0.0.1" : s->host;
+    if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
         a4->sin_family = AF_INET;
         a4->sin_port = htons((uint16_t)s->params.port);
         len = sizeof *a4;
-    } else if (inet_pton(AF_INET6, s->host, &a6->sin6_addr) == 1) {
+    } else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
         a6->sin6_family = AF_INET6;
         a6->sin6_port = htons((uint16_t)s->params.port);
         len = sizeof *a6;
         flags |= MHD_USE_IPv6;
     } else {
-        return vt_errorf(VT_E_INVALID, "vt serve: --host '%s' is not a numeric IPv4 or IPv6 address", s->host);
+        return vt_errorf(VT_E_INVALID, "vt serve: --host '%s' is not localhost or a numeric IPv4 or IPv6 address",
+                         s->host);
     }
     (void)len;
     s->daemon = MHD_start_daemon(flags, (uint16_t)s->params.port, NULL, NULL, on_access, s,
@@ -501,8 +503,8 @@ vt_status http_start(server *s) {
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : s->params.port;
-    fprintf(stderr, "vt serve: listening on http://%s%s%s:%d\n", strchr(s->host, ':') ? "[" : "", s->host,
-            strchr(s->host, ':') ? "]" : "", s->port);
+    fprintf(stderr, "vt serve: listening on http://%s%s%s:%d\n", strchr(host, ':') ? "[" : "", host,
+            strchr(host, ':') ? "]" : "", s->port);
     return VT_OK;
 }
 
