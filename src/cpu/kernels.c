@@ -4,6 +4,8 @@
 
 #if defined(__x86_64__)
 #include "cpu/x86/x86_kernels.h"
+#elif defined(__aarch64__)
+#include "cpu/arm/arm_kernels.h"
 #endif
 
 #include <pthread.h>
@@ -156,6 +158,9 @@ void cpu_kernels_build(cpu_isa isa, cpu_kernels *out) {
             out->isa = CPU_ISA_AVX512;
         }
     }
+#endif
+#if defined(__aarch64__)
+    if (isa >= CPU_ISA_NEON) cpu_kernels_fill_arm(out, isa); /* arm/arm_kernels.c */
 #endif
     out->isa_name = cpu_isa_str(out->isa);
 }

@@ -1,0 +1,61 @@
+/* The aarch64 kernels kernels.c wires into the dispatch table. Declarations only
+ * (no intrinsics), so kernels.c and arm_kernels.c build without ISA flags. Each
+ * dot_<type>_<isa> / dot_rows_<type>_<isa> follows the contracts in cpu/kernels.h.
+ *
+ * Tiers and files:
+ *   neon       plain ASIMD (every aarch64 core): *_neon.c
+ *   neon_dot   + sdot (ARMv8.2 dotprod): *_neon_dot.c, the int8 types only; the
+ *              float dots and the quantizers are the plain ones
+ *   neon_i8mm  + smmla: *_neon_i8mm.c, on top of neon_dot where it pays */
+#ifndef VT_CPU_ARM_ARM_KERNELS_H
+#define VT_CPU_ARM_ARM_KERNELS_H
+
+#include "cpu/kernels.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ARM_DECLARE_DOT(t, isa)                                                            \
+    float dot_##t##_##isa(int64_t n, const void *w, const void *x);                        \
+    void dot_rows_##t##_##isa(int64_t n, const void *w, size_t w_stride, const void *x,    \
+                              float *s, int nr);
+
+/* The twelve int8-domain weight types, one set per tier:
+ * dot_legacy_<isa>.c and dot_k_<isa>.c. */
+#define ARM_DECLARE_INT8_DOTS(isa)                                                         \
+    ARM_DECLARE_DOT(q4_0, isa)                                                             \
+    ARM_DECLARE_DOT(q4_1, isa)                                                             \
+    ARM_DECLARE_DOT(q5_0, isa)                                                             \
+    ARM_DECLARE_DOT(q5_1, isa)                                                             \
+    ARM_DECLARE_DOT(q8_0, isa)                                                             \
+    ARM_DECLARE_DOT(iq4_nl, isa)                                                           \
+    ARM_DECLARE_DOT(q2_K, isa)                                                             \
+    ARM_DECLARE_DOT(q3_K, isa)                                                             \
+    ARM_DECLARE_DOT(q4_K, isa)                                                             \
+    ARM_DECLARE_DOT(q5_K, isa)                                                             \
+    ARM_DECLARE_DOT(q6_K, isa)                                                             \
+    ARM_DECLARE_DOT(iq4_xs, isa)
+
+ARM_DECLARE_INT8_DOTS(neon)
+ARM_DECLARE_INT8_DOTS(neon_dot)
+
+/* dot_float_neon.c */
+ARM_DECLARE_DOT(f32, neon)
+ARM_DECLARE_DOT(f16, neon)
+ARM_DECLARE_DOT(bf16, neon)
+
+/* quant_act_neon.c: bit-identical with quant_row_*_ref */
+void quantize_q8_0_neon(const float *x, void *y, int64_t n);
+void quantize_q8_1_neon(const float *x, void *y, int64_t n);
+void quantize_q8_K_neon(const float *x, void *y, int64_t n);
+void quantize_f16_neon(const float *x, void *y, int64_t n);
+void quantize_bf16_neon(const float *x, void *y, int64_t n);
+
+#undef ARM_DECLARE_INT8_DOTS
+#undef ARM_DECLARE_DOT
+
+/* Fill the table entries of tier `isa` (CPU_ISA_NEON .. CPU_ISA_NEON_I8MM, already
+ * capped at what the CPU has) on top of the ref entries; sets k->isa. */
+void cpu_kernels_fill_arm(cpu_kernels *k, cpu_isa isa);
+
+#endif
