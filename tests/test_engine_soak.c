@@ -75,7 +75,7 @@ static int64_t soak_engine(vt_model *m, int32_t n_requests, int64_t *total_token
         const int32_t burst = rnd_in(0, 6);
         for (int32_t k = 0; k < burst && n_added < n_requests; k++) {
             int32_t prompt[400];
-            const int32_t n = rnd_in(1, e->n_ctx < 260 ? e->n_ctx : 260);
+            const int32_t n = rnd_in(1, e->n_ctx < 150 ? e->n_ctx : 150);
             const int b = (int)(rnd() % 5);
             const int32_t shared = b < 4 ? rnd_in(0, n < 200 ? n : 200) : 0;
             for (int32_t i = 0; i < n; i++)
