@@ -15,6 +15,9 @@
 #include "quant/blocks.h"
 
 #define CHUNK_VEC 64
+/* Register tiles: every small loop fully unrolled, so arrays of vectors stay in
+ * registers (GCC at -O2 would otherwise keep them on the stack). */
+#define UNROLL _Pragma("GCC unroll 16")
 /* Software prefetch distance in the quant stream (bytes), as in gemm_avx512.c. */
 #define PF_AHEAD 2048
 
@@ -33,30 +36,37 @@ VT_INLINE void q4_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_
     const uint8_t *d = g + 16 * half, *qs = g + nb * 2 * PACK_ROWS + 32 * half;
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
     __m256 acc[PACK_TOK_MAX];
+    UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + b * 2 * PACK_ROWS)));
         const uint8_t *v = qs + b * 4 * CHUNK_VEC;
+        UNROLL
         for (int k = 0; k < 4; k++) prefetch(v + PF_AHEAD + k * CHUNK_VEC);
         if ((b & 1) == 0) prefetch(d + b * 2 * PACK_ROWS + PF_AHEAD / 8);
         __m256i p[PACK_TOK_MAX];
+        UNROLL
         for (int t = 0; t < nt; t++) p[t] = _mm256_setzero_si256();
+        UNROLL
         for (int k = 0; k < 4; k++) {
             const __m256i raw = _mm256_loadu_si256((const __m256i *)(v + k * CHUNK_VEC));
             const __m256i lo = _mm256_and_si256(raw, m4);
             const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+            UNROLL
             for (int t = 0; t < nt; t++) {
                 const int8_t *xq = xr[t][b].qs + 4 * k;
                 p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(lo, bcast32_256(xq)));
                 p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(hi, bcast32_256(xq + 16)));
             }
         }
+        UNROLL
         for (int t = 0; t < nt; t++) {
             const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(p[t], ones), _mm256_set1_epi32(-8 * xs[t * nb + b]));
             const __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(f16c_to_f32(xr[t][b].d)));
             acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(s), acc[t]);
         }
     }
+    UNROLL
     for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ldy + 8 * half, acc[t]);
 }
 
@@ -66,27 +76,34 @@ VT_INLINE void q8_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_
     const uint8_t *d = g + 16 * half, *qs = g + nb * 2 * PACK_ROWS + 32 * half;
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[PACK_TOK_MAX];
+    UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + b * 2 * PACK_ROWS)));
         const uint8_t *v = qs + b * 8 * CHUNK_VEC;
+        UNROLL
         for (int k = 0; k < 8; k++) prefetch(v + PF_AHEAD + k * CHUNK_VEC);
         if ((b & 3) == 0) prefetch(d + b * 2 * PACK_ROWS + PF_AHEAD / 16);
         __m256i s[PACK_TOK_MAX];
+        UNROLL
         for (int t = 0; t < nt; t++) s[t] = _mm256_setzero_si256();
+        UNROLL
         for (int k = 0; k < 8; k++) {
             const __m256i raw = _mm256_loadu_si256((const __m256i *)(v + k * CHUNK_VEC));
             const __m256i aw = _mm256_sign_epi8(raw, raw);
+            UNROLL
             for (int t = 0; t < nt; t++) {
                 const __m256i xv = _mm256_sign_epi8(bcast32_256(xr[t][b].qs + 4 * k), raw);
                 s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xv), ones));
             }
         }
+        UNROLL
         for (int t = 0; t < nt; t++) {
             const __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(f16c_to_f32(xr[t][b].d)));
             acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(s[t]), acc[t]);
         }
     }
+    UNROLL
     for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ldy + 8 * half, acc[t]);
 }
 

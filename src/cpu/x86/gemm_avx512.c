@@ -19,6 +19,9 @@
 #include <string.h>
 
 #define CHUNK_VEC 64
+/* Register tiles: every small loop fully unrolled, so arrays of vectors stay in
+ * registers (GCC at -O2 would otherwise keep them on the stack). */
+#define UNROLL _Pragma("GCC unroll 16")
 /* Software prefetch distance in the quant stream (bytes). A group's runs are
  * sequential, but the hardware prefetcher alone leaves decode at ~60% of the
  * bandwidth a plain read loop gets; 2-4 KiB ahead closes most of that. Scale
@@ -46,21 +49,26 @@ VT_INLINE void q4_0_group(int64_t nb, const uint8_t *g, const block_q8_0 *const 
     const uint8_t *d = g, *qs = g + nb * 2 * PACK_ROWS;
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512 acc[PACK_TOK_MAX];
+    UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const __m512 dw = load_f16x16(d + b * 2 * PACK_ROWS);
         const uint8_t *v = qs + b * 4 * CHUNK_VEC;
+        UNROLL
         for (int k = 0; k < 4; k++) prefetch(v + PF_AHEAD + k * CHUNK_VEC);
         if ((b & 1) == 0) prefetch(d + b * 2 * PACK_ROWS + PF_AHEAD / 8);
         __m512i lo[4], hi[4];
+        UNROLL
         for (int k = 0; k < 4; k++) {
             const __m512i raw = _mm512_loadu_si512(v + k * CHUNK_VEC);
             lo[k] = _mm512_and_si512(raw, m4);
             hi[k] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
         }
+        UNROLL
         for (int t = 0; t < nt; t++) {
             const block_q8_0 *xb = xr[t] + b;
             __m512i s0 = _mm512_set1_epi32(-bias * xs[t * nb + b]), s1 = _mm512_setzero_si512();
+            UNROLL
             for (int k = 0; k < 4; k++) {
                 s0 = _mm512_dpbusd_epi32(s0, lo[k], bcast32(xb->qs + 4 * k));
                 s1 = _mm512_dpbusd_epi32(s1, hi[k], bcast32(xb->qs + 16 + 4 * k));
@@ -69,6 +77,7 @@ VT_INLINE void q4_0_group(int64_t nb, const uint8_t *g, const block_q8_0 *const 
             acc[t] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[t]);
         }
     }
+    UNROLL
     for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
 }
 
@@ -80,17 +89,22 @@ VT_INLINE void q8_0_group(int64_t nb, const uint8_t *g, const block_q8_0 *const 
     const uint8_t *d = g, *qs = g + nb * 2 * PACK_ROWS;
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     __m512 acc[PACK_TOK_MAX];
+    UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const __m512 dw = load_f16x16(d + b * 2 * PACK_ROWS);
         const uint8_t *v = qs + b * 8 * CHUNK_VEC;
+        UNROLL
         for (int k = 0; k < 8; k++) prefetch(v + PF_AHEAD + k * CHUNK_VEC);
         if ((b & 3) == 0) prefetch(d + b * 2 * PACK_ROWS + PF_AHEAD / 16);
         __m512i q[8];
+        UNROLL
         for (int k = 0; k < 8; k++) q[k] = _mm512_xor_si512(_mm512_loadu_si512(v + k * CHUNK_VEC), flip);
+        UNROLL
         for (int t = 0; t < nt; t++) {
             const block_q8_0 *xb = xr[t] + b;
             __m512i s0 = _mm512_set1_epi32(-bias * xs[t * nb + b]), s1 = _mm512_setzero_si512();
+            UNROLL
             for (int k = 0; k < 4; k++) {
                 s0 = _mm512_dpbusd_epi32(s0, q[k], bcast32(xb->qs + 4 * k));
                 s1 = _mm512_dpbusd_epi32(s1, q[4 + k], bcast32(xb->qs + 16 + 4 * k));
@@ -99,6 +113,7 @@ VT_INLINE void q8_0_group(int64_t nb, const uint8_t *g, const block_q8_0 *const 
             acc[t] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[t]);
         }
     }
+    UNROLL
     for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
 }
 
@@ -139,12 +154,14 @@ VT_INLINE void q4_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const 
     const uint8_t *dd = g, *scv = g + nb * 4 * PACK_ROWS, *qs = scv + nb * 3 * CHUNK_VEC;
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512 acc[PACK_TOK_MAX];
+    UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const __m512 dw = load_f16x16(dd + b * 4 * PACK_ROWS);
         const __m512 dmw = load_f16x16(dd + b * 4 * PACK_ROWS + 2 * PACK_ROWS);
         const uint8_t *sp = scv + b * 3 * CHUNK_VEC;
         /* one super-block ahead: 3 lines of scales, 1 of d/dmin */
+        UNROLL
         for (int k = 0; k < 3; k++) prefetch(sp + 3 * CHUNK_VEC + k * CHUNK_VEC);
         prefetch(dd + (b + 1) * 4 * PACK_ROWS);
         const __m512i u0 = _mm512_loadu_si512(sp), u1 = _mm512_loadu_si512(sp + CHUNK_VEC),
@@ -157,16 +174,21 @@ VT_INLINE void q4_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const 
         const __m512i mn_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), k4),
                                               _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), k2), 4));
         __m512i isum[PACK_TOK_MAX], imin[PACK_TOK_MAX];
+        UNROLL
         for (int t = 0; t < nt; t++) isum[t] = imin[t] = _mm512_setzero_si512();
         const uint8_t *v = qs + b * 32 * CHUNK_VEC;
+        UNROLL
         for (int j = 0; j < 4; j++) {
             __m512i slo[PACK_TOK_MAX], shi[PACK_TOK_MAX];
+            UNROLL
             for (int t = 0; t < nt; t++) slo[t] = shi[t] = _mm512_setzero_si512();
+            UNROLL
             for (int c = 0; c < 8; c++) {
                 prefetch(v + PF_AHEAD + (8 * j + c) * CHUNK_VEC);
                 const __m512i raw = _mm512_loadu_si512(v + (8 * j + c) * CHUNK_VEC);
                 const __m512i lo = _mm512_and_si512(raw, m4);
                 const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+                UNROLL
                 for (int t = 0; t < nt; t++) {
                     const int8_t *xq = xr[t][b].qs + 64 * j + 4 * c;
                     slo[t] = _mm512_dpbusd_epi32(slo[t], lo, bcast32(xq));
@@ -176,22 +198,27 @@ VT_INLINE void q4_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const 
             /* sub-blocks 2j and 2j + 1 */
             const __m512i sa = lane_byte((2 * j) < 4 ? sc_lo : sc_hi, (2 * j) & 3);
             const __m512i sb = lane_byte((2 * j + 1) < 4 ? sc_lo : sc_hi, (2 * j + 1) & 3);
+            UNROLL
             for (int t = 0; t < nt; t++)
                 isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(slo[t], sa),
                                                                      _mm512_mullo_epi32(shi[t], sb)));
         }
         /* mins: sum_j m_j (bsum_2j + bsum_2j+1) with int16 pairs (m_j, m_j) */
+        UNROLL
         for (int j = 0; j < 8; j++) {
             const __m512i m = lane_byte(j < 4 ? mn_lo : mn_hi, j & 3);
             const __m512i pair = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+            UNROLL
             for (int t = 0; t < nt; t++) imin[t] = _mm512_dpwssd_epi32(imin[t], pair, bcast32(xr[t][b].bsums + 2 * j));
         }
+        UNROLL
         for (int t = 0; t < nt; t++) {
             const __m512 xd = _mm512_set1_ps(xr[t][b].d);
             acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, xd), _mm512_cvtepi32_ps(isum[t]), acc[t]);
             acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmw, xd), _mm512_cvtepi32_ps(imin[t]), acc[t]);
         }
     }
+    UNROLL
     for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
 }
 
@@ -204,22 +231,30 @@ VT_INLINE void q6_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const 
     const uint8_t *ql = (const uint8_t *)scp + nb * 16 * PACK_ROWS, *qh = ql + nb * 32 * CHUNK_VEC;
     const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
     __m512 acc[PACK_TOK_MAX];
+    UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const __m512 dw = load_f16x16(d + b * 2 * PACK_ROWS);
         const int8_t *sc = scp + b * 16 * PACK_ROWS;
         const uint8_t *vl = ql + b * 32 * CHUNK_VEC, *vh = qh + b * 16 * CHUNK_VEC;
+        UNROLL
         for (int k = 0; k < 4; k++) prefetch(sc + 16 * PACK_ROWS + k * CHUNK_VEC); /* next block's scales */
         if ((b & 1) == 0) prefetch(d + (b + 2) * 2 * PACK_ROWS);
         __m512i isum[PACK_TOK_MAX];
+        UNROLL
         for (int t = 0; t < nt; t++) isum[t] = _mm512_setzero_si512();
+        UNROLL
         for (int h = 0; h < 2; h++)
+            UNROLL
             for (int u = 0; u < 2; u++) {
                 /* sub-blocks 8h + 2m + u (m = 0..3): elements 128h + 32m + 16u .. + 16 */
                 __m512i s[PACK_TOK_MAX][4];
+                UNROLL
                 for (int t = 0; t < nt; t++)
+                    UNROLL
                     for (int m = 0; m < 4; m++)
                         s[t][m] = _mm512_set1_epi32(-32 * xr[t][b].bsums[8 * h + 2 * m + u]);
+                UNROLL
                 for (int c4 = 0; c4 < 4; c4++) {
                     const int c = 4 * u + c4;
                     prefetch(vl + PF_AHEAD + (16 * h + c) * CHUNK_VEC);
@@ -234,22 +269,28 @@ VT_INLINE void q6_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const 
                     q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(la, 4), m4), _mm512_and_si512(hb, m30));
                     q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lb, 4), m4),
                                            _mm512_and_si512(_mm512_srli_epi16(hb, 2), m30));
+                    UNROLL
                     for (int m = 0; m < 4; m++)
+                        UNROLL
                         for (int t = 0; t < nt; t++)
                             s[t][m] = _mm512_dpbusd_epi32(s[t][m], q[m],
                                                           bcast32(xr[t][b].qs + 128 * h + 32 * m + 4 * c));
                 }
+                UNROLL
                 for (int m = 0; m < 4; m++) {
                     const int j = 8 * h + 2 * m + u;
                     const __m512i scj = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sc + j * PACK_ROWS)));
+                    UNROLL
                     for (int t = 0; t < nt; t++) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(s[t][m], scj));
                 }
             }
+        UNROLL
         for (int t = 0; t < nt; t++) {
             const __m512 sc_f = _mm512_mul_ps(dw, _mm512_set1_ps(xr[t][b].d));
             acc[t] = _mm512_fmadd_ps(sc_f, _mm512_cvtepi32_ps(isum[t]), acc[t]);
         }
     }
+    UNROLL
     for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
 }
 
