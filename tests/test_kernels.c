@@ -253,11 +253,29 @@ static int child_isa_ref(void) {
 static void check_isa_env(const char *argv0, const char *value, int expect_isa) {
     char env_isa[64];
     snprintf(env_isa, sizeof env_isa, "VT_ISA=%s", value);
-    char *envp[] = {env_isa, NULL};
+    /* the emulated CPU (qemu-user reads QEMU_CPU) carries over to the child */
+    char env_cpu[128] = "";
+    if (getenv("QEMU_CPU")) snprintf(env_cpu, sizeof env_cpu, "QEMU_CPU=%s", getenv("QEMU_CPU"));
+    char *envp[] = {env_isa, env_cpu[0] ? env_cpu : NULL, NULL};
     char mode[] = "--child-isa";
     char *args[] = {(char *)argv0, mode, NULL};
     pid_t pid;
-    int rc = posix_spawn(&pid, "/proc/self/exe", NULL, NULL, args, envp);
+    int rc;
+    /* Cross builds run under an emulator (VT_TEST_EMULATOR, set by CMake): the
+     * host cannot exec this binary itself, so the child goes through it too. */
+    const char *emu = getenv("VT_TEST_EMULATOR");
+    char self[4096];
+    const ssize_t len = emu && *emu ? readlink("/proc/self/exe", self, sizeof self - 1) : -1;
+    if (len > 0) {
+        self[len] = 0;
+        char script[4600];
+        snprintf(script, sizeof script, "exec %s \"$0\" --child-isa", emu);
+        char sh[] = "/bin/sh", c[] = "-c";
+        char *sh_args[] = {sh, c, script, self, NULL};
+        rc = posix_spawn(&pid, "/bin/sh", NULL, NULL, sh_args, envp);
+    } else {
+        rc = posix_spawn(&pid, "/proc/self/exe", NULL, NULL, args, envp);
+    }
     CHECK_MSG(rc == 0, "posix_spawn: %s", strerror(rc));
     if (rc != 0) return;
     int status = 0;
@@ -273,16 +291,32 @@ static int child_isa(void) {
         const cpu_kernels *k = cpu_kernels_get();
         return k->isa <= CPU_ISA_AVX2 && !cpu_features_get()->avx512f ? 0 : 4;
     }
+    if (v && (!strcmp(v, "neon") || !strcmp(v, "neon_dot"))) {
+        /* the cap gives exactly that tier (every aarch64 core has ASIMD) */
+        const cpu_isa want = !strcmp(v, "neon") ? CPU_ISA_NEON : CPU_ISA_NEON_DOT;
+        const cpu_isa expect = cpu_isa_detected() < want ? cpu_isa_detected() : want;
+        const cpu_features *f = cpu_features_get();
+        return cpu_kernels_get()->isa == expect && !f->i8mm && (want != CPU_ISA_NEON || !f->asimddp)
+                   ? 0 : 6;
+    }
     return 5;
 }
 
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--child-isa")) return child_isa();
 
+    /* the kernels under test: the best tier of this CPU, capped by VT_ISA (so
+     * VT_ISA=neon on a dotprod core tests the plain NEON kernels) */
     cpu_kernels ref, best;
     cpu_kernels_build(CPU_ISA_REF, &ref);
-    cpu_kernels_build(cpu_isa_detected(), &best);
+    cpu_kernels_build(cpu_features_get()->isa, &best);
     printf("detected %s, selected %s\n", cpu_isa_str(cpu_isa_detected()), cpu_isa_name());
+    /* VT_EXPECT_ISA: the tier this run must select (scripts/test-arm.sh pins the
+     * fallback chosen on a core without dotprod, and the VT_ISA caps) */
+    const char *expect = getenv("VT_EXPECT_ISA");
+    if (expect && *expect)
+        CHECK_MSG(!strcmp(expect, cpu_isa_name()), "VT_EXPECT_ISA=%s but selected %s", expect,
+                  cpu_isa_name());
     check_tables(&ref);
     for (int i = 0; i < N_WEIGHT_TYPES; i++) check_dot_type(&best, &ref, weight_types[i]);
     static const vt_dtype act_types[] = {VT_DTYPE_Q8_0, VT_DTYPE_Q8_1, VT_DTYPE_Q8_K,
@@ -292,6 +326,9 @@ int main(int argc, char **argv) {
     check_isa_env(argv[0], "ref", 0);
 #if defined(__x86_64__)
     check_isa_env(argv[0], "avx2", 0);
+#elif defined(__aarch64__)
+    check_isa_env(argv[0], "neon", 0);
+    check_isa_env(argv[0], "neon_dot", 0);
 #endif
     return test_finish();
 }
