@@ -92,6 +92,8 @@ const attn_kv_ops *attn_ops_get_ref(vt_dtype type) {
 
 #if defined(__x86_64__)
 const attn_kv_ops *attn_ops_get_avx2(vt_dtype type);
+#elif defined(__aarch64__)
+const attn_kv_ops *attn_ops_get_neon(vt_dtype type); /* arm/attn_neon.c */
 #endif
 
 const attn_kv_ops *attn_ops_get(vt_dtype type) {
@@ -99,6 +101,11 @@ const attn_kv_ops *attn_ops_get(vt_dtype type) {
     const cpu_isa isa = cpu_features_get()->isa;
     if (isa == CPU_ISA_AVX2 || isa == CPU_ISA_AVX512) {
         const attn_kv_ops *o = attn_ops_get_avx2(type);
+        if (o) return o;
+    }
+#elif defined(__aarch64__)
+    if (cpu_features_get()->isa >= CPU_ISA_NEON) {
+        const attn_kv_ops *o = attn_ops_get_neon(type);
         if (o) return o;
     }
 #endif
