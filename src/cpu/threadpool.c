@@ -3,8 +3,8 @@
  * Why this shape: the engine before vt paid a full wake + barrier on every op and
  * spent 47% of decode in threadpool synchronisation with every core spinning.
  * Here the pool is woken once per forward pass (tp_run), dependent steps inside
- * it are separated by tp_barrier (a counter + generation barrier that only
- * spins), and between tp_run calls workers spin for a short, bounded time and
+ * it are separated by tp_barrier (a counter barrier that spins, and sleeps only
+ * when a partner has lost its core), and between tp_run calls workers spin for a short, bounded time and
  * then sleep on a futex, so an idle process uses no CPU.
  *
  * Protocol
@@ -16,11 +16,13 @@
  *              either the worker sees the new generation before sleeping, or the
  *              caller sees the sleeper and wakes it; futex_wait itself re-checks
  *              the word, so a wake cannot be lost.
- *   n_done     workers that finished the job; the caller (thread 0) waits for
- *              nth - 1.
+ *   the end    every thread, the caller included, passes one more tp_barrier
+ *              after fn, so tp_run returns when all of them are done.
  *   bar_arrived
  *              the barrier: a counter of arrivals that only grows; barrier
- *              instance k is complete when it reaches (k + 1) * nth.
+ *              instance k is complete when it reaches (k + 1) * nth. A waiter
+ *              spins for bar_spin_ns, then sleeps on bar_gen (bumped by each
+ *              completing arrival, which wakes sleepers when bar_sleeping > 0).
  *
  * Every spin loop pauses (pause / yield) and, after a bounded number of rounds,
  * calls sched_yield, so oversubscription (more threads than cores) does not turn
@@ -62,6 +64,12 @@ static inline void cpu_relax(void) { __asm__ __volatile__("" ::: "memory"); }
  * (sampling, bookkeeping) without burning a core when the engine is idle.
  * Overridable with VT_TP_SPIN_US. */
 #define TP_IDLE_SPIN_NS_DEFAULT 100000
+/* How long a thread spins in a barrier before it sleeps on a futex (ns). Steps
+ * are balanced, so a barrier normally completes in well under a microsecond;
+ * when it does not, the thread we wait for has usually lost its core to another
+ * process, and sleeping frees our core for it (the scheduler moves it over)
+ * instead of making it wait out that process's time slice. */
+#define TP_BARRIER_SPIN_NS_DEFAULT 50000
 
 #define CACHE_LINE 64
 
@@ -84,8 +92,10 @@ struct tp_pool {
 
     _Alignas(CACHE_LINE) _Atomic uint32_t run_gen;
     _Alignas(CACHE_LINE) _Atomic int n_sleeping;
-    _Alignas(CACHE_LINE) _Atomic int n_done;
     _Alignas(CACHE_LINE) _Atomic uint64_t bar_arrived;
+    _Alignas(CACHE_LINE) _Atomic uint32_t bar_gen; /* futex word: bumped per completed barrier */
+    _Atomic int bar_sleeping;                      /* threads asleep in a barrier */
+    int64_t bar_spin_ns;                           /* spin before sleeping in a barrier */
 };
 
 static int64_t now_ns(void) {
@@ -151,7 +161,7 @@ static void *worker_main(void *arg) {
         seen = worker_wait_job(pool, seen);
         if (pool->stop) break;
         pool->fn(pool->ctx, w->ith, pool->n_threads);
-        atomic_fetch_add_explicit(&pool->n_done, 1, memory_order_release);
+        tp_barrier(pool); /* the job's end: tp_run returns when all threads pass it */
     }
     return NULL;
 }
@@ -165,6 +175,7 @@ vt_status tp_create(int n_threads, tp_pool **out) {
     memset(pool, 0, sizeof *pool);
     pool->n_threads = n_threads;
     pool->idle_spin_ns = TP_IDLE_SPIN_NS_DEFAULT;
+    pool->bar_spin_ns = TP_BARRIER_SPIN_NS_DEFAULT;
     /* Oversubscribed: the thread we wait for may be waiting for our core, so
      * yield almost at once instead of spinning out a time slice. */
     long n_cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -221,17 +232,13 @@ void tp_run(tp_pool *pool, tp_fn fn, void *ctx) {
     }
     pool->fn = fn;
     pool->ctx = ctx;
-    atomic_store_explicit(&pool->n_done, 0, memory_order_relaxed);
     /* seq_cst: pairs with the sleeper's increment of n_sleeping (see top). */
     atomic_fetch_add_explicit(&pool->run_gen, 1, memory_order_seq_cst);
     if (atomic_load_explicit(&pool->n_sleeping, memory_order_seq_cst) > 0)
         futex_wake_all(&pool->run_gen);
 
     fn(ctx, 0, nth);
-
-    int rounds = 0;
-    while (atomic_load_explicit(&pool->n_done, memory_order_acquire) != nth - 1)
-        spin_wait_step(pool, &rounds);
+    tp_barrier(pool); /* the job's end, passed by every worker too */
 }
 
 void tp_barrier(tp_pool *pool) {
@@ -243,12 +250,36 @@ void tp_barrier(tp_pool *pool) {
      * spin on the same line, so a barrier costs two cache-line transfers. The
      * RMWs form a release sequence, so the acquire load that sees the final
      * count synchronises with every arrival. 64 bits never wrap. */
-    uint64_t v = atomic_fetch_add_explicit(&pool->bar_arrived, 1, memory_order_acq_rel);
+    uint64_t v = atomic_fetch_add_explicit(&pool->bar_arrived, 1, memory_order_seq_cst);
     uint64_t target = (v / (uint64_t)nth + 1) * (uint64_t)nth;
-    if (v + 1 == target) return;
+    if (v + 1 == target) {
+        /* Last arrival: wake the sleepers, if any (Dekker with the sleeper's
+         * bar_sleeping increment, both seq_cst). */
+        atomic_fetch_add_explicit(&pool->bar_gen, 1, memory_order_seq_cst);
+        if (atomic_load_explicit(&pool->bar_sleeping, memory_order_seq_cst) > 0)
+            futex_wake_all(&pool->bar_gen);
+        return;
+    }
     int rounds = 0;
-    while (atomic_load_explicit(&pool->bar_arrived, memory_order_acquire) < target)
+    int64_t deadline = 0;
+    for (unsigned i = 0;; i++) {
+        if (atomic_load_explicit(&pool->bar_arrived, memory_order_acquire) >= target) return;
+        if ((i & 63) == 63) {
+            int64_t t = now_ns();
+            if (deadline == 0) deadline = t + pool->bar_spin_ns;
+            else if (t >= deadline) break;
+        }
         spin_wait_step(pool, &rounds);
+    }
+    /* Sleep until the last arrival bumps bar_gen. The generation is read before
+     * the completion check, so a bump between the two makes futex_wait return. */
+    atomic_fetch_add_explicit(&pool->bar_sleeping, 1, memory_order_seq_cst);
+    for (;;) {
+        const uint32_t g = atomic_load_explicit(&pool->bar_gen, memory_order_seq_cst);
+        if (atomic_load_explicit(&pool->bar_arrived, memory_order_seq_cst) >= target) break;
+        futex_wait_u32(&pool->bar_gen, g);
+    }
+    atomic_fetch_sub_explicit(&pool->bar_sleeping, 1, memory_order_relaxed);
 }
 
 /* ---- topology ---------------------------------------------------------------- */
