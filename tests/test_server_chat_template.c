@@ -17,8 +17,8 @@ static void check_render(chat_template_kind k, const chat_message *m, int n, con
     char *out = NULL;
     size_t len = 0;
     CHECK_OK(chat_template_render(k, m, n, &out, &len));
-    CHECK_MSG(out && len == strlen(want) && !memcmp(out, want, len), "%s:\n got [%s]\nwant [%s]",
-              chat_template_name(k), out ? out : "(null)", want);
+    CHECK_MSG(out && len == strlen(want) && !memcmp(out, want, len) && out[len] == 0,
+              "%s:\n got [%.*s]\nwant [%s]", chat_template_name(k), (int)len, out ? out : "(null)", want);
     free(out);
 }
 
@@ -65,6 +65,15 @@ int main(void) {
     /* Gemma: a system message with no user turn after it is dropped, never lost into a model turn. */
     const chat_message sys_asst[2] = {msg("system", "S"), msg("assistant", "A")};
     check_render(CHAT_TMPL_GEMMA, sys_asst, 2, "<start_of_turn>model\nA<end_of_turn>\n<start_of_turn>model\n");
+
+    /* No messages: the generation prompt alone, and always a NUL-terminated string (the
+     * mistral families render nothing: fuzz_chat_template found an unterminated buffer). */
+    check_render(CHAT_TMPL_MISTRAL_V3, one, 0, "");
+    check_render(CHAT_TMPL_MISTRAL_V7, one, 0, "");
+    check_render(CHAT_TMPL_LLAMA3, one, 0, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    /* A name with bytes after a NUL is not that name; detection never reads past len. */
+    CHECK(chat_template_detect("chatml\0xyz", 10) == CHAT_TMPL_UNKNOWN);
+    CHECK(chat_template_detect("<|im_start|>", 11) == CHAT_TMPL_UNKNOWN);
 
     /* Detection on excerpts of the real templates. */
     struct {

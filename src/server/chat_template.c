@@ -40,7 +40,7 @@ static bool contains(const char *hay, size_t len, const char *needle) {
 
 chat_template_kind chat_template_detect(const char *t, size_t len) {
     if (!t || !len) return CHAT_TMPL_UNKNOWN;
-    if (len < 32) {
+    if (len < 32 && !memchr(t, 0, len)) { /* "chatml\0..." is no name */
         char name[32];
         memcpy(name, t, len);
         name[len] = 0;

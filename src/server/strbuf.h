@@ -34,6 +34,7 @@ static inline bool sb_reserve(strbuf *sb, size_t extra) {
     }
     sb->ptr = p;
     sb->cap = cap;
+    sb->ptr[sb->len] = 0; /* the promise above: a reserved buffer is a string */
     return true;
 }
 
