@@ -8,6 +8,10 @@
  *    for rows up to 4097 elements (float eps 6e-8 times ~n/32 + log terms);
  *  - activation quantizers: bit-identical bytes (including roundf ties);
  *  - dot_rows: bit-identical with dot for nr = 1..4 (matmul relies on it).
+ *  - packed GEMMs (cpu/pack.h), every tier that has one: bit-identical with the
+ *    pack_gemm_ref twin for n_tok 1..4, 1..3 groups and a partial last group
+ *    (n_out 5, 16, 37, 48), rows of 1, 2, 3, 7, 64 blocks; and the twin within
+ *    2e-6 * S of the quant module's dot on the file-layout row.
  * Shapes: 1..8 blocks, 7, 33 and 64 blocks; float rows of 1..40, 100, 4097.
  * Weights are both ref-quantized floats and random bytes (with sane fp16 scales),
  * so every bit pattern of the packed quants is exercised. The test re-runs itself
@@ -15,6 +19,7 @@
 #include "base/fp16.h"
 #include "cpu/cpu_features.h"
 #include "cpu/kernels.h"
+#include "cpu/pack.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
 #include "test.h"
@@ -161,6 +166,88 @@ static void check_dot_type(const cpu_kernels *simd, const cpu_kernels *ref, vt_d
     CHECK_MSG(nmse < 1e-10, "%s: nmse %.3g", tr->name, nmse);
     printf("  %-7s %-6s worst |err|/S %.2e  nmse %.2e\n", tr->name, cpu_isa_str(simd->dot_isa[t]),
            worst, nmse);
+}
+
+/* ---- packed GEMMs ------------------------------------------------------------------- */
+
+static void check_gemm_type(const cpu_kernels *simd, vt_dtype t) {
+    const quant_traits *tr = quant_traits_get(t);
+    const quant_traits *dt = quant_traits_get(tr->dot_type);
+    if (!pack_has_layout(t)) return;
+    const pack_gemm_fn ref = pack_gemm_ref(t);
+    CHECK(ref != NULL);
+    if (!simd->gemm[t]) {
+        printf("  gemm %-7s no packed kernel in tier %s, skipped\n", tr->name, cpu_isa_str(simd->isa));
+        return;
+    }
+    static const int nbs[] = {1, 2, 3, 7, 64};
+    static const int64_t n_outs[] = {5, 16, 37, 48};
+    int bad_bits = 0, bad_value = 0, cases = 0;
+    double worst = 0;
+    for (size_t bi = 0; bi < sizeof nbs / sizeof nbs[0]; bi++) {
+        const int64_t n = nbs[bi] * tr->block_elems;
+        size_t wrow, xrow;
+        VT_ASSERT(quant_row_bytes(t, n, &wrow) && quant_row_bytes(tr->dot_type, n, &xrow));
+        const size_t x_stride = xrow + 8; /* rows not packed back to back */
+        for (size_t oi = 0; oi < sizeof n_outs / sizeof n_outs[0]; oi++) {
+            const int64_t n_out = n_outs[oi], n_groups = (n_out + PACK_ROWS - 1) / PACK_ROWS;
+            uint8_t *w = malloc(wrow * n_out), *wp = malloc(wrow * PACK_ROWS * n_groups);
+            uint8_t *x = calloc(PACK_TOK_MAX, x_stride);
+            float *xf = malloc(n * sizeof(float)), *wf = malloc(n * sizeof(float));
+            float *wd = malloc(n * sizeof(float)), *xd = malloc(n * sizeof(float) * PACK_TOK_MAX);
+            int32_t *sums = malloc(sizeof(int32_t) * PACK_TOK_MAX * (n / 32 + 1));
+            for (int64_t r = 0; r < n_out; r++) {
+                if (r % 2) {
+                    random_row(t, w + r * wrow, n);
+                } else {
+                    for (int64_t i = 0; i < n; i++) wf[i] = rng_uniform() * (1 + r % 5);
+                    tr->quant_ref(wf, w + r * wrow, n);
+                }
+            }
+            for (int64_t g = 0; g < n_groups; g++) {
+                const int nr = (int)(n_out - g * PACK_ROWS < PACK_ROWS ? n_out - g * PACK_ROWS : PACK_ROWS);
+                pack_group(t, n, w + g * PACK_ROWS * wrow, wrow, nr, wp + g * PACK_ROWS * wrow);
+            }
+            for (int tk = 0; tk < PACK_TOK_MAX; tk++) {
+                for (int64_t i = 0; i < n; i++) xf[i] = rng_act();
+                dt->quant_ref(xf, x + tk * x_stride, n);
+                dt->dequant_ref(x + tk * x_stride, xd + tk * n, n);
+            }
+            if (pack_needs_sums(t)) pack_block_sums(x, x_stride, PACK_TOK_MAX, n / 32, sums);
+            const int64_t ldy = n_groups * PACK_ROWS + 3;
+            float *ya = malloc(sizeof(float) * ldy * PACK_TOK_MAX), *ye = malloc(sizeof(float) * ldy * PACK_TOK_MAX);
+            for (int nt = 1; nt <= PACK_TOK_MAX; nt++) {
+                memset(ya, 0, sizeof(float) * ldy * PACK_TOK_MAX);
+                memset(ye, 0, sizeof(float) * ldy * PACK_TOK_MAX);
+                simd->gemm[t](n, wp, n_groups, x, x_stride, sums, nt, ya, ldy);
+                ref(n, wp, n_groups, x, x_stride, sums, nt, ye, ldy);
+                cases++;
+                if (memcmp(ya, ye, sizeof(float) * ldy * PACK_TOK_MAX)) {
+                    if (bad_bits < 3)
+                        fprintf(stderr, "  gemm %s n=%lld n_out=%lld nt=%d: differs from the ref twin\n",
+                                tr->name, (long long)n, (long long)n_out, nt);
+                    bad_bits++;
+                }
+                if (nt != PACK_TOK_MAX) continue;
+                for (int tk = 0; tk < nt; tk++)
+                    for (int64_t r = 0; r < n_out; r++) {
+                        const float e = tr->dot_ref(n, w + r * wrow, x + tk * x_stride);
+                        tr->dequant_ref(w + r * wrow, wd, n);
+                        const double S = abs_dot_scale(wd, xd + tk * n, n);
+                        const double err = fabs((double)ye[tk * ldy + r] - e);
+                        if (S > 0 && err / S > worst) worst = err / S;
+                        if (!(err <= 2e-6 * S + 1e-30)) bad_value++;
+                    }
+            }
+            free(w), free(wp), free(x), free(xf), free(wf), free(wd), free(xd), free(sums), free(ya), free(ye);
+        }
+    }
+    CHECK_MSG(bad_bits == 0, "gemm %s (%s): %d of %d cases differ from pack_gemm_ref", tr->name,
+              cpu_isa_str(simd->gemm_isa[t]), bad_bits, cases);
+    CHECK_MSG(bad_value == 0, "gemm %s: the ref twin is off the quant dot in %d outputs (worst %.2e)",
+              tr->name, bad_value, worst);
+    printf("  gemm %-7s %-6s %d cases bit-identical with the twin, worst |err|/S %.2e\n", tr->name,
+           cpu_isa_str(simd->gemm_isa[t]), cases, worst);
 }
 
 /* ---- activation quantizers -------------------------------------------------------------- */
@@ -319,6 +406,14 @@ int main(int argc, char **argv) {
                   cpu_isa_name());
     check_tables(&ref);
     for (int i = 0; i < N_WEIGHT_TYPES; i++) check_dot_type(&best, &ref, weight_types[i]);
+    /* packed GEMMs of every x86 tier this CPU has (the AVX2 ones also run on AVX-512 CPUs) */
+    for (int isa = CPU_ISA_AVX2; isa <= (int)cpu_isa_detected() && isa <= CPU_ISA_AVX512; isa++) {
+        cpu_kernels tier;
+        cpu_kernels_build((cpu_isa)isa, &tier);
+        for (int i = 0; i < N_WEIGHT_TYPES; i++) check_gemm_type(&tier, weight_types[i]);
+    }
+    if (cpu_isa_detected() < CPU_ISA_NEON)
+        for (int i = 0; i < N_WEIGHT_TYPES; i++) CHECK(ref.gemm[weight_types[i]] == NULL);
     static const vt_dtype act_types[] = {VT_DTYPE_Q8_0, VT_DTYPE_Q8_1, VT_DTYPE_Q8_K,
                                          VT_DTYPE_F16, VT_DTYPE_BF16};
     for (size_t i = 0; i < sizeof act_types / sizeof act_types[0]; i++)

@@ -7,8 +7,13 @@
  * - Determinism: the same step (mm_quantize, tp_barrier, mm_compute) run under
  *   pools of 1, 2, 3 and 4 threads gives the same bytes; mm_compute_multi over
  *   three weights gives the same bytes as three mm_compute calls.
- * - Shapes: odd n_out (37, 53), n_tok 1 (decode) and 7 (prefill tail past the
- *   4-token tile), strides ldx > n_in and ldy > n_out.
+ * - Shapes: odd n_out (37, 53: partial 16-row groups), n_tok 1..9 (decode, and
+ *   every tail past the 4-token tile), strides ldx > n_in and ldy > n_out.
+ * - Packed layouts (cpu/pack.h): mm_weight_prepare packs exactly the types the
+ *   dispatch table has a GEMM for; a long-row case (n_in 8192, n_out 83, 37
+ *   tokens) crosses the token blocks and weight chunks of the packed path and
+ *   must give, for every token, the bytes of a 1-token step (so batched and
+ *   token-by-token evaluation agree exactly), for 1, 2 and 3 threads.
  * - Errors: bad row length, unknown and activation-only types. */
 #include "base/size.h"
 #include "cpu/kernels.h"
@@ -60,7 +65,7 @@ static void check_type(vt_dtype type, tp_pool *const *pools, int n_pools) {
     const int64_t n_in = tr->block_elems >= 256 ? 512 : 96;
     const int64_t ldx = n_in + 3;
     const int64_t n_outs[N_W] = {37, 53, 16};
-    const int64_t toks[] = {1, 7};
+    const int64_t toks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
     size_t row_bytes;
     VT_ASSERT(quant_row_bytes(type, n_in, &row_bytes));
 
@@ -77,6 +82,7 @@ static void check_type(vt_dtype type, tp_pool *const *pools, int n_pools) {
         free(f);
         CHECK_OK(mm_weight_init(&w[i], type, n_in, n_outs[i], wdata[i]));
         CHECK_OK(mm_weight_prepare(&w[i]));
+        CHECK((w[i].packed != NULL) == (cpu_kernels_get()->gemm[type] != NULL));
         wp[i] = &w[i];
     }
     const size_t act_stride = mm_act_row_bytes(type, n_in);
@@ -148,6 +154,62 @@ static void check_type(vt_dtype type, tp_pool *const *pools, int n_pools) {
     }
 }
 
+/* Long rows through the packed path's blocking: every token of a 37-token step
+ * equals a 1-token step bit for bit, for 1..3 threads, and the ref within bounds. */
+static void check_blocking(vt_dtype type, tp_pool *const *pools) {
+    const quant_traits *tr = quant_traits_get(type);
+    const quant_traits *at = quant_traits_get(tr->dot_type);
+    const int64_t n_in = 8192, n_out = 83, n_tok = 37;
+    size_t rb, act_min;
+    VT_ASSERT(quant_row_bytes(type, n_in, &rb) && quant_row_bytes(tr->dot_type, n_in, &act_min));
+    uint8_t *wd = malloc(rb * n_out);
+    float *f = malloc(n_in * sizeof(float));
+    for (int64_t o = 0; o < n_out; o++) {
+        for (int64_t k = 0; k < n_in; k++) f[k] = rng_uniform();
+        tr->quant_ref(f, wd + o * rb, n_in);
+    }
+    mm_weight w;
+    CHECK_OK(mm_weight_init(&w, type, n_in, n_out, wd));
+    CHECK_OK(mm_weight_prepare(&w));
+    const mm_weight *wp[1] = {&w};
+    float *x = malloc(n_tok * n_in * sizeof(float));
+    for (int64_t k = 0; k < n_tok * n_in; k++) x[k] = rng_uniform() * 2;
+    const size_t xs = mm_act_row_bytes(type, n_in);
+    void *xq = malloc(xs * n_tok);
+    float *y1 = malloc(n_tok * n_out * sizeof(float)), *yb = malloc(n_tok * n_out * sizeof(float));
+    const int64_t ld[1] = {n_out};
+    int bad_tok = 0, bad_value = 0;
+    for (int p = 0; p < 3; p++) {
+        /* the whole step, then each token alone (rows 0 of x, y shifted) */
+        float *ys[1] = {yb};
+        step_ctx c = {wp, ys, ld, 1, x, n_in, n_tok, xq, pools[p], 0};
+        tp_run(pools[p], step_fn, &c);
+        for (int64_t t = 0; t < n_tok; t++) {
+            float *ys1[1] = {y1 + t * n_out};
+            step_ctx c1 = {wp, ys1, ld, 1, x + t * n_in, n_in, 1, xq, pools[p], 0};
+            tp_run(pools[p], step_fn, &c1);
+        }
+        if (memcmp(y1, yb, n_tok * n_out * sizeof(float))) bad_tok++;
+    }
+    uint8_t *xr = malloc(act_min);
+    float *wf = malloc(n_in * sizeof(float)), *xd = malloc(n_in * sizeof(float));
+    for (int64_t t = 0; t < n_tok; t += 6) {
+        at->quant_ref(x + t * n_in, xr, n_in);
+        at->dequant_ref(xr, xd, n_in);
+        for (int64_t o = 0; o < n_out; o++) {
+            const float e = tr->dot_ref(n_in, wd + o * rb, xr);
+            tr->dequant_ref(wd + o * rb, wf, n_in);
+            double S = 0;
+            for (int64_t k = 0; k < n_in; k++) S += fabs((double)wf[k] * xd[k]);
+            if (!(fabs((double)yb[t * n_out + o] - e) <= 2e-6 * S)) bad_value++;
+        }
+    }
+    CHECK_MSG(bad_tok == 0, "%s: a 37-token step differs from 1-token steps (%d thread counts)", tr->name, bad_tok);
+    CHECK_MSG(bad_value == 0, "%s: %d long-row outputs off the ref", tr->name, bad_value);
+    mm_weight_free(&w);
+    free(wd), free(f), free(x), free(xq), free(y1), free(yb), free(xr), free(wf), free(xd);
+}
+
 static void check_errors(void) {
     mm_weight w;
     uint8_t buf[64] = {0};
@@ -175,6 +237,8 @@ int main(void) {
         VT_DTYPE_Q6_K, VT_DTYPE_IQ4_NL, VT_DTYPE_IQ4_XS,
     };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_type(types[i], pools, 4);
+    static const vt_dtype packed_types[] = {VT_DTYPE_Q4_0, VT_DTYPE_Q8_0, VT_DTYPE_Q4_K, VT_DTYPE_Q6_K};
+    for (size_t i = 0; i < sizeof packed_types / sizeof packed_types[0]; i++) check_blocking(packed_types[i], pools);
     for (int i = 0; i < 4; i++) tp_destroy(pools[i]);
     return test_finish();
 }
