@@ -150,6 +150,7 @@ void gguf_writer_destroy(gguf_writer *w);
 /* Setters copy key and value. Setting an existing key replaces it. */
 vt_status gguf_writer_set_u32(gguf_writer *w, const char *key, uint32_t v);
 vt_status gguf_writer_set_i32(gguf_writer *w, const char *key, int32_t v);
+vt_status gguf_writer_set_u64(gguf_writer *w, const char *key, uint64_t v);
 vt_status gguf_writer_set_f32(gguf_writer *w, const char *key, float v);
 vt_status gguf_writer_set_bool(gguf_writer *w, const char *key, bool v);
 vt_status gguf_writer_set_str(gguf_writer *w, const char *key, const char *v);

@@ -149,6 +149,9 @@ vt_status gguf_writer_set_u32(gguf_writer *w, const char *key, uint32_t v) {
 vt_status gguf_writer_set_i32(gguf_writer *w, const char *key, int32_t v) {
     return set_scalar(w, key, GGUF_TYPE_INT32, &v);
 }
+vt_status gguf_writer_set_u64(gguf_writer *w, const char *key, uint64_t v) {
+    return set_scalar(w, key, GGUF_TYPE_UINT64, &v);
+}
 vt_status gguf_writer_set_f32(gguf_writer *w, const char *key, float v) {
     return set_scalar(w, key, GGUF_TYPE_FLOAT32, &v);
 }
