@@ -6,6 +6,7 @@
 #include "base/log.h"
 #include "base/size.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -89,6 +90,15 @@ static vt_status load_hparams(model *m) {
     VT_TRY(get_i64_req(m, "attention.head_count", &hp->n_head));
     VT_TRY(get_i64_opt(m, "attention.head_count_kv", hp->n_head, &hp->n_head_kv));
     VT_TRY(get_i64_opt(m, "context_length", 2048, &hp->n_ctx_train));
+    /* contexts and the engine take n_ctx_train as an int32 context size, capped at 2^24 */
+    if (hp->n_ctx_train > MODEL_MAX_CTX)
+        return vt_errorf(VT_E_RANGE, "key '%s' = %lld is past vt's context limit of %d tokens",
+                         arch_key(m, "context_length"), (long long)hp->n_ctx_train, MODEL_MAX_CTX);
+    /* Every layer has at least 9 tensors (2 norms, q/k/v/o, gate/up/down): an absurd
+     * block_count is refused here, before the layer table is allocated. */
+    if (hp->n_layer > m->gguf.n_tensors / 9)
+        return vt_errorf(VT_E_FORMAT, "block_count %lld needs at least %lld tensors, the file has %lld",
+                         (long long)hp->n_layer, (long long)hp->n_layer * 9, (long long)m->gguf.n_tensors);
     if (hp->n_embd % hp->n_head != 0 && gguf_find(&m->gguf, arch_key(m, "attention.key_length")) == NULL)
         return vt_errorf(VT_E_FORMAT, "embedding_length %lld is not a multiple of head_count %lld",
                          (long long)hp->n_embd, (long long)hp->n_head);
@@ -110,7 +120,13 @@ static vt_status load_hparams(model *m) {
         return vt_errorf(VT_E_FORMAT, "required key '%s' is missing",
                          arch_key(m, "attention.layer_norm_rms_epsilon"));
     VT_TRY(s);
+    if (!(hp->rms_eps >= 0.0f && hp->rms_eps < 1.0f))
+        return vt_errorf(VT_E_RANGE, "key '%s' = %g is out of range [0, 1)",
+                         arch_key(m, "attention.layer_norm_rms_epsilon"), hp->rms_eps);
     VT_TRY(get_f32_opt(m, "rope.freq_base", 10000.0f, &hp->rope_freq_base));
+    if (!(hp->rope_freq_base > 0.0f && isfinite(hp->rope_freq_base)))
+        return vt_errorf(VT_E_RANGE, "key '%s' = %g is not a positive number", arch_key(m, "rope.freq_base"),
+                         hp->rope_freq_base);
     float scale = 1.0f;
     gguf_str stype;
     if (gguf_get_str(&m->gguf, arch_key(m, "rope.scaling.type"), &stype) == VT_OK &&
@@ -120,7 +136,7 @@ static vt_status load_hparams(model *m) {
     }
     VT_TRY(get_f32_opt(m, "rope.scaling.factor", 0.0f, &scale));
     if (scale == 0.0f) VT_TRY(get_f32_opt(m, "rope.scale_linear", 1.0f, &scale));
-    if (!(scale > 0.0f)) return vt_errorf(VT_E_RANGE, "rope scaling factor %g is invalid", scale);
+    if (!(scale > 0.0f && isfinite(scale))) return vt_errorf(VT_E_RANGE, "rope scaling factor %g is invalid", scale);
     hp->rope_freq_scale = 1.0f / scale;
     return VT_OK;
 }

@@ -18,6 +18,9 @@ typedef enum model_rope {
     MODEL_ROPE_NEOX, /* rotate halves (x[i], x[i + n_rot/2]): qwen2, qwen3 */
 } model_rope;
 
+/* The largest training context vt_model_load accepts (the contexts' n_ctx limit too). */
+#define MODEL_MAX_CTX (1 << 24)
+
 typedef struct model_hparams {
     model_arch arch;
     int64_t n_vocab;

@@ -1,0 +1,233 @@
+/* vt_model_load on files whose GGUF is well formed but whose model is not:
+ * absurd hyperparameters (zero or 2^40 sizes, head counts that do not divide,
+ * an odd rope dimension, a huge context, NaN epsilon), tensors of the wrong
+ * shape or type, a tokenizer larger than the embedding table. Each variant is
+ * stories260K rewritten through the gguf writer with one or two edits; each
+ * must be refused with a message that names the key or tensor (and the path),
+ * without a crash and without a huge allocation (peak RSS is bounded at the
+ * end, and ASan aborts on any allocation past its limit).
+ *
+ * The unedited rewrite must load: a case can only fail for its own edit. */
+#include "base/mapfile.h"
+#include "gguf/gguf.h"
+#include "quant/quant.h"
+#include "test.h"
+#include "vt.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+typedef enum { K_NONE, K_U32, K_U64, K_I32, K_F32, K_STR, K_DROP } kedit_kind;
+
+typedef struct kedit {
+    kedit_kind kind;
+    const char *key;
+    uint64_t u; /* K_U32, K_U64, K_I32 (as int32) */
+    float f;    /* K_F32 */
+    const char *s;
+} kedit;
+
+/* Replace (or with n_dims 0, drop) tensor `name`, or add it when the file has none:
+ * zero data of the given shape. */
+typedef struct tedit {
+    const char *name;
+    vt_dtype type;
+    uint32_t n_dims;
+    int64_t ne[2];
+} tedit;
+
+typedef struct bad_case {
+    const char *what;
+    kedit k[2];
+    tedit t[2];
+    const char *expect; /* a substring of the error message */
+} bad_case;
+
+static uint8_t zeros[1 << 20];
+
+static bool tensor_edit(const bad_case *c, const char *name, const tedit **out) {
+    for (int i = 0; i < 2; i++) {
+        if (c->t[i].name && !strcmp(c->t[i].name, name)) {
+            *out = &c->t[i];
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool key_edited(const bad_case *c, gguf_str key) {
+    for (int i = 0; i < 2; i++)
+        if (c->k[i].kind != K_NONE && gguf_str_eq(key, c->k[i].key)) return true;
+    return false;
+}
+
+static void add_zero_tensor(gguf_writer *w, const tedit *e) {
+    if (e->n_dims == 0) return; /* dropped */
+    size_t row = 0;
+    CHECK(quant_row_bytes(e->type, e->ne[0], &row));
+    const size_t bytes = row * (size_t)(e->n_dims > 1 ? e->ne[1] : 1);
+    CHECK(bytes <= sizeof zeros);
+    CHECK_OK(gguf_writer_add_tensor(w, e->name, e->type, e->n_dims, e->ne, zeros, bytes));
+}
+
+/* Write src with c's edits to path. */
+static void write_variant(const gguf_file *src, const bad_case *c, const char *path) {
+    gguf_writer *w;
+    CHECK_OK(gguf_writer_create(&w));
+    for (int64_t i = 0; i < src->n_kv; i++) {
+        if (!key_edited(c, src->kv[i].key)) CHECK_OK(gguf_writer_copy_kv(w, &src->kv[i]));
+    }
+    for (int i = 0; i < 2; i++) {
+        const kedit *k = &c->k[i];
+        switch (k->kind) {
+        case K_U32: CHECK_OK(gguf_writer_set_u32(w, k->key, (uint32_t)k->u)); break;
+        case K_U64: CHECK_OK(gguf_writer_set_u64(w, k->key, k->u)); break;
+        case K_I32: CHECK_OK(gguf_writer_set_i32(w, k->key, (int32_t)k->u)); break;
+        case K_F32: CHECK_OK(gguf_writer_set_f32(w, k->key, k->f)); break;
+        case K_STR: CHECK_OK(gguf_writer_set_str(w, k->key, k->s)); break;
+        case K_NONE:
+        case K_DROP: break;
+        }
+    }
+    for (int64_t i = 0; i < src->n_tensors; i++) {
+        const gguf_tensor *t = &src->tensors[i];
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        const tedit *e;
+        if (!tensor_edit(c, name, &e)) {
+            CHECK_OK(gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, t->data, t->bytes));
+        } else {
+            add_zero_tensor(w, e);
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        if (c->t[i].name && !gguf_find_tensor(src, c->t[i].name)) add_zero_tensor(w, &c->t[i]);
+    }
+    CHECK_OK(gguf_writer_write(w, path));
+    gguf_writer_destroy(w);
+}
+
+static void check_case(const gguf_file *src, const bad_case *c) {
+    char path[] = "/tmp/vt_model_bad_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    write_variant(src, c, path);
+    vt_model *m = NULL;
+    vt_status s = vt_model_load(path, NULL, &m);
+    if (!c->expect) {
+        CHECK_MSG(s == VT_OK && m, "%s: %s", c->what, vt_last_error());
+    } else {
+        CHECK_MSG(s != VT_OK && m == NULL, "%s: loaded", c->what);
+        CHECK_MSG(strstr(vt_last_error(), c->expect) != NULL, "%s: '%s' not in '%s'", c->what, c->expect,
+                  vt_last_error());
+        CHECK_MSG(strstr(vt_last_error(), path) != NULL, "%s: path not in '%s'", c->what, vt_last_error());
+    }
+    vt_model_free(m);
+    unlink(path);
+}
+
+#define KU32(k, v) {K_U32, "llama." k, (v), 0, NULL}
+#define KU64(k, v) {K_U64, "llama." k, (v), 0, NULL}
+#define KF32(k, v) {K_F32, "llama." k, 0, (v), NULL}
+#define KDROP(k) {K_DROP, k, 0, 0, NULL}
+
+int main(void) {
+    const char *p = test_model_path("stories260K.gguf");
+    if (!p) return test_finish();
+    char path[4096];
+    snprintf(path, sizeof path, "%s", p);
+    mapfile mf;
+    gguf_file f;
+    CHECK_OK(mapfile_open(path, &mf));
+    CHECK_OK(gguf_parse(mf.data, mf.size, path, &f));
+
+    /* stories260K: n_embd 64, 8 heads (head_dim 8), 4 KV heads, 5 layers, n_ff 172,
+     * vocab 512, rope dims 8, all F32. */
+    const bad_case cases[] = {
+        {"unedited rewrite", {{0}}, {{0}}, NULL},
+        {"head_count 0", {KU32("attention.head_count", 0)}, {{0}}, "'llama.attention.head_count' = 0 is out of range"},
+        {"head_count_kv 0", {KU32("attention.head_count_kv", 0)}, {{0}}, "'llama.attention.head_count_kv' = 0 is out of range"},
+        {"head_count_kv 3 (8 heads)", {KU32("attention.head_count_kv", 3)}, {{0}}, "head_count 8 is not a multiple of head_count_kv 3"},
+        {"head_count_kv 16 > head_count", {KU32("attention.head_count_kv", 16)}, {{0}}, "head_count 8 is not a multiple of head_count_kv 16"},
+        {"head_count 7 (n_embd 64)", {KU32("attention.head_count", 7), KU32("attention.head_count_kv", 7)}, {{0}},
+         "embedding_length 64 is not a multiple of head_count 7"},
+        {"head_count 16: K/V shapes no longer match", {KU32("attention.head_count", 16), KU32("rope.dimension_count", 4)}, {{0}},
+         "tensor 'blk.0.attn_k.weight' has shape [64, 32, 1], expected [64, 16]"},
+        {"head_count 2^32-1", {KU32("attention.head_count", UINT32_MAX)}, {{0}}, "'llama.attention.head_count' = 4294967295 is out of range"},
+        {"embedding_length 2^40", {KU64("embedding_length", (uint64_t)1 << 40)}, {{0}},
+         "'llama.embedding_length' = 1099511627776 is out of range"},
+        {"embedding_length 2^64-1", {KU64("embedding_length", UINT64_MAX)}, {{0}}, "does not fit in i64"},
+        {"embedding_length 128 (tensors are 64)", {KU32("embedding_length", 128)}, {{0}},
+         "tensor 'token_embd.weight' has shape [64, 512], expected [128, n_vocab]"},
+        {"embedding_length as a string", {{K_STR, "llama.embedding_length", 0, 0, "64"}}, {{0}},
+         "key 'llama.embedding_length' has type str"},
+        {"embedding_length negative (i32)", {{K_I32, "llama.embedding_length", (uint64_t)(uint32_t)-64, 0, NULL}}, {{0}},
+         "'llama.embedding_length' = -64 is out of range"},
+        {"block_count 0", {KU32("block_count", 0)}, {{0}}, "'llama.block_count' = 0 is out of range"},
+        {"block_count 2^31", {KU32("block_count", (uint32_t)1 << 31)}, {{0}},
+         "block_count 2147483648 needs at least 19327352832 tensors, the file has 48"},
+        {"block_count 6 (5 in the file)", {KU32("block_count", 6)}, {{0}}, "block_count 6 needs at least 54 tensors, the file has 48"},
+        {"block_count 5 with 9 per layer but one missing", {{0}}, {{"blk.4.ffn_norm.weight", VT_DTYPE_F32, 0, {0}}},
+         "required tensor 'blk.4.ffn_norm.weight' is missing"},
+        {"feed_forward_length 0", {KU32("feed_forward_length", 0)}, {{0}}, "'llama.feed_forward_length' = 0 is out of range"},
+        {"feed_forward_length 173", {KU32("feed_forward_length", 173)}, {{0}}, "tensor 'blk.0.ffn_gate.weight' has shape"},
+        {"rope.dimension_count 7 (odd)", {KU32("rope.dimension_count", 7)}, {{0}}, "rope.dimension_count 7 is invalid for head size 8"},
+        {"rope.dimension_count 16 > head size", {KU32("rope.dimension_count", 16)}, {{0}}, "rope.dimension_count 16 is invalid for head size 8"},
+        {"rope.dimension_count 0", {KU32("rope.dimension_count", 0)}, {{0}}, "'llama.rope.dimension_count' = 0 is out of range"},
+        {"context_length 0", {KU32("context_length", 0)}, {{0}}, "'llama.context_length' = 0 is out of range"},
+        {"context_length 2^31", {KU32("context_length", (uint32_t)1 << 31)}, {{0}},
+         "'llama.context_length' = 2147483648 is past vt's context limit of 16777216 tokens"},
+        {"context_length 2^24 + 1", {KU32("context_length", (1u << 24) + 1)}, {{0}}, "past vt's context limit"},
+        {"context_length 2^60", {KU64("context_length", (uint64_t)1 << 60)}, {{0}}, "'llama.context_length' = 1152921504606846976 is out of range"},
+        {"key_length 16 (q/k tensors are 8 per head)", {KU32("attention.key_length", 16), KU32("attention.value_length", 16)}, {{0}},
+         "tensor 'blk.0.attn_q.weight' has shape [64, 64, 1], expected [64, 128]"},
+        {"value_length != key_length", {KU32("attention.value_length", 4)}, {{0}}, "attention.value_length 4 differs from key_length 8"},
+        {"rms epsilon NaN", {KF32("attention.layer_norm_rms_epsilon", NAN)}, {{0}}, "layer_norm_rms_epsilon' = nan is out of range"},
+        {"rms epsilon -1", {KF32("attention.layer_norm_rms_epsilon", -1.0f)}, {{0}}, "layer_norm_rms_epsilon' = -1 is out of range"},
+        {"rms epsilon missing", {KDROP("llama.attention.layer_norm_rms_epsilon")}, {{0}}, "required key 'llama.attention.layer_norm_rms_epsilon' is missing"},
+        {"rope.freq_base 0", {KF32("rope.freq_base", 0.0f)}, {{0}}, "'llama.rope.freq_base' = 0 is not a positive number"},
+        {"rope.freq_base inf", {KF32("rope.freq_base", INFINITY)}, {{0}}, "'llama.rope.freq_base' = inf is not a positive number"},
+        {"rope scaling factor -2", {KF32("rope.scaling.factor", -2.0f)}, {{0}}, "rope scaling factor -2 is invalid"},
+        {"rope scaling factor inf", {KF32("rope.scaling.factor", INFINITY)}, {{0}}, "rope scaling factor inf is invalid"},
+        {"rope scaling type yarn", {{K_STR, "llama.rope.scaling.type", 0, 0, "yarn"}}, {{0}}, "rope scaling type 'yarn' is not supported"},
+        /* tensors */
+        {"token_embd of 256 rows, tokenizer of 512", {{0}},
+         {{"token_embd.weight", VT_DTYPE_F32, 2, {64, 256}}, {"output.weight", VT_DTYPE_F32, 2, {64, 256}}},
+         "tokenizer has 512 tokens but token_embd only 256 rows"},
+        {"token_embd [32, 512]", {{0}}, {{"token_embd.weight", VT_DTYPE_F32, 2, {32, 512}}},
+         "tensor 'token_embd.weight' has shape [32, 512], expected [64, n_vocab]"},
+        {"token_embd 1-D", {{0}}, {{"token_embd.weight", VT_DTYPE_F32, 1, {64}}}, "tensor 'token_embd.weight' has shape"},
+        {"token_embd missing", {{0}}, {{"token_embd.weight", VT_DTYPE_F32, 0, {0}}}, "required tensor 'token_embd.weight' is missing"},
+        {"output.weight [64, 511]", {{0}}, {{"output.weight", VT_DTYPE_F32, 2, {64, 511}}},
+         "tensor 'output.weight' has shape [64, 511, 1], expected [64, 512]"},
+        {"attn_q [64, 32]", {{0}}, {{"blk.3.attn_q.weight", VT_DTYPE_F32, 2, {64, 32}}},
+         "tensor 'blk.3.attn_q.weight' has shape [64, 32, 1], expected [64, 64]"},
+        {"attn_k transposed [32, 64]", {{0}}, {{"blk.0.attn_k.weight", VT_DTYPE_F32, 2, {32, 64}}},
+         "tensor 'blk.0.attn_k.weight' has shape [32, 64, 1], expected [64, 32]"},
+        {"ffn_down [64, 172] (transposed)", {{0}}, {{"blk.4.ffn_down.weight", VT_DTYPE_F32, 2, {64, 172}}},
+         "tensor 'blk.4.ffn_down.weight' has shape [64, 172, 1], expected [172, 64]"},
+        {"output_norm [32]", {{0}}, {{"output_norm.weight", VT_DTYPE_F32, 1, {32}}},
+         "tensor 'output_norm.weight' has shape [32, 1, 1], expected [64, 1]"},
+        {"attn_norm 2-D", {{0}}, {{"blk.1.attn_norm.weight", VT_DTYPE_F32, 2, {64, 2}}},
+         "tensor 'blk.1.attn_norm.weight' has shape [64, 2, 1], expected [64, 1]"},
+        {"attn_k F16 beside F32 q/v", {{0}}, {{"blk.2.attn_k.weight", VT_DTYPE_F16, 2, {64, 32}}},
+         "blk.2: attn_q/k/v of different types (f32/f16/f32)"},
+        {"attn_q as Q8_1 (an activation type)", {{0}}, {{"blk.0.attn_q.weight", VT_DTYPE_Q8_1, 2, {64, 64}}},
+         "tensor 'blk.0.attn_q.weight': weight type q8_1 is not supported"},
+        {"rope_freqs of the wrong length", {{0}}, {{"rope_freqs.weight", VT_DTYPE_F32, 1, {3}}},
+         "tensor 'rope_freqs.weight' has shape [3, 1, 1], expected [4, 1]"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&f, &cases[i]);
+    gguf_free(&f);
+    mapfile_close(&mf);
+
+    /* No case may have allocated anything near its absurd sizes. */
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    CHECK_MSG(ru.ru_maxrss < 512 * 1024, "peak RSS %ld KiB", ru.ru_maxrss);
+    printf("%zu model cases\n", sizeof cases / sizeof cases[0]);
+    return test_finish();
+}
