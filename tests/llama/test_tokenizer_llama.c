@@ -144,7 +144,8 @@ static void compare_text(const struct llama_vocab *lv, const tokenizer *t, const
         int64_t n_ids = 0;
         vt_status rc = tok_encode(t, s, n, add_special, parse_special, &ids, &n_ids);
         st->encode_cases++;
-        bool same = rc == VT_OK && nr >= 0 && n_ids == nr && !memcmp(ids, ref, (size_t)nr * sizeof *ids);
+        bool same = rc == VT_OK && nr >= 0 && n_ids == nr &&
+                    (nr == 0 || !memcmp(ids, ref, (size_t)nr * sizeof *ids)); /* ids is NULL when empty */
         if (!same) {
             if (st->encode_bad++ < 5) {
                 fprintf(stderr, "%s: encode differs (add_special %d parse_special %d) for '", name, add_special,
