@@ -412,6 +412,12 @@ int main(int argc, char **argv) {
         cpu_kernels_build((cpu_isa)isa, &tier);
         for (int i = 0; i < N_WEIGHT_TYPES; i++) check_gemm_type(&tier, weight_types[i]);
     }
+    /* and of every aarch64 tier (neon_dot: sdot, neon_i8mm: smmla) */
+    for (int isa = CPU_ISA_NEON; isa <= (int)cpu_isa_detected(); isa++) {
+        cpu_kernels tier;
+        cpu_kernels_build((cpu_isa)isa, &tier);
+        for (int i = 0; i < N_WEIGHT_TYPES; i++) check_gemm_type(&tier, weight_types[i]);
+    }
     if (cpu_isa_detected() < CPU_ISA_NEON)
         for (int i = 0; i < N_WEIGHT_TYPES; i++) CHECK(ref.gemm[weight_types[i]] == NULL);
     static const vt_dtype act_types[] = {VT_DTYPE_Q8_0, VT_DTYPE_Q8_1, VT_DTYPE_Q8_K,

@@ -47,6 +47,9 @@ void cpu_kernels_fill_arm(cpu_kernels *k, cpu_isa isa) {
     k->isa = CPU_ISA_NEON;
     if (isa >= CPU_ISA_NEON_DOT) {
         SET_INT8_DOTS(neon_dot);
+        k->gemm[VT_DTYPE_Q4_0] = gemm_q4_0_neon_dot;
+        k->gemm[VT_DTYPE_Q8_0] = gemm_q8_0_neon_dot;
+        k->gemm_isa[VT_DTYPE_Q4_0] = k->gemm_isa[VT_DTYPE_Q8_0] = CPU_ISA_NEON_DOT;
         k->isa = CPU_ISA_NEON_DOT;
     }
     if (isa >= CPU_ISA_NEON_I8MM) {
