@@ -53,11 +53,10 @@ void cpu_kernels_fill_arm(cpu_kernels *k, cpu_isa isa) {
         k->isa = CPU_ISA_NEON_DOT;
     }
     if (isa >= CPU_ISA_NEON_I8MM) {
-        /* smmla pays where two rows meet two tokens: the prefill GEMMs; the
-         * single-row dots stay the dotprod ones */
-        k->gemm[VT_DTYPE_Q4_0] = gemm_q4_0_neon_i8mm;
+        /* smmla pays where two rows meet two tokens, and (with the packed
+         * layout's zips) only for Q8_0 at 4 tokens; everything else stays sdot */
         k->gemm[VT_DTYPE_Q8_0] = gemm_q8_0_neon_i8mm;
-        k->gemm_isa[VT_DTYPE_Q4_0] = k->gemm_isa[VT_DTYPE_Q8_0] = CPU_ISA_NEON_I8MM;
+        k->gemm_isa[VT_DTYPE_Q8_0] = CPU_ISA_NEON_I8MM;
         k->isa = CPU_ISA_NEON_I8MM;
     }
 }

@@ -1,4 +1,4 @@
-/* smmla GEMMs over the packed layouts of cpu/pack.h (Q4_0, Q8_0), ARMv8.6 i8mm.
+/* smmla GEMM over the packed Q8_0 layout of cpu/pack.h, ARMv8.6 i8mm.
  *
  * smmla multiplies a 2 x 8 int8 matrix by the transpose of another 2 x 8 and
  * adds the 2 x 2 int32 result: 32 multiply-adds per instruction against the 16
@@ -14,14 +14,17 @@
  * [token t0: 8 bytes | token t1: 8 bytes] (zip1/zip2 of 64-bit lanes), built once
  * per block. Accumulator lanes are (row a, t0), (row a, t1), (row b, t0),
  * (row b, t1); the scales are arranged the same way, and uzp1/uzp2 turn the
- * result back into per-token row vectors at the end. Q4_0: unsigned nibbles,
- * the accumulator starting at -8 * (the token's block sum), as in gemm_neon_dot.c.
- * Per block the integer sums are exact and the float steps are the ref twin's
+ * result back into per-token row vectors at the end. Per block the integer sums are exact and the float steps are the ref twin's
  * (acc = fma(d_w * d_x, (float)isum, acc) per output), so results are
  * bit-identical with pack_gemm_ref and with the sdot kernels.
  *
  * Register tile: 8 rows (two quads) x 2 token pairs: 8 int and 8 float
- * accumulators, 8 right operands; each left operand (one zip) feeds 2 smmla. */
+ * accumulators, 8 right operands; each left operand (one zip) feeds 2 smmla.
+ *
+ * Q4_0 has no smmla kernel: its nibbles need the and/shift of the sdot kernel
+ * plus the zips, and the count came out above the sdot kernel's (336 against
+ * 321 instructions per block of 16 rows x 4 tokens), so the i8mm tier keeps the
+ * sdot GEMM for it. */
 #include "cpu/arm/arm_kernels.h"
 #include "cpu/arm/neon_common.h"
 #include "quant/blocks.h"
@@ -107,53 +110,8 @@ VT_INLINE void q8_0_mm_half(int64_t nb, const uint8_t *g, const block_q8_0 *cons
     UNROLL for (int i = 0; i < np; i++) store_pair(acc[i], q0, y + 2 * i * ldy, ldy);
 }
 
-VT_INLINE void q4_0_mm_half(int64_t nb, const uint8_t *g, const block_q8_0 *const *xr,
-                            const int32_t *const *xs, float *y, int64_t ldy, const int q0,
-                            const int np) {
-    const uint8_t *d = g, *qs = g + nb * PACK_ROWS * sizeof(uint16_t);
-    const uint8x16_t m4 = vdupq_n_u8(0x0f);
-    float32x4_t acc[2][2][2];
-    UNROLL for (int i = 0; i < np; i++) UNROLL for (int jq = 0; jq < 2; jq++)
-        acc[i][jq][0] = acc[i][jq][1] = vdupq_n_f32(0);
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *v = qs + b * 4 * CHUNK_VEC;
-        int8x16_t rhs[2][4];
-        float32x4_t dx[2];
-        int32x4_t p[2][2][2];
-        UNROLL for (int i = 0; i < np; i++) {
-            pair_rhs(&xr[2 * i][b], &xr[2 * i + 1][b], rhs[i], &dx[i]);
-            const int32_t s0 = -8 * xs[2 * i][b], s1 = -8 * xs[2 * i + 1][b];
-            const int32x4_t start = vcombine_s32(vset_lane_s32(s1, vdup_n_s32(s0), 1),
-                                                 vset_lane_s32(s1, vdup_n_s32(s0), 1));
-            UNROLL for (int jq = 0; jq < 2; jq++) p[i][jq][0] = p[i][jq][1] = start;
-        }
-        UNROLL for (int jq = 0; jq < 2; jq++) {
-            /* chunks (2c, 2c + 1): low nibbles are elements 8c .. 8c + 7 (m = c),
-             * high nibbles 16 + 8c .. (m = 2 + c) */
-            UNROLL for (int c = 0; c < 2; c++) {
-                const uint8x16_t ra = vld1q_u8(v + 2 * c * CHUNK_VEC + 16 * (q0 + jq));
-                const uint8x16_t rb = vld1q_u8(v + (2 * c + 1) * CHUNK_VEC + 16 * (q0 + jq));
-                const int8x16_t la = vreinterpretq_s8_u8(vandq_u8(ra, m4));
-                const int8x16_t lb = vreinterpretq_s8_u8(vandq_u8(rb, m4));
-                const int8x16_t ha = vreinterpretq_s8_u8(vshrq_n_u8(ra, 4));
-                const int8x16_t hb = vreinterpretq_s8_u8(vshrq_n_u8(rb, 4));
-                const int8x16_t l0 = zip_lo32(la, lb), l1 = zip_hi32(la, lb);
-                const int8x16_t h0 = zip_lo32(ha, hb), h1 = zip_hi32(ha, hb);
-                UNROLL for (int i = 0; i < np; i++) {
-                    p[i][jq][0] = vmmlaq_s32(p[i][jq][0], l0, rhs[i][c]);
-                    p[i][jq][1] = vmmlaq_s32(p[i][jq][1], l1, rhs[i][c]);
-                    p[i][jq][0] = vmmlaq_s32(p[i][jq][0], h0, rhs[i][2 + c]);
-                    p[i][jq][1] = vmmlaq_s32(p[i][jq][1], h1, rhs[i][2 + c]);
-                }
-            }
-        }
-        UNROLL for (int i = 0; i < np; i++) scale_acc(d + b * 2 * PACK_ROWS, q0, dx[i], p[i], acc[i]);
-    }
-    UNROLL for (int i = 0; i < np; i++) store_pair(acc[i], q0, y + 2 * i * ldy, ldy);
-}
-
 /* Four tokens (the prefill tile) take the smmla path; fewer go to the sdot
- * kernels: with this layout every smmla operand costs a zip, which only two
+ * kernel: with this layout every smmla operand costs a zip, which only two
  * token pairs sharing it amortise (BENCHMARKS.md, ARM64 section). */
 void gemm_q8_0_neon_i8mm(int64_t n_in, const void *w, int64_t n_groups, const void *x,
                          size_t x_stride, const int32_t *x_sums, int n_tok, float *y, int64_t ldy) {
@@ -169,26 +127,5 @@ void gemm_q8_0_neon_i8mm(int64_t n_in, const void *w, int64_t n_groups, const vo
         const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
         q8_0_mm_half(nb, g, xr, y + gi * PACK_ROWS, ldy, 0, 2);
         q8_0_mm_half(nb, g, xr, y + gi * PACK_ROWS, ldy, 2, 2);
-    }
-}
-
-void gemm_q4_0_neon_i8mm(int64_t n_in, const void *w, int64_t n_groups, const void *x,
-                         size_t x_stride, const int32_t *x_sums, int n_tok, float *y, int64_t ldy) {
-    if (n_tok != 4) {
-        gemm_q4_0_neon_dot(n_in, w, n_groups, x, x_stride, x_sums, n_tok, y, ldy);
-        return;
-    }
-    const int64_t nb = n_in / QK4_0;
-    const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_q4_0);
-    const block_q8_0 *xr[4];
-    const int32_t *xs[4];
-    for (int t = 0; t < 4; t++) {
-        xr[t] = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride);
-        xs[t] = x_sums + t * nb;
-    }
-    for (int64_t gi = 0; gi < n_groups; gi++) {
-        const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
-        q4_0_mm_half(nb, g, xr, xs, y + gi * PACK_ROWS, ldy, 0, 2);
-        q4_0_mm_half(nb, g, xr, xs, y + gi * PACK_ROWS, ldy, 2, 2);
     }
 }
