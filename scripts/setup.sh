@@ -4,9 +4,13 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 pkgs=(build-essential cmake pkg-config git libmicrohttpd-dev libjansson-dev
-      clang libclang-rt-14-dev curl nodejs npm
+      clang libclang-rt-14-dev curl
       gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user)
 missing=()
+# Node.js and npm: Debian's packages only where no node is installed already (a
+# node from elsewhere ships its own npm, and Debian's npm would conflict with it).
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
 done
