@@ -227,18 +227,15 @@ static void compute_packed(const mm_weight *w, pack_gemm_fn gemm, int64_t g0, in
 void mm_compute_multi(const mm_weight *const *ws, float *const *ys, const int64_t *ldys, int n,
                       const void *xq, int64_t n_tok, int ith, int nth) {
     if (n <= 0 || n_tok <= 0) return;
-    const vt_dtype type = ws[0]->type;
+    const vt_dtype type = ws[0]->type, dot_type = quant_traits_get(type)->dot_type;
     const int64_t n_in = ws[0]->n_in;
     const cpu_kernels *k = cpu_kernels_get();
-    const cpu_dot_rows_fn dot_rows = k->dot_rows[type];
-    const pack_gemm_fn gemm = k->gemm[type];
-    VT_ASSERT(dot_rows);
     const size_t x_stride = mm_act_row_bytes(type, n_in);
     /* units of 16 rows: packed groups or file-layout tiles */
     _Static_assert(MM_ROW_TILE == PACK_ROWS, "one work unit for both layouts");
     int64_t total = 0;
     for (int i = 0; i < n; i++) {
-        VT_ASSERT(ws[i]->type == type && ws[i]->n_in == n_in);
+        VT_ASSERT(quant_traits_get(ws[i]->type)->dot_type == dot_type && ws[i]->n_in == n_in);
         total += (ws[i]->n_out + MM_ROW_TILE - 1) / MM_ROW_TILE;
     }
     int64_t u0, u1;
@@ -249,11 +246,13 @@ void mm_compute_multi(const mm_weight *const *ws, float *const *ys, const int64_
         const int64_t lo = u0 > base ? u0 - base : 0;
         const int64_t hi = u1 < base + units ? u1 - base : units;
         if (hi > lo) {
-            if (ws[i]->packed && gemm)
-                compute_packed(ws[i], gemm, lo, hi, xq, x_stride, n_tok, ys[i], ldys[i]);
-            else {
+            const vt_dtype t = ws[i]->type;
+            if (ws[i]->packed && k->gemm[t]) {
+                compute_packed(ws[i], k->gemm[t], lo, hi, xq, x_stride, n_tok, ys[i], ldys[i]);
+            } else {
+                VT_ASSERT(k->dot_rows[t]);
                 const int64_t r1 = hi * MM_ROW_TILE < ws[i]->n_out ? hi * MM_ROW_TILE : ws[i]->n_out;
-                compute_rows(ws[i], dot_rows, lo * MM_ROW_TILE, r1, xq, x_stride, n_tok, ys[i], ldys[i]);
+                compute_rows(ws[i], k->dot_rows[t], lo * MM_ROW_TILE, r1, xq, x_stride, n_tok, ys[i], ldys[i]);
             }
         }
         base += units;

@@ -61,7 +61,8 @@ void mm_compute(const mm_weight *w, const void *xq, int64_t n_tok, float *y, int
 
 /* Several weights that share one input (Q/K/V, gate/up) in one step: the outputs
  * of all n weights are split among threads together, so one barrier covers all.
- * All ws[i] must have the same type and n_in. */
+ * All ws[i] must have the same n_in and the same activation (dot) type, e.g.
+ * Q4_K beside Q6_K (both Q8_K) as in Q4_K_M files; xq is quantized for ws[0]. */
 void mm_compute_multi(const mm_weight *const *ws, float *const *ys, const int64_t *ldys, int n,
                       const void *xq, int64_t n_tok, int ith, int nth);
 

@@ -224,12 +224,26 @@ VT_INLINE void q4_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const 
 
 /* ---- Q6_K ------------------------------------------------------------------------ */
 
+/* The 6-bit quants of sub-block chunk (m, c) from its low-nibble and high-bit
+ * chunk vectors: m selects the nibble (m / 2) and the bit pair (m) as in the file
+ * layout. The select keeps the nibble from lq and bits 4..5 from the aligned pair. */
+VT_INLINE __m512i q6_K_quants(__m512i la, __m512i lb, __m512i hb, const int m) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512i lq, hq;
+    switch (m) {
+    case 0: lq = la; hq = _mm512_slli_epi16(_mm512_and_si512(hb, _mm512_set1_epi8(0x03)), 4); break;
+    case 1: lq = lb; hq = _mm512_slli_epi16(_mm512_and_si512(hb, _mm512_set1_epi8(0x0c)), 2); break;
+    case 2: lq = _mm512_srli_epi16(la, 4); hq = _mm512_and_si512(hb, _mm512_set1_epi8(0x30)); break;
+    default: lq = _mm512_srli_epi16(lb, 4); hq = _mm512_srli_epi16(_mm512_and_si512(hb, _mm512_set1_epi8((char)0xc0)), 2); break;
+    }
+    return _mm512_ternarylogic_epi32(lq, hq, m4, 0xe4); /* m4 ? lq : hq (bitwise) */
+}
+
 VT_INLINE void q6_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y,
                           int64_t ldy, const int nt) {
     const uint8_t *d = g;
     const int8_t *scp = (const int8_t *)(g + nb * 2 * PACK_ROWS);
     const uint8_t *ql = (const uint8_t *)scp + nb * 16 * PACK_ROWS, *qh = ql + nb * 32 * CHUNK_VEC;
-    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
     __m512 acc[PACK_TOK_MAX];
     UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
@@ -240,50 +254,38 @@ VT_INLINE void q6_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const 
         UNROLL
         for (int k = 0; k < 4; k++) prefetch(sc + 16 * PACK_ROWS + k * CHUNK_VEC); /* next block's scales */
         if ((b & 1) == 0) prefetch(d + (b + 2) * 2 * PACK_ROWS);
+        UNROLL
+        for (int k = 0; k < 48; k++) prefetch(vl + PF_AHEAD + k * CHUNK_VEC); /* ql, then qh (contiguous) */
         __m512i isum[PACK_TOK_MAX];
         UNROLL
         for (int t = 0; t < nt; t++) isum[t] = _mm512_setzero_si512();
-        UNROLL
-        for (int h = 0; h < 2; h++)
+        for (int h = 0; h < 2; h++) {
             UNROLL
             for (int u = 0; u < 2; u++) {
-                /* sub-blocks 8h + 2m + u (m = 0..3): elements 128h + 32m + 16u .. + 16 */
-                __m512i s[PACK_TOK_MAX][4];
-                UNROLL
-                for (int t = 0; t < nt; t++)
-                    UNROLL
-                    for (int m = 0; m < 4; m++)
-                        s[t][m] = _mm512_set1_epi32(-32 * xr[t][b].bsums[8 * h + 2 * m + u]);
-                UNROLL
-                for (int c4 = 0; c4 < 4; c4++) {
-                    const int c = 4 * u + c4;
-                    prefetch(vl + PF_AHEAD + (16 * h + c) * CHUNK_VEC);
-                    prefetch(vl + PF_AHEAD + (16 * h + 8 + c) * CHUNK_VEC);
-                    prefetch(vh + PF_AHEAD / 2 + (8 * h + c) * CHUNK_VEC);
-                    const __m512i la = _mm512_loadu_si512(vl + (16 * h + c) * CHUNK_VEC);
-                    const __m512i lb = _mm512_loadu_si512(vl + (16 * h + 8 + c) * CHUNK_VEC);
-                    const __m512i hb = _mm512_loadu_si512(vh + (8 * h + c) * CHUNK_VEC);
-                    __m512i q[4];
-                    q[0] = _mm512_or_si512(_mm512_and_si512(la, m4), _mm512_and_si512(_mm512_slli_epi16(hb, 4), m30));
-                    q[1] = _mm512_or_si512(_mm512_and_si512(lb, m4), _mm512_and_si512(_mm512_slli_epi16(hb, 2), m30));
-                    q[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(la, 4), m4), _mm512_and_si512(hb, m30));
-                    q[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lb, 4), m4),
-                                           _mm512_and_si512(_mm512_srli_epi16(hb, 2), m30));
-                    UNROLL
-                    for (int m = 0; m < 4; m++)
-                        UNROLL
-                        for (int t = 0; t < nt; t++)
-                            s[t][m] = _mm512_dpbusd_epi32(s[t][m], q[m],
-                                                          bcast32(xr[t][b].qs + 128 * h + 32 * m + 4 * c));
-                }
                 UNROLL
                 for (int m = 0; m < 4; m++) {
+                    /* sub-block j = 8h + 2m + u: elements 128h + 32m + 16u .. + 16, as
+                     * chunks c = 4u .. 4u + 3 of the h-th half */
                     const int j = 8 * h + 2 * m + u;
+                    __m512i sj[PACK_TOK_MAX];
+                    UNROLL
+                    for (int t = 0; t < nt; t++) sj[t] = _mm512_set1_epi32(-32 * xr[t][b].bsums[j]);
+                    UNROLL
+                    for (int c4 = 0; c4 < 4; c4++) {
+                        const int c = 4 * u + c4;
+                        const __m512i lsrc = _mm512_loadu_si512(vl + (16 * h + (m & 1) * 8 + c) * CHUNK_VEC);
+                        const __m512i hb = _mm512_loadu_si512(vh + (8 * h + c) * CHUNK_VEC);
+                        const __m512i q = q6_K_quants(lsrc, lsrc, hb, m);
+                        UNROLL
+                        for (int t = 0; t < nt; t++)
+                            sj[t] = _mm512_dpbusd_epi32(sj[t], q, bcast32(xr[t][b].qs + 128 * h + 32 * m + 4 * c));
+                    }
                     const __m512i scj = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sc + j * PACK_ROWS)));
                     UNROLL
-                    for (int t = 0; t < nt; t++) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(s[t][m], scj));
+                    for (int t = 0; t < nt; t++) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(sj[t], scj));
                 }
             }
+        }
         UNROLL
         for (int t = 0; t < nt; t++) {
             const __m512 sc_f = _mm512_mul_ps(dw, _mm512_set1_ps(xr[t][b].d));
