@@ -94,6 +94,11 @@ static vt_status load_hparams(model *m) {
     if (hp->n_ctx_train > MODEL_MAX_CTX)
         return vt_errorf(VT_E_RANGE, "key '%s' = %lld is past vt's context limit of %d tokens",
                          arch_key(m, "context_length"), (long long)hp->n_ctx_train, MODEL_MAX_CTX);
+    /* Every layer has at least 9 tensors (2 norms, q/k/v/o, gate/up/down): an absurd
+     * block_count is refused here, before the layer table is allocated. */
+    if (hp->n_layer > m->gguf.n_tensors / 9)
+        return vt_errorf(VT_E_FORMAT, "block_count %lld needs at least %lld tensors, the file has %lld",
+                         (long long)hp->n_layer, (long long)hp->n_layer * 9, (long long)m->gguf.n_tensors);
     if (hp->n_embd % hp->n_head != 0 && gguf_find(&m->gguf, arch_key(m, "attention.key_length")) == NULL)
         return vt_errorf(VT_E_FORMAT, "embedding_length %lld is not a multiple of head_count %lld",
                          (long long)hp->n_embd, (long long)hp->n_head);
@@ -198,7 +203,6 @@ static vt_status load_mat(model *m, const char *name, int64_t n_in, int64_t n_ou
     if (s != VT_OK) return vt_error_prefix(s, name);
     s = mm_weight_prepare(w);
     if (s != VT_OK) return vt_error_prefix(s, name);
-    mm_weight_release_source(w); /* t->data is in the read-only file mapping */
     m->weight_bytes += t->bytes;
     return VT_OK;
 }
@@ -244,11 +248,6 @@ static vt_status load_weights(model *m, bool progress) {
     }
     VT_TRY(load_vec(m, "rope_freqs.weight", hp->n_rot / 2, false, &m->rope_freqs));
 
-    /* Every layer has at least 9 tensors (2 norms, q/k/v/o, gate/up/down): an absurd
-     * block_count is refused here, before the layer table is allocated. */
-    if (hp->n_layer > m->gguf.n_tensors / 9)
-        return vt_errorf(VT_E_FORMAT, "block_count %lld needs at least %lld tensors, the file has %lld",
-                         (long long)hp->n_layer, (long long)hp->n_layer * 9, (long long)m->gguf.n_tensors);
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return vt_errorf(VT_E_NOMEM, "out of memory");
     char name[128];
@@ -272,16 +271,10 @@ static vt_status load_weights(model *m, bool progress) {
         VT_TRY(load_mat(m, LNAME("ffn_gate.weight"), d, hp->n_ff, true, &L->w_gate));
         VT_TRY(load_mat(m, LNAME("ffn_up.weight"), d, hp->n_ff, true, &L->w_up));
         VT_TRY(load_mat(m, LNAME("ffn_down.weight"), hp->n_ff, d, true, &L->w_down));
-        /* one quantized input serves q/k/v (mm_compute_multi): same activation type */
-        const vt_dtype qdt = quant_traits_get(L->wq.type)->dot_type;
-        if (quant_traits_get(L->wk.type)->dot_type != qdt || quant_traits_get(L->wv.type)->dot_type != qdt)
+        if (L->wq.type != L->wk.type || L->wq.type != L->wv.type)
             return vt_errorf(VT_E_UNSUPPORTED, "blk.%lld: attn_q/k/v of different types (%s/%s/%s)",
                              (long long)il, quant_traits_get(L->wq.type)->name,
                              quant_traits_get(L->wk.type)->name, quant_traits_get(L->wv.type)->name);
-        if (quant_traits_get(L->w_gate.type)->dot_type != quant_traits_get(L->w_up.type)->dot_type)
-            return vt_errorf(VT_E_UNSUPPORTED, "blk.%lld: ffn_gate/up of incompatible types (%s/%s)",
-                             (long long)il, quant_traits_get(L->w_gate.type)->name,
-                             quant_traits_get(L->w_up.type)->name);
     }
 #undef LNAME
     if (progress) progress_draw(m, hp->n_layer, hp->n_layer);
