@@ -1,4 +1,4 @@
-/* AVX2 GEMMs over the packed layouts of cpu/pack.h (Q4_0, Q8_0).
+/* AVX2 GEMMs over the packed layouts of cpu/pack.h (Q4_0, Q8_0, Q4_K, Q6_K).
  *
  * A 64-byte chunk vector holds 4 quant bytes of each of the 16 rows of a group;
  * here it is two ymm halves of 8 rows, processed one half at a time (AVX2 has
@@ -132,3 +132,188 @@ VT_INLINE void q8_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_
 
 LEGACY_GEMM(q4_0)
 LEGACY_GEMM(q8_0)
+
+/* ---- K-quants (Q4_K, Q6_K x Q8_K), 8 rows x up to 2 tokens per pass -------------------
+ *
+ * Per 32-element sub-block the maddubs pair sums of the 8 chunks fit int16
+ * (Q4_K: 8 * 2 * 15 * 128 < 2^15), so one madd with the row's scale as an int16
+ * pair (sc, sc) gives sc * sum exactly. Q6_K quants reach 63, so only two
+ * chunks share an int16 sum before their madd. The -32 offset of Q6_K and the
+ * mins of Q4_K come from the activation's bsums with madd against int16 pairs
+ * of the rows' scales or mins. 16 registers hold the tiles of two tokens; a
+ * 4-token call makes two passes over the group (the second from L1). */
+
+/* Byte j (0..3) of every 32-bit lane as the int16 pair (v, v). */
+VT_INLINE __m256i lane_byte_pair(__m256i v, int j) {
+    const __m256i b = _mm256_and_si256(_mm256_srli_epi32(v, 8 * j), _mm256_set1_epi32(0xff));
+    return _mm256_or_si256(b, _mm256_slli_epi32(b, 16));
+}
+
+VT_INLINE void q4_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_K *const *xr,
+                         float *y, int64_t ldy, const int nt) {
+    const uint8_t *dd = g, *scv = g + nb * 4 * PACK_ROWS, *qs = scv + nb * 3 * CHUNK_VEC;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256 acc[2];
+    UNROLL
+    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *sp = scv + b * 3 * CHUNK_VEC + 32 * half;
+        const __m256i u0 = _mm256_loadu_si256((const __m256i *)sp);
+        const __m256i u1 = _mm256_loadu_si256((const __m256i *)(sp + CHUNK_VEC));
+        const __m256i u2 = _mm256_loadu_si256((const __m256i *)(sp + 2 * CHUNK_VEC));
+        const __m256i k6 = _mm256_set1_epi8(0x3f), k4 = _mm256_set1_epi8(0x0f), k2 = _mm256_set1_epi8(0x03);
+        const __m256i sc_lo = _mm256_and_si256(u0, k6), mn_lo = _mm256_and_si256(u1, k6);
+        const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(u2, k4),
+                                              _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), k2), 4));
+        const __m256i mn_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), k4),
+                                              _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), k2), 4));
+        const uint8_t *v = qs + b * 32 * CHUNK_VEC + 32 * half;
+        prefetch(v + PF_AHEAD - 32 * half);
+        __m256i isum[2], imin[2];
+        UNROLL
+        for (int t = 0; t < nt; t++) isum[t] = imin[t] = _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++) {
+            __m256i plo[2], phi[2];
+            UNROLL
+            for (int t = 0; t < nt; t++) plo[t] = phi[t] = _mm256_setzero_si256();
+            UNROLL
+            for (int c = 0; c < 8; c++) {
+                prefetch(v + PF_AHEAD + (8 * j + c) * CHUNK_VEC);
+                const __m256i raw = _mm256_loadu_si256((const __m256i *)(v + (8 * j + c) * CHUNK_VEC));
+                const __m256i lo = _mm256_and_si256(raw, m4);
+                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+                UNROLL
+                for (int t = 0; t < nt; t++) {
+                    const int8_t *xq = xr[t][b].qs + 64 * j + 4 * c;
+                    plo[t] = _mm256_add_epi16(plo[t], _mm256_maddubs_epi16(lo, bcast32_256(xq)));
+                    phi[t] = _mm256_add_epi16(phi[t], _mm256_maddubs_epi16(hi, bcast32_256(xq + 32)));
+                }
+            }
+            const __m256i sa = lane_byte_pair(2 * j < 4 ? sc_lo : sc_hi, (2 * j) & 3);
+            const __m256i sb = lane_byte_pair(2 * j + 1 < 4 ? sc_lo : sc_hi, (2 * j + 1) & 3);
+            UNROLL
+            for (int t = 0; t < nt; t++)
+                isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(plo[t], sa),
+                                                                     _mm256_madd_epi16(phi[t], sb)));
+        }
+        UNROLL
+        for (int j = 0; j < 8; j++) {
+            const __m256i pair = lane_byte_pair(j < 4 ? mn_lo : mn_hi, j & 3);
+            UNROLL
+            for (int t = 0; t < nt; t++)
+                imin[t] = _mm256_add_epi32(imin[t], _mm256_madd_epi16(pair, bcast32_256(xr[t][b].bsums + 2 * j)));
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dd + b * 4 * PACK_ROWS + 16 * half)));
+        const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dd + b * 4 * PACK_ROWS + 32 + 16 * half)));
+        UNROLL
+        for (int t = 0; t < nt; t++) {
+            const __m256 xd = _mm256_set1_ps(xr[t][b].d);
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, xd), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+            acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dmw, xd), _mm256_cvtepi32_ps(imin[t]), acc[t]);
+        }
+    }
+    UNROLL
+    for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ldy + 8 * half, acc[t]);
+}
+
+/* Scales of sub-block j for the 8 rows of this half as int32 lanes. */
+VT_INLINE __m256i q6_K_scale(const int8_t *sc, int j, int half) {
+    return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sc + j * PACK_ROWS + 8 * half)));
+}
+
+VT_INLINE void q6_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_K *const *xr,
+                         float *y, int64_t ldy, const int nt) {
+    const uint8_t *d = g;
+    const int8_t *scp = (const int8_t *)(g + nb * 2 * PACK_ROWS);
+    const uint8_t *ql = (const uint8_t *)scp + nb * 16 * PACK_ROWS, *qh = ql + nb * 32 * CHUNK_VEC;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), lo16 = _mm256_set1_epi32(0xffff);
+    __m256 acc[2];
+    UNROLL
+    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const int8_t *sc = scp + b * 16 * PACK_ROWS;
+        const uint8_t *vl = ql + b * 32 * CHUNK_VEC + 32 * half, *vh = qh + b * 16 * CHUNK_VEC + 32 * half;
+        __m256i isum[2], corr[2];
+        UNROLL
+        for (int t = 0; t < nt; t++) isum[t] = corr[t] = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            for (int m = 0; m < 4; m++) {
+                UNROLL
+                for (int u = 0; u < 2; u++) {
+                    const int j = 8 * h + 2 * m + u;
+                    __m256i p01[2], p23[2];
+                    UNROLL
+                    for (int t = 0; t < nt; t++) p01[t] = p23[t] = _mm256_setzero_si256();
+                    UNROLL
+                    for (int c4 = 0; c4 < 4; c4++) {
+                        const int c = 4 * u + c4;
+                        prefetch(vl + PF_AHEAD + (16 * h + (m & 1) * 8 + c) * CHUNK_VEC);
+                        const __m256i ls = _mm256_loadu_si256((const __m256i *)(vl + (16 * h + (m & 1) * 8 + c) * CHUNK_VEC));
+                        const __m256i hb = _mm256_loadu_si256((const __m256i *)(vh + (8 * h + c) * CHUNK_VEC));
+                        const __m256i lq = m < 2 ? ls : _mm256_srli_epi16(ls, 4);
+                        __m256i hq;
+                        switch (m) {
+                        case 0: hq = _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(0x03)), 4); break;
+                        case 1: hq = _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(0x0c)), 2); break;
+                        case 2: hq = _mm256_and_si256(hb, _mm256_set1_epi8(0x30)); break;
+                        default: hq = _mm256_srli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8((char)0xc0)), 2); break;
+                        }
+                        const __m256i q = _mm256_or_si256(_mm256_and_si256(lq, m4), hq);
+                        UNROLL
+                        for (int t = 0; t < nt; t++) {
+                            const __m256i p = _mm256_maddubs_epi16(q, bcast32_256(xr[t][b].qs + 128 * h + 32 * m + 16 * u + 4 * c4));
+                            if (c4 < 2) p01[t] = _mm256_add_epi16(p01[t], p);
+                            else p23[t] = _mm256_add_epi16(p23[t], p);
+                        }
+                    }
+                    const __m256i scj = q6_K_scale(sc, j, half);
+                    const __m256i pair = _mm256_or_si256(_mm256_and_si256(scj, lo16), _mm256_slli_epi32(scj, 16));
+                    UNROLL
+                    for (int t = 0; t < nt; t++)
+                        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(p01[t], pair),
+                                                                             _mm256_madd_epi16(p23[t], pair)));
+                }
+                /* offset: sum over the pair (j0, j0 + 1) of sc_j * bsum_j */
+                const int j0 = 8 * h + 2 * m;
+                const __m256i sc2 = _mm256_or_si256(_mm256_and_si256(q6_K_scale(sc, j0, half), lo16),
+                                                    _mm256_slli_epi32(q6_K_scale(sc, j0 + 1, half), 16));
+                UNROLL
+                for (int t = 0; t < nt; t++)
+                    corr[t] = _mm256_add_epi32(corr[t], _mm256_madd_epi16(sc2, bcast32_256(xr[t][b].bsums + j0)));
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + b * 2 * PACK_ROWS + 16 * half)));
+        UNROLL
+        for (int t = 0; t < nt; t++) {
+            const __m256i s = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr[t], 5));
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(xr[t][b].d)), _mm256_cvtepi32_ps(s), acc[t]);
+        }
+    }
+    UNROLL
+    for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ldy + 8 * half, acc[t]);
+}
+
+#define KQUANT_GEMM(name)                                                                   \
+    void gemm_##name##_avx2(int64_t n_in, const void *w, int64_t n_groups, const void *x,    \
+                            size_t x_stride, const int32_t *xs, int n_tok, float *y,        \
+                            int64_t ldy) {                                                  \
+        (void)xs;                                                                           \
+        const int64_t nb = n_in / QK_K;                                                     \
+        const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_##name);           \
+        const block_q8_K *xr[PACK_TOK_MAX];                                                 \
+        for (int t = 0; t < n_tok; t++)                                                     \
+            xr[t] = (const block_q8_K *)((const uint8_t *)x + (size_t)t * x_stride);        \
+        for (int64_t gi = 0; gi < n_groups; gi++) {                                         \
+            const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;               \
+            for (int t = 0; t < n_tok; t += 2) {                                            \
+                float *yg = y + t * ldy + gi * PACK_ROWS;                                   \
+                for (int half = 0; half < 2; half++) {                                      \
+                    if (n_tok - t >= 2) name##_half(nb, g, half, xr + t, yg, ldy, 2);       \
+                    else name##_half(nb, g, half, xr + t, yg, ldy, 1);                      \
+                }                                                                           \
+            }                                                                               \
+        }                                                                                   \
+    }
+
+KQUANT_GEMM(q4_K)
+KQUANT_GEMM(q6_K)

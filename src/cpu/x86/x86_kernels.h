@@ -48,6 +48,8 @@ void quantize_bf16_avx2(const float *x, void *y, int64_t n);
 /* gemm_avx2.c: packed-layout GEMMs (cpu/pack.h) */
 X86_DECLARE_GEMM(q4_0, avx2)
 X86_DECLARE_GEMM(q8_0, avx2)
+X86_DECLARE_GEMM(q4_K, avx2)
+X86_DECLARE_GEMM(q6_K, avx2)
 /* gemm_avx512.c: the same with AVX-512 VNNI */
 X86_DECLARE_GEMM(q4_0, avx512)
 X86_DECLARE_GEMM(q8_0, avx512)
