@@ -499,6 +499,7 @@ static bool append_piece(vt_engine *e, request *r, int32_t token) {
 /* Earliest match of any stop string in pending, or -1. */
 static int64_t stop_match(const request *r) {
     int64_t best = -1;
+    if (r->n_pending == 0) return -1; /* pending may still be NULL: no memmem on it */
     for (int32_t i = 0; i < r->n_stop; i++) {
         const char *m = memmem(r->pending, r->n_pending, r->stop[i], r->stop_len[i]);
         if (m && (best < 0 || m - r->pending < best)) best = m - r->pending;
