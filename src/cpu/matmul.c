@@ -30,6 +30,7 @@
 #include "cpu/pack.h"
 #include "cpu/threadpool.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -46,6 +47,7 @@
 #define MM_SUMS_MAX 8192 /* int32 block sums per token block (on the stack) */
 #define MM_HUGE_PAGE ((size_t)2 << 20)
 #define MM_PACKED 1 /* packed_kind: cpu/pack.h groups of PACK_ROWS rows */
+#define MM_PACK_THREADS 8
 
 vt_status mm_weight_init(mm_weight *w, vt_dtype type, int64_t n_in, int64_t n_out,
                          const void *data) {
@@ -73,6 +75,27 @@ vt_status mm_weight_init(mm_weight *w, vt_dtype type, int64_t n_in, int64_t n_ou
     return VT_OK;
 }
 
+/* Groups [g0, g1) of w into its packed copy p. */
+typedef struct {
+    const mm_weight *w;
+    uint8_t *p;
+    int64_t g0, g1;
+} pack_job;
+
+static void *pack_run(void *arg) {
+    const pack_job *j = arg;
+    const mm_weight *w = j->w;
+    const size_t group_bytes = PACK_ROWS * w->row_bytes;
+    const uint8_t *src = w->data;
+    for (int64_t g = j->g0; g < j->g1; g++) {
+        const int64_t r0 = g * PACK_ROWS;
+        const int nr = (int)(w->n_out - r0 < PACK_ROWS ? w->n_out - r0 : PACK_ROWS);
+        pack_group(w->type, w->n_in, src + (size_t)r0 * w->row_bytes, w->row_bytes, nr,
+                   j->p + (size_t)g * group_bytes);
+    }
+    return NULL;
+}
+
 vt_status mm_weight_prepare(mm_weight *w) {
     if (w->packed) return VT_OK;
     const cpu_kernels *k = cpu_kernels_get();
@@ -92,14 +115,26 @@ vt_status mm_weight_prepare(mm_weight *w) {
 #ifdef MADV_HUGEPAGE
     if (align == MM_HUGE_PAGE) madvise(p, size_align_up(bytes, align), MADV_HUGEPAGE);
 #endif
-    const uint8_t *src = w->data;
-    uint8_t *dst = p;
-    for (int64_t g = 0; g < n_groups; g++) {
-        const int64_t r0 = g * PACK_ROWS;
-        const int nr = (int)(w->n_out - r0 < PACK_ROWS ? w->n_out - r0 : PACK_ROWS);
-        pack_group(w->type, w->n_in, src + (size_t)r0 * w->row_bytes, w->row_bytes, nr,
-                   dst + (size_t)g * group_bytes);
+    /* Packing is memory-bound (and the first touch of every page of the copy):
+     * large weights are split among a few short-lived threads. */
+    pack_job jobs[MM_PACK_THREADS];
+    pthread_t tids[MM_PACK_THREADS];
+    int n_jobs = bytes >= ((size_t)8 << 20) ? tp_default_threads() : 1;
+    if (n_jobs > MM_PACK_THREADS) n_jobs = MM_PACK_THREADS;
+    if (n_jobs < 1) n_jobs = 1;
+    int started = 0;
+    for (int i = 0; i < n_jobs; i++) {
+        jobs[i] = (pack_job){w, p, 0, 0};
+        tp_range(n_groups, 1, i, n_jobs, &jobs[i].g0, &jobs[i].g1);
     }
+    for (int i = 1; i < n_jobs; i++) {
+        if (pthread_create(&tids[i], NULL, pack_run, &jobs[i]) != 0) break;
+        started = i;
+    }
+    /* this thread takes job 0 and any job whose thread did not start */
+    pack_run(&jobs[0]);
+    for (int i = started + 1; i < n_jobs; i++) pack_run(&jobs[i]);
+    for (int i = 1; i <= started; i++) pthread_join(tids[i], NULL);
     w->packed = p;
     w->packed_kind = MM_PACKED;
     return VT_OK;
