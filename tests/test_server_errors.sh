@@ -133,6 +133,60 @@ req "tokenize bad field" 400 "$(err_is 400 invalid_request_error "field 'content
   "${K[@]}" "$B/tokenize" -d '{"text": "Once"}'
 req "detokenize bad id" 400 "$(err_is 400 invalid_request_error "field 'tokens[1]'")" \
   "${K[@]}" "$B/detokenize" -d '{"tokens": [1, 99999]}'
+# Bad bytes and shapes inside a well-formed request: each a 400 naming the problem.
+bad_json() { err_is 400 invalid_request_error "not valid JSON: $1"; }
+req "invalid UTF-8 in the prompt" 400 "$(bad_json 'unable to decode byte 0xff')" "${K[@]}" \
+  "$B/v1/completions" --data-binary $'{"prompt": "ab\xff\xfecd"}'
+req "overlong UTF-8 in a message" 400 "$(bad_json 'unable to decode byte 0xc0')" "${K[@]}" \
+  "$B/v1/chat/completions" --data-binary $'{"messages": [{"role": "user", "content": "\xc0\xaf"}]}'
+req "lone surrogate escape" 400 "$(bad_json "invalid Unicode")" "${K[@]}" \
+  "$B/v1/completions" -d '{"prompt": "\ud800x"}'
+req "NUL escape in the prompt" 400 "$(err_is 400 invalid_request_error 'is not allowed without JSON_ALLOW_NUL')" "${K[@]}" \
+  "$B/v1/completions" -d '{"prompt": "a\u0000b"}'
+printf '{"prompt": "x", "extra": %s%s}' "$(head -c 30000 /dev/zero | tr '\0' '[')" \
+  "$(head -c 30000 /dev/zero | tr '\0' ']')" >"$tmp/deep"
+req "JSON nested 30000 deep" 400 "$(bad_json 'maximum parsing depth')" "${K[@]}" \
+  "$B/v1/completions" --data-binary @"$tmp/deep"
+req "number overflow" 400 "$(bad_json 'real number overflow')" "${K[@]}" \
+  "$B/v1/completions" -d '{"prompt": "x", "temperature": 1e400}'
+req "duplicate key" 400 "$(bad_json 'duplicate object key')" "${K[@]}" \
+  "$B/v1/completions" -d '{"prompt": "x", "prompt": "y"}'
+req "trailing garbage" 400 "$(bad_json 'end of file expected')" "${K[@]}" \
+  "$B/v1/completions" -d '{"prompt": "x"} {}'
+req "empty body" 400 "$(bad_json '')" "${K[@]}" "$B/v1/completions" -d ''
+req "huge max_tokens" 400 "$(err_is 400 invalid_request_error "field 'max_tokens': 1000000000000 is out of range")" \
+  "${K[@]}" "$B/v1/completions" -d '{"prompt": "x", "max_tokens": 1000000000000}'
+req "fractional max_tokens" 400 "$(err_is 400 invalid_request_error "field 'max_tokens': expected an integer")" \
+  "${K[@]}" "$B/v1/completions" -d '{"prompt": "x", "max_tokens": 1.5}'
+req "negative n" 400 "$(err_is 400 invalid_request_error "field 'n': -1 is out of range")" \
+  "${K[@]}" "$B/v1/completions" -d '{"prompt": "x", "n": -1}'
+req "n 0" 400 "$(err_is 400 invalid_request_error "field 'n': 0 is out of range")" \
+  "${K[@]}" "$B/v1/chat/completions" -d '{"messages": [{"role": "user", "content": "x"}], "n": 0}'
+req "content a number" 400 "$(err_is 400 invalid_request_error "field 'messages[0].content': expected a string or an array of parts, got an integer")" \
+  "${K[@]}" "$B/v1/chat/completions" -d '{"messages": [{"role": "user", "content": 5}]}'
+req "content an object" 400 "$(err_is 400 invalid_request_error "field 'messages[0].content'")" \
+  "${K[@]}" "$B/v1/chat/completions" -d '{"messages": [{"role": "user", "content": {"text": "x"}}]}'
+req "content an image part" 400 "$(err_is 400 invalid_request_error "field 'messages[0].content[0]'")" \
+  "${K[@]}" "$B/v1/chat/completions" \
+  -d '{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}'
+req "message not an object" 400 "$(err_is 400 invalid_request_error "field 'messages[0]': expected an object")" \
+  "${K[@]}" "$B/v1/chat/completions" -d '{"messages": ["hi"]}'
+req "empty messages" 400 "$(err_is 400 invalid_request_error "field 'messages': empty array")" \
+  "${K[@]}" "$B/v1/chat/completions" -d '{"messages": []}'
+req "empty token list" 400 "$(err_is 400 invalid_request_error "field 'prompt': empty array")" \
+  "${K[@]}" "$B/v1/completions" -d '{"prompt": []}'
+req "negative token id" 400 "$(err_is 400 invalid_request_error "field 'prompt[0]': token id -1 is out of range")" \
+  "${K[@]}" "$B/v1/completions" -d '{"prompt": [-1]}'
+req "token id 2^40" 400 "$(err_is 400 invalid_request_error "token id 1099511627776 is out of range")" \
+  "${K[@]}" "$B/v1/completions" -d '{"prompt": [1099511627776]}'
+req "top_logprobs 1000" 400 "$(err_is 400 invalid_request_error "field 'top_logprobs': 1000 is out of range")" \
+  "${K[@]}" "$B/v1/chat/completions" -d '{"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 1000}'
+req "17 stop strings" 400 "$(err_is 400 invalid_request_error "field 'stop': 17 strings, more than 16")" \
+  "${K[@]}" "$B/v1/completions" -d '{"prompt": "x", "stop": ["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]}'
+req "stream not a boolean" 400 "$(err_is 400 invalid_request_error "field 'stream': expected a boolean")" \
+  "${K[@]}" "$B/v1/completions" -d '{"prompt": "x", "stream": "yes"}'
+req "server still serves after the bad requests" 200 "b.choices[0].message.content.length > 0" \
+  "${K[@]}" "$B/v1/chat/completions" -d '{"messages": [{"role": "user", "content": "Once"}], "max_tokens": 3}'
 stop_server
 if [ "$SERVER_RC" = 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: server exit $SERVER_RC, want 0"; fi
 grep -q 'POST /v1/completions 200 prompt=2 completion=4' "$tmp/a.log" && pass=$((pass + 1)) ||
@@ -185,6 +239,13 @@ for i in 1 2 3 4; do
 done
 [ "$n_cut" -ge 1 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: no stream was cut by the shutdown"; }
 grep -q 'aborting' "$tmp/c.log" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: no abort logged"; }
+
+# Under ASan/UBSan/TSan a report in any server's log is a failure, whatever its exit code.
+if grep -l 'Sanitizer\|runtime error:' "$tmp"/*.log >/dev/null 2>&1; then
+  fail=$((fail + 1)); echo "FAIL: sanitizer report in a server log:"; grep -h -A20 'Sanitizer\|runtime error:' "$tmp"/*.log | head -60
+else
+  pass=$((pass + 1))
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
