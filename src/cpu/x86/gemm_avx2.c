@@ -18,10 +18,18 @@
 /* Register tiles: every small loop fully unrolled, so arrays of vectors stay in
  * registers (GCC at -O2 would otherwise keep them on the stack). */
 #define UNROLL _Pragma("GCC unroll 16")
-/* Software prefetch distance in the quant stream (bytes), as in gemm_avx512.c. */
-#define PF_AHEAD 2048
+/* Software prefetch: each group as one linear stream PF_DIST bytes ahead (see
+ * gemm_avx512.c), issued by the first of the two passes over a group. */
+#define PF_DIST 4096
 
 VT_INLINE void prefetch(const void *p) { _mm_prefetch((const char *)p, _MM_HINT_T0); }
+
+VT_INLINE void prefetch_to(const uint8_t **next, const uint8_t *until) {
+    while (*next < until) {
+        prefetch(*next);
+        *next += CHUNK_VEC;
+    }
+}
 
 VT_INLINE __m256i bcast32_256(const void *p) {
     int32_t v;
@@ -38,12 +46,11 @@ VT_INLINE void q4_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_
     __m256 acc[PACK_TOK_MAX];
     UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    const uint8_t *pf = g + PF_DIST;
     for (int64_t b = 0; b < nb; b++) {
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + b * 2 * PACK_ROWS)));
         const uint8_t *v = qs + b * 4 * CHUNK_VEC;
-        UNROLL
-        for (int k = 0; k < 4; k++) prefetch(v + PF_AHEAD + k * CHUNK_VEC);
-        if ((b & 1) == 0) prefetch(d + b * 2 * PACK_ROWS + PF_AHEAD / 8);
+        if (half == 0) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q4_0));
         __m256i p[PACK_TOK_MAX];
         UNROLL
         for (int t = 0; t < nt; t++) p[t] = _mm256_setzero_si256();
@@ -78,12 +85,11 @@ VT_INLINE void q8_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_
     __m256 acc[PACK_TOK_MAX];
     UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    const uint8_t *pf = g + PF_DIST;
     for (int64_t b = 0; b < nb; b++) {
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + b * 2 * PACK_ROWS)));
         const uint8_t *v = qs + b * 8 * CHUNK_VEC;
-        UNROLL
-        for (int k = 0; k < 8; k++) prefetch(v + PF_AHEAD + k * CHUNK_VEC);
-        if ((b & 3) == 0) prefetch(d + b * 2 * PACK_ROWS + PF_AHEAD / 16);
+        if (half == 0) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q8_0));
         __m256i s[PACK_TOK_MAX];
         UNROLL
         for (int t = 0; t < nt; t++) s[t] = _mm256_setzero_si256();
@@ -156,6 +162,7 @@ VT_INLINE void q4_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
     __m256 acc[2];
     UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    const uint8_t *pf = g + PF_DIST;
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *sp = scv + b * 3 * CHUNK_VEC + 32 * half;
         const __m256i u0 = _mm256_loadu_si256((const __m256i *)sp);
@@ -168,7 +175,7 @@ VT_INLINE void q4_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
         const __m256i mn_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), k4),
                                               _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), k2), 4));
         const uint8_t *v = qs + b * 32 * CHUNK_VEC + 32 * half;
-        prefetch(v + PF_AHEAD - 32 * half);
+        if (half == 0) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q4_K));
         __m256i isum[2], imin[2];
         UNROLL
         for (int t = 0; t < nt; t++) isum[t] = imin[t] = _mm256_setzero_si256();
@@ -178,7 +185,6 @@ VT_INLINE void q4_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
             for (int t = 0; t < nt; t++) plo[t] = phi[t] = _mm256_setzero_si256();
             UNROLL
             for (int c = 0; c < 8; c++) {
-                prefetch(v + PF_AHEAD + (8 * j + c) * CHUNK_VEC);
                 const __m256i raw = _mm256_loadu_si256((const __m256i *)(v + (8 * j + c) * CHUNK_VEC));
                 const __m256i lo = _mm256_and_si256(raw, m4);
                 const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
@@ -230,9 +236,11 @@ VT_INLINE void q6_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
     __m256 acc[2];
     UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    const uint8_t *pf = g + PF_DIST;
     for (int64_t b = 0; b < nb; b++) {
         const int8_t *sc = scp + b * 16 * PACK_ROWS;
         const uint8_t *vl = ql + b * 32 * CHUNK_VEC + 32 * half, *vh = qh + b * 16 * CHUNK_VEC + 32 * half;
+        if (half == 0) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q6_K));
         __m256i isum[2], corr[2];
         UNROLL
         for (int t = 0; t < nt; t++) isum[t] = corr[t] = _mm256_setzero_si256();
@@ -247,7 +255,6 @@ VT_INLINE void q6_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
                     UNROLL
                     for (int c4 = 0; c4 < 4; c4++) {
                         const int c = 4 * u + c4;
-                        prefetch(vl + PF_AHEAD + (16 * h + (m & 1) * 8 + c) * CHUNK_VEC);
                         const __m256i ls = _mm256_loadu_si256((const __m256i *)(vl + (16 * h + (m & 1) * 8 + c) * CHUNK_VEC));
                         const __m256i hb = _mm256_loadu_si256((const __m256i *)(vh + (8 * h + c) * CHUNK_VEC));
                         const __m256i lq = m < 2 ? ls : _mm256_srli_epi16(ls, 4);

@@ -22,13 +22,24 @@
 /* Register tiles: every small loop fully unrolled, so arrays of vectors stay in
  * registers (GCC at -O2 would otherwise keep them on the stack). */
 #define UNROLL _Pragma("GCC unroll 16")
-/* Software prefetch distance in the quant stream (bytes). A group's runs are
- * sequential, but the hardware prefetcher alone leaves decode at ~60% of the
- * bandwidth a plain read loop gets; 2-4 KiB ahead closes most of that. Scale
- * streams are prefetched the same number of blocks ahead. */
-#define PF_AHEAD 2048
+/* Software prefetch. A group is one contiguous run, but it is consumed as two to
+ * four regions in parallel (scales, quants, ...), and the hardware prefetcher
+ * alone leaves decode at ~50% of the bandwidth a plain read loop gets (Q4_K at
+ * 25%: its regions restart every 18 KiB). So each group is also prefetched as
+ * one linear stream, PF_DIST bytes ahead of the linear position of the block
+ * being computed: the small scale regions early, the quants at the rate they
+ * are read, and past the group's end the next group in the same order. */
+#define PF_DIST 4096
 
 VT_INLINE void prefetch(const void *p) { _mm_prefetch((const char *)p, _MM_HINT_T0); }
+
+/* Prefetch every line from *next up to `until`. */
+VT_INLINE void prefetch_to(const uint8_t **next, const uint8_t *until) {
+    while (*next < until) {
+        prefetch(*next);
+        *next += CHUNK_VEC;
+    }
+}
 
 VT_INLINE __m512i bcast32(const void *p) {
     int32_t v;
@@ -51,12 +62,11 @@ VT_INLINE void q4_0_group(int64_t nb, const uint8_t *g, const block_q8_0 *const 
     __m512 acc[PACK_TOK_MAX];
     UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    const uint8_t *pf = g + PF_DIST;
     for (int64_t b = 0; b < nb; b++) {
         const __m512 dw = load_f16x16(d + b * 2 * PACK_ROWS);
         const uint8_t *v = qs + b * 4 * CHUNK_VEC;
-        UNROLL
-        for (int k = 0; k < 4; k++) prefetch(v + PF_AHEAD + k * CHUNK_VEC);
-        if ((b & 1) == 0) prefetch(d + b * 2 * PACK_ROWS + PF_AHEAD / 8);
+        prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q4_0));
         __m512i lo[4], hi[4];
         UNROLL
         for (int k = 0; k < 4; k++) {
@@ -91,12 +101,11 @@ VT_INLINE void q8_0_group(int64_t nb, const uint8_t *g, const block_q8_0 *const 
     __m512 acc[PACK_TOK_MAX];
     UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    const uint8_t *pf = g + PF_DIST;
     for (int64_t b = 0; b < nb; b++) {
         const __m512 dw = load_f16x16(d + b * 2 * PACK_ROWS);
         const uint8_t *v = qs + b * 8 * CHUNK_VEC;
-        UNROLL
-        for (int k = 0; k < 8; k++) prefetch(v + PF_AHEAD + k * CHUNK_VEC);
-        if ((b & 3) == 0) prefetch(d + b * 2 * PACK_ROWS + PF_AHEAD / 16);
+        prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q8_0));
         __m512i q[8];
         UNROLL
         for (int k = 0; k < 8; k++) q[k] = _mm512_xor_si512(_mm512_loadu_si512(v + k * CHUNK_VEC), flip);
@@ -156,14 +165,13 @@ VT_INLINE void q4_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const 
     __m512 acc[PACK_TOK_MAX];
     UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    const uint8_t *pf = g + PF_DIST;
     for (int64_t b = 0; b < nb; b++) {
         const __m512 dw = load_f16x16(dd + b * 4 * PACK_ROWS);
         const __m512 dmw = load_f16x16(dd + b * 4 * PACK_ROWS + 2 * PACK_ROWS);
         const uint8_t *sp = scv + b * 3 * CHUNK_VEC;
         /* one super-block ahead: 3 lines of scales, 1 of d/dmin */
-        UNROLL
-        for (int k = 0; k < 3; k++) prefetch(sp + 3 * CHUNK_VEC + k * CHUNK_VEC);
-        prefetch(dd + (b + 1) * 4 * PACK_ROWS);
+        prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q4_K));
         const __m512i u0 = _mm512_loadu_si512(sp), u1 = _mm512_loadu_si512(sp + CHUNK_VEC),
                       u2 = _mm512_loadu_si512(sp + 2 * CHUNK_VEC);
         const __m512i k6 = _mm512_set1_epi8(0x3f), k4 = _mm512_set1_epi8(0x0f), k2 = _mm512_set1_epi8(0x03);
@@ -184,7 +192,6 @@ VT_INLINE void q4_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const 
             for (int t = 0; t < nt; t++) slo[t] = shi[t] = _mm512_setzero_si512();
             UNROLL
             for (int c = 0; c < 8; c++) {
-                prefetch(v + PF_AHEAD + (8 * j + c) * CHUNK_VEC);
                 const __m512i raw = _mm512_loadu_si512(v + (8 * j + c) * CHUNK_VEC);
                 const __m512i lo = _mm512_and_si512(raw, m4);
                 const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
@@ -247,15 +254,12 @@ VT_INLINE void q6_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const 
     __m512 acc[PACK_TOK_MAX];
     UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    const uint8_t *pf = g + PF_DIST;
     for (int64_t b = 0; b < nb; b++) {
         const __m512 dw = load_f16x16(d + b * 2 * PACK_ROWS);
         const int8_t *sc = scp + b * 16 * PACK_ROWS;
         const uint8_t *vl = ql + b * 32 * CHUNK_VEC, *vh = qh + b * 16 * CHUNK_VEC;
-        UNROLL
-        for (int k = 0; k < 4; k++) prefetch(sc + 16 * PACK_ROWS + k * CHUNK_VEC); /* next block's scales */
-        if ((b & 1) == 0) prefetch(d + (b + 2) * 2 * PACK_ROWS);
-        UNROLL
-        for (int k = 0; k < 48; k++) prefetch(vl + PF_AHEAD + k * CHUNK_VEC); /* ql, then qh (contiguous) */
+        prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q6_K));
         __m512i isum[PACK_TOK_MAX];
         UNROLL
         for (int t = 0; t < nt; t++) isum[t] = _mm512_setzero_si512();
