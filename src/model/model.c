@@ -203,6 +203,10 @@ static vt_status load_mat(model *m, const char *name, int64_t n_in, int64_t n_ou
     if (s != VT_OK) return vt_error_prefix(s, name);
     s = mm_weight_prepare(w);
     if (s != VT_OK) return vt_error_prefix(s, name);
+    /* The packed copy is all the kernels read: give the file pages back, so RSS
+     * holds the weights once. (Not for the tied head: token_embd rows are still
+     * read from the file for embedding lookups.) */
+    mm_weight_release_source(w);
     m->weight_bytes += t->bytes;
     return VT_OK;
 }
