@@ -87,14 +87,13 @@ void pack_group(vt_dtype type, int64_t n_in, const void *src, size_t row_bytes, 
         vt_f16 *d = (vt_f16 *)g;
         int8_t *sc = (int8_t *)(g + nb * PACK_ROWS * sizeof(vt_f16)); /* nb x 16 x 16 */
         uint8_t *ql = (uint8_t *)sc + nb * 16 * PACK_ROWS;
-        uint8_t *qh = ql + nb * 32 * CHUNK_VEC;
         for (int r = 0; r < nr; r++) {
             const block_q6_K *row = (const block_q6_K *)(s + (size_t)r * row_bytes);
             for (int64_t b = 0; b < nb; b++) {
                 d[b * PACK_ROWS + r] = row[b].d;
                 for (int j = 0; j < 16; j++) sc[(b * 16 + j) * PACK_ROWS + r] = row[b].scales[j];
-                scatter_chunks(row[b].ql, sizeof row[b].ql, r, ql + b * 32 * CHUNK_VEC);
-                scatter_chunks(row[b].qh, sizeof row[b].qh, r, qh + b * 16 * CHUNK_VEC);
+                scatter_chunks(row[b].ql, sizeof row[b].ql, r, ql + b * 48 * CHUNK_VEC);
+                scatter_chunks(row[b].qh, sizeof row[b].qh, r, ql + b * 48 * CHUNK_VEC + 32 * CHUNK_VEC);
             }
         }
         break;
@@ -224,14 +223,13 @@ void gemm_q6_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x,
         const vt_f16 *d = (const vt_f16 *)g;
         const int8_t *sc = (const int8_t *)(g + nb * PACK_ROWS * sizeof(vt_f16));
         const uint8_t *ql = (const uint8_t *)sc + nb * 16 * PACK_ROWS;
-        const uint8_t *qh = ql + nb * 32 * CHUNK_VEC;
         for (int t = 0; t < n_tok; t++) {
             const block_q8_K *xb = (const block_q8_K *)((const uint8_t *)x + (size_t)t * x_stride);
             for (int r = 0; r < PACK_ROWS; r++) {
                 float acc = 0.0f;
                 for (int64_t b = 0; b < nb; b++) {
                     int8_t q[QK_K];
-                    const uint8_t *vl = ql + b * 32 * CHUNK_VEC, *vh = qh + b * 16 * CHUNK_VEC;
+                    const uint8_t *vl = ql + b * 48 * CHUNK_VEC, *vh = vl + 32 * CHUNK_VEC;
                     for (int h = 0; h < 2; h++)
                         for (int l = 0; l < 32; l++) {
                             const uint8_t la = chunk_byte(vl, r, 64 * h + l);

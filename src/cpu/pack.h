@@ -25,7 +25,9 @@
  *         12 scale bytes as three little-endian words) | qs: nb x 32 chunk vectors
  *         (chunk 8j + c = bytes qs[32j + 4c ..]: low nibbles sub-block 2j, high 2j+1)
  *   Q6_K  d: nb x 16 f16 | scales: nb x 16 x 16 int8 (sub-block j: 16 rows) |
- *         ql: nb x 32 chunk vectors (bytes ql[4c..]) | qh: nb x 16 chunk vectors
+ *         quants: nb x (32 chunk vectors of ql[4c..], then 16 of qh[4c..]); ql and
+ *         qh of a super-block are adjacent so that the regions' read positions
+ *         advance with the group's linear position (the kernels prefetch linearly)
  *
  * Rows past n_out in the last group are zero (zero scales: they compute 0).
  *

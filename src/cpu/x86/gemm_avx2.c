@@ -231,7 +231,7 @@ VT_INLINE void q6_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
                          float *y, int64_t ldy, const int nt) {
     const uint8_t *d = g;
     const int8_t *scp = (const int8_t *)(g + nb * 2 * PACK_ROWS);
-    const uint8_t *ql = (const uint8_t *)scp + nb * 16 * PACK_ROWS, *qh = ql + nb * 32 * CHUNK_VEC;
+    const uint8_t *ql = (const uint8_t *)scp + nb * 16 * PACK_ROWS; /* ql, qh per super-block */
     const __m256i m4 = _mm256_set1_epi8(0x0f), lo16 = _mm256_set1_epi32(0xffff);
     __m256 acc[2];
     UNROLL
@@ -239,7 +239,7 @@ VT_INLINE void q6_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
     const uint8_t *pf = g + PF_DIST;
     for (int64_t b = 0; b < nb; b++) {
         const int8_t *sc = scp + b * 16 * PACK_ROWS;
-        const uint8_t *vl = ql + b * 32 * CHUNK_VEC + 32 * half, *vh = qh + b * 16 * CHUNK_VEC + 32 * half;
+        const uint8_t *vl = ql + b * 48 * CHUNK_VEC + 32 * half, *vh = vl + 32 * CHUNK_VEC;
         if (half == 0) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q6_K));
         __m256i isum[2], corr[2];
         UNROLL

@@ -250,7 +250,7 @@ VT_INLINE void q6_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const 
                           int64_t ldy, const int nt) {
     const uint8_t *d = g;
     const int8_t *scp = (const int8_t *)(g + nb * 2 * PACK_ROWS);
-    const uint8_t *ql = (const uint8_t *)scp + nb * 16 * PACK_ROWS, *qh = ql + nb * 32 * CHUNK_VEC;
+    const uint8_t *ql = (const uint8_t *)scp + nb * 16 * PACK_ROWS; /* ql, qh per super-block */
     __m512 acc[PACK_TOK_MAX];
     UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
@@ -258,7 +258,7 @@ VT_INLINE void q6_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const 
     for (int64_t b = 0; b < nb; b++) {
         const __m512 dw = load_f16x16(d + b * 2 * PACK_ROWS);
         const int8_t *sc = scp + b * 16 * PACK_ROWS;
-        const uint8_t *vl = ql + b * 32 * CHUNK_VEC, *vh = qh + b * 16 * CHUNK_VEC;
+        const uint8_t *vl = ql + b * 48 * CHUNK_VEC, *vh = vl + 32 * CHUNK_VEC;
         prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q6_K));
         __m512i isum[PACK_TOK_MAX];
         UNROLL
