@@ -300,7 +300,70 @@ VT_INLINE void q6_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const 
     for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
 }
 
-#define KQUANT_GEMM(name)                                                                   \
+/* Q6_K for one or two tokens (decode): the ql/qh chunks of (h, c) are loaded once
+ * and give the quants of four sub-blocks, so four accumulators per token are
+ * live (the 4-token tile above would spill with sixteen). Same integer sums and
+ * float steps, so the same bits. */
+VT_INLINE void q6_K_group_few(int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y,
+                              int64_t ldy, const int nt) {
+    const uint8_t *d = g;
+    const int8_t *scp = (const int8_t *)(g + nb * 2 * PACK_ROWS);
+    const uint8_t *ql = (const uint8_t *)scp + nb * 16 * PACK_ROWS;
+    __m512 acc[2];
+    UNROLL
+    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    const uint8_t *pf = g + PF_DIST;
+    for (int64_t b = 0; b < nb; b++) {
+        const __m512 dw = load_f16x16(d + b * 2 * PACK_ROWS);
+        const int8_t *sc = scp + b * 16 * PACK_ROWS;
+        const uint8_t *vl = ql + b * 48 * CHUNK_VEC, *vh = vl + 32 * CHUNK_VEC;
+        prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q6_K));
+        __m512i isum[2];
+        UNROLL
+        for (int t = 0; t < nt; t++) isum[t] = _mm512_setzero_si512();
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            UNROLL
+            for (int u = 0; u < 2; u++) {
+                __m512i s[2][4];
+                UNROLL
+                for (int t = 0; t < nt; t++)
+                    UNROLL
+                    for (int m = 0; m < 4; m++) s[t][m] = _mm512_set1_epi32(-32 * xr[t][b].bsums[8 * h + 2 * m + u]);
+                UNROLL
+                for (int c4 = 0; c4 < 4; c4++) {
+                    const int c = 4 * u + c4;
+                    const __m512i la = _mm512_loadu_si512(vl + (16 * h + c) * CHUNK_VEC);
+                    const __m512i lb = _mm512_loadu_si512(vl + (16 * h + 8 + c) * CHUNK_VEC);
+                    const __m512i hb = _mm512_loadu_si512(vh + (8 * h + c) * CHUNK_VEC);
+                    UNROLL
+                    for (int m = 0; m < 4; m++) {
+                        const __m512i q = q6_K_quants(m & 1 ? lb : la, m & 1 ? lb : la, hb, m);
+                        UNROLL
+                        for (int t = 0; t < nt; t++)
+                            s[t][m] = _mm512_dpbusd_epi32(s[t][m], q, bcast32(xr[t][b].qs + 128 * h + 32 * m + 4 * c));
+                    }
+                }
+                UNROLL
+                for (int m = 0; m < 4; m++) {
+                    const __m512i scj =
+                        _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sc + (8 * h + 2 * m + u) * PACK_ROWS)));
+                    UNROLL
+                    for (int t = 0; t < nt; t++) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(s[t][m], scj));
+                }
+            }
+        }
+        UNROLL
+        for (int t = 0; t < nt; t++) {
+            const __m512 sc_f = _mm512_mul_ps(dw, _mm512_set1_ps(xr[t][b].d));
+            acc[t] = _mm512_fmadd_ps(sc_f, _mm512_cvtepi32_ps(isum[t]), acc[t]);
+        }
+    }
+    UNROLL
+    for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
+}
+
+#define KQUANT_GEMM(name, few) /* few: the group kernel for 1-2 tokens */          \
     void gemm_##name##_avx512(int64_t n_in, const void *w, int64_t n_groups, const void *x,  \
                               size_t x_stride, const int32_t *xs, int n_tok, float *y,      \
                               int64_t ldy) {                                                \
@@ -316,11 +379,11 @@ VT_INLINE void q6_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const 
             switch (n_tok) {                                                                \
             case 4: name##_group(nb, g, xr, yg, ldy, 4); break;                             \
             case 3: name##_group(nb, g, xr, yg, ldy, 3); break;                             \
-            case 2: name##_group(nb, g, xr, yg, ldy, 2); break;                             \
-            default: name##_group(nb, g, xr, yg, ldy, 1); break;                            \
+            case 2: few(nb, g, xr, yg, ldy, 2); break;                                      \
+            default: few(nb, g, xr, yg, ldy, 1); break;                                     \
             }                                                                               \
         }                                                                                   \
     }
 
-KQUANT_GEMM(q4_K)
-KQUANT_GEMM(q6_K)
+KQUANT_GEMM(q4_K, q4_K_group)
+KQUANT_GEMM(q6_K, q6_K_group_few)
