@@ -67,17 +67,17 @@ void pack_group(vt_dtype type, int64_t n_in, const void *src, size_t row_bytes, 
         break;
     }
     case VT_DTYPE_Q4_K: {
+        /* per super-block tile: d[16], dmin[16] | 3 scale vectors | 32 quant vectors */
         const int64_t nb = n_in / QK_K;
-        vt_f16 *dd = (vt_f16 *)g;                        /* nb x (16 d, 16 dmin) */
-        uint8_t *sc = g + nb * 2 * PACK_ROWS * sizeof(vt_f16); /* nb x 3 x 16 u32 */
-        uint8_t *qs = sc + nb * 3 * CHUNK_VEC;
+        const size_t tile = PACK_ROWS * sizeof(block_q4_K);
         for (int r = 0; r < nr; r++) {
             const block_q4_K *row = (const block_q4_K *)(s + (size_t)r * row_bytes);
             for (int64_t b = 0; b < nb; b++) {
-                dd[b * 2 * PACK_ROWS + r] = row[b].d;
-                dd[b * 2 * PACK_ROWS + PACK_ROWS + r] = row[b].dmin;
-                scatter_chunks(row[b].scales, sizeof row[b].scales, r, sc + b * 3 * CHUNK_VEC);
-                scatter_chunks(row[b].qs, sizeof row[b].qs, r, qs + b * 32 * CHUNK_VEC);
+                uint8_t *t = g + b * tile;
+                memcpy(t + 2 * r, &row[b].d, 2);
+                memcpy(t + 2 * PACK_ROWS + 2 * r, &row[b].dmin, 2);
+                scatter_chunks(row[b].scales, sizeof row[b].scales, r, t + 4 * PACK_ROWS);
+                scatter_chunks(row[b].qs, sizeof row[b].qs, r, t + 4 * PACK_ROWS + 3 * CHUNK_VEC);
             }
         }
         break;
@@ -179,18 +179,20 @@ void gemm_q4_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x,
     const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_q4_K);
     for (int64_t gi = 0; gi < n_groups; gi++) {
         const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
-        const vt_f16 *dd = (const vt_f16 *)g;
-        const uint8_t *scv = g + nb * 2 * PACK_ROWS * sizeof(vt_f16);
-        const uint8_t *qs = scv + nb * 3 * CHUNK_VEC;
+        const size_t tile = PACK_ROWS * sizeof(block_q4_K);
         for (int t = 0; t < n_tok; t++) {
             const block_q8_K *xb = (const block_q8_K *)((const uint8_t *)x + (size_t)t * x_stride);
             for (int r = 0; r < PACK_ROWS; r++) {
                 float acc = 0.0f;
                 for (int64_t b = 0; b < nb; b++) {
                     uint8_t packed[12], sc[8], mn[8];
-                    for (int i = 0; i < 12; i++) packed[i] = chunk_byte(scv + b * 3 * CHUNK_VEC, r, i);
+                    const uint8_t *tb = g + b * tile;
+                    vt_f16 d, dmin;
+                    memcpy(&d, tb + 2 * r, 2);
+                    memcpy(&dmin, tb + 2 * PACK_ROWS + 2 * r, 2);
+                    for (int i = 0; i < 12; i++) packed[i] = chunk_byte(tb + 4 * PACK_ROWS, r, i);
                     q4_K_scales_mins(packed, sc, mn);
-                    const uint8_t *v = qs + b * 32 * CHUNK_VEC;
+                    const uint8_t *v = tb + 4 * PACK_ROWS + 3 * CHUNK_VEC;
                     int32_t isum = 0, imin = 0;
                     for (int j = 0; j < 4; j++) {
                         int32_t lo = 0, hi = 0;
@@ -202,8 +204,8 @@ void gemm_q4_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x,
                         isum += sc[2 * j] * lo + sc[2 * j + 1] * hi;
                     }
                     for (int j = 0; j < 8; j++) imin += mn[j] * (xb[b].bsums[2 * j] + xb[b].bsums[2 * j + 1]);
-                    const float s = f16_to_f32(dd[b * 2 * PACK_ROWS + r]) * xb[b].d;
-                    const float sm = f16_to_f32(dd[b * 2 * PACK_ROWS + PACK_ROWS + r]) * xb[b].d;
+                    const float s = f16_to_f32(d) * xb[b].d;
+                    const float sm = f16_to_f32(dmin) * xb[b].d;
                     acc = fmaf(s, (float)isum, acc);
                     acc = fmaf(-sm, (float)imin, acc);
                 }

@@ -21,9 +21,12 @@
  *         chunk k of block b = bytes qs[4k..4k+3] (low nibbles: elements 4k..4k+3,
  *         high nibbles: elements 16+4k..16+4k+3)
  *   Q8_0  d: nb x 16 f16                       | qs: nb x 8 chunk vectors (elements 4k..4k+3)
- *   Q4_K  d, dmin: nb x (16 f16, 16 f16) | scales: nb x 3 vectors of 16 u32 (the
- *         12 scale bytes as three little-endian words) | qs: nb x 32 chunk vectors
- *         (chunk 8j + c = bytes qs[32j + 4c ..]: low nibbles sub-block 2j, high 2j+1)
+ *   Q4_K  per super-block a 2304-byte tile: d[16], dmin[16] (f16) | 3 vectors of
+ *         16 u32 (the 12 scale bytes as three little-endian words) | 32 chunk
+ *         vectors (chunk 8j + c = bytes qs[32j + 4c ..]: low nibbles sub-block 2j,
+ *         high nibbles 2j + 1); scales next to their quants, so the group reads
+ *         as one stream in address order (with a separate scale region the
+ *         kernels' linear prefetch left the quants of long rows unprefetched)
  *   Q6_K  d: nb x 16 f16 | scales: nb x 16 x 16 int8 (sub-block j: 16 rows) |
  *         quants: nb x (32 chunk vectors of ql[4c..], then 16 of qh[4c..]); ql and
  *         qh of a super-block are adjacent so that the regions' read positions

@@ -15,6 +15,8 @@
 #include "quant/blocks.h"
 
 #define CHUNK_VEC 64
+/* Q4_K groups are runs of per-super-block tiles (cpu/pack.h) */
+#define TILE_Q4_K (PACK_ROWS * sizeof(block_q4_K))
 /* Register tiles: every small loop fully unrolled, so arrays of vectors stay in
  * registers (GCC at -O2 would otherwise keep them on the stack). */
 #define UNROLL _Pragma("GCC unroll 16")
@@ -157,14 +159,14 @@ VT_INLINE __m256i lane_byte_pair(__m256i v, int j) {
 
 VT_INLINE void q4_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_K *const *xr,
                          float *y, int64_t ldy, const int nt) {
-    const uint8_t *dd = g, *scv = g + nb * 4 * PACK_ROWS, *qs = scv + nb * 3 * CHUNK_VEC;
+    const uint8_t *dd = g, *scv = g + 4 * PACK_ROWS, *qs = scv + 3 * CHUNK_VEC; /* + b * TILE_Q4_K */
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256 acc[2];
     UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     const uint8_t *pf = g + PF_DIST;
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *sp = scv + b * 3 * CHUNK_VEC + 32 * half;
+        const uint8_t *sp = scv + b * TILE_Q4_K + 32 * half;
         const __m256i u0 = _mm256_loadu_si256((const __m256i *)sp);
         const __m256i u1 = _mm256_loadu_si256((const __m256i *)(sp + CHUNK_VEC));
         const __m256i u2 = _mm256_loadu_si256((const __m256i *)(sp + 2 * CHUNK_VEC));
@@ -174,7 +176,7 @@ VT_INLINE void q4_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
                                               _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), k2), 4));
         const __m256i mn_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), k4),
                                               _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), k2), 4));
-        const uint8_t *v = qs + b * 32 * CHUNK_VEC + 32 * half;
+        const uint8_t *v = qs + b * TILE_Q4_K + 32 * half;
         if (half == 0) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q4_K));
         __m256i isum[2], imin[2];
         UNROLL
@@ -209,8 +211,8 @@ VT_INLINE void q4_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
             for (int t = 0; t < nt; t++)
                 imin[t] = _mm256_add_epi32(imin[t], _mm256_madd_epi16(pair, bcast32_256(xr[t][b].bsums + 2 * j)));
         }
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dd + b * 4 * PACK_ROWS + 16 * half)));
-        const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dd + b * 4 * PACK_ROWS + 32 + 16 * half)));
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dd + b * TILE_Q4_K + 16 * half)));
+        const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dd + b * TILE_Q4_K + 32 + 16 * half)));
         UNROLL
         for (int t = 0; t < nt; t++) {
             const __m256 xd = _mm256_set1_ps(xr[t][b].d);

@@ -19,6 +19,8 @@
 #include <string.h>
 
 #define CHUNK_VEC 64
+/* Q4_K groups are runs of per-super-block tiles (cpu/pack.h) */
+#define TILE_Q4_K (PACK_ROWS * sizeof(block_q4_K))
 /* Register tiles: every small loop fully unrolled, so arrays of vectors stay in
  * registers (GCC at -O2 would otherwise keep them on the stack). */
 #define UNROLL _Pragma("GCC unroll 16")
@@ -160,16 +162,16 @@ VT_INLINE __m512i lane_byte(__m512i v, int j) {
 
 VT_INLINE void q4_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y,
                           int64_t ldy, const int nt) {
-    const uint8_t *dd = g, *scv = g + nb * 4 * PACK_ROWS, *qs = scv + nb * 3 * CHUNK_VEC;
+    const uint8_t *dd = g, *scv = g + 4 * PACK_ROWS, *qs = scv + 3 * CHUNK_VEC; /* + b * TILE_Q4_K */
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512 acc[PACK_TOK_MAX];
     UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     const uint8_t *pf = g + PF_DIST;
     for (int64_t b = 0; b < nb; b++) {
-        const __m512 dw = load_f16x16(dd + b * 4 * PACK_ROWS);
-        const __m512 dmw = load_f16x16(dd + b * 4 * PACK_ROWS + 2 * PACK_ROWS);
-        const uint8_t *sp = scv + b * 3 * CHUNK_VEC;
+        const __m512 dw = load_f16x16(dd + b * TILE_Q4_K);
+        const __m512 dmw = load_f16x16(dd + b * TILE_Q4_K + 2 * PACK_ROWS);
+        const uint8_t *sp = scv + b * TILE_Q4_K;
         /* one super-block ahead: 3 lines of scales, 1 of d/dmin */
         prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q4_K));
         const __m512i u0 = _mm512_loadu_si512(sp), u1 = _mm512_loadu_si512(sp + CHUNK_VEC),
@@ -184,7 +186,7 @@ VT_INLINE void q4_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const 
         __m512i isum[PACK_TOK_MAX], imin[PACK_TOK_MAX];
         UNROLL
         for (int t = 0; t < nt; t++) isum[t] = imin[t] = _mm512_setzero_si512();
-        const uint8_t *v = qs + b * 32 * CHUNK_VEC;
+        const uint8_t *v = qs + b * TILE_Q4_K;
         UNROLL
         for (int j = 0; j < 4; j++) {
             __m512i slo[PACK_TOK_MAX], shi[PACK_TOK_MAX];
