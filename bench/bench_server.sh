@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# vt serve against llama-server on the same GGUF, context and parallel slots:
+# requests/s and generated tokens/s at concurrency 1, 4, 16 (bench_server.mjs).
+# llama-server is built from the reference source (.cache/llama/src, commit 80fb11ac):
+#   cmake -S .cache/llama/src -B .cache/llama/build -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+#         -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF && cmake --build .cache/llama/build --target llama-server
+# Usage: bench/bench_server.sh MODEL [THREADS=2] [CTX=4096] [SLOTS=16] [MAX_TOKENS=32]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+model=$1 threads=${2:-2} ctx=${3:-4096} slots=${4:-16} maxtok=${5:-32}
+vt=${VT_BIN:-$root/build/vt}
+llama=${LLAMA_SERVER:-$root/.cache/llama/build/bin/llama-server}
+port_vt=18181 port_ll=18182
+wait_up() { for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$1/health" >/dev/null && return 0; sleep 0.2; done; return 1; }
+"$vt" serve -m "$model" --port $port_vt -t "$threads" -c "$ctx" -np "$slots" 2>/dev/null & vpid=$!
+# llama-server: its -c is the total over all slots, so give it ctx per slot too.
+"$llama" -m "$model" --port $port_ll -t "$threads" -c $((ctx * slots)) -np "$slots" -b 512 \
+  --log-disable >/dev/null 2>&1 & lpid=$!
+trap 'kill $vpid $lpid 2>/dev/null; wait 2>/dev/null' EXIT
+wait_up $port_vt; wait_up $port_ll
+echo "model $(basename "$model"), threads $threads, ctx $ctx per sequence, $slots slots, $maxtok tokens per request"
+echo "| concurrency | engine | requests | req/s | gen tok/s | mean ms | p50 ms | p95 ms | errors |"
+echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|"
+for c in 1 4 16; do
+  total=$((c * 4 > 8 ? c * 4 : 8))
+  for e in vt llama; do
+    port=$port_vt; [ $e = llama ] && port=$port_ll
+    node "$root/bench/bench_server.mjs" "http://127.0.0.1:$port" $c 2 "$maxtok" >/dev/null # warm-up
+    j=$(node "$root/bench/bench_server.mjs" "http://127.0.0.1:$port" $c $total "$maxtok")
+    node -e "const j=$j; console.log('| '+j.concurrency+' | $e | '+j.requests+' | '+j.req_per_s+' | '+j.gen_tok_per_s+' | '+j.lat_ms_mean+' | '+j.lat_ms_p50+' | '+j.lat_ms_p95+' | '+j.errors+' |')"
+  done
+done
