@@ -214,7 +214,7 @@ int main(void) {
         {"attn_norm 2-D", {{0}}, {{"blk.1.attn_norm.weight", VT_DTYPE_F32, 2, {64, 2}}},
          "tensor 'blk.1.attn_norm.weight' has shape [64, 2, 1], expected [64, 1]"},
         {"attn_k F16 beside F32 q/v", {{0}}, {{"blk.2.attn_k.weight", VT_DTYPE_F16, 2, {64, 32}}},
-         "blk.2: attn_q/k/v of different types (f32/f16/f32)"},
+         "blk.2: attn_q/k/v need one activation type (f32/f16/f32)"},
         {"attn_q as Q8_1 (an activation type)", {{0}}, {{"blk.0.attn_q.weight", VT_DTYPE_Q8_1, 2, {64, 64}}},
          "tensor 'blk.0.attn_q.weight': weight type q8_1 is not supported"},
         {"rope_freqs of the wrong length", {{0}}, {{"rope_freqs.weight", VT_DTYPE_F32, 1, {3}}},

@@ -275,11 +275,19 @@ static vt_status load_weights(model *m, bool progress) {
         VT_TRY(load_mat(m, LNAME("ffn_gate.weight"), d, hp->n_ff, true, &L->w_gate));
         VT_TRY(load_mat(m, LNAME("ffn_up.weight"), d, hp->n_ff, true, &L->w_up));
         VT_TRY(load_mat(m, LNAME("ffn_down.weight"), hp->n_ff, d, true, &L->w_down));
-        if (L->wq.type != L->wk.type || L->wq.type != L->wv.type)
-            return vt_errorf(VT_E_UNSUPPORTED, "blk.%lld: attn_q/k/v of different types (%s/%s/%s)",
+        /* Q/K/V (and gate/up) share one quantized input: their types may differ
+         * (Q4_K_M mixes q4_K and q6_K) as long as the activation type is the same. */
+#define DOT(w) (quant_traits_get((w).type)->dot_type)
+        if (DOT(L->w_gate) != DOT(L->w_up))
+            return vt_errorf(VT_E_UNSUPPORTED, "blk.%lld: ffn_gate/up need one activation type (%s/%s)",
+                             (long long)il, quant_traits_get(L->w_gate.type)->name,
+                             quant_traits_get(L->w_up.type)->name);
+        if (DOT(L->wq) != DOT(L->wk) || DOT(L->wq) != DOT(L->wv))
+            return vt_errorf(VT_E_UNSUPPORTED, "blk.%lld: attn_q/k/v need one activation type (%s/%s/%s)",
                              (long long)il, quant_traits_get(L->wq.type)->name,
                              quant_traits_get(L->wk.type)->name, quant_traits_get(L->wv.type)->name);
     }
+#undef DOT
 #undef LNAME
     if (progress) progress_draw(m, hp->n_layer, hp->n_layer);
     return VT_OK;
