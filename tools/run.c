@@ -2,6 +2,7 @@
 #include "args.h"
 #include "cmds.h"
 #include "engine/sampler.h"
+#include "tokenizer/tokenizer.h"
 #include "vt.h"
 
 #include <stdio.h>
@@ -74,16 +75,6 @@ static char *read_file(const char *path, size_t *len) {
     return buf;
 }
 
-/* Length of the longest prefix of s[0..n) that does not end inside a UTF-8 sequence. */
-static size_t utf8_complete(const char *s, size_t n) {
-    size_t i = n, back = 0;
-    while (i > 0 && back < 4 && ((unsigned char)s[i - 1] & 0xC0) == 0x80) i--, back++;
-    if (i == 0) return n;
-    const unsigned char lead = (unsigned char)s[i - 1];
-    size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-    return (back + 1 < need) ? i - 1 : n;
-}
-
 /* Streams token pieces to stdout, holding back an incomplete UTF-8 tail and the
  * leading space of the very first piece (SentencePiece's word-start marker). */
 typedef struct streamer {
@@ -107,7 +98,7 @@ static void stream_piece(streamer *st, const vt_model *m, int32_t tok) {
     }
     memcpy(st->pending + st->n_pending, p, (size_t)n);
     st->n_pending += (size_t)n;
-    size_t ok = utf8_complete(st->pending, st->n_pending);
+    size_t ok = tok_utf8_complete_prefix(st->pending, st->n_pending);
     fwrite(st->pending, 1, ok, stdout);
     memmove(st->pending, st->pending + ok, st->n_pending - ok);
     st->n_pending -= ok;
