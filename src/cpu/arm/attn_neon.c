@@ -1,9 +1,10 @@
-/* NEON attention kernels per KV dtype (see cpu/attention.h): the dot of an f32
- * query with a stored K row, acc += w * V row, and the store of an f32 row.
+/* NEON attention kernels (see cpu/attention.h): stored rows widened to f32
+ * tiles, scores and accumulation on the tiles, two query heads at a time so
+ * each K or V load feeds two FMAs.
  *
- * Plain ASIMD (every aarch64 core). Dots accumulate in four float vectors and
- * finish with a scalar tail; stores are the activation quantizers of
- * quant_act_neon.c, which write the same bytes as the scalar stores. */
+ * Plain ASIMD (every aarch64 core). Stores are the activation quantizers of
+ * quant_act_neon.c, which write the same bytes as the scalar stores; exp keeps
+ * the scalar kernel. */
 #include "cpu/arm/arm_kernels.h"
 #include "cpu/arm/neon_common.h"
 #include "cpu/attention.h"
@@ -11,133 +12,201 @@
 #include "quant/blocks.h"
 
 #include <math.h>
+#include <string.h>
 
 const attn_kv_ops *attn_ops_get_neon(vt_dtype type);
 
-VT_INLINE float hsum4x4(float32x4_t a, float32x4_t b, float32x4_t c, float32x4_t d) {
-    return vaddvq_f32(vaddq_f32(vaddq_f32(a, b), vaddq_f32(c, d)));
-}
+/* ---- rows and stores per dtype ---------------------------------------------------- */
 
-static float attn_dot_f32(const float *q, const void *k, int64_t n) {
-    const float *kk = k;
-    float32x4_t a0 = vdupq_n_f32(0), a1 = a0, a2 = a0, a3 = a0;
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        a0 = vfmaq_f32(a0, vld1q_f32(q + i), vld1q_f32(kk + i));
-        a1 = vfmaq_f32(a1, vld1q_f32(q + i + 4), vld1q_f32(kk + i + 4));
-        a2 = vfmaq_f32(a2, vld1q_f32(q + i + 8), vld1q_f32(kk + i + 8));
-        a3 = vfmaq_f32(a3, vld1q_f32(q + i + 12), vld1q_f32(kk + i + 12));
-    }
-    for (; i + 4 <= n; i += 4) a0 = vfmaq_f32(a0, vld1q_f32(q + i), vld1q_f32(kk + i));
-    float s = hsum4x4(a0, a1, a2, a3);
-    for (; i < n; i++) s += q[i] * kk[i];
-    return s;
+static const float *rows_f32_neon(const void *src, int64_t n_rows, int64_t hd, float *tile) {
+    (void)n_rows, (void)hd, (void)tile;
+    return src;
 }
-static void attn_axpy_f32(float *acc, const void *v, float w, int64_t n) {
-    const float *vv = v;
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) vst1q_f32(acc + i, vfmaq_n_f32(vld1q_f32(acc + i), vld1q_f32(vv + i), w));
-    for (; i < n; i++) acc[i] += w * vv[i];
-}
-static void attn_store_f32(void *dst, const float *src, int64_t n) {
+static void store_f32_neon(void *dst, const float *src, int64_t n) {
     memcpy(dst, src, (size_t)n * sizeof(float));
 }
 
-/* 8 halves (or bf16) at p as two float vectors */
-VT_INLINE void f16x8_load(const vt_f16 *p, float32x4_t v[2]) {
-    const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(p));
-    v[0] = vcvt_f32_f16(vget_low_f16(h));
-    v[1] = vcvt_high_f32_f16(h);
-}
-VT_INLINE void bf16x8_load(const vt_bf16 *p, float32x4_t v[2]) {
-    const uint16x8_t h = vld1q_u16(p);
-    v[0] = vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(h), 16));
-    v[1] = vreinterpretq_f32_u32(vshll_high_n_u16(h, 16));
-}
-
-#define HALF_OPS(name, elem_t, load8, to_f32, store_row)                                   \
-    static float attn_dot_##name(const float *q, const void *k, int64_t n) {            \
-        const elem_t *kk = k;                                                              \
-        float32x4_t a0 = vdupq_n_f32(0), a1 = a0, a2 = a0, a3 = a0;                        \
-        int64_t i = 0;                                                                     \
-        for (; i + 16 <= n; i += 16) {                                                     \
-            float32x4_t ka[2], kb[2];                                                      \
-            load8(kk + i, ka);                                                             \
-            load8(kk + i + 8, kb);                                                         \
-            a0 = vfmaq_f32(a0, vld1q_f32(q + i), ka[0]);                                   \
-            a1 = vfmaq_f32(a1, vld1q_f32(q + i + 4), ka[1]);                               \
-            a2 = vfmaq_f32(a2, vld1q_f32(q + i + 8), kb[0]);                               \
-            a3 = vfmaq_f32(a3, vld1q_f32(q + i + 12), kb[1]);                              \
-        }                                                                                  \
-        for (; i + 8 <= n; i += 8) {                                                       \
-            float32x4_t ka[2];                                                             \
-            load8(kk + i, ka);                                                             \
-            a0 = vfmaq_f32(a0, vld1q_f32(q + i), ka[0]);                                   \
-            a1 = vfmaq_f32(a1, vld1q_f32(q + i + 4), ka[1]);                               \
-        }                                                                                  \
-        float s = hsum4x4(a0, a1, a2, a3);                                                 \
-        for (; i < n; i++) s += q[i] * to_f32(kk[i]);                                      \
-        return s;                                                                          \
-    }                                                                                      \
-    static void attn_axpy_##name(float *acc, const void *v, float w, int64_t n) {        \
-        const elem_t *vv = v;                                                              \
-        int64_t i = 0;                                                                     \
-        for (; i + 8 <= n; i += 8) {                                                       \
-            float32x4_t x[2];                                                              \
-            load8(vv + i, x);                                                              \
-            vst1q_f32(acc + i, vfmaq_n_f32(vld1q_f32(acc + i), x[0], w));                  \
-            vst1q_f32(acc + i + 4, vfmaq_n_f32(vld1q_f32(acc + i + 4), x[1], w));          \
-        }                                                                                  \
-        for (; i < n; i++) acc[i] += w * to_f32(vv[i]);                                    \
-    }                                                                                      \
-    static void attn_store_##name(void *dst, const float *src, int64_t n) {              \
-        store_row(src, dst, n);                                                            \
+static const float *rows_f16_neon(const void *src, int64_t n_rows, int64_t hd, float *tile) {
+    const vt_f16 *h = src;
+    const int64_t n = n_rows * hd;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const float16x8_t x = vreinterpretq_f16_u16(vld1q_u16(h + i));
+        vst1q_f32(tile + i, vcvt_f32_f16(vget_low_f16(x)));
+        vst1q_f32(tile + i + 4, vcvt_high_f32_f16(x));
     }
-
-HALF_OPS(f16, vt_f16, f16x8_load, f16_arm, quantize_f16_neon)
-HALF_OPS(bf16, vt_bf16, bf16x8_load, bf16_to_f32, quantize_bf16_neon)
-
-/* Q8_0 rows: 16 int8 -> 4 float vectors */
-VT_INLINE void i8x16_to_f32(int8x16_t v, float32x4_t f[4]) {
-    const int16x8_t lo = vmovl_s8(vget_low_s8(v)), hi = vmovl_high_s8(v);
-    f[0] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo)));
-    f[1] = vcvtq_f32_s32(vmovl_high_s16(lo));
-    f[2] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi)));
-    f[3] = vcvtq_f32_s32(vmovl_high_s16(hi));
+    for (; i < n; i++) tile[i] = f16_arm(h[i]);
+    return tile;
 }
+static void store_f16_neon(void *dst, const float *src, int64_t n) { quantize_f16_neon(src, dst, n); }
 
-static float attn_dot_q8_0(const float *q, const void *k, int64_t n) {
-    const block_q8_0 *b = k;
-    float32x4_t acc = vdupq_n_f32(0);
-    for (int64_t i = 0; i < n / QK8_0; i++, q += QK8_0) {
-        float32x4_t f[8];
-        i8x16_to_f32(vld1q_s8(b[i].qs), f);
-        i8x16_to_f32(vld1q_s8(b[i].qs + 16), f + 4);
-        float32x4_t s0 = vmulq_f32(vld1q_f32(q), f[0]), s1 = vmulq_f32(vld1q_f32(q + 4), f[1]);
-        for (int j = 2; j < 8; j += 2) {
-            s0 = vfmaq_f32(s0, vld1q_f32(q + 4 * j), f[j]);
-            s1 = vfmaq_f32(s1, vld1q_f32(q + 4 * j + 4), f[j + 1]);
+static const float *rows_bf16_neon(const void *src, int64_t n_rows, int64_t hd, float *tile) {
+    const vt_bf16 *h = src;
+    const int64_t n = n_rows * hd;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const uint16x8_t x = vld1q_u16(h + i);
+        vst1q_f32(tile + i, vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(x), 16)));
+        vst1q_f32(tile + i + 4, vreinterpretq_f32_u32(vshll_high_n_u16(x, 16)));
+    }
+    for (; i < n; i++) tile[i] = bf16_to_f32(h[i]);
+    return tile;
+}
+static void store_bf16_neon(void *dst, const float *src, int64_t n) { quantize_bf16_neon(src, dst, n); }
+
+static const float *rows_q8_0_neon(const void *src, int64_t n_rows, int64_t hd, float *tile) {
+    const block_q8_0 *b = src;
+    for (int64_t i = 0; i < n_rows * hd / QK8_0; i++) {
+        const float d = f16_arm(b[i].d);
+        for (int j = 0; j < QK8_0; j += 16) {
+            const int8x16_t q = vld1q_s8(b[i].qs + j);
+            const int16x8_t lo = vmovl_s8(vget_low_s8(q)), hi = vmovl_high_s8(q);
+            float *t = tile + i * QK8_0 + j;
+            vst1q_f32(t, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))), d));
+            vst1q_f32(t + 4, vmulq_n_f32(vcvtq_f32_s32(vmovl_high_s16(lo)), d));
+            vst1q_f32(t + 8, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))), d));
+            vst1q_f32(t + 12, vmulq_n_f32(vcvtq_f32_s32(vmovl_high_s16(hi)), d));
         }
-        acc = vfmaq_n_f32(acc, vaddq_f32(s0, s1), f16_arm(b[i].d));
     }
-    return vaddvq_f32(acc);
+    return tile;
 }
-static void attn_axpy_q8_0(float *acc, const void *v, float w, int64_t n) {
-    const block_q8_0 *b = v;
-    for (int64_t i = 0; i < n / QK8_0; i++, acc += QK8_0) {
-        const float d = w * f16_arm(b[i].d);
-        float32x4_t f[8];
-        i8x16_to_f32(vld1q_s8(b[i].qs), f);
-        i8x16_to_f32(vld1q_s8(b[i].qs + 16), f + 4);
-        for (int j = 0; j < 8; j++) vst1q_f32(acc + 4 * j, vfmaq_n_f32(vld1q_f32(acc + 4 * j), f[j], d));
-    }
-}
-static void attn_store_q8_0(void *dst, const float *src, int64_t n) { quantize_q8_0_neon(src, dst, n); }
+static void store_q8_0_neon(void *dst, const float *src, int64_t n) { quantize_q8_0_neon(src, dst, n); }
 
-static const attn_kv_ops ops_f32_neon = {attn_dot_f32, attn_axpy_f32, attn_store_f32};
-static const attn_kv_ops ops_f16_neon = {attn_dot_f16, attn_axpy_f16, attn_store_f16};
-static const attn_kv_ops ops_bf16_neon = {attn_dot_bf16, attn_axpy_bf16, attn_store_bf16};
-static const attn_kv_ops ops_q8_0_neon = {attn_dot_q8_0, attn_axpy_q8_0, attn_store_q8_0};
+/* ---- f32 tile kernels ------------------------------------------------------------- */
+
+/* The four sums of a..d, in lanes 0..3. */
+VT_INLINE float32x4_t hsum_f32x4x4(float32x4_t a, float32x4_t b, float32x4_t c, float32x4_t d) {
+    return vpaddq_f32(vpaddq_f32(a, b), vpaddq_f32(c, d));
+}
+
+/* Four rows of k against the query rows qa and qb (qb may equal qa). */
+VT_INLINE void scores4(const float *qa, const float *qb, const float *k, int64_t hd, float scale,
+                       float *sa, float *sb) {
+    const float *k0 = k, *k1 = k + hd, *k2 = k + 2 * hd, *k3 = k + 3 * hd;
+    float32x4_t a0 = vdupq_n_f32(0), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    int64_t i = 0;
+    for (; i + 4 <= hd; i += 4) {
+        const float32x4_t x = vld1q_f32(qa + i), y = vld1q_f32(qb + i);
+        const float32x4_t r0 = vld1q_f32(k0 + i), r1 = vld1q_f32(k1 + i), r2 = vld1q_f32(k2 + i),
+                          r3 = vld1q_f32(k3 + i);
+        a0 = vfmaq_f32(a0, x, r0);
+        a1 = vfmaq_f32(a1, x, r1);
+        a2 = vfmaq_f32(a2, x, r2);
+        a3 = vfmaq_f32(a3, x, r3);
+        b0 = vfmaq_f32(b0, y, r0);
+        b1 = vfmaq_f32(b1, y, r1);
+        b2 = vfmaq_f32(b2, y, r2);
+        b3 = vfmaq_f32(b3, y, r3);
+    }
+    float ta[4], tb[4];
+    vst1q_f32(ta, hsum_f32x4x4(a0, a1, a2, a3));
+    vst1q_f32(tb, hsum_f32x4x4(b0, b1, b2, b3));
+    for (; i < hd; i++)
+        for (int j = 0; j < 4; j++) {
+            ta[j] += qa[i] * k[j * hd + i];
+            tb[j] += qb[i] * k[j * hd + i];
+        }
+    for (int j = 0; j < 4; j++) {
+        sa[j] = ta[j] * scale;
+        sb[j] = tb[j] * scale;
+    }
+}
+
+VT_INLINE float dot1(const float *q, const float *k, int64_t hd) {
+    float32x4_t a = vdupq_n_f32(0);
+    int64_t i = 0;
+    for (; i + 4 <= hd; i += 4) a = vfmaq_f32(a, vld1q_f32(q + i), vld1q_f32(k + i));
+    float s = vaddvq_f32(a);
+    for (; i < hd; i++) s += q[i] * k[i];
+    return s;
+}
+
+static void scores_neon(const float *q, int64_t n_q, const float *k, int64_t n_k, int64_t hd,
+                        float scale, float *s, int64_t s_stride) {
+    for (int64_t r = 0; r < n_q; r += 2) {
+        const int64_t rb = r + 1 < n_q ? r + 1 : r; /* odd n_q: the last head twice */
+        const float *qa = q + r * hd, *qb = q + rb * hd;
+        float *sa = s + r * s_stride, *sb = s + rb * s_stride;
+        int64_t j = 0;
+        for (; j + 4 <= n_k; j += 4) scores4(qa, qb, k + j * hd, hd, scale, sa + j, sb + j);
+        for (; j < n_k; j++) {
+            sa[j] = dot1(qa, k + j * hd, hd) * scale;
+            sb[j] = dot1(qb, k + j * hd, hd) * scale;
+        }
+    }
+}
+
+static void accum_neon(float *acc, int64_t acc_stride, int64_t n_q, const float *v, int64_t n_k,
+                       int64_t hd, const float *w, int64_t w_stride) {
+    int64_t r = 0;
+    for (; r + 2 <= n_q; r += 2) {
+        float *aa = acc + r * acc_stride, *ab = aa + acc_stride;
+        const float *wa = w + r * w_stride, *wb = wa + w_stride;
+        int64_t i = 0;
+        for (; i + 16 <= hd; i += 16) {
+            float32x4_t a0 = vld1q_f32(aa + i), a1 = vld1q_f32(aa + i + 4), a2 = vld1q_f32(aa + i + 8),
+                        a3 = vld1q_f32(aa + i + 12);
+            float32x4_t b0 = vld1q_f32(ab + i), b1 = vld1q_f32(ab + i + 4), b2 = vld1q_f32(ab + i + 8),
+                        b3 = vld1q_f32(ab + i + 12);
+            for (int64_t j = 0; j < n_k; j++) {
+                const float *vj = v + j * hd + i;
+                const float x = wa[j], y = wb[j];
+                const float32x4_t v0 = vld1q_f32(vj), v1 = vld1q_f32(vj + 4), v2 = vld1q_f32(vj + 8),
+                                  v3 = vld1q_f32(vj + 12);
+                a0 = vfmaq_n_f32(a0, v0, x);
+                a1 = vfmaq_n_f32(a1, v1, x);
+                a2 = vfmaq_n_f32(a2, v2, x);
+                a3 = vfmaq_n_f32(a3, v3, x);
+                b0 = vfmaq_n_f32(b0, v0, y);
+                b1 = vfmaq_n_f32(b1, v1, y);
+                b2 = vfmaq_n_f32(b2, v2, y);
+                b3 = vfmaq_n_f32(b3, v3, y);
+            }
+            vst1q_f32(aa + i, a0);
+            vst1q_f32(aa + i + 4, a1);
+            vst1q_f32(aa + i + 8, a2);
+            vst1q_f32(aa + i + 12, a3);
+            vst1q_f32(ab + i, b0);
+            vst1q_f32(ab + i + 4, b1);
+            vst1q_f32(ab + i + 8, b2);
+            vst1q_f32(ab + i + 12, b3);
+        }
+        for (; i + 4 <= hd; i += 4) {
+            float32x4_t a0 = vld1q_f32(aa + i), b0 = vld1q_f32(ab + i);
+            for (int64_t j = 0; j < n_k; j++) {
+                const float32x4_t v0 = vld1q_f32(v + j * hd + i);
+                a0 = vfmaq_n_f32(a0, v0, wa[j]);
+                b0 = vfmaq_n_f32(b0, v0, wb[j]);
+            }
+            vst1q_f32(aa + i, a0);
+            vst1q_f32(ab + i, b0);
+        }
+        for (; i < hd; i++)
+            for (int64_t j = 0; j < n_k; j++) {
+                aa[i] = fmaf(wa[j], v[j * hd + i], aa[i]);
+                ab[i] = fmaf(wb[j], v[j * hd + i], ab[i]);
+            }
+    }
+    for (; r < n_q; r++) {
+        float *aa = acc + r * acc_stride;
+        const float *wa = w + r * w_stride;
+        int64_t i = 0;
+        for (; i + 4 <= hd; i += 4) {
+            float32x4_t a0 = vld1q_f32(aa + i);
+            for (int64_t j = 0; j < n_k; j++) a0 = vfmaq_n_f32(a0, vld1q_f32(v + j * hd + i), wa[j]);
+            vst1q_f32(aa + i, a0);
+        }
+        for (; i < hd; i++)
+            for (int64_t j = 0; j < n_k; j++) aa[i] = fmaf(wa[j], v[j * hd + i], aa[i]);
+    }
+}
+
+#define NEON_OPS(t) {rows_##t##_neon, store_##t##_neon, scores_neon, accum_neon, attn_exp_sum_ref}
+static const attn_kv_ops ops_f32_neon = NEON_OPS(f32);
+static const attn_kv_ops ops_f16_neon = NEON_OPS(f16);
+static const attn_kv_ops ops_bf16_neon = NEON_OPS(bf16);
+static const attn_kv_ops ops_q8_0_neon = NEON_OPS(q8_0);
+#undef NEON_OPS
 
 /* The NEON kernels for KV rows of `type`, NULL if there are none. */
 const attn_kv_ops *attn_ops_get_neon(vt_dtype type) {
