@@ -170,16 +170,12 @@ static void check_dot_type(const cpu_kernels *simd, const cpu_kernels *ref, vt_d
 
 /* ---- packed GEMMs ------------------------------------------------------------------- */
 
-static void check_gemm_type(const cpu_kernels *simd, vt_dtype t) {
+/* One packed GEMM kernel (up to tok_max tokens per call) against its ref twin. */
+static void check_gemm_kernel(pack_gemm_fn kern, const char *isa, vt_dtype t, int tok_max) {
     const quant_traits *tr = quant_traits_get(t);
     const quant_traits *dt = quant_traits_get(tr->dot_type);
-    if (!pack_has_layout(t)) return;
     const pack_gemm_fn ref = pack_gemm_ref(t);
     CHECK(ref != NULL);
-    if (!simd->gemm[t]) {
-        printf("  gemm %-7s no packed kernel in tier %s, skipped\n", tr->name, cpu_isa_str(simd->isa));
-        return;
-    }
     static const int nbs[] = {1, 2, 3, 7, 64};
     static const int64_t n_outs[] = {5, 16, 37, 48};
     int bad_bits = 0, bad_value = 0, cases = 0;
@@ -192,10 +188,10 @@ static void check_gemm_type(const cpu_kernels *simd, vt_dtype t) {
         for (size_t oi = 0; oi < sizeof n_outs / sizeof n_outs[0]; oi++) {
             const int64_t n_out = n_outs[oi], n_groups = (n_out + PACK_ROWS - 1) / PACK_ROWS;
             uint8_t *w = malloc(wrow * n_out), *wp = malloc(wrow * PACK_ROWS * n_groups);
-            uint8_t *x = calloc(PACK_TOK_MAX, x_stride);
+            uint8_t *x = calloc(tok_max, x_stride);
             float *xf = malloc(n * sizeof(float)), *wf = malloc(n * sizeof(float));
-            float *wd = malloc(n * sizeof(float)), *xd = malloc(n * sizeof(float) * PACK_TOK_MAX);
-            int32_t *sums = malloc(sizeof(int32_t) * PACK_TOK_MAX * (n / 32 + 1));
+            float *wd = malloc(n * sizeof(float)), *xd = malloc(n * sizeof(float) * tok_max);
+            int32_t *sums = malloc(sizeof(int32_t) * tok_max * (n / 32 + 1));
             for (int64_t r = 0; r < n_out; r++) {
                 if (r % 2) {
                     random_row(t, w + r * wrow, n);
@@ -208,27 +204,27 @@ static void check_gemm_type(const cpu_kernels *simd, vt_dtype t) {
                 const int nr = (int)(n_out - g * PACK_ROWS < PACK_ROWS ? n_out - g * PACK_ROWS : PACK_ROWS);
                 pack_group(t, n, w + g * PACK_ROWS * wrow, wrow, nr, wp + g * PACK_ROWS * wrow);
             }
-            for (int tk = 0; tk < PACK_TOK_MAX; tk++) {
+            for (int tk = 0; tk < tok_max; tk++) {
                 for (int64_t i = 0; i < n; i++) xf[i] = rng_act();
                 dt->quant_ref(xf, x + tk * x_stride, n);
                 dt->dequant_ref(x + tk * x_stride, xd + tk * n, n);
             }
-            if (pack_needs_sums(t)) pack_block_sums(x, x_stride, PACK_TOK_MAX, n / 32, sums);
+            if (pack_needs_sums(t)) pack_block_sums(x, x_stride, tok_max, n / 32, sums);
             const int64_t ldy = n_groups * PACK_ROWS + 3;
-            float *ya = malloc(sizeof(float) * ldy * PACK_TOK_MAX), *ye = malloc(sizeof(float) * ldy * PACK_TOK_MAX);
-            for (int nt = 1; nt <= PACK_TOK_MAX; nt++) {
-                memset(ya, 0, sizeof(float) * ldy * PACK_TOK_MAX);
-                memset(ye, 0, sizeof(float) * ldy * PACK_TOK_MAX);
-                simd->gemm[t](n, wp, n_groups, x, x_stride, sums, nt, ya, ldy);
+            float *ya = malloc(sizeof(float) * ldy * tok_max), *ye = malloc(sizeof(float) * ldy * tok_max);
+            for (int nt = 1; nt <= tok_max; nt++) {
+                memset(ya, 0, sizeof(float) * ldy * tok_max);
+                memset(ye, 0, sizeof(float) * ldy * tok_max);
+                kern(n, wp, n_groups, x, x_stride, sums, nt, ya, ldy);
                 ref(n, wp, n_groups, x, x_stride, sums, nt, ye, ldy);
                 cases++;
-                if (memcmp(ya, ye, sizeof(float) * ldy * PACK_TOK_MAX)) {
+                if (memcmp(ya, ye, sizeof(float) * ldy * tok_max)) {
                     if (bad_bits < 3)
                         fprintf(stderr, "  gemm %s n=%lld n_out=%lld nt=%d: differs from the ref twin\n",
                                 tr->name, (long long)n, (long long)n_out, nt);
                     bad_bits++;
                 }
-                if (nt != PACK_TOK_MAX) continue;
+                if (nt != tok_max) continue;
                 for (int tk = 0; tk < nt; tk++)
                     for (int64_t r = 0; r < n_out; r++) {
                         const float e = tr->dot_ref(n, w + r * wrow, x + tk * x_stride);
@@ -243,11 +239,22 @@ static void check_gemm_type(const cpu_kernels *simd, vt_dtype t) {
         }
     }
     CHECK_MSG(bad_bits == 0, "gemm %s (%s): %d of %d cases differ from pack_gemm_ref", tr->name,
-              cpu_isa_str(simd->gemm_isa[t]), bad_bits, cases);
+              isa, bad_bits, cases);
     CHECK_MSG(bad_value == 0, "gemm %s: the ref twin is off the quant dot in %d outputs (worst %.2e)",
               tr->name, bad_value, worst);
     printf("  gemm %-7s %-6s %d cases bit-identical with the twin, worst |err|/S %.2e\n", tr->name,
-           cpu_isa_str(simd->gemm_isa[t]), cases, worst);
+           isa, cases, worst);
+}
+
+static void check_gemm_type(const cpu_kernels *simd, vt_dtype t) {
+    if (!pack_has_layout(t)) return;
+    if (!simd->gemm[t]) {
+        printf("  gemm %-7s no packed kernel in tier %s, skipped\n", quant_traits_get(t)->name,
+               cpu_isa_str(simd->isa));
+        return;
+    }
+    check_gemm_kernel(simd->gemm[t], cpu_isa_str(simd->gemm_isa[t]), t, PACK_TOK_MAX);
+    if (simd->gemm_wide[t]) check_gemm_kernel(simd->gemm_wide[t], "amx", t, PACK_TOK_WIDE);
 }
 
 /* ---- activation quantizers -------------------------------------------------------------- */

@@ -9,6 +9,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #elif defined(__aarch64__)
 #include <sys/auxv.h>
 #endif
@@ -22,6 +24,15 @@ static uint64_t read_xcr0(void) {
     uint32_t lo, hi;
     __asm__ __volatile__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     return ((uint64_t)hi << 32) | lo;
+}
+
+static bool request_amx_permission(void) {
+#if defined(__linux__) && defined(__x86_64__)
+    const long arch_req_xcomp_perm = 0x1023, xfeature_xtiledata = 18;
+    return syscall(SYS_arch_prctl, arch_req_xcomp_perm, xfeature_xtiledata) == 0;
+#else
+    return false;
+#endif
 }
 
 static void detect_x86(cpu_features *f) {
@@ -53,6 +64,12 @@ static void detect_x86(cpu_features *f) {
     (void)d1;
     (void)b1;
     (void)c1;
+
+    /* AMX: tile and int8 (cpuid 7.0 edx 24, 25), XTILECFG + XTILEDATA in XCR0
+     * (bits 17, 18), and Linux's per-process permission for the 8 KiB tile state
+     * (without it the first tile instruction faults). */
+    const bool amx_hw = (d & (1u << 24)) && (d & (1u << 25)) && (xcr0 & 0x60000) == 0x60000;
+    f->amx_int8 = amx_hw && zmm_os && request_amx_permission();
 
     f->isa = CPU_ISA_REF;
     if (f->avx2 && f->fma && f->f16c) f->isa = CPU_ISA_AVX2;
@@ -100,6 +117,7 @@ static void apply_cap(cpu_features *f, cpu_isa cap) {
         break;
     case CPU_ISA_AVX2:
         f->avx512f = f->avx512bw = f->avx512vl = f->avx512vnni = f->avx512bf16 = false;
+        f->amx_int8 = false;
         break;
     case CPU_ISA_NEON:
         f->asimddp = false;
@@ -123,6 +141,8 @@ static void detect_once(void) {
     detect_arm(&detected);
 #endif
     effective = detected;
+    const char *amx = getenv("VT_AMX");
+    if (amx && !strcmp(amx, "0")) effective.amx_int8 = false;
     const char *env = getenv("VT_ISA");
     if (!env || !*env) return;
     static const struct { const char *name; cpu_isa isa; } caps[] = {

@@ -8,6 +8,7 @@
  *   VT_ISA=ref      scalar reference kernels only
  *   VT_ISA=avx2     at most AVX2 (+FMA, F16C); never AVX-512
  *   VT_ISA=avx512   at most AVX-512 (the default on x86: the best detected)
+ *   VT_AMX=0        no AMX tile kernels (which need the AVX-512 tier)
  *   VT_ISA=neon     at most plain NEON (aarch64), =neon_dot caps at dotprod
  *
  * An unknown VT_ISA value is ignored with a warning on stderr. Capping only ever
@@ -32,6 +33,7 @@ typedef struct cpu_features {
     bool avx2, fma, f16c;
     bool avx512f, avx512bw, avx512vl, avx512vnni, avx512bf16;
     bool avx_vnni;
+    bool amx_int8; /* AMX tiles + INT8, with the OS permission for the tile state */
     /* aarch64 */
     bool asimd, asimddp, i8mm, fphp, asimdhp, sve;
     /* the tier after the VT_ISA cap */

@@ -27,6 +27,9 @@
  *  - gemm[t]: the packed-layout GEMM of cpu/pack.h for weight type t, bit-identical
  *    with its pack_gemm_ref twin; NULL where this tier has none (then matmul keeps
  *    the file layout and dot_rows). The ref tier has none.
+ *  - gemm_wide[t]: as gemm[t] for up to PACK_TOK_WIDE tokens per call, also
+ *    bit-identical with the ref twin; where the CPU has a tile unit (AMX) that
+ *    prefill's token tiles use. NULL elsewhere.
  *
  * An ISA backend (x86/, arm/) provides kernels named <op>_<type>_<isa> and is
  * wired in by kernels.c; kernels.c itself is compiled without ISA flags, so
@@ -55,6 +58,7 @@ typedef struct cpu_kernels {
     cpu_isa dot_isa[VT_DTYPE_COUNT];          /* tier each dot entry came from */
     cpu_isa quantize_isa[VT_DTYPE_COUNT];     /* tier each quantize entry came from */
     pack_gemm_fn gemm[VT_DTYPE_COUNT];        /* packed GEMM by weight type, or NULL */
+    pack_gemm_fn gemm_wide[VT_DTYPE_COUNT];   /* the same for n_tok <= PACK_TOK_WIDE, or NULL */
     cpu_isa gemm_isa[VT_DTYPE_COUNT];         /* tier each gemm entry came from */
 } cpu_kernels;
 

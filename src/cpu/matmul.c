@@ -214,17 +214,21 @@ static void compute_rows(const mm_weight *w, cpu_dot_rows_fn dot_rows, int64_t o
 }
 
 /* Groups [g0, g1) of a packed weight for all tokens. */
-static void compute_packed(const mm_weight *w, pack_gemm_fn gemm, int64_t g0, int64_t g1,
-                           const uint8_t *xq, size_t x_stride, int64_t n_tok, float *y, int64_t ldy) {
+static void compute_packed(const mm_weight *w, pack_gemm_fn gemm, pack_gemm_fn wide, int64_t g0,
+                           int64_t g1, const uint8_t *xq, size_t x_stride, int64_t n_tok, float *y,
+                           int64_t ldy) {
     const size_t group_bytes = PACK_ROWS * w->row_bytes;
     const uint8_t *wp = w->packed;
     const bool sums = pack_needs_sums(w->type);
     const int64_t nb = w->n_in / 32;
+    /* wide tiles where there is a kernel, enough tokens, and room for the sums */
+    if (n_tok < PACK_TOK_WIDE / 2 || nb * PACK_TOK_WIDE > MM_SUMS_MAX) wide = NULL;
+    const int64_t tok_max = wide ? PACK_TOK_WIDE : PACK_TOK_MAX;
     /* token block: its activations and block sums stay in cache */
     int64_t tb = (int64_t)(MM_ACT_BLOCK_BYTES / x_stride);
     if (sums && tb > MM_SUMS_MAX / nb) tb = MM_SUMS_MAX / nb;
-    tb = tb / PACK_TOK_MAX * PACK_TOK_MAX;
-    if (tb < PACK_TOK_MAX) tb = PACK_TOK_MAX;
+    tb = tb / tok_max * tok_max;
+    if (tb < tok_max) tb = tok_max;
     /* decode reads each group once: one chunk, one stream */
     int64_t chunk = n_tok <= PACK_TOK_MAX ? g1 - g0 : (int64_t)(MM_CHUNK_BYTES / group_bytes);
     if (chunk < 1) chunk = 1;
@@ -239,21 +243,27 @@ static void compute_packed(const mm_weight *w, pack_gemm_fn gemm, int64_t g0, in
         for (int64_t c0 = g0; c0 < g1; c0 += chunk) {
             const int64_t c1 = c0 + chunk < g1 ? c0 + chunk : g1;
             const int64_t f1 = c1 < full_end ? c1 : full_end;
-            for (int64_t t = 0; t < nt_block; t += PACK_TOK_MAX) {
-                const int nt = (int)(nt_block - t < PACK_TOK_MAX ? nt_block - t : PACK_TOK_MAX);
+            for (int64_t t = 0; t < nt_block;) {
+                /* a wide tile while at least half of one is left, else narrow ones */
+                const int64_t left = nt_block - t;
+                const bool use_wide = wide && left >= PACK_TOK_WIDE / 2;
+                const int64_t cap = use_wide ? PACK_TOK_WIDE : PACK_TOK_MAX;
+                const int nt = (int)(left < cap ? left : cap);
+                const pack_gemm_fn kern = use_wide ? wide : gemm;
                 const uint8_t *xt = xb + (size_t)t * x_stride;
                 const int32_t *st = sums ? xs + t * nb : NULL;
                 float *yt = y + (t0 + t) * ldy;
                 if (f1 > c0)
-                    gemm(w->n_in, wp + (size_t)c0 * group_bytes, f1 - c0, xt, x_stride, st, nt,
+                    kern(w->n_in, wp + (size_t)c0 * group_bytes, f1 - c0, xt, x_stride, st, nt,
                          yt + c0 * PACK_ROWS, ldy);
                 if (c1 > f1) { /* the partial last group */
-                    float buf[PACK_TOK_MAX * PACK_ROWS];
-                    gemm(w->n_in, wp + (size_t)f1 * group_bytes, 1, xt, x_stride, st, nt, buf, PACK_ROWS);
+                    float buf[PACK_TOK_WIDE * PACK_ROWS];
+                    kern(w->n_in, wp + (size_t)f1 * group_bytes, 1, xt, x_stride, st, nt, buf, PACK_ROWS);
                     const int64_t nr = w->n_out - f1 * PACK_ROWS;
                     for (int i = 0; i < nt; i++)
                         memcpy(yt + i * ldy + f1 * PACK_ROWS, buf + i * PACK_ROWS, (size_t)nr * sizeof(float));
                 }
+                t += nt;
             }
         }
     }
@@ -283,7 +293,7 @@ void mm_compute_multi(const mm_weight *const *ws, float *const *ys, const int64_
         if (hi > lo) {
             const vt_dtype t = ws[i]->type;
             if (ws[i]->packed && k->gemm[t]) {
-                compute_packed(ws[i], k->gemm[t], lo, hi, xq, x_stride, n_tok, ys[i], ldys[i]);
+                compute_packed(ws[i], k->gemm[t], k->gemm_wide[t], lo, hi, xq, x_stride, n_tok, ys[i], ldys[i]);
             } else {
                 VT_ASSERT(k->dot_rows[t]);
                 const int64_t r1 = hi * MM_ROW_TILE < ws[i]->n_out ? hi * MM_ROW_TILE : ws[i]->n_out;

@@ -55,6 +55,8 @@
 #define PACK_ROWS 16
 /* Most tokens one kernel call computes (its register tile). */
 #define PACK_TOK_MAX 4
+/* Most tokens one wide kernel call computes (a 16-row tile). */
+#define PACK_TOK_WIDE 16
 
 /* Whether `type` has a packed layout. */
 bool pack_has_layout(vt_dtype type);

@@ -1,0 +1,167 @@
+/* AMX-INT8 GEMMs for prefill over the packed Q4_0 / Q8_0 layouts (cpu/pack.h).
+ *
+ * A packed group is already what a tile multiply wants as its B operand: chunk
+ * vector k of a block holds bytes 4k..4k+3 of the 16 rows, which is row k of a
+ * (K/4) x (16 columns x 4 bytes) B tile. So per 32-element block b:
+ *
+ *   A (nt x 32 bytes)  the activation quants of block b of the nt token rows,
+ *                      loaded with the activation row stride;
+ *   B (8 x 64 bytes)   the block's 8 chunk vectors (Q8_0: straight from the
+ *                      weight; Q4_0: nibbles widened to q - 8 in a scratch tile);
+ *   C (nt x 16 int32)  = A . B by tdpbssd, the exact integer dot of every
+ *                      (token, row) pair of the block.
+ *
+ * C goes through memory into AVX-512 registers, one per token, where
+ * acc = fma(d_w * d_x, (float)isum, acc) adds the block in order: the float
+ * steps of the _ref twin, so results are bit-identical with it (and with the
+ * VNNI kernels, which matmul uses for decode and for leftover tokens). Two
+ * blocks are in flight per iteration so the tile unit works while the previous
+ * block's C is scaled.
+ *
+ * The caller (matmul) uses these for token tiles of PACK_TOK_WIDE; the Linux
+ * permission for the tile state is taken at feature detection (cpu_features). */
+#include "cpu/x86/simd_avx2.h"
+#include "cpu/x86/x86_kernels.h"
+#include "quant/blocks.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#define CHUNK_VEC 64
+/* Most blocks per row with the activation scales precomputed on the stack
+ * (n_in up to 32768); longer rows take the VNNI kernels. */
+#define AMX_NB_MAX 1024
+#define UNROLL _Pragma("GCC unroll 16")
+
+/* The ldtilecfg operand: palette 1, per tile its bytes per row and rows. */
+typedef struct tile_config {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tile_config;
+
+/* Tiles: 0, 1 activations (A) of two blocks; 2, 3 weights (B); 4, 5 results (C). */
+static void configure(int nt) {
+    tile_config c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int i = 0; i < 2; i++) {
+        c.rows[i] = (uint8_t)nt;
+        c.colsb[i] = 32;
+        c.rows[2 + i] = 8;
+        c.colsb[2 + i] = 64;
+        c.rows[4 + i] = (uint8_t)nt;
+        c.colsb[4 + i] = 64;
+    }
+    /* ldtilecfg through asm with a memory operand: GCC 12's _tile_loadconfig does
+     * not tell the optimiser that it reads the config, and the stores above
+     * were dropped as dead. */
+    __asm__ __volatile__("ldtilecfg %0" : : "m"(c));
+}
+
+/* Q4_0 chunk vectors of one block (4 x 64 bytes) as a signed B tile: rows 0..3
+ * the low nibbles (elements 4k..), rows 4..7 the high ones (16 + 4k..), each
+ * minus 8. */
+VT_INLINE void widen_q4_0(const uint8_t *v, uint8_t *tile) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
+    UNROLL
+    for (int k = 0; k < 4; k++) {
+        const __m512i raw = _mm512_loadu_si512(v + k * CHUNK_VEC);
+        _mm512_storeu_si512(tile + k * CHUNK_VEC, _mm512_sub_epi8(_mm512_and_si512(raw, m4), eight));
+        _mm512_storeu_si512(tile + (4 + k) * CHUNK_VEC,
+                            _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(raw, 4), m4), eight));
+    }
+}
+
+/* acc[m] += (d_w * d_x[m]) * (float)C[m] for the 16 token rows of C (rows past
+ * nt hold stale values and have d_x = 0; their results are never stored). */
+VT_INLINE void scale_block(const int32_t *c, __m512 dw, const float *dx, __m512 *acc) {
+    UNROLL
+    for (int m = 0; m < 16; m++) {
+        const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(dx[m]));
+        acc[m] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(_mm512_loadu_si512(c + 16 * m)), acc[m]);
+    }
+}
+
+/* One group of 16 rows against nt <= 16 tokens. weight_tile(b, scratch) gives
+ * block b's B operand. */
+#define AMX_GROUP(name, B_OF)                                                               \
+    static void name##_group_amx(int64_t nb, const uint8_t *g, const uint8_t *xa,           \
+                                 size_t x_stride, const float *dx, int nt, float *y,        \
+                                 int64_t ldy) {                                             \
+        const uint8_t *d = g, *qs = g + nb * 2 * PACK_ROWS;                                 \
+        _Alignas(64) uint8_t bt[2][8 * CHUNK_VEC];                                          \
+        _Alignas(64) int32_t ct[2][16 * 16];                                                \
+        (void)bt;                                                                           \
+        memset(ct, 0, sizeof ct);                                                           \
+        __m512 acc[16];                                                                     \
+        UNROLL                                                                              \
+        for (int m = 0; m < 16; m++) acc[m] = _mm512_setzero_ps();                          \
+        int64_t b = 0;                                                                      \
+        for (; b + 2 <= nb; b += 2) {                                                       \
+            _tile_loadd(0, xa + (size_t)b * sizeof(block_q8_0), x_stride);                  \
+            _tile_loadd(2, B_OF(b, bt[0]), CHUNK_VEC);                                      \
+            _tile_zero(4);                                                                  \
+            _tile_dpbssd(4, 0, 2);                                                          \
+            _tile_loadd(1, xa + (size_t)(b + 1) * sizeof(block_q8_0), x_stride);            \
+            _tile_loadd(3, B_OF(b + 1, bt[1]), CHUNK_VEC);                                  \
+            _tile_zero(5);                                                                  \
+            _tile_dpbssd(5, 1, 3);                                                          \
+            _tile_stored(4, ct[0], 64);                                                     \
+            scale_block(ct[0], load_f16x16_512(d + b * 2 * PACK_ROWS), dx + b * 16, acc);   \
+            _tile_stored(5, ct[1], 64);                                                     \
+            scale_block(ct[1], load_f16x16_512(d + (b + 1) * 2 * PACK_ROWS), dx + (b + 1) * 16, \
+                        acc);                                                               \
+        }                                                                                   \
+        if (b < nb) {                                                                       \
+            _tile_loadd(0, xa + (size_t)b * sizeof(block_q8_0), x_stride);                  \
+            _tile_loadd(2, B_OF(b, bt[0]), CHUNK_VEC);                                      \
+            _tile_zero(4);                                                                  \
+            _tile_dpbssd(4, 0, 2);                                                          \
+            _tile_stored(4, ct[0], 64);                                                     \
+            scale_block(ct[0], load_f16x16_512(d + b * 2 * PACK_ROWS), dx + b * 16, acc);   \
+        }                                                                                   \
+        for (int m = 0; m < nt; m++) _mm512_storeu_ps(y + m * ldy, acc[m]);                 \
+    }
+
+VT_INLINE __m512 load_f16x16_512(const void *p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+
+#define Q4_0_B(blk, scratch) (widen_q4_0(qs + (blk) * 4 * CHUNK_VEC, (scratch)), (scratch))
+#define Q8_0_B(blk, scratch) (qs + (blk) * 8 * CHUNK_VEC)
+AMX_GROUP(q4_0, Q4_0_B)
+AMX_GROUP(q8_0, Q8_0_B)
+
+/* The exported GEMMs: pack_gemm_fn for n_tok <= PACK_TOK_WIDE. */
+#define AMX_GEMM(name)                                                                      \
+    void gemm_##name##_amx(int64_t n_in, const void *w, int64_t n_groups, const void *x,     \
+                           size_t x_stride, const int32_t *xs, int n_tok, float *y,         \
+                           int64_t ldy) {                                                   \
+        const int64_t nb = n_in / 32;                                                       \
+        if (nb > AMX_NB_MAX) {                                                              \
+            for (int t = 0; t < n_tok; t += PACK_TOK_MAX)                                   \
+                gemm_##name##_avx512(n_in, w, n_groups, (const uint8_t *)x + (size_t)t * x_stride, \
+                                     x_stride, xs ? xs + t * nb : NULL,                     \
+                                     n_tok - t < PACK_TOK_MAX ? n_tok - t : PACK_TOK_MAX,   \
+                                     y + t * ldy, ldy);                                     \
+            return;                                                                         \
+        }                                                                                   \
+        /* d_x of every (block, token), 0 past n_tok */                                    \
+        _Alignas(64) float dx[AMX_NB_MAX * 16];                                             \
+        for (int64_t b = 0; b < nb; b++)                                                    \
+            for (int m = 0; m < 16; m++)                                                    \
+                dx[b * 16 + m] = m < n_tok ? f16c_to_f32(((const block_q8_0 *)((const uint8_t *)x + \
+                                                           (size_t)m * x_stride))[b].d)     \
+                                           : 0.0f;                                          \
+        const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_##name);          \
+        const uint8_t *xa = (const uint8_t *)x + offsetof(block_q8_0, qs);                  \
+        configure(n_tok);                                                                   \
+        for (int64_t gi = 0; gi < n_groups; gi++)                                           \
+            name##_group_amx(nb, (const uint8_t *)w + (size_t)gi * group_bytes, xa, x_stride, \
+                             dx, n_tok, y + gi * PACK_ROWS, ldy);                           \
+        _tile_release();                                                                    \
+    }
+
+AMX_GEMM(q4_0)
+AMX_GEMM(q8_0)
