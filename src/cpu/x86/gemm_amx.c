@@ -19,7 +19,8 @@
  * block's C is scaled.
  *
  * The caller (matmul) uses these for token tiles of PACK_TOK_WIDE; the Linux
- * permission for the tile state is taken at feature detection (cpu_features). */
+ * permission for the tile state is taken at feature detection (cpu_features).
+ * Each call saves the thread's tile configuration and puts it back at the end. */
 #include "cpu/x86/simd_avx2.h"
 #include "cpu/x86/x86_kernels.h"
 #include "quant/blocks.h"
@@ -39,6 +40,17 @@ typedef struct tile_config {
     uint16_t colsb[16];
     uint8_t rows[16];
 } tile_config;
+
+/* The caller's tile configuration, put back when a GEMM ends: another AMX user
+ * in the process (llama.cpp's ggml, in vt's own tests and benchmarks) may set
+ * its configuration once per thread and rely on it staying. */
+static void save_config(tile_config *saved) { __asm__ __volatile__("sttilecfg %0" : "=m"(*saved)); }
+static void restore_config(const tile_config *saved) {
+    if (saved->palette)
+        __asm__ __volatile__("ldtilecfg %0" : : "m"(*saved));
+    else
+        _tile_release();
+}
 
 /* Tiles: 0, 1 activations (A) of two blocks; 2, 3 weights (B); 4, 5 results (C). */
 static void configure(int nt) {
@@ -156,11 +168,13 @@ AMX_GROUP(q8_0, Q8_0_B)
                                            : 0.0f;                                          \
         const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_##name);          \
         const uint8_t *xa = (const uint8_t *)x + offsetof(block_q8_0, qs);                  \
+        tile_config saved;                                                                  \
+        save_config(&saved);                                                                \
         configure(n_tok);                                                                   \
         for (int64_t gi = 0; gi < n_groups; gi++)                                           \
             name##_group_amx(nb, (const uint8_t *)w + (size_t)gi * group_bytes, xa, x_stride, \
                              dx, n_tok, y + gi * PACK_ROWS, ldy);                           \
-        _tile_release();                                                                    \
+        restore_config(&saved);                                                             \
     }
 
 AMX_GEMM(q4_0)
