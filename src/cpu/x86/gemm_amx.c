@@ -1,4 +1,4 @@
-/* AMX-INT8 GEMMs for prefill over the packed Q4_0 / Q8_0 layouts (cpu/pack.h).
+/* AMX-INT8 GEMMs for prefill over the packed Q4_0 / Q8_0 / Q4_K layouts (cpu/pack.h).
  *
  * A packed group is already what a tile multiply wants as its B operand: chunk
  * vector k of a block holds bytes 4k..4k+3 of the 16 rows, which is row k of a
@@ -21,7 +21,7 @@
  * The caller (matmul) uses these for token tiles of PACK_TOK_WIDE; the Linux
  * permission for the tile state is taken at feature detection (cpu_features).
  * Each call saves the thread's tile configuration and puts it back at the end. */
-#include "cpu/x86/simd_avx2.h"
+#include "cpu/x86/simd_avx512.h"
 #include "cpu/x86/x86_kernels.h"
 #include "quant/blocks.h"
 
@@ -120,9 +120,9 @@ VT_INLINE void scale_block(const int32_t *c, __m512 dw, const float *dx, __m512 
             _tile_zero(5);                                                                  \
             _tile_dpbssd(5, 1, 3);                                                          \
             _tile_stored(4, ct[0], 64);                                                     \
-            scale_block(ct[0], load_f16x16_512(d + b * 2 * PACK_ROWS), dx + b * 16, acc);   \
+            scale_block(ct[0], load_f16x16(d + b * 2 * PACK_ROWS), dx + b * 16, acc);   \
             _tile_stored(5, ct[1], 64);                                                     \
-            scale_block(ct[1], load_f16x16_512(d + (b + 1) * 2 * PACK_ROWS), dx + (b + 1) * 16, \
+            scale_block(ct[1], load_f16x16(d + (b + 1) * 2 * PACK_ROWS), dx + (b + 1) * 16, \
                         acc);                                                               \
         }                                                                                   \
         if (b < nb) {                                                                       \
@@ -131,14 +131,10 @@ VT_INLINE void scale_block(const int32_t *c, __m512 dw, const float *dx, __m512 
             _tile_zero(4);                                                                  \
             _tile_dpbssd(4, 0, 2);                                                          \
             _tile_stored(4, ct[0], 64);                                                     \
-            scale_block(ct[0], load_f16x16_512(d + b * 2 * PACK_ROWS), dx + b * 16, acc);   \
+            scale_block(ct[0], load_f16x16(d + b * 2 * PACK_ROWS), dx + b * 16, acc);   \
         }                                                                                   \
         for (int m = 0; m < nt; m++) _mm512_storeu_ps(y + m * ldy, acc[m]);                 \
     }
-
-VT_INLINE __m512 load_f16x16_512(const void *p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
-}
 
 #define Q4_0_B(blk, scratch) (widen_q4_0(qs + (blk) * 4 * CHUNK_VEC, (scratch)), (scratch))
 #define Q8_0_B(blk, scratch) (qs + (blk) * 8 * CHUNK_VEC)
@@ -179,3 +175,119 @@ AMX_GROUP(q8_0, Q8_0_B)
 
 AMX_GEMM(q4_0)
 AMX_GEMM(q8_0)
+
+/* ---- Q4_K ------------------------------------------------------------------------ */
+
+/* A packed super-block tile (cpu/pack.h): d[16], dmin[16], 3 scale vectors, then
+ * 32 chunk vectors; chunks 8j..8j+7 hold sub-block 2j in their low nibbles and
+ * 2j + 1 in their high ones, so each is one B tile once widened to bytes. The
+ * sub-block dots C_k come out of the tiles; the scaled sum
+ *   isum = sum_k sc_k C_k
+ * is formed in float, which is exact here: |C_k| <= 15 * 128 * 32 and sc_k <= 63,
+ * so each product and every partial sum of four stays an integer below 2^24,
+ * and the one rounding of (sum of 0..3) + (sum of 4..7) is the rounding of the
+ * exact integer: (float)isum of the _ref twin, bit for bit. The mins term is
+ * integer (vpdpwssd), as in the VNNI kernel. */
+#define TILE_Q4_K (PACK_ROWS * sizeof(block_q4_K))
+#define Q4K_NB_MAX (AMX_NB_MAX * 32 / QK_K)
+
+static _Thread_local _Alignas(64) int32_t q4k_bsums[Q4K_NB_MAX * 16 * 8];
+
+VT_INLINE void widen_q4_K_pair(const uint8_t *v, uint8_t *lo, uint8_t *hi) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    UNROLL
+    for (int c = 0; c < 8; c++) {
+        const __m512i raw = _mm512_loadu_si512(v + c * CHUNK_VEC);
+        _mm512_storeu_si512(lo + c * CHUNK_VEC, _mm512_and_si512(raw, m4));
+        _mm512_storeu_si512(hi + c * CHUNK_VEC, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
+    }
+}
+
+static void q4_K_group_amx(int64_t nb, const uint8_t *g, const uint8_t *x, size_t x_stride,
+                           const float *dx, const int32_t *bs, int nt, float *y, int64_t ldy) {
+    _Alignas(64) uint8_t bt[2][8 * CHUNK_VEC];
+    _Alignas(64) int32_t ct[8][16 * 16];
+    memset(ct, 0, sizeof ct);
+    __m512 acc[16];
+    UNROLL
+    for (int m = 0; m < 16; m++) acc[m] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *tile = g + b * TILE_Q4_K, *v = tile + 4 * PACK_ROWS + 3 * CHUNK_VEC;
+        const uint8_t *xa = x + (size_t)b * sizeof(block_q8_K) + offsetof(block_q8_K, qs);
+        for (int j = 0; j < 4; j++) {
+            widen_q4_K_pair(v + 8 * j * CHUNK_VEC, bt[0], bt[1]);
+            _tile_loadd(0, xa + 64 * j, x_stride);
+            _tile_loadd(1, xa + 64 * j + 32, x_stride);
+            _tile_loadd(2, bt[0], CHUNK_VEC);
+            _tile_loadd(3, bt[1], CHUNK_VEC);
+            _tile_zero(4);
+            _tile_zero(5);
+            _tile_dpbssd(4, 0, 2);
+            _tile_dpbssd(5, 1, 3);
+            _tile_stored(4, ct[2 * j], 64);
+            _tile_stored(5, ct[2 * j + 1], 64);
+        }
+        const __m512 dw = load_f16x16(tile), dmw = load_f16x16(tile + 2 * PACK_ROWS);
+        __m512i sc_lo, sc_hi, mn_lo, mn_hi;
+        q4_K_scales_x16(tile + 4 * PACK_ROWS, &sc_lo, &sc_hi, &mn_lo, &mn_hi);
+        __m512 scf[8];
+        __m512i pair[8];
+        UNROLL
+        for (int k = 0; k < 8; k++) {
+            scf[k] = _mm512_cvtepi32_ps(lane_byte(k < 4 ? sc_lo : sc_hi, k & 3));
+            const __m512i mk = lane_byte(k < 4 ? mn_lo : mn_hi, k & 3);
+            pair[k] = _mm512_or_si512(mk, _mm512_slli_epi32(mk, 16));
+        }
+        const int32_t *bsb = bs + b * 16 * 8;
+        UNROLL
+        for (int m = 0; m < 16; m++) {
+            __m512 h0 = _mm512_mul_ps(scf[0], _mm512_cvtepi32_ps(_mm512_loadu_si512(ct[0] + 16 * m)));
+            __m512 h1 = _mm512_mul_ps(scf[4], _mm512_cvtepi32_ps(_mm512_loadu_si512(ct[4] + 16 * m)));
+            UNROLL
+            for (int k = 1; k < 4; k++) {
+                h0 = _mm512_fmadd_ps(scf[k], _mm512_cvtepi32_ps(_mm512_loadu_si512(ct[k] + 16 * m)), h0);
+                h1 = _mm512_fmadd_ps(scf[4 + k], _mm512_cvtepi32_ps(_mm512_loadu_si512(ct[4 + k] + 16 * m)), h1);
+            }
+            __m512i imin = _mm512_setzero_si512();
+            UNROLL
+            for (int k = 0; k < 8; k++) imin = _mm512_dpwssd_epi32(imin, pair[k], _mm512_set1_epi32(bsb[m * 8 + k]));
+            const __m512 xd = _mm512_set1_ps(dx[b * 16 + m]);
+            acc[m] = _mm512_fmadd_ps(_mm512_mul_ps(dw, xd), _mm512_add_ps(h0, h1), acc[m]);
+            acc[m] = _mm512_fnmadd_ps(_mm512_mul_ps(dmw, xd), _mm512_cvtepi32_ps(imin), acc[m]);
+        }
+    }
+    for (int m = 0; m < nt; m++) _mm512_storeu_ps(y + m * ldy, acc[m]);
+}
+
+void gemm_q4_K_amx(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
+                   const int32_t *xs, int n_tok, float *y, int64_t ldy) {
+    const int64_t nb = n_in / QK_K;
+    if (nb > Q4K_NB_MAX) {
+        for (int t = 0; t < n_tok; t += PACK_TOK_MAX)
+            gemm_q4_K_avx512(n_in, w, n_groups, (const uint8_t *)x + (size_t)t * x_stride, x_stride, xs,
+                             n_tok - t < PACK_TOK_MAX ? n_tok - t : PACK_TOK_MAX, y + t * ldy, ldy);
+        return;
+    }
+    /* d_x and the bsum pairs of sub-blocks (as int16 pairs in an int32) of every
+     * (super-block, token); 0 past n_tok */
+    _Alignas(64) float dx[Q4K_NB_MAX * 16];
+    for (int m = 0; m < 16; m++) {
+        const block_q8_K *xr = (const block_q8_K *)((const uint8_t *)x + (size_t)m * x_stride);
+        for (int64_t b = 0; b < nb; b++) {
+            dx[b * 16 + m] = m < n_tok ? xr[b].d : 0.0f;
+            int32_t *bp = q4k_bsums + (b * 16 + m) * 8;
+            if (m < n_tok)
+                memcpy(bp, xr[b].bsums, sizeof xr[b].bsums);
+            else
+                memset(bp, 0, 8 * sizeof(int32_t));
+        }
+    }
+    const size_t group_bytes = (size_t)nb * TILE_Q4_K;
+    tile_config saved;
+    save_config(&saved);
+    configure(n_tok);
+    for (int64_t gi = 0; gi < n_groups; gi++)
+        q4_K_group_amx(nb, (const uint8_t *)w + (size_t)gi * group_bytes, x, x_stride, dx, q4k_bsums,
+                       n_tok, y + gi * PACK_ROWS, ldy);
+    restore_config(&saved);
+}

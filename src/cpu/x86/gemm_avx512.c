@@ -12,7 +12,7 @@
  * the tile (up to PACK_TOK_MAX), which is what makes prefill compute-bound
  * rather than unpack-bound. The integer math is exact and the float steps are
  * those of the _ref twins in pack.c, so results are bit-identical with them. */
-#include "cpu/x86/simd_avx2.h"
+#include "cpu/x86/simd_avx512.h"
 #include "cpu/x86/x86_kernels.h"
 #include "quant/blocks.h"
 
@@ -41,16 +41,6 @@ VT_INLINE void prefetch_to(const uint8_t **next, const uint8_t *until) {
         prefetch(*next);
         *next += CHUNK_VEC;
     }
-}
-
-VT_INLINE __m512i bcast32(const void *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-
-VT_INLINE __m512 load_f16x16(const void *p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
 }
 
 
@@ -155,11 +145,6 @@ LEGACY_GEMM(q8_0, 128)
 
 /* ---- Q4_K ------------------------------------------------------------------------ */
 
-/* Byte j (0..3) of every 32-bit lane, zero-extended to 32 bits. */
-VT_INLINE __m512i lane_byte(__m512i v, int j) {
-    return _mm512_and_si512(_mm512_srli_epi32(v, 8 * j), _mm512_set1_epi32(0xff));
-}
-
 VT_INLINE void q4_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y,
                           int64_t ldy, const int nt) {
     const uint8_t *dd = g, *scv = g + 4 * PACK_ROWS, *qs = scv + 3 * CHUNK_VEC; /* + b * TILE_Q4_K */
@@ -174,15 +159,8 @@ VT_INLINE void q4_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const 
         const uint8_t *sp = scv + b * TILE_Q4_K;
         /* one super-block ahead: 3 lines of scales, 1 of d/dmin */
         prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q4_K));
-        const __m512i u0 = _mm512_loadu_si512(sp), u1 = _mm512_loadu_si512(sp + CHUNK_VEC),
-                      u2 = _mm512_loadu_si512(sp + 2 * CHUNK_VEC);
-        const __m512i k6 = _mm512_set1_epi8(0x3f), k4 = _mm512_set1_epi8(0x0f), k2 = _mm512_set1_epi8(0x03);
-        /* bytes j of each lane: scales/mins of sub-blocks j (lo) and 4 + j (hi) */
-        const __m512i sc_lo = _mm512_and_si512(u0, k6), mn_lo = _mm512_and_si512(u1, k6);
-        const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(u2, k4),
-                                              _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), k2), 4));
-        const __m512i mn_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), k4),
-                                              _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), k2), 4));
+        __m512i sc_lo, sc_hi, mn_lo, mn_hi;
+        q4_K_scales_x16(sp, &sc_lo, &sc_hi, &mn_lo, &mn_hi);
         __m512i isum[PACK_TOK_MAX], imin[PACK_TOK_MAX];
         UNROLL
         for (int t = 0; t < nt; t++) isum[t] = imin[t] = _mm512_setzero_si512();

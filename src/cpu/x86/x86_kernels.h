@@ -58,6 +58,7 @@ X86_DECLARE_GEMM(q6_K, avx512)
 /* gemm_amx.c: AMX-INT8 tile GEMMs for n_tok <= PACK_TOK_WIDE */
 X86_DECLARE_GEMM(q4_0, amx)
 X86_DECLARE_GEMM(q8_0, amx)
+X86_DECLARE_GEMM(q4_K, amx)
 
 #undef X86_DECLARE_DOT
 #undef X86_DECLARE_GEMM
