@@ -65,7 +65,7 @@ static void check_type(vt_dtype type, tp_pool *const *pools, int n_pools) {
     const int64_t n_in = tr->block_elems >= 256 ? 512 : 96;
     const int64_t ldx = n_in + 3;
     const int64_t n_outs[N_W] = {37, 53, 16};
-    const int64_t toks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    const int64_t toks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 20, 24, 37}; /* 16+: wide tiles, narrow tails */
     size_t row_bytes;
     VT_ASSERT(quant_row_bytes(type, n_in, &row_bytes));
 

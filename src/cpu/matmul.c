@@ -239,7 +239,14 @@ static void compute_packed(const mm_weight *w, pack_gemm_fn gemm, pack_gemm_fn w
     for (int64_t t0 = 0; t0 < n_tok; t0 += tb) {
         const int64_t nt_block = n_tok - t0 < tb ? n_tok - t0 : tb;
         const uint8_t *xb = xq + (size_t)t0 * x_stride;
-        if (sums) pack_block_sums(xb, x_stride, nt_block, nb, xs);
+        /* block sums for the rows narrow kernels will take (wide ones do not
+         * read them): a wide tile runs while at least half of one is left */
+        if (sums) {
+            const int64_t rem = nt_block % PACK_TOK_WIDE;
+            const int64_t first = !wide ? 0 : rem > 0 && rem < PACK_TOK_WIDE / 2 ? nt_block - rem : nt_block;
+            if (first < nt_block)
+                pack_block_sums(xb + (size_t)first * x_stride, x_stride, nt_block - first, nb, xs + first * nb);
+        }
         for (int64_t c0 = g0; c0 < g1; c0 += chunk) {
             const int64_t c1 = c0 + chunk < g1 ? c0 + chunk : g1;
             const int64_t f1 = c1 < full_end ? c1 : full_end;
