@@ -16,13 +16,22 @@ static float frand(uint64_t *s) {
 static const struct { vt_dtype type; double bound; } kv_types[] = {
     {VT_DTYPE_F32, 1e-10}, {VT_DTYPE_F16, 1e-6}, {VT_DTYPE_BF16, 1e-4}, {VT_DTYPE_Q8_0, 1e-4}};
 
-static void run_case(vt_dtype type, double bound, const attn_kv_ops *ops, int64_t n_ctx, int64_t n_rep) {
-    const int64_t hd = 64, n_kv = 2, bs = 16, n_blocks = (n_ctx + bs - 1) / bs + 3;
+static void run_case(vt_dtype type, double bound, const attn_kv_ops *ops, int64_t n_ctx, int64_t n_rep,
+                     int64_t hd, int64_t bs) {
+    const int64_t n_kv = 2, n_blocks = (n_ctx + bs - 1) / bs + 3;
     kv_cache kv;
     CHECK_OK(kv_cache_init(&kv, type, type, 1, n_kv, hd, bs, n_blocks));
     /* A scrambled block table, as after many allocations and frees. */
     int32_t *table = malloc(sizeof(int32_t) * (size_t)n_blocks);
-    for (int64_t i = 0; i < n_blocks; i++) table[i] = (int32_t)((i * 7 + 3) % n_blocks);
+    uint64_t shuffle = (uint64_t)n_blocks;
+    for (int64_t i = 0; i < n_blocks; i++) table[i] = (int32_t)i;
+    for (int64_t i = n_blocks - 1; i > 0; i--) { /* Fisher-Yates */
+        shuffle = shuffle * 6364136223846793005ull + 1442695040888963407ull;
+        const int64_t j = (int64_t)((shuffle >> 33) % (uint64_t)(i + 1));
+        const int32_t tmp = table[i];
+        table[i] = table[j];
+        table[j] = tmp;
+    }
     float *K = malloc(sizeof(float) * (size_t)(n_ctx * n_kv * hd));
     float *V = malloc(sizeof(float) * (size_t)(n_ctx * n_kv * hd));
     float *q = malloc(sizeof(float) * (size_t)(n_rep * hd));
@@ -34,8 +43,8 @@ static void run_case(vt_dtype type, double bound, const attn_kv_ops *ops, int64_
     for (int64_t i = 0; i < n_rep * hd; i++) q[i] = frand(&seed) * 2;
     for (int64_t p = 0; p < n_ctx; p++)
         for (int64_t g = 0; g < n_kv; g++) {
-            ops->store(kv_k_row(&kv, 0, table[p / bs], g, p % bs), K + (p * n_kv + g) * hd, hd);
-            ops->store(kv_v_row(&kv, 0, table[p / bs], g, p % bs), V + (p * n_kv + g) * hd, hd);
+            ops->store_k(kv_k_head(&kv, 0, table[p / bs], g), bs, p % bs, K + (p * n_kv + g) * hd, hd);
+            ops->store_v(kv_v_row(&kv, 0, table[p / bs], g, p % bs), V + (p * n_kv + g) * hd, hd);
         }
     const float scale = 1.0f / sqrtf((float)hd);
     const int64_t n_ch = (n_ctx + ATTN_CHUNK - 1) / ATTN_CHUNK, pf = attn_part_floats(hd);
@@ -67,8 +76,9 @@ static void run_case(vt_dtype type, double bound, const attn_kv_ops *ops, int64_
             worst = e > worst ? e : worst;
         }
     }
-    CHECK_MSG(worst < bound, "%s n_ctx %lld n_rep %lld: NMSE %.3g >= %.3g",
-              quant_traits_get(type)->name, (long long)n_ctx, (long long)n_rep, worst, bound);
+    CHECK_MSG(worst < bound, "%s n_ctx %lld n_rep %lld head %lld block %lld: NMSE %.3g >= %.3g",
+              quant_traits_get(type)->name, (long long)n_ctx, (long long)n_rep, (long long)hd,
+              (long long)bs, worst, bound);
     kv_cache_free(&kv);
     free(table);
     free(K);
@@ -104,8 +114,13 @@ int main(void) {
         const attn_kv_ops *tiers[2] = {attn_ops_get_ref(kv_types[t].type), attn_ops_get(kv_types[t].type)};
         for (int tier = 0; tier < 2; tier++)
             for (size_t c = 0; c < sizeof ctxs / sizeof ctxs[0]; c++)
-                for (int64_t rep = 1; rep <= 4; rep *= 4)
-                    run_case(kv_types[t].type, kv_types[t].bound, tiers[tier], ctxs[c], rep);
+                for (int64_t rep = 1; rep <= 4; rep *= 4) {
+                    run_case(kv_types[t].type, kv_types[t].bound, tiers[tier], ctxs[c], rep, 64, 16);
+                    /* blocks that chunks cut in the middle, odd head counts and (for
+                     * the float types) a head size with a scalar tail */
+                    const int64_t hd = kv_types[t].type == VT_DTYPE_Q8_0 ? 96 : 44;
+                    run_case(kv_types[t].type, kv_types[t].bound, tiers[tier], ctxs[c], rep + 2, hd, 24);
+                }
     }
     return test_finish();
 }

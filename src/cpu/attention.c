@@ -10,64 +10,78 @@
 
 /* ---- scalar kernels -------------------------------------------------------------- */
 
-static const float *rows_f32_ref(const void *src, int64_t n_rows, int64_t hd, float *tile) {
-    (void)n_rows, (void)hd, (void)tile;
-    return src;
-}
-static void store_f32_ref(void *dst, const float *src, int64_t n) {
-    memcpy(dst, src, (size_t)n * sizeof(float));
-}
-
-static const float *rows_f16_ref(const void *src, int64_t n_rows, int64_t hd, float *tile) {
-    const vt_f16 *h = src;
-    for (int64_t i = 0; i < n_rows * hd; i++) tile[i] = f16_to_f32(h[i]);
-    return tile;
-}
-static void store_f16_ref(void *dst, const float *src, int64_t n) {
-    vt_f16 *d = dst;
-    for (int64_t i = 0; i < n; i++) d[i] = f32_to_f16(src[i]);
-}
-
-static const float *rows_bf16_ref(const void *src, int64_t n_rows, int64_t hd, float *tile) {
-    const vt_bf16 *h = src;
-    for (int64_t i = 0; i < n_rows * hd; i++) tile[i] = bf16_to_f32(h[i]);
-    return tile;
-}
-static void store_bf16_ref(void *dst, const float *src, int64_t n) {
-    vt_bf16 *d = dst;
-    for (int64_t i = 0; i < n; i++) d[i] = f32_to_bf16(src[i]);
-}
-
-/* Q8_0 rows are whole blocks (kv_cache_init requires hd % 32 == 0), so n_rows
- * rows are n_rows * hd / 32 consecutive blocks. */
-static const float *rows_q8_0_ref(const void *src, int64_t n_rows, int64_t hd, float *tile) {
-    const block_q8_0 *b = src;
-    for (int64_t i = 0; i < n_rows * hd / QK8_0; i++) {
-        const float d = f16_to_f32(b[i].d);
-        for (int j = 0; j < QK8_0; j++) tile[i * QK8_0 + j] = d * (float)b[i].qs[j];
+/* Float K types: dim-major, element (slot, d) at d * bs + slot. */
+#define FLOAT_K_REF(t, elem_t, to_f32, from_f32)                                              \
+    static void store_k_##t##_ref(void *kblk, int64_t bs, int64_t slot, const float *src,      \
+                                  int64_t hd) {                                               \
+        elem_t *k = kblk;                                                                     \
+        for (int64_t d = 0; d < hd; d++) k[d * bs + slot] = from_f32(src[d]);                 \
+    }                                                                                         \
+    static void scores_##t##_ref(const void *kblk, int64_t bs, int64_t s0, int64_t n,          \
+                                 const float *q, int64_t n_q, int64_t hd, float scale,        \
+                                 float *s, int64_t s_stride) {                                \
+        const elem_t *k = kblk;                                                               \
+        for (int64_t r = 0; r < n_q; r++)                                                     \
+            for (int64_t j = 0; j < n; j++) {                                                 \
+                float a = 0;                                                                  \
+                for (int64_t d = 0; d < hd; d++) a += q[r * hd + d] * to_f32(k[d * bs + s0 + j]); \
+                s[r * s_stride + j] = a * scale;                                              \
+            }                                                                                 \
+    }                                                                                         \
+    static void store_v_##t##_ref(void *vrow, const float *src, int64_t hd) {                 \
+        elem_t *v = vrow;                                                                     \
+        for (int64_t i = 0; i < hd; i++) v[i] = from_f32(src[i]);                             \
+    }                                                                                         \
+    static void accum_##t##_ref(float *acc, int64_t acc_stride, int64_t n_q, const void *vrows, \
+                                int64_t n, int64_t hd, const float *w, int64_t w_stride) {    \
+        const elem_t *v = vrows;                                                              \
+        for (int64_t r = 0; r < n_q; r++)                                                     \
+            for (int64_t j = 0; j < n; j++)                                                   \
+                for (int64_t i = 0; i < hd; i++)                                              \
+                    acc[r * acc_stride + i] += w[r * w_stride + j] * to_f32(v[j * hd + i]);   \
     }
-    return tile;
-}
-static void store_q8_0_ref(void *dst, const float *src, int64_t n) {
-    quant_traits_get(VT_DTYPE_Q8_0)->quant_ref(src, dst, n);
-}
 
-void attn_scores_ref(const float *q, int64_t n_q, const float *k, int64_t n_k, int64_t hd,
-                     float scale, float *s, int64_t s_stride) {
-    for (int64_t r = 0; r < n_q; r++)
-        for (int64_t j = 0; j < n_k; j++) {
-            float d = 0;
-            for (int64_t i = 0; i < hd; i++) d += q[r * hd + i] * k[j * hd + i];
-            s[r * s_stride + j] = d * scale;
+static inline float f32_id(float x) { return x; }
+FLOAT_K_REF(f32, float, f32_id, f32_id)
+FLOAT_K_REF(f16, vt_f16, f16_to_f32, f32_to_f16)
+FLOAT_K_REF(bf16, vt_bf16, bf16_to_f32, f32_to_bf16)
+#undef FLOAT_K_REF
+
+/* Q8_0: rows of hd / 32 blocks (kv_cache_init requires hd % 32 == 0), K row-major. */
+static void q8_0_row_to_f32(const block_q8_0 *b, int64_t hd, float *out) {
+    for (int64_t i = 0; i < hd / QK8_0; i++) {
+        const float d = f16_to_f32(b[i].d);
+        for (int j = 0; j < QK8_0; j++) out[i * QK8_0 + j] = d * (float)b[i].qs[j];
+    }
+}
+static void store_k_q8_0_ref(void *kblk, int64_t bs, int64_t slot, const float *src, int64_t hd) {
+    (void)bs;
+    quant_traits_get(VT_DTYPE_Q8_0)->quant_ref(src, (block_q8_0 *)kblk + slot * (hd / QK8_0), hd);
+}
+static void scores_q8_0_ref(const void *kblk, int64_t bs, int64_t s0, int64_t n, const float *q,
+                            int64_t n_q, int64_t hd, float scale, float *s, int64_t s_stride) {
+    (void)bs;
+    float row[ATTN_HEAD_DIM_MAX];
+    for (int64_t j = 0; j < n; j++) {
+        q8_0_row_to_f32((const block_q8_0 *)kblk + (s0 + j) * (hd / QK8_0), hd, row);
+        for (int64_t r = 0; r < n_q; r++) {
+            float a = 0;
+            for (int64_t d = 0; d < hd; d++) a += q[r * hd + d] * row[d];
+            s[r * s_stride + j] = a * scale;
         }
+    }
 }
-
-void attn_accum_ref(float *acc, int64_t acc_stride, int64_t n_q, const float *v, int64_t n_k,
-                    int64_t hd, const float *w, int64_t w_stride) {
-    for (int64_t r = 0; r < n_q; r++)
-        for (int64_t j = 0; j < n_k; j++)
-            for (int64_t i = 0; i < hd; i++)
-                acc[r * acc_stride + i] += w[r * w_stride + j] * v[j * hd + i];
+static void store_v_q8_0_ref(void *vrow, const float *src, int64_t hd) {
+    quant_traits_get(VT_DTYPE_Q8_0)->quant_ref(src, vrow, hd);
+}
+static void accum_q8_0_ref(float *acc, int64_t acc_stride, int64_t n_q, const void *vrows, int64_t n,
+                           int64_t hd, const float *w, int64_t w_stride) {
+    float row[ATTN_HEAD_DIM_MAX];
+    for (int64_t j = 0; j < n; j++) {
+        q8_0_row_to_f32((const block_q8_0 *)vrows + j * (hd / QK8_0), hd, row);
+        for (int64_t r = 0; r < n_q; r++)
+            for (int64_t i = 0; i < hd; i++) acc[r * acc_stride + i] += w[r * w_stride + j] * row[i];
+    }
 }
 
 float attn_exp_sum_ref(float *s, int64_t n, float m) {
@@ -76,7 +90,7 @@ float attn_exp_sum_ref(float *s, int64_t n, float m) {
     return l;
 }
 
-#define REF_OPS(t) {rows_##t##_ref, store_##t##_ref, attn_scores_ref, attn_accum_ref, attn_exp_sum_ref}
+#define REF_OPS(t) {store_k_##t##_ref, scores_##t##_ref, store_v_##t##_ref, accum_##t##_ref, attn_exp_sum_ref}
 static const attn_kv_ops ops_f32_ref = REF_OPS(f32);
 static const attn_kv_ops ops_f16_ref = REF_OPS(f16);
 static const attn_kv_ops ops_bf16_ref = REF_OPS(bf16);
@@ -121,18 +135,15 @@ void attn_partial(const kv_cache *kv, const attn_kv_ops *kops, const attn_kv_ops
                   int64_t layer, const int32_t *blocks, int64_t g, const float *q, int64_t n_rep,
                   int64_t p0, int64_t p1, float scale, float *part, int64_t part_stride) {
     const int64_t hd = kv->head_dim, bs = kv->block_size, n = p1 - p0;
-    const int64_t tile_rows = ATTN_TILE_FLOATS / hd;
-    float tile[ATTN_TILE_FLOATS];
     float scores_buf[16 * ATTN_CHUNK];
     float *scores = n_rep <= 16 ? scores_buf : malloc(sizeof(float) * (size_t)(n_rep * n));
-    VT_ASSERT(n > 0 && n <= ATTN_CHUNK && tile_rows >= 1 && scores);
+    VT_ASSERT(n > 0 && n <= ATTN_CHUNK && hd <= ATTN_HEAD_DIM_MAX && scores);
 
-    /* Scores: each K piece, converted once, serves all n_rep query heads. */
+    /* Scores, block by block: all n_rep query heads against each block's keys. */
     for (int64_t p = p0; p < p1;) {
-        const int64_t slot = p % bs, left = bs - slot < p1 - p ? bs - slot : p1 - p;
-        const int64_t nr = left < tile_rows ? left : tile_rows;
-        const float *k = kops->rows(kv_k_row(kv, layer, blocks[p / bs], g, slot), nr, hd, tile);
-        kops->scores(q, n_rep, k, nr, hd, scale, scores + (p - p0), n);
+        const int64_t slot = p % bs, nr = bs - slot < p1 - p ? bs - slot : p1 - p;
+        kops->scores(kv_k_head(kv, layer, blocks[p / bs], g), bs, slot, nr, q, n_rep, hd, scale,
+                     scores + (p - p0), n);
         p += nr;
     }
     for (int64_t r = 0; r < n_rep; r++) {
@@ -144,10 +155,9 @@ void attn_partial(const kv_cache *kv, const attn_kv_ops *kops, const attn_kv_ops
         memset(out + 2, 0, sizeof(float) * (size_t)hd);
     }
     for (int64_t p = p0; p < p1;) {
-        const int64_t slot = p % bs, left = bs - slot < p1 - p ? bs - slot : p1 - p;
-        const int64_t nr = left < tile_rows ? left : tile_rows;
-        const float *v = vops->rows(kv_v_row(kv, layer, blocks[p / bs], g, slot), nr, hd, tile);
-        vops->accum(part + 2, part_stride, n_rep, v, nr, hd, scores + (p - p0), n);
+        const int64_t slot = p % bs, nr = bs - slot < p1 - p ? bs - slot : p1 - p;
+        vops->accum(part + 2, part_stride, n_rep, kv_v_row(kv, layer, blocks[p / bs], g, slot), nr,
+                    hd, scores + (p - p0), n);
         p += nr;
     }
     if (scores != scores_buf) free(scores);

@@ -1,12 +1,16 @@
 /* Attention over the paged KV cache.
  *
  * The KV dtype is resolved once per call into an attn_kv_ops table of typed
- * kernels (dot of an f32 query with a stored K row, accumulate of a stored V row,
- * store of an f32 row); the inner loops never branch on dtype.
+ * kernels (the scores of query rows against a block's keys, the accumulation
+ * of weighted value rows, the stores); the inner loops never branch on dtype.
  *
- * Each K/V piece (the rows of one block, a tile at a time) is converted once to
- * f32 and serves every query head of the group: scores for all heads, then one
- * accumulation pass that keeps the output rows in registers.
+ * Layout of one head inside a block (kv_k_head, kv_v_row): V is row-major (a
+ * slot's head_dim values together) in every dtype. K is dim-major for the float
+ * types (F32, F16, BF16: dimension d of slot s at d * block_size + s), so a
+ * vector load holds one dimension of consecutive keys and the score of each
+ * (query, key) pair is one lane's FMA chain over d: no horizontal sums, no
+ * conversion pass, and a score's bits never depend on which other keys or
+ * queries share the call. Q8_0 K stays row-major (its blocks run along d).
  *
  * Work is cut into items of (token, kv head, KV chunk): an item covers every query
  * head that shares the kv head (GQA) and ATTN_CHUNK positions of the sequence.
@@ -23,35 +27,31 @@
 
 #define ATTN_CHUNK 256
 
-/* A K or V piece is converted to f32 in tiles of at most this many floats
- * (ATTN_TILE_FLOATS / head_dim rows, at least one). */
-#define ATTN_TILE_FLOATS 4096
+/* Largest head size (Q8_0 K converts a block's piece in tiles of at most
+ * ATTN_TILE_FLOATS floats, ATTN_TILE_FLOATS / head_dim keys at a time). */
+#define ATTN_HEAD_DIM_MAX 1024
+#define ATTN_TILE_FLOATS 8192
 
 /* Kernels of one KV dtype on one ISA tier. Attention resolves two tables (K, V)
- * once per call; the f32 kernels (scores, accum, exp_sum) are the tier's and the
- * same in every table of that tier, only rows and store depend on the dtype. */
+ * once per call and uses the K half of one and the V half of the other. */
 typedef struct attn_kv_ops {
-    /* n_rows stored rows of hd (contiguous) as f32: returns src itself where the
-     * storage is f32, else converts into tile (n_rows * hd floats). */
-    const float *(*rows)(const void *src, int64_t n_rows, int64_t hd, float *tile);
-    void (*store)(void *dst, const float *src, int64_t n); /* dst = convert(src) */
-    /* s[r * s_stride + j] = scale * (q_r . k_j) for r < n_q, j < n_k; q_r and k_j
-     * rows of hd, contiguous. */
-    void (*scores)(const float *q, int64_t n_q, const float *k, int64_t n_k, int64_t hd,
-                   float scale, float *s, int64_t s_stride);
+    /* K of slot `slot` = src (hd floats), in the head's block at kblk (bs slots). */
+    void (*store_k)(void *kblk, int64_t bs, int64_t slot, const float *src, int64_t hd);
+    /* s[r * s_stride + j] = scale * (q_r . k_{s0 + j}) for r < n_q, j < n; q_r rows
+     * of hd, contiguous; keys s0 .. s0 + n - 1 of the head's block at kblk. */
+    void (*scores)(const void *kblk, int64_t bs, int64_t s0, int64_t n, const float *q,
+                   int64_t n_q, int64_t hd, float scale, float *s, int64_t s_stride);
+    /* The V row of a slot = src (hd floats). */
+    void (*store_v)(void *vrow, const float *src, int64_t hd);
     /* acc_r[i] += sum over j ascending of w[r * w_stride + j] * v_j[i], r < n_q,
-     * acc_r = acc + r * acc_stride. */
-    void (*accum)(float *acc, int64_t acc_stride, int64_t n_q, const float *v, int64_t n_k,
+     * acc_r = acc + r * acc_stride; v_j the n consecutive rows from vrows. */
+    void (*accum)(float *acc, int64_t acc_stride, int64_t n_q, const void *vrows, int64_t n,
                   int64_t hd, const float *w, int64_t w_stride);
     /* s[j] = exp(s[j] - m) for j < n (every s[j] <= m); returns their sum. */
     float (*exp_sum)(float *s, int64_t n, float m);
 } attn_kv_ops;
 
-/* The scalar f32 kernels, for ISA tables that keep some of them. */
-void attn_scores_ref(const float *q, int64_t n_q, const float *k, int64_t n_k, int64_t hd,
-                     float scale, float *s, int64_t s_stride);
-void attn_accum_ref(float *acc, int64_t acc_stride, int64_t n_q, const float *v, int64_t n_k,
-                    int64_t hd, const float *w, int64_t w_stride);
+/* Scalar kernels an ISA table may keep. */
 float attn_exp_sum_ref(float *s, int64_t n, float m);
 
 /* Kernels for K/V rows of `type` on this CPU (VT_ISA=ref: scalar). NULL if the

@@ -50,8 +50,10 @@ vt_status kv_cache_init(kv_cache *kv, vt_dtype type_k, vt_dtype type_v, int64_t 
     if (!size_mul(kv->block_bytes_k, (size_t)(n_blocks * n_layer), &bk) ||
         !size_mul(kv->block_bytes_v, (size_t)(n_blocks * n_layer), &bv))
         return vt_errorf(VT_E_NOMEM, "KV cache size overflows");
-    kv->k = malloc(bk);
-    kv->v = malloc(bv);
+    /* zeroed: the K kernels may load a whole vector of slots past the last
+     * valid one inside a block (those lanes are discarded, but are read) */
+    kv->k = calloc(1, bk);
+    kv->v = calloc(1, bv);
     kv->free_list = malloc((size_t)n_blocks * sizeof *kv->free_list);
     kv->ref = calloc((size_t)n_blocks, sizeof *kv->ref);
     if (!kv->k || !kv->v || !kv->free_list || !kv->ref) {

@@ -1,10 +1,11 @@
 /* The paged KV cache: a pool of fixed-size blocks and per-block reference counts.
  *
- * Storage is (n_layer, n_blocks, n_head_kv, block_size, head_dim) for K and for V,
+ * Storage is (n_layer, n_blocks, n_head_kv, block_size x head_dim) for K and for V,
  * each in its own dtype (F16 by default, BF16, F32 or Q8_0). A sequence owns a
  * block table: token position p lives in block table[p / block_size] at slot
- * p % block_size. Head-major blocks keep one head's rows contiguous, which is
- * what attention streams through.
+ * p % block_size. Head-major blocks keep one head's slots contiguous, which is
+ * what attention streams through; inside a head's block V is row-major and K is
+ * laid out as cpu/attention.h says (dim-major for the float types).
  *
  * Blocks are reference counted so that the prefix cache can share full blocks
  * between sequences; a block returns to the free list when its count drops to 0. */
@@ -50,10 +51,11 @@ void kv_block_retain(kv_cache *kv, int32_t block);
 /* Drop one reference; returns the remaining count (0: the block is free again). */
 int32_t kv_block_release(kv_cache *kv, int32_t block);
 
-static inline uint8_t *kv_k_row(const kv_cache *kv, int64_t layer, int32_t block, int64_t head,
-                                int64_t slot) {
+/* One head's K in a block: block_size slots in the layout of cpu/attention.h
+ * (the attention kernels' store_k and scores agree on it). */
+static inline uint8_t *kv_k_head(const kv_cache *kv, int64_t layer, int32_t block, int64_t head) {
     return kv->k + ((size_t)layer * (size_t)kv->n_blocks + (size_t)block) * kv->block_bytes_k +
-           ((size_t)head * (size_t)kv->block_size + (size_t)slot) * kv->row_bytes_k;
+           (size_t)head * (size_t)kv->block_size * kv->row_bytes_k;
 }
 static inline uint8_t *kv_v_row(const kv_cache *kv, int64_t layer, int32_t block, int64_t head,
                                 int64_t slot) {

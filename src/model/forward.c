@@ -232,8 +232,8 @@ static void forward_worker(void *arg, int ith, int nth) {
             }
             rope_apply(kr, cs, hp->n_rot, hp->rope);
             const int32_t blk = sq->blocks[pos / bs];
-            f->kops->store(kv_k_row(kv, il, blk, g, pos % bs), kr, hd);
-            f->vops->store(kv_v_row(kv, il, blk, g, pos % bs), vr, hd);
+            f->kops->store_k(kv_k_head(kv, il, blk, g), bs, pos % bs, kr, hd);
+            f->vops->store_v(kv_v_row(kv, il, blk, g, pos % bs), vr, hd);
             for (int64_t r = 0; r < n_rep; r++) {
                 const int64_t h = g * n_rep + r;
                 float *qr = f->q + t * qd + h * hd;

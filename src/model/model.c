@@ -109,9 +109,9 @@ static vt_status load_hparams(model *m) {
     if (v_len != hp->head_dim)
         return vt_errorf(VT_E_UNSUPPORTED, "attention.value_length %lld differs from key_length %lld",
                          (long long)v_len, (long long)hp->head_dim);
-    if (hp->head_dim < 1 || hp->head_dim > ATTN_TILE_FLOATS)
+    if (hp->head_dim < 1 || hp->head_dim > ATTN_HEAD_DIM_MAX)
         return vt_errorf(VT_E_UNSUPPORTED, "attention.key_length %lld is outside 1..%d",
-                         (long long)hp->head_dim, ATTN_TILE_FLOATS);
+                         (long long)hp->head_dim, ATTN_HEAD_DIM_MAX);
     if (hp->n_head % hp->n_head_kv != 0)
         return vt_errorf(VT_E_FORMAT, "head_count %lld is not a multiple of head_count_kv %lld",
                          (long long)hp->n_head, (long long)hp->n_head_kv);
