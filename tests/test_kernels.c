@@ -257,6 +257,35 @@ static void check_gemm_type(const cpu_kernels *simd, vt_dtype t) {
     if (simd->gemm_wide[t]) check_gemm_kernel(simd->gemm_wide[t], "amx", t, PACK_TOK_WIDE);
 }
 
+/* ---- small vector ops ------------------------------------------------------------------- */
+
+/* silu_mul against the ref over |x| up to 100 (where exp(-x) under- and
+ * overflows), zeros and lengths with tails. */
+static void check_silu_mul(const cpu_kernels *simd, const cpu_kernels *ref) {
+    static const int64_t lens[] = {1, 7, 8, 9, 31, 256, 1003};
+    double worst = 0;
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        const int64_t n = lens[li];
+        float *g = malloc(sizeof(float) * (size_t)n), *ge = malloc(sizeof(float) * (size_t)n),
+              *u = malloc(sizeof(float) * (size_t)n);
+        for (int64_t i = 0; i < n; i++) {
+            g[i] = ge[i] = i % 17 == 0 ? 0.0f : rng_uniform() * (i % 3 ? 8.0f : 100.0f);
+            u[i] = rng_uniform() * 2;
+        }
+        simd->silu_mul(g, u, n);
+        ref->silu_mul(ge, u, n);
+        for (int64_t i = 0; i < n; i++) {
+            /* relative, or absolute for results below 1e-20 (silu of x < -50: the
+             * SIMD exp flushes to 0 where expf still has denormal range) */
+            const double e = fabs((double)g[i] - ge[i]) / (fabs((double)ge[i]) + 1e-20);
+            if (e > worst) worst = e;
+        }
+        free(g), free(ge), free(u);
+    }
+    CHECK_MSG(worst < 4e-7, "silu_mul: worst relative error %.2e >= 4e-7", worst);
+    printf("  silu_mul worst relative error %.2e (bound 4e-7)\n", worst);
+}
+
 /* ---- activation quantizers -------------------------------------------------------------- */
 
 static void check_quantizer(const cpu_kernels *simd, vt_dtype d) {
@@ -431,6 +460,7 @@ int main(int argc, char **argv) {
                                          VT_DTYPE_F16, VT_DTYPE_BF16};
     for (size_t i = 0; i < sizeof act_types / sizeof act_types[0]; i++)
         check_quantizer(&best, act_types[i]);
+    check_silu_mul(&best, &ref);
     check_isa_env(argv[0], "ref", 0);
 #if defined(__x86_64__)
     check_isa_env(argv[0], "avx2", 0);

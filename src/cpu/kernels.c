@@ -9,6 +9,7 @@
 #endif
 
 #include <pthread.h>
+#include <math.h>
 #include <string.h>
 
 /* ---- scalar multi-row fallbacks: a loop over the type's _ref dot ------------------- */
@@ -57,7 +58,12 @@ static cpu_dot_rows_fn ref_rows_for(vt_dtype t) {
     }
 }
 
+static void silu_mul_ref(float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
 static void fill_ref(cpu_kernels *k) {
+    k->silu_mul = silu_mul_ref;
     for (int t = 0; t < VT_DTYPE_COUNT; t++) {
         const quant_traits *tr = quant_traits_get((vt_dtype)t);
         if (!tr) continue;
@@ -111,6 +117,7 @@ static void fill_avx2(cpu_kernels *k) {
     SET_QUANT(BF16, bf16);
 #undef SET_DOT
 #undef SET_QUANT
+    k->silu_mul = silu_mul_avx2;
     k->gemm[VT_DTYPE_Q4_0] = gemm_q4_0_avx2;
     k->gemm[VT_DTYPE_Q8_0] = gemm_q8_0_avx2;
     k->gemm[VT_DTYPE_Q4_K] = gemm_q4_K_avx2;

@@ -60,6 +60,9 @@ typedef struct cpu_kernels {
     pack_gemm_fn gemm[VT_DTYPE_COUNT];        /* packed GEMM by weight type, or NULL */
     pack_gemm_fn gemm_wide[VT_DTYPE_COUNT];   /* the same for n_tok <= PACK_TOK_WIDE, or NULL */
     cpu_isa gemm_isa[VT_DTYPE_COUNT];         /* tier each gemm entry came from */
+    /* g[i] = silu(g[i]) * u[i] = g[i] / (1 + exp(-g[i])) * u[i]; SIMD tiers use a
+     * polynomial exp (about 1 ulp), so they differ from the ref in the last bits. */
+    void (*silu_mul)(float *g, const float *u, int64_t n);
 } cpu_kernels;
 
 /* The table for this CPU (after VT_ISA). Built once, thread-safe, never NULL. */

@@ -2,6 +2,7 @@
 
 #include "cpu/attention.h"
 #include "base/size.h"
+#include "cpu/kernels.h"
 #include "cpu/matmul.h"
 
 #include <math.h>
@@ -150,8 +151,6 @@ static void rope_table(const model_hparams *hp, const float *freq_factors, int32
         theta *= theta_scale;
     }
 }
-
-static inline float silu(float x) { return x / (1.0f + expf(-x)); }
 
 /* ---- the pass ------------------------------------------------------------------------ */
 
@@ -306,12 +305,13 @@ static void forward_worker(void *arg, int ith, int nth) {
             const quant_traits *dt = quant_traits_get(quant_traits_get(L->w_down.type)->dot_type);
             const size_t rb = mm_act_row_bytes(L->w_down.type, ff),
                          cb = (size_t)(cc / dt->block_elems) * dt->block_bytes;
+            void (*const silu_mul)(float *, const float *, int64_t) = cpu_kernels_get()->silu_mul;
             tp_range(T * n_cb, 1, ith, nth, &i0, &i1);
             for (int64_t it = i0; it < i1; it++) {
                 const int64_t t = it / n_cb, c0 = (it % n_cb) * cc;
                 float *g = f->gate + t * ff + c0;
                 const float *u = f->up + t * ff + c0;
-                for (int64_t j = 0; j < cc; j++) g[j] = silu(g[j]) * u[j];
+                silu_mul(g, u, cc);
                 mm_quantize(L->w_down.type, g, cc, 1, cc,
                             f->xq + (size_t)t * rb + (size_t)(c0 / cc) * cb, 0, 1);
             }

@@ -40,6 +40,9 @@ void quantize_q8_K_avx2(const float *x, void *y, int64_t n);
 void quantize_f16_avx2(const float *x, void *y, int64_t n);
 void quantize_bf16_avx2(const float *x, void *y, int64_t n);
 
+/* vec_avx2.c: small vector ops */
+void silu_mul_avx2(float *g, const float *u, int64_t n);
+
 #define X86_DECLARE_GEMM(t, isa)                                                           \
     void gemm_##t##_##isa(int64_t n_in, const void *w, int64_t n_groups, const void *x,    \
                           size_t x_stride, const int32_t *x_sums, int n_tok, float *y,     \
