@@ -30,8 +30,10 @@
  * 25%: its regions restart every 18 KiB). So each group is also prefetched as
  * one linear stream, PF_DIST bytes ahead of the linear position of the block
  * being computed: the small scale regions early, the quants at the rate they
- * are read, and past the group's end the next group in the same order. */
-#define PF_DIST 4096
+ * are read, and past the group's end the next group in the same order.
+ * 3 KiB measured best on a Sapphire Rapids VM (decode tok/s, 1B Q4_0 / Q8_0 /
+ * Q4_K_M, 1 and 2 threads: +2..6% over 4 KiB; 1, 2, 5 and 6 KiB were worse). */
+#define PF_DIST 3072
 
 VT_INLINE void prefetch(const void *p) { _mm_prefetch((const char *)p, _MM_HINT_T0); }
 
