@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # vt serve against llama-server on the same GGUF, context and parallel slots:
 # requests/s and generated tokens/s at concurrency 1, 4, 16 (bench_server.mjs).
-# llama-server is built from the reference source (.cache/llama/src, commit 80fb11ac):
-#   cmake -S .cache/llama/src -B .cache/llama/build -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
-#         -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF && cmake --build .cache/llama/build --target llama-server
+# llama-server is built from the reference source (.cache/llama/src, commit 80fb11ac)
+# with clang: on an AMX CPU, GCC 12 drops the stores of ggml's tile configuration
+# (its _tile_loadconfig does not tell the optimiser that it reads memory) and the
+# GCC-built server dies with SIGILL in its first AMX matmul:
+#   CC=clang CXX=clang++ cmake -S .cache/llama/src -B .cache/llama/build-clang -DCMAKE_BUILD_TYPE=Release \
+#     -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF
+#   cmake --build .cache/llama/build-clang --target llama-server
 # Usage: bench/bench_server.sh MODEL [THREADS=2] [CTX=4096] [SLOTS=16] [MAX_TOKENS=32]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 model=$1 threads=${2:-2} ctx=${3:-4096} slots=${4:-16} maxtok=${5:-32}
 vt=${VT_BIN:-$root/build/vt}
-llama=${LLAMA_SERVER:-$root/.cache/llama/build/bin/llama-server}
+llama=${LLAMA_SERVER:-$root/.cache/llama/build-clang/bin/llama-server}
 port_vt=18181 port_ll=18182
 wait_up() { for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$1/health" >/dev/null && return 0; sleep 0.2; done; return 1; }
 "$vt" serve -m "$model" --port $port_vt -t "$threads" -c "$ctx" -np "$slots" 2>/dev/null & vpid=$!

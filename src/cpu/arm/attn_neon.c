@@ -5,8 +5,8 @@
  * time; Q8_0 rows dequantized one at a time.
  *
  * Plain ASIMD (every aarch64 core). Stores are the activation quantizers of
- * quant_act_neon.c, which write the same bytes as the scalar stores; exp keeps
- * the scalar kernel. */
+ * quant_act_neon.c, which write the same bytes as the scalar stores; exp is
+ * vec_neon.c's polynomial. */
 #include "cpu/arm/arm_kernels.h"
 #include "cpu/arm/neon_common.h"
 #include "cpu/attention.h"
@@ -223,7 +223,7 @@ static void accum_q8_0_neon(float *acc, int64_t acc_stride, int64_t n_q, const v
     }
 }
 
-#define NEON_OPS(t) {store_k_##t##_neon, scores_##t##_neon, store_v_##t##_neon, accum_##t##_neon, attn_exp_sum_ref}
+#define NEON_OPS(t) {store_k_##t##_neon, scores_##t##_neon, store_v_##t##_neon, accum_##t##_neon, exp_sum_neon}
 static const attn_kv_ops ops_f32_neon = NEON_OPS(f32);
 static const attn_kv_ops ops_f16_neon = NEON_OPS(f16);
 static const attn_kv_ops ops_bf16_neon = NEON_OPS(bf16);

@@ -151,4 +151,25 @@ VT_INLINE int32x4_t hsum4_i32(int32x4_t p0, int32x4_t p1, int32x4_t p2, int32x4_
         }                                                                                  \
     }
 
+/* exp(x) for x <= 0: the polynomial of x86/simd_avx2.h's exp_neg_f32x8 (Cephes'
+ * expf, about 1 ulp), 0 below the smallest normal result. */
+VT_INLINE float32x4_t exp_neg_f32x4(float32x4_t x) {
+    const float32x4_t lo = vdupq_n_f32(-87.3365447f);
+    const uint32x4_t under = vcltq_f32(x, lo);
+    x = vmaxq_f32(x, lo);
+    const float32x4_t n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(1.44269504088896341f)));
+    float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));
+    r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
+    float32x4_t p = vdupq_n_f32(1.9875691500e-4f);
+    p = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p, r);
+    p = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), p, vmulq_f32(r, r));
+    const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(127)), 23);
+    const float32x4_t y = vmulq_f32(p, vreinterpretq_f32_s32(e));
+    return vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(y), under));
+}
+
 #endif

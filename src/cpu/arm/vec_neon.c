@@ -1,0 +1,33 @@
+/* Small NEON vector ops of the forward pass (see x86/vec_avx2.c). */
+#include "cpu/arm/arm_kernels.h"
+#include "cpu/arm/neon_common.h"
+
+#include <math.h>
+
+/* silu(x) = x / (1 + e^-x), with e = exp(-|x|) <= 1: x / (1 + e) for x >= 0,
+ * x * e / (1 + e) below. */
+void silu_mul_neon(float *g, const float *u, int64_t n) {
+    const float32x4_t one = vdupq_n_f32(1.0f);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t x = vld1q_f32(g + i);
+        const float32x4_t e = exp_neg_f32x4(vnegq_f32(vabsq_f32(x)));
+        const float32x4_t num = vbslq_f32(vcltzq_f32(x), vmulq_f32(x, e), x);
+        vst1q_f32(g + i, vmulq_f32(vdivq_f32(num, vaddq_f32(one, e)), vld1q_f32(u + i)));
+    }
+    for (; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+float exp_sum_neon(float *s, int64_t n, float m) {
+    const float32x4_t mv = vdupq_n_f32(m);
+    float32x4_t acc = vdupq_n_f32(0);
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const float32x4_t e = exp_neg_f32x4(vsubq_f32(vld1q_f32(s + j), mv));
+        vst1q_f32(s + j, e);
+        acc = vaddq_f32(acc, e);
+    }
+    float l = vaddvq_f32(acc);
+    for (; j < n; j++) l += (s[j] = expf(s[j] - m));
+    return l;
+}
