@@ -111,8 +111,18 @@ int main(void) {
     test_block_pool();
     const int64_t ctxs[] = {1, 17, 255, 256, 257, 700};
     for (size_t t = 0; t < sizeof kv_types / sizeof kv_types[0]; t++) {
-        const attn_kv_ops *tiers[2] = {attn_ops_get_ref(kv_types[t].type), attn_ops_get(kv_types[t].type)};
-        for (int tier = 0; tier < 2; tier++)
+        /* every tier this CPU has (x86: ref, avx2, avx512; aarch64: ref, neon) */
+        const attn_kv_ops *tiers[8];
+        int n_tiers = 0;
+        tiers[n_tiers++] = attn_ops_get_ref(kv_types[t].type);
+        for (int isa = CPU_ISA_AVX2; isa <= (int)cpu_isa_detected(); isa++) {
+            const attn_kv_ops *o = attn_ops_get_isa(kv_types[t].type, (cpu_isa)isa);
+            bool seen = false;
+            for (int i = 0; i < n_tiers; i++) seen = seen || tiers[i] == o;
+            if (!seen && n_tiers < 8) tiers[n_tiers++] = o;
+        }
+        CHECK(attn_ops_get(kv_types[t].type) == tiers[n_tiers - 1] || getenv("VT_ISA"));
+        for (int tier = 0; tier < n_tiers; tier++)
             for (size_t c = 0; c < sizeof ctxs / sizeof ctxs[0]; c++)
                 for (int64_t rep = 1; rep <= 4; rep *= 4) {
                     run_case(kv_types[t].type, kv_types[t].bound, tiers[tier], ctxs[c], rep, 64, 16);

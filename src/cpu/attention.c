@@ -108,26 +108,28 @@ const attn_kv_ops *attn_ops_get_ref(vt_dtype type) {
 }
 
 #if defined(__x86_64__)
-const attn_kv_ops *attn_ops_get_avx2(vt_dtype type);
+const attn_kv_ops *attn_ops_get_avx2(vt_dtype type); /* x86/attn_avx2.c (AVX2 and AVX-512 tiers) */
 #elif defined(__aarch64__)
 const attn_kv_ops *attn_ops_get_neon(vt_dtype type); /* arm/attn_neon.c */
 #endif
 
-const attn_kv_ops *attn_ops_get(vt_dtype type) {
+const attn_kv_ops *attn_ops_get_isa(vt_dtype type, cpu_isa isa) {
+    if (isa > cpu_isa_detected()) isa = cpu_isa_detected();
 #if defined(__x86_64__)
-    const cpu_isa isa = cpu_features_get()->isa;
     if (isa == CPU_ISA_AVX2 || isa == CPU_ISA_AVX512) {
         const attn_kv_ops *o = attn_ops_get_avx2(type);
         if (o) return o;
     }
 #elif defined(__aarch64__)
-    if (cpu_features_get()->isa >= CPU_ISA_NEON) {
+    if (isa >= CPU_ISA_NEON) {
         const attn_kv_ops *o = attn_ops_get_neon(type);
         if (o) return o;
     }
 #endif
     return attn_ops_get_ref(type);
 }
+
+const attn_kv_ops *attn_ops_get(vt_dtype type) { return attn_ops_get_isa(type, cpu_features_get()->isa); }
 
 /* ---- partials and combine ---------------------------------------------------------- */
 

@@ -21,6 +21,7 @@
 #ifndef VT_CPU_ATTENTION_H
 #define VT_CPU_ATTENTION_H
 
+#include "cpu/cpu_features.h"
 #include "engine/kv_cache.h"
 
 #include <stdint.h>
@@ -58,6 +59,8 @@ float attn_exp_sum_ref(float *s, int64_t n, float m);
  * type cannot be a KV type. */
 const attn_kv_ops *attn_ops_get(vt_dtype type);
 const attn_kv_ops *attn_ops_get_ref(vt_dtype type);
+/* The table of tier `isa` (capped at this CPU's; tests compare tiers). */
+const attn_kv_ops *attn_ops_get_isa(vt_dtype type, cpu_isa isa);
 
 /* Partial attention for one item: query heads [h0, h0 + n_rep) of one token (q
  * rows of head_dim, contiguous), kv head g, positions [p0, p1) of the sequence
