@@ -47,13 +47,8 @@ FLOAT_K_REF(f16, vt_f16, f16_to_f32, f32_to_f16)
 FLOAT_K_REF(bf16, vt_bf16, bf16_to_f32, f32_to_bf16)
 #undef FLOAT_K_REF
 
-/* Q8_0: rows of hd / 32 blocks (kv_cache_init requires hd % 32 == 0), K row-major. */
-static void q8_0_row_to_f32(const block_q8_0 *b, int64_t hd, float *out) {
-    for (int64_t i = 0; i < hd / QK8_0; i++) {
-        const float d = f16_to_f32(b[i].d);
-        for (int j = 0; j < QK8_0; j++) out[i * QK8_0 + j] = d * (float)b[i].qs[j];
-    }
-}
+/* Q8_0: rows of hd / 32 blocks (kv_cache_init requires hd % 32 == 0), K row-major
+ * like V; rows are widened with the quant module's dequantizer. */
 static void store_k_q8_0_ref(void *kblk, int64_t bs, int64_t slot, const float *src, int64_t hd) {
     (void)bs;
     quant_traits_get(VT_DTYPE_Q8_0)->quant_ref(src, (block_q8_0 *)kblk + slot * (hd / QK8_0), hd);
@@ -63,7 +58,7 @@ static void scores_q8_0_ref(const void *kblk, int64_t bs, int64_t s0, int64_t n,
     (void)bs;
     float row[ATTN_HEAD_DIM_MAX];
     for (int64_t j = 0; j < n; j++) {
-        q8_0_row_to_f32((const block_q8_0 *)kblk + (s0 + j) * (hd / QK8_0), hd, row);
+        quant_traits_get(VT_DTYPE_Q8_0)->dequant_ref((const block_q8_0 *)kblk + (s0 + j) * (hd / QK8_0), row, hd);
         for (int64_t r = 0; r < n_q; r++) {
             float a = 0;
             for (int64_t d = 0; d < hd; d++) a += q[r * hd + d] * row[d];
@@ -78,19 +73,19 @@ static void accum_q8_0_ref(float *acc, int64_t acc_stride, int64_t n_q, const vo
                            int64_t hd, const float *w, int64_t w_stride) {
     float row[ATTN_HEAD_DIM_MAX];
     for (int64_t j = 0; j < n; j++) {
-        q8_0_row_to_f32((const block_q8_0 *)vrows + j * (hd / QK8_0), hd, row);
+        quant_traits_get(VT_DTYPE_Q8_0)->dequant_ref((const block_q8_0 *)vrows + j * (hd / QK8_0), row, hd);
         for (int64_t r = 0; r < n_q; r++)
             for (int64_t i = 0; i < hd; i++) acc[r * acc_stride + i] += w[r * w_stride + j] * row[i];
     }
 }
 
-float attn_exp_sum_ref(float *s, int64_t n, float m) {
+static float exp_sum_ref(float *s, int64_t n, float m) {
     float l = 0;
     for (int64_t j = 0; j < n; j++) l += (s[j] = expf(s[j] - m));
     return l;
 }
 
-#define REF_OPS(t) {store_k_##t##_ref, scores_##t##_ref, store_v_##t##_ref, accum_##t##_ref, attn_exp_sum_ref}
+#define REF_OPS(t) {store_k_##t##_ref, scores_##t##_ref, store_v_##t##_ref, accum_##t##_ref, exp_sum_ref}
 static const attn_kv_ops ops_f32_ref = REF_OPS(f32);
 static const attn_kv_ops ops_f16_ref = REF_OPS(f16);
 static const attn_kv_ops ops_bf16_ref = REF_OPS(bf16);

@@ -28,10 +28,8 @@
 
 #define ATTN_CHUNK 256
 
-/* Largest head size (Q8_0 K converts a block's piece in tiles of at most
- * ATTN_TILE_FLOATS floats, ATTN_TILE_FLOATS / head_dim keys at a time). */
+/* Largest head size (kernels keep one converted row of it on the stack). */
 #define ATTN_HEAD_DIM_MAX 1024
-#define ATTN_TILE_FLOATS 8192
 
 /* Kernels of one KV dtype on one ISA tier. Attention resolves two tables (K, V)
  * once per call and uses the K half of one and the V half of the other. */
@@ -51,9 +49,6 @@ typedef struct attn_kv_ops {
     /* s[j] = exp(s[j] - m) for j < n (every s[j] <= m); returns their sum. */
     float (*exp_sum)(float *s, int64_t n, float m);
 } attn_kv_ops;
-
-/* Scalar kernels an ISA table may keep. */
-float attn_exp_sum_ref(float *s, int64_t n, float m);
 
 /* Kernels for K/V rows of `type` on this CPU (VT_ISA=ref: scalar). NULL if the
  * type cannot be a KV type. */

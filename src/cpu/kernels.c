@@ -8,8 +8,8 @@
 #include "cpu/arm/arm_kernels.h"
 #endif
 
-#include <pthread.h>
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 /* ---- scalar multi-row fallbacks: a loop over the type's _ref dot ------------------- */

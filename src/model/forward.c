@@ -15,6 +15,7 @@ struct fwd_ctx {
     tp_pool *pool;
     int64_t max_tokens;
     const attn_kv_ops *kops, *vops;
+    void (*silu_mul)(float *g, const float *u, int64_t n);
 
     float *x;      /* (T, n_embd) residual stream */
     float *tmp;    /* (T, n_embd) output of the attention / FFN projections */
@@ -51,6 +52,7 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
     f->max_tokens = max_tokens;
     f->kops = attn_ops_get(kv->type_k);
     f->vops = attn_ops_get(kv->type_v);
+    f->silu_mul = cpu_kernels_get()->silu_mul;
     f->nth_max = tp_n_threads(pool);
     const size_t T = (size_t)max_tokens, d = (size_t)hp->n_embd,
                  qd = (size_t)(hp->n_head * hp->head_dim), kvd = (size_t)(hp->n_head_kv * hp->head_dim),
@@ -305,13 +307,12 @@ static void forward_worker(void *arg, int ith, int nth) {
             const quant_traits *dt = quant_traits_get(quant_traits_get(L->w_down.type)->dot_type);
             const size_t rb = mm_act_row_bytes(L->w_down.type, ff),
                          cb = (size_t)(cc / dt->block_elems) * dt->block_bytes;
-            void (*const silu_mul)(float *, const float *, int64_t) = cpu_kernels_get()->silu_mul;
             tp_range(T * n_cb, 1, ith, nth, &i0, &i1);
             for (int64_t it = i0; it < i1; it++) {
                 const int64_t t = it / n_cb, c0 = (it % n_cb) * cc;
                 float *g = f->gate + t * ff + c0;
                 const float *u = f->up + t * ff + c0;
-                silu_mul(g, u, cc);
+                f->silu_mul(g, u, cc);
                 mm_quantize(L->w_down.type, g, cc, 1, cc,
                             f->xq + (size_t)t * rb + (size_t)(c0 / cc) * cb, 0, 1);
             }

@@ -69,6 +69,16 @@ static void row_to_bf16(const float *src, vt_bf16 *dst, int64_t n) { quantize_bf
                 for (int64_t l = 0; l < m; l++) s[r * s_stride + 4 * g + l] = tmp[l];           \
             }                                                                                   \
     }                                                                                           \
+    /* All n_q query rows against ng groups of keys, 4 rows per tile. */                       \
+    VT_INLINE void score_rows_##t(const elem_t *k, int64_t bs, int64_t hd, const float *q,      \
+                                  int64_t n_q, const int ng, float scale, float *s,             \
+                                  int64_t s_stride, int64_t valid) {                            \
+        int64_t r = 0;                                                                          \
+        for (; r + 4 <= n_q; r += 4)                                                            \
+            score_tile_##t(k, bs, hd, q + r * hd, 4, ng, scale, s + r * s_stride, s_stride, valid); \
+        for (; r < n_q; r++)                                                                    \
+            score_tile_##t(k, bs, hd, q + r * hd, 1, ng, scale, s + r * s_stride, s_stride, valid); \
+    }                                                                                           \
     static void store_k_##t##_neon(void *kblk, int64_t bs, int64_t slot, const float *src,      \
                                    int64_t hd) {                                                \
         elem_t row[ATTN_HEAD_DIM_MAX], *k = kblk;                                               \
@@ -81,24 +91,10 @@ static void row_to_bf16(const float *src, vt_bf16 *dst, int64_t n) { quantize_bf
         const elem_t *kb = (const elem_t *)kblk + s0;                                           \
         const int64_t room = bs - s0; /* keys a vector may load without leaving the block */   \
         int64_t j = 0;                                                                          \
-        while (j < n && j + 16 <= room) { /* 16 keys per tile */                                \
-            const int64_t valid = n - j < 16 ? n - j : 16;                                      \
-            int64_t r = 0;                                                                      \
-            for (; r + 4 <= n_q; r += 4)                                                        \
-                score_tile_##t(kb + j, bs, hd, q + r * hd, 4, 4, scale, s + r * s_stride + j,   \
-                               s_stride, valid);                                                \
-            for (; r < n_q; r++)                                                                \
-                score_tile_##t(kb + j, bs, hd, q + r * hd, 1, 4, scale, s + r * s_stride + j,   \
-                               s_stride, valid);                                                \
-            j += 16;                                                                            \
-        }                                                                                       \
-        while (j < n && j + 4 <= room) { /* then 4 at a time */                                \
-            const int64_t valid = n - j < 4 ? n - j : 4;                                        \
-            for (int64_t r = 0; r < n_q; r++)                                                   \
-                score_tile_##t(kb + j, bs, hd, q + r * hd, 1, 1, scale, s + r * s_stride + j,   \
-                               s_stride, valid);                                                \
-            j += 4;                                                                             \
-        }                                                                                       \
+        for (; j < n && j + 16 <= room; j += 16) /* 16 keys per tile */                        \
+            score_rows_##t(kb + j, bs, hd, q, n_q, 4, scale, s + j, s_stride, n - j < 16 ? n - j : 16); \
+        for (; j < n && j + 4 <= room; j += 4) /* then 4 at a time */                          \
+            score_rows_##t(kb + j, bs, hd, q, n_q, 1, scale, s + j, s_stride, n - j < 4 ? n - j : 4); \
         for (; j < n; j++) /* the same chain as a vector lane */                                \
             for (int64_t r = 0; r < n_q; r++) {                                                 \
                 float a = 0;                                                                    \

@@ -86,6 +86,16 @@ static void row_to_bf16(const float *src, vt_bf16 *dst, int64_t n) {
                 for (int64_t l = 0; l < m; l++) s[r * s_stride + 8 * g + l] = tmp[l];           \
             }                                                                                   \
     }                                                                                           \
+    /* All n_q query rows against ng groups of keys, 4 rows per tile. */                       \
+    VT_INLINE void score_rows_##t(const elem_t *k, int64_t bs, int64_t hd, const float *q,      \
+                                  int64_t n_q, const int ng, float scale, float *s,             \
+                                  int64_t s_stride, int64_t valid) {                            \
+        int64_t r = 0;                                                                          \
+        for (; r + 4 <= n_q; r += 4)                                                            \
+            score_tile_##t(k, bs, hd, q + r * hd, 4, ng, scale, s + r * s_stride, s_stride, valid); \
+        for (; r < n_q; r++)                                                                    \
+            score_tile_##t(k, bs, hd, q + r * hd, 1, ng, scale, s + r * s_stride, s_stride, valid); \
+    }                                                                                           \
     static void store_k_##t##_avx2(void *kblk, int64_t bs, int64_t slot, const float *src,      \
                                    int64_t hd) {                                                \
         elem_t row[ATTN_HEAD_DIM_MAX], *k = kblk;                                               \
@@ -101,23 +111,10 @@ static void row_to_bf16(const float *src, vt_bf16 *dst, int64_t n) {
         while (j < n && j + 8 <= room) {                                                        \
             const int ng = j + 16 <= room && n - j > 8 ? 2 : 1;                                 \
             const int64_t valid = n - j < 8 * ng ? n - j : 8 * ng;                              \
-            float *sj = s + j;                                                                  \
-            int64_t r = 0;                                                                      \
-            if (ng == 2) {                                                                      \
-                for (; r + 4 <= n_q; r += 4)                                                    \
-                    score_tile_##t(kb + j, bs, hd, q + r * hd, 4, 2, scale, sj + r * s_stride,  \
-                                   s_stride, valid);                                            \
-                for (; r < n_q; r++)                                                            \
-                    score_tile_##t(kb + j, bs, hd, q + r * hd, 1, 2, scale, sj + r * s_stride,  \
-                                   s_stride, valid);                                            \
-            } else {                                                                            \
-                for (; r + 4 <= n_q; r += 4)                                                    \
-                    score_tile_##t(kb + j, bs, hd, q + r * hd, 4, 1, scale, sj + r * s_stride,  \
-                                   s_stride, valid);                                            \
-                for (; r < n_q; r++)                                                            \
-                    score_tile_##t(kb + j, bs, hd, q + r * hd, 1, 1, scale, sj + r * s_stride,  \
-                                   s_stride, valid);                                            \
-            }                                                                                   \
+            if (ng == 2)                                                                        \
+                score_rows_##t(kb + j, bs, hd, q, n_q, 2, scale, s + j, s_stride, valid);       \
+            else                                                                                \
+                score_rows_##t(kb + j, bs, hd, q, n_q, 1, scale, s + j, s_stride, valid);       \
             j += 8 * ng;                                                                        \
         }                                                                                       \
         for (; j < n; j++) /* the same chain as a vector lane */                                \
