@@ -27,8 +27,8 @@
  *  - gemm[t]: the packed-layout GEMM of cpu/pack.h for weight type t, bit-identical
  *    with its pack_gemm_ref twin; NULL where this tier has none (then matmul keeps
  *    the file layout and dot_rows). The ref tier has none.
- *  - gemm_wide[t]: as gemm[t] for up to PACK_TOK_WIDE tokens per call, also
- *    bit-identical with the ref twin; where the CPU has a tile unit (AMX) that
+ *  - gemm_wide[t]: as gemm[t] for up to PACK_TOK_WIDE tokens per call and
+ *    n_in <= PACK_WIDE_N_IN_MAX, also bit-identical with the ref twin; where the CPU has a tile unit (AMX) that
  *    prefill's token tiles use. NULL elsewhere.
  *
  * An ISA backend (x86/, arm/) provides kernels named <op>_<type>_<isa> and is

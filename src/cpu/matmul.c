@@ -213,6 +213,16 @@ static void compute_rows(const mm_weight *w, cpu_dot_rows_fn dot_rows, int64_t o
     }
 }
 
+_Static_assert(PACK_WIDE_N_IN_MAX / 32 * PACK_TOK_WIDE <= MM_SUMS_MAX,
+               "a wide token tile's block sums fit the stack buffer");
+
+/* Of a token block of n rows, the leading rows wide tiles take: a wide tile runs
+ * while at least half of one is left, narrow tiles take the rest. */
+static int64_t wide_rows(int64_t n) {
+    const int64_t rem = n % PACK_TOK_WIDE;
+    return rem > 0 && rem < PACK_TOK_WIDE / 2 ? n - rem : n;
+}
+
 /* Groups [g0, g1) of a packed weight for all tokens. */
 static void compute_packed(const mm_weight *w, pack_gemm_fn gemm, pack_gemm_fn wide, int64_t g0,
                            int64_t g1, const uint8_t *xq, size_t x_stride, int64_t n_tok, float *y,
@@ -221,8 +231,8 @@ static void compute_packed(const mm_weight *w, pack_gemm_fn gemm, pack_gemm_fn w
     const uint8_t *wp = w->packed;
     const bool sums = pack_needs_sums(w->type);
     const int64_t nb = w->n_in / 32;
-    /* wide tiles where there is a kernel, enough tokens, and room for the sums */
-    if (n_tok < PACK_TOK_WIDE / 2 || nb * PACK_TOK_WIDE > MM_SUMS_MAX) wide = NULL;
+    /* wide tiles where there is a kernel, enough tokens, and rows it takes */
+    if (n_tok < PACK_TOK_WIDE / 2 || w->n_in > PACK_WIDE_N_IN_MAX) wide = NULL;
     const int64_t tok_max = wide ? PACK_TOK_WIDE : PACK_TOK_MAX;
     /* token block: its activations and block sums stay in cache */
     int64_t tb = (int64_t)(MM_ACT_BLOCK_BYTES / x_stride);
@@ -239,21 +249,16 @@ static void compute_packed(const mm_weight *w, pack_gemm_fn gemm, pack_gemm_fn w
     for (int64_t t0 = 0; t0 < n_tok; t0 += tb) {
         const int64_t nt_block = n_tok - t0 < tb ? n_tok - t0 : tb;
         const uint8_t *xb = xq + (size_t)t0 * x_stride;
-        /* block sums for the rows narrow kernels will take (wide ones do not
-         * read them): a wide tile runs while at least half of one is left */
-        if (sums) {
-            const int64_t rem = nt_block % PACK_TOK_WIDE;
-            const int64_t first = !wide ? 0 : rem > 0 && rem < PACK_TOK_WIDE / 2 ? nt_block - rem : nt_block;
-            if (first < nt_block)
-                pack_block_sums(xb + (size_t)first * x_stride, x_stride, nt_block - first, nb, xs + first * nb);
-        }
+        /* rows [0, n_wide) go through wide tiles, which do not read block sums */
+        const int64_t n_wide = wide ? wide_rows(nt_block) : 0;
+        if (sums && n_wide < nt_block)
+            pack_block_sums(xb + (size_t)n_wide * x_stride, x_stride, nt_block - n_wide, nb, xs + n_wide * nb);
         for (int64_t c0 = g0; c0 < g1; c0 += chunk) {
             const int64_t c1 = c0 + chunk < g1 ? c0 + chunk : g1;
             const int64_t f1 = c1 < full_end ? c1 : full_end;
             for (int64_t t = 0; t < nt_block;) {
-                /* a wide tile while at least half of one is left, else narrow ones */
                 const int64_t left = nt_block - t;
-                const bool use_wide = wide && left >= PACK_TOK_WIDE / 2;
+                const bool use_wide = t < n_wide;
                 const int64_t cap = use_wide ? PACK_TOK_WIDE : PACK_TOK_MAX;
                 const int nt = (int)(left < cap ? left : cap);
                 const pack_gemm_fn kern = use_wide ? wide : gemm;

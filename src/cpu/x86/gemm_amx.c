@@ -21,6 +21,7 @@
  * The caller (matmul) uses these for token tiles of PACK_TOK_WIDE; the Linux
  * permission for the tile state is taken at feature detection (cpu_features).
  * Each call saves the thread's tile configuration and puts it back at the end. */
+#include "base/status.h"
 #include "cpu/x86/simd_avx512.h"
 #include "cpu/x86/x86_kernels.h"
 #include "quant/blocks.h"
@@ -29,9 +30,9 @@
 #include <string.h>
 
 #define CHUNK_VEC 64
-/* Most blocks per row with the activation scales precomputed on the stack
- * (n_in up to 32768); longer rows take the VNNI kernels. */
-#define AMX_NB_MAX 1024
+/* Most 32-element blocks per row (the wide kernels' n_in bound, cpu/pack.h):
+ * the activation scales of a call are precomputed on the stack. */
+#define AMX_NB_MAX (PACK_WIDE_N_IN_MAX / 32)
 #define UNROLL _Pragma("GCC unroll 16")
 
 /* The ldtilecfg operand: palette 1, per tile its bytes per row and rows. */
@@ -95,8 +96,18 @@ VT_INLINE void scale_block(const int32_t *c, __m512 dw, const float *dx, __m512 
     }
 }
 
-/* One group of 16 rows against nt <= 16 tokens. weight_tile(b, scratch) gives
- * block b's B operand. */
+/* Issue block blk's C = A . B on tiles (A, B, C); bmem holds the B operand. */
+#define TILE_DP(A, B, C, blk, bmem)                                                         \
+    do {                                                                                    \
+        _tile_loadd(A, xa + (size_t)(blk) * sizeof(block_q8_0), x_stride);                  \
+        _tile_loadd(B, bmem, CHUNK_VEC);                                                    \
+        _tile_zero(C);                                                                      \
+        _tile_dpbssd(C, A, B);                                                              \
+    } while (0)
+
+/* One group of 16 rows against nt <= 16 tokens; B_OF(b, scratch) gives block
+ * b's B operand. Blocks go in pairs on tiles 0/2/4 and 1/3/5, so the second
+ * multiply is issued before the first C is read back. */
 #define AMX_GROUP(name, B_OF)                                                               \
     static void name##_group_amx(int64_t nb, const uint8_t *g, const uint8_t *xa,           \
                                  size_t x_stride, const float *dx, int nt, float *y,        \
@@ -111,27 +122,17 @@ VT_INLINE void scale_block(const int32_t *c, __m512 dw, const float *dx, __m512 
         for (int m = 0; m < 16; m++) acc[m] = _mm512_setzero_ps();                          \
         int64_t b = 0;                                                                      \
         for (; b + 2 <= nb; b += 2) {                                                       \
-            _tile_loadd(0, xa + (size_t)b * sizeof(block_q8_0), x_stride);                  \
-            _tile_loadd(2, B_OF(b, bt[0]), CHUNK_VEC);                                      \
-            _tile_zero(4);                                                                  \
-            _tile_dpbssd(4, 0, 2);                                                          \
-            _tile_loadd(1, xa + (size_t)(b + 1) * sizeof(block_q8_0), x_stride);            \
-            _tile_loadd(3, B_OF(b + 1, bt[1]), CHUNK_VEC);                                  \
-            _tile_zero(5);                                                                  \
-            _tile_dpbssd(5, 1, 3);                                                          \
+            TILE_DP(0, 2, 4, b, B_OF(b, bt[0]));                                            \
+            TILE_DP(1, 3, 5, b + 1, B_OF(b + 1, bt[1]));                                    \
             _tile_stored(4, ct[0], 64);                                                     \
-            scale_block(ct[0], load_f16x16(d + b * 2 * PACK_ROWS), dx + b * 16, acc);   \
+            scale_block(ct[0], load_f16x16(d + b * 2 * PACK_ROWS), dx + b * 16, acc);       \
             _tile_stored(5, ct[1], 64);                                                     \
-            scale_block(ct[1], load_f16x16(d + (b + 1) * 2 * PACK_ROWS), dx + (b + 1) * 16, \
-                        acc);                                                               \
+            scale_block(ct[1], load_f16x16(d + (b + 1) * 2 * PACK_ROWS), dx + (b + 1) * 16, acc); \
         }                                                                                   \
         if (b < nb) {                                                                       \
-            _tile_loadd(0, xa + (size_t)b * sizeof(block_q8_0), x_stride);                  \
-            _tile_loadd(2, B_OF(b, bt[0]), CHUNK_VEC);                                      \
-            _tile_zero(4);                                                                  \
-            _tile_dpbssd(4, 0, 2);                                                          \
+            TILE_DP(0, 2, 4, b, B_OF(b, bt[0]));                                            \
             _tile_stored(4, ct[0], 64);                                                     \
-            scale_block(ct[0], load_f16x16(d + b * 2 * PACK_ROWS), dx + b * 16, acc);   \
+            scale_block(ct[0], load_f16x16(d + b * 2 * PACK_ROWS), dx + b * 16, acc);       \
         }                                                                                   \
         for (int m = 0; m < nt; m++) _mm512_storeu_ps(y + m * ldy, acc[m]);                 \
     }
@@ -147,14 +148,8 @@ AMX_GROUP(q8_0, Q8_0_B)
                            size_t x_stride, const int32_t *xs, int n_tok, float *y,         \
                            int64_t ldy) {                                                   \
         const int64_t nb = n_in / 32;                                                       \
-        if (nb > AMX_NB_MAX) {                                                              \
-            for (int t = 0; t < n_tok; t += PACK_TOK_MAX)                                   \
-                gemm_##name##_avx512(n_in, w, n_groups, (const uint8_t *)x + (size_t)t * x_stride, \
-                                     x_stride, xs ? xs + t * nb : NULL,                     \
-                                     n_tok - t < PACK_TOK_MAX ? n_tok - t : PACK_TOK_MAX,   \
-                                     y + t * ldy, ldy);                                     \
-            return;                                                                         \
-        }                                                                                   \
+        (void)xs; /* the tiles take signed quants: no offset to take out */                \
+        VT_ASSERT(nb <= AMX_NB_MAX && n_tok >= 1 && n_tok <= PACK_TOK_WIDE);               \
         /* d_x of every (block, token), 0 past n_tok */                                    \
         _Alignas(64) float dx[AMX_NB_MAX * 16];                                             \
         for (int64_t b = 0; b < nb; b++)                                                    \
@@ -262,12 +257,8 @@ static void q4_K_group_amx(int64_t nb, const uint8_t *g, const uint8_t *x, size_
 void gemm_q4_K_amx(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
                    const int32_t *xs, int n_tok, float *y, int64_t ldy) {
     const int64_t nb = n_in / QK_K;
-    if (nb > Q4K_NB_MAX) {
-        for (int t = 0; t < n_tok; t += PACK_TOK_MAX)
-            gemm_q4_K_avx512(n_in, w, n_groups, (const uint8_t *)x + (size_t)t * x_stride, x_stride, xs,
-                             n_tok - t < PACK_TOK_MAX ? n_tok - t : PACK_TOK_MAX, y + t * ldy, ldy);
-        return;
-    }
+    (void)xs; /* the mins come from the Q8_K bsums */
+    VT_ASSERT(nb <= Q4K_NB_MAX && n_tok >= 1 && n_tok <= PACK_TOK_WIDE);
     /* d_x and the bsum pairs of sub-blocks (as int16 pairs in an int32) of every
      * (super-block, token); 0 past n_tok */
     _Alignas(64) float dx[Q4K_NB_MAX * 16];
