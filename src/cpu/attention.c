@@ -79,9 +79,11 @@ static void accum_q8_0_ref(float *acc, int64_t acc_stride, int64_t n_q, const vo
     }
 }
 
-static float exp_sum_ref(float *s, int64_t n, float m) {
-    float l = 0;
+static float exp_sum_ref(float *s, int64_t n, float *m_out) {
+    float m = -INFINITY, l = 0;
+    for (int64_t j = 0; j < n; j++) m = s[j] > m ? s[j] : m;
     for (int64_t j = 0; j < n; j++) l += (s[j] = expf(s[j] - m));
+    *m_out = m;
     return l;
 }
 
@@ -103,7 +105,8 @@ const attn_kv_ops *attn_ops_get_ref(vt_dtype type) {
 }
 
 #if defined(__x86_64__)
-const attn_kv_ops *attn_ops_get_avx2(vt_dtype type); /* x86/attn_avx2.c (AVX2 and AVX-512 tiers) */
+const attn_kv_ops *attn_ops_get_avx2(vt_dtype type);   /* x86/attn_avx2.c */
+const attn_kv_ops *attn_ops_get_avx512(vt_dtype type); /* x86/attn_avx512.c: float types */
 #elif defined(__aarch64__)
 const attn_kv_ops *attn_ops_get_neon(vt_dtype type); /* arm/attn_neon.c */
 #endif
@@ -111,6 +114,10 @@ const attn_kv_ops *attn_ops_get_neon(vt_dtype type); /* arm/attn_neon.c */
 const attn_kv_ops *attn_ops_get_isa(vt_dtype type, cpu_isa isa) {
     if (isa > cpu_isa_detected()) isa = cpu_isa_detected();
 #if defined(__x86_64__)
+    if (isa == CPU_ISA_AVX512) {
+        const attn_kv_ops *o = attn_ops_get_avx512(type);
+        if (o) return o;
+    }
     if (isa == CPU_ISA_AVX2 || isa == CPU_ISA_AVX512) {
         const attn_kv_ops *o = attn_ops_get_avx2(type);
         if (o) return o;
@@ -144,11 +151,8 @@ void attn_partial(const kv_cache *kv, const attn_kv_ops *kops, const attn_kv_ops
         p += nr;
     }
     for (int64_t r = 0; r < n_rep; r++) {
-        float *s = scores + r * n, m = -INFINITY;
-        for (int64_t j = 0; j < n; j++) m = s[j] > m ? s[j] : m;
         float *out = part + r * part_stride;
-        out[0] = m;
-        out[1] = kops->exp_sum(s, n, m);
+        out[1] = kops->exp_sum(scores + r * n, n, &out[0]);
         memset(out + 2, 0, sizeof(float) * (size_t)hd);
     }
     for (int64_t p = p0; p < p1;) {

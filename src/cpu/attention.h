@@ -46,8 +46,8 @@ typedef struct attn_kv_ops {
      * acc_r = acc + r * acc_stride; v_j the n consecutive rows from vrows. */
     void (*accum)(float *acc, int64_t acc_stride, int64_t n_q, const void *vrows, int64_t n,
                   int64_t hd, const float *w, int64_t w_stride);
-    /* s[j] = exp(s[j] - m) for j < n (every s[j] <= m); returns their sum. */
-    float (*exp_sum)(float *s, int64_t n, float m);
+    /* *m = max of s[0 .. n-1] (n > 0), then s[j] = exp(s[j] - *m); returns their sum. */
+    float (*exp_sum)(float *s, int64_t n, float *m);
 } attn_kv_ops;
 
 /* Kernels for K/V rows of `type` on this CPU (VT_ISA=ref: scalar). NULL if the

@@ -16,6 +16,7 @@
 
 #include "base/fp16.h"
 #include "cpu/x86/simd_avx2.h"
+#include "cpu/x86/x86_kernels.h"
 #include "quant/blocks.h"
 
 #include <math.h>
@@ -80,10 +81,14 @@ static void row_to_bf16(const float *src, vt_bf16 *dst, int64_t n) {
         for (int r = 0; r < nr; r++)                                                            \
             UNROLL                                                                              \
             for (int g = 0; g < ng; g++) {                                                      \
-                float tmp[8];                                                                   \
-                _mm256_storeu_ps(tmp, _mm256_mul_ps(a[r][g], sc));                              \
-                const int64_t m = valid - 8 * g < 8 ? valid - 8 * g : 8;                        \
-                for (int64_t l = 0; l < m; l++) s[r * s_stride + 8 * g + l] = tmp[l];           \
+                const __m256 v = _mm256_mul_ps(a[r][g], sc);                                    \
+                float *dst = s + r * s_stride + 8 * g, tmp[8];                                  \
+                if (valid >= 8 * g + 8) {                                                       \
+                    _mm256_storeu_ps(dst, v);                                                   \
+                    continue;                                                                   \
+                }                                                                               \
+                _mm256_storeu_ps(tmp, v);                                                       \
+                for (int64_t l = 0; l < valid - 8 * g; l++) dst[l] = tmp[l];                    \
             }                                                                                   \
     }                                                                                           \
     /* All n_q query rows against ng groups of keys, 4 rows per tile. */                       \
@@ -96,8 +101,8 @@ static void row_to_bf16(const float *src, vt_bf16 *dst, int64_t n) {
         for (; r < n_q; r++)                                                                    \
             score_tile_##t(k, bs, hd, q + r * hd, 1, ng, scale, s + r * s_stride, s_stride, valid); \
     }                                                                                           \
-    static void store_k_##t##_avx2(void *kblk, int64_t bs, int64_t slot, const float *src,      \
-                                   int64_t hd) {                                                \
+    void store_k_##t##_avx2(void *kblk, int64_t bs, int64_t slot, const float *src,             \
+                            int64_t hd) {                                                       \
         elem_t row[ATTN_HEAD_DIM_MAX], *k = kblk;                                               \
         row_to_##t(src, row, hd);                                                               \
         for (int64_t d = 0; d < hd; d++) k[d * bs + slot] = row[d];                             \
@@ -124,7 +129,7 @@ static void row_to_bf16(const float *src, vt_bf16 *dst, int64_t n) {
                 s[r * s_stride + j] = a * scale;                                                \
             }                                                                                   \
     }                                                                                           \
-    static void store_v_##t##_avx2(void *vrow, const float *src, int64_t hd) {                  \
+    void store_v_##t##_avx2(void *vrow, const float *src, int64_t hd) {                         \
         row_to_##t(src, vrow, hd);                                                              \
     }                                                                                           \
     static void accum_##t##_avx2(float *acc, int64_t acc_stride, int64_t n_q, const void *vrows, \
@@ -244,10 +249,21 @@ static void accum_q8_0_avx2(float *acc, int64_t acc_stride, int64_t n_q, const v
 
 /* ---- exp ------------------------------------------------------------------------------ */
 
-static float exp_sum_avx2(float *s, int64_t n, float m) {
+float exp_sum_avx2(float *s, int64_t n, float *m_out) {
+    /* The max in four independent vector chains (any order gives the same max). */
+    __m256 mx[4];
+    for (int c = 0; c < 4; c++) mx[c] = _mm256_set1_ps(-INFINITY);
+    int64_t j = 0;
+    for (; j + 32 <= n; j += 32)
+        for (int c = 0; c < 4; c++) mx[c] = _mm256_max_ps(mx[c], _mm256_loadu_ps(s + j + 8 * c));
+    for (; j + 8 <= n; j += 8) mx[0] = _mm256_max_ps(mx[0], _mm256_loadu_ps(s + j));
+    float m = hmax_f32x8(_mm256_max_ps(_mm256_max_ps(mx[0], mx[1]), _mm256_max_ps(mx[2], mx[3])));
+    for (; j < n; j++) m = s[j] > m ? s[j] : m;
+    *m_out = m;
+
     const __m256 mv = _mm256_set1_ps(m);
     __m256 acc = _mm256_setzero_ps();
-    int64_t j = 0;
+    j = 0;
     for (; j + 8 <= n; j += 8) {
         const __m256 e = exp_neg_f32x8(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
         _mm256_storeu_ps(s + j, e);

@@ -23,14 +23,6 @@
 
 #include <math.h>
 
-/* Max |v| over the 8 lanes. */
-VT_INLINE float hmax_f32x8(__m256 v) {
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    return _mm_cvtss_f32(m);
-}
-
 /* roundf for |v| < 2^23: truncate, then step away from zero when the dropped
  * fraction is at least one half (v - trunc(v) is exact). */
 VT_INLINE __m256i round_half_away(__m256 v) {

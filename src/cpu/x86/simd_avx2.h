@@ -17,6 +17,14 @@ VT_INLINE float hsum_f32x8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* Largest of the 8 floats. */
+VT_INLINE float hmax_f32x8(__m256 v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
 /* Sum of the 8 int32. */
 VT_INLINE int32_t hsum_i32x8(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
