@@ -166,6 +166,11 @@ void attn_partial(const kv_cache *kv, const attn_kv_ops *kops, const attn_kv_ops
 
 void attn_combine(const float *parts, int64_t n_chunks, int64_t stride, int64_t head_dim,
                   float *out) {
+    if (n_chunks == 1) { /* the general path with w = 1, exactly */
+        const float inv = 1.0f / parts[1];
+        for (int64_t i = 0; i < head_dim; i++) out[i] = parts[2 + i] * inv;
+        return;
+    }
     float m = -INFINITY;
     for (int64_t c = 0; c < n_chunks; c++) m = parts[c * stride] > m ? parts[c * stride] : m;
     float l = 0;

@@ -249,7 +249,7 @@ static void accum_q8_0_avx2(float *acc, int64_t acc_stride, int64_t n_q, const v
 
 /* ---- exp ------------------------------------------------------------------------------ */
 
-float exp_sum_avx2(float *s, int64_t n, float *m_out) {
+static float exp_sum_avx2(float *s, int64_t n, float *m_out) {
     /* The max in four independent vector chains (any order gives the same max). */
     __m256 mx[4];
     for (int c = 0; c < 4; c++) mx[c] = _mm256_set1_ps(-INFINITY);

@@ -1,5 +1,5 @@
 /* AVX-512 attention kernels for the float KV types (see cpu/attention.h); the
- * stores, exp_sum and Q8_0 stay on the AVX2 tier (attn_avx2.c).
+ * stores and Q8_0 stay on the AVX2 tier (attn_avx2.c).
  *
  * Scores (K dim-major): one zmm holds dimension d of 16 consecutive keys, so a
  * block of 16 slots is one vector and its tail a masked one. A tile of up to 4
@@ -18,6 +18,8 @@
 #include "base/fp16.h"
 #include "cpu/x86/simd_avx512.h"
 #include "cpu/x86/x86_kernels.h"
+
+#include <math.h>
 
 const attn_kv_ops *attn_ops_get_avx512(vt_dtype type);
 
@@ -143,7 +145,37 @@ FLOAT_KERNELS(f16, vt_f16)
 FLOAT_KERNELS(bf16, vt_bf16)
 #undef FLOAT_KERNELS
 
-#define AVX512_OPS(t) {store_k_##t##_avx2, scores_##t##_avx512, store_v_##t##_avx2, accum_##t##_avx512, exp_sum_avx2}
+/* ---- exp ------------------------------------------------------------------------------ */
+
+static float exp_sum_avx512(float *s, int64_t n, float *m_out) {
+    __m512 mx[2] = {_mm512_set1_ps(-INFINITY), _mm512_set1_ps(-INFINITY)};
+    int64_t j = 0;
+    for (; j + 32 <= n; j += 32) {
+        mx[0] = _mm512_max_ps(mx[0], _mm512_loadu_ps(s + j));
+        mx[1] = _mm512_max_ps(mx[1], _mm512_loadu_ps(s + j + 16));
+    }
+    if (j < n) { /* n - j < 32: one or two masked vectors; masked lanes stay -inf */
+        const int64_t k = n - j;
+        const __mmask16 m0 = k >= 16 ? 0xffff : (__mmask16)((1u << k) - 1);
+        const __mmask16 m1 = k > 16 ? (__mmask16)((1u << (k - 16)) - 1) : 0;
+        mx[0] = _mm512_mask_max_ps(mx[0], m0, mx[0], _mm512_maskz_loadu_ps(m0, s + j));
+        mx[1] = _mm512_mask_max_ps(mx[1], m1, mx[1], _mm512_maskz_loadu_ps(m1, s + j + 16));
+    }
+    const float m = _mm512_reduce_max_ps(_mm512_max_ps(mx[0], mx[1]));
+    *m_out = m;
+
+    const __m512 mv = _mm512_set1_ps(m);
+    __m512 acc = _mm512_setzero_ps();
+    for (j = 0; j < n; j += 16) {
+        const __mmask16 mk = n - j >= 16 ? 0xffff : (__mmask16)((1u << (n - j)) - 1);
+        const __m512 e = exp_neg_f32x16(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, s + j), mv));
+        _mm512_mask_storeu_ps(s + j, mk, e);
+        acc = _mm512_mask_add_ps(acc, mk, acc, e);
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
+#define AVX512_OPS(t) {store_k_##t##_avx2, scores_##t##_avx512, store_v_##t##_avx2, accum_##t##_avx512, exp_sum_avx512}
 static const attn_kv_ops ops_f32_avx512 = AVX512_OPS(f32);
 static const attn_kv_ops ops_f16_avx512 = AVX512_OPS(f16);
 static const attn_kv_ops ops_bf16_avx512 = AVX512_OPS(bf16);
