@@ -68,23 +68,35 @@ VT_INLINE __m256i dot_s8s8_i32(__m256i a_s8, __m256i b_s8) {
 /* F16 -> F32 of one value via F16C (exact). */
 VT_INLINE float f16c_to_f32(uint16_t h) { return _cvtsh_ss(h); }
 
+/* The constants of exp_neg_f32x8 and its wider twins (simd_avx512.h). */
+#define EXP_NEG_LO (-87.3365447f)
+#define EXP_NEG_LOG2E 1.44269504088896341f
+#define EXP_NEG_LN2_HI 0.693359375f
+#define EXP_NEG_LN2_LO (-2.12194440e-4f)
+#define EXP_NEG_P0 1.9875691500e-4f
+#define EXP_NEG_P1 1.3981999507e-3f
+#define EXP_NEG_P2 8.3334519073e-3f
+#define EXP_NEG_P3 4.1665795894e-2f
+#define EXP_NEG_P4 1.6666665459e-1f
+#define EXP_NEG_P5 5.0000001201e-1f
+
 /* exp(x) for x <= 0 (Cephes' expf: range reduction by ln 2 in two parts, a
  * degree-6 polynomial, 2^n from the exponent bits); about 1 ulp. Below the
  * smallest normal result it returns 0. */
 VT_INLINE __m256 exp_neg_f32x8(__m256 x) {
-    const __m256 lo = _mm256_set1_ps(-87.3365447f);
+    const __m256 lo = _mm256_set1_ps(EXP_NEG_LO);
     const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
     x = _mm256_max_ps(x, lo);
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(EXP_NEG_LOG2E)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(EXP_NEG_LN2_HI), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(EXP_NEG_LN2_LO), r);
+    __m256 p = _mm256_set1_ps(EXP_NEG_P0);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_NEG_P1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_NEG_P2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_NEG_P3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_NEG_P4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(EXP_NEG_P5));
     p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
     const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));

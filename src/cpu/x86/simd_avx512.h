@@ -42,19 +42,19 @@ VT_INLINE void q4_K_scales_x16(const uint8_t *sp, __m512i *sc_lo, __m512i *sc_hi
 /* exp(x) for x <= 0: exp_neg_f32x8 (simd_avx2.h) on 16 lanes, the same
  * polynomial and the same bits per lane for finite x. */
 VT_INLINE __m512 exp_neg_f32x16(__m512 x) {
-    const __m512 lo = _mm512_set1_ps(-87.3365447f);
+    const __m512 lo = _mm512_set1_ps(EXP_NEG_LO);
     const __mmask16 ok = _mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ);
     x = _mm512_max_ps(x, lo);
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(EXP_NEG_LOG2E)),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EXP_NEG_LN2_HI), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EXP_NEG_LN2_LO), r);
+    __m512 p = _mm512_set1_ps(EXP_NEG_P0);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_NEG_P1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_NEG_P2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_NEG_P3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_NEG_P4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_NEG_P5));
     p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
     return _mm512_maskz_mul_ps(ok, p, _mm512_castsi512_ps(e));
