@@ -9,236 +9,188 @@
 #include <string.h>
 
 static float frand(uint64_t *s) {
-  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-  return (float)((*s >> 40) & 0xffffff) / (float)0x1000000 * 2.0f - 1.0f;
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((*s >> 40) & 0xffffff) / (float)0x1000000 * 2.0f - 1.0f;
 }
 
 /* NMSE bounds against the f32 reference, per KV dtype. */
-static const struct {
-  vt_dtype type;
-  double bound;
-} kv_types[] = {{VT_DTYPE_F32, 1e-10},
-                {VT_DTYPE_F16, 1e-6},
-                {VT_DTYPE_BF16, 1e-4},
-                {VT_DTYPE_Q8_0, 1e-4}};
+static const struct { vt_dtype type; double bound; } kv_types[] = {
+    {VT_DTYPE_F32, 1e-10}, {VT_DTYPE_F16, 1e-6}, {VT_DTYPE_BF16, 1e-4}, {VT_DTYPE_Q8_0, 1e-4}};
 
-static void run_case(vt_dtype type, double bound, const attn_kv_ops *ops,
-                     int64_t n_ctx, int64_t n_rep, int64_t hd, int64_t bs) {
-  const int64_t n_kv = 2, n_blocks = (n_ctx + bs - 1) / bs + 3;
-  kv_cache kv;
-  CHECK_OK(kv_cache_init(&kv, type, type, 1, n_kv, hd, bs, n_blocks));
-  /* A scrambled block table, as after many allocations and frees. */
-  int32_t *table = malloc(sizeof(int32_t) * (size_t)n_blocks);
-  uint64_t shuffle = (uint64_t)n_blocks;
-  for (int64_t i = 0; i < n_blocks; i++)
-    table[i] = (int32_t)i;
-  for (int64_t i = n_blocks - 1; i > 0; i--) { /* Fisher-Yates */
-    shuffle = shuffle * 6364136223846793005ull + 1442695040888963407ull;
-    const int64_t j = (int64_t)((shuffle >> 33) % (uint64_t)(i + 1));
-    const int32_t tmp = table[i];
-    table[i] = table[j];
-    table[j] = tmp;
-  }
-  float *K = malloc(sizeof(float) * (size_t)(n_ctx * n_kv * hd));
-  float *V = malloc(sizeof(float) * (size_t)(n_ctx * n_kv * hd));
-  float *q = malloc(sizeof(float) * (size_t)(n_rep * hd));
-  uint64_t seed = (uint64_t)n_ctx * 31 + (uint64_t)type;
-  for (int64_t i = 0; i < n_ctx * n_kv * hd; i++) {
-    K[i] = frand(&seed);
-    V[i] = frand(&seed);
-  }
-  for (int64_t i = 0; i < n_rep * hd; i++)
-    q[i] = frand(&seed) * 2;
-  for (int64_t p = 0; p < n_ctx; p++)
+static void run_case(vt_dtype type, double bound, const attn_kv_ops *ops, int64_t n_ctx, int64_t n_rep,
+                     int64_t hd, int64_t bs) {
+    const int64_t n_kv = 2, n_blocks = (n_ctx + bs - 1) / bs + 3;
+    kv_cache kv;
+    CHECK_OK(kv_cache_init(&kv, type, type, 1, n_kv, hd, bs, n_blocks));
+    /* A scrambled block table, as after many allocations and frees. */
+    int32_t *table = malloc(sizeof(int32_t) * (size_t)n_blocks);
+    uint64_t shuffle = (uint64_t)n_blocks;
+    for (int64_t i = 0; i < n_blocks; i++) table[i] = (int32_t)i;
+    for (int64_t i = n_blocks - 1; i > 0; i--) { /* Fisher-Yates */
+        shuffle = shuffle * 6364136223846793005ull + 1442695040888963407ull;
+        const int64_t j = (int64_t)((shuffle >> 33) % (uint64_t)(i + 1));
+        const int32_t tmp = table[i];
+        table[i] = table[j];
+        table[j] = tmp;
+    }
+    float *K = malloc(sizeof(float) * (size_t)(n_ctx * n_kv * hd));
+    float *V = malloc(sizeof(float) * (size_t)(n_ctx * n_kv * hd));
+    float *q = malloc(sizeof(float) * (size_t)(n_rep * hd));
+    uint64_t seed = (uint64_t)n_ctx * 31 + (uint64_t)type;
+    for (int64_t i = 0; i < n_ctx * n_kv * hd; i++) {
+        K[i] = frand(&seed);
+        V[i] = frand(&seed);
+    }
+    for (int64_t i = 0; i < n_rep * hd; i++) q[i] = frand(&seed) * 2;
+    for (int64_t p = 0; p < n_ctx; p++)
+        for (int64_t g = 0; g < n_kv; g++) {
+            ops->store_k(kv_k_head(&kv, 0, table[p / bs], g), bs, p % bs, K + (p * n_kv + g) * hd, hd);
+            ops->store_v(kv_v_row(&kv, 0, table[p / bs], g, p % bs), V + (p * n_kv + g) * hd, hd);
+        }
+    const float scale = 1.0f / sqrtf((float)hd);
+    const int64_t n_ch = (n_ctx + ATTN_CHUNK - 1) / ATTN_CHUNK, pf = attn_part_floats(hd);
+    float *parts = malloc(sizeof(float) * (size_t)(n_rep * n_ch * pf));
+    float *out = malloc(sizeof(float) * (size_t)hd), *ref = malloc(sizeof(float) * (size_t)hd);
+    double *s = malloc(sizeof(double) * (size_t)n_ctx);
+    double worst = 0;
     for (int64_t g = 0; g < n_kv; g++) {
-      ops->store_k(kv_k_head(&kv, 0, table[p / bs], g), bs, p % bs,
-                   K + (p * n_kv + g) * hd, hd);
-      ops->store_v(kv_v_row(&kv, 0, table[p / bs], g, p % bs),
-                   V + (p * n_kv + g) * hd, hd);
+        for (int64_t c = 0; c < n_ch; c++) {
+            const attn_query aq = {.q = q, .q_tok_stride = n_rep * hd, .n_tok = 1, .n_rep = n_rep,
+                                   .pos0 = n_ctx - 1, .part = parts + c * pf, .part_stride = n_ch * pf};
+            attn_partial(&kv, ops, ops, 0, table, g, &aq, c * ATTN_CHUNK, scale);
+        }
+        for (int64_t r = 0; r < n_rep; r++) {
+            attn_combine(parts + r * n_ch * pf, n_ch, pf, hd, out);
+            double mx = -1e300, sum = 0;
+            for (int64_t p = 0; p < n_ctx; p++) {
+                double d = 0;
+                for (int64_t j = 0; j < hd; j++) d += (double)q[r * hd + j] * K[(p * n_kv + g) * hd + j];
+                s[p] = d * scale;
+                mx = s[p] > mx ? s[p] : mx;
+            }
+            for (int64_t p = 0; p < n_ctx; p++) sum += (s[p] = exp(s[p] - mx));
+            for (int64_t j = 0; j < hd; j++) {
+                double a = 0;
+                for (int64_t p = 0; p < n_ctx; p++) a += s[p] * V[(p * n_kv + g) * hd + j];
+                ref[j] = (float)(a / sum);
+            }
+            double e = test_nmse(out, ref, hd);
+            worst = e > worst ? e : worst;
+        }
     }
-  const float scale = 1.0f / sqrtf((float)hd);
-  const int64_t n_ch = (n_ctx + ATTN_CHUNK - 1) / ATTN_CHUNK,
-                pf = attn_part_floats(hd);
-  float *parts = malloc(sizeof(float) * (size_t)(n_rep * n_ch * pf));
-  float *out = malloc(sizeof(float) * (size_t)hd),
-        *ref = malloc(sizeof(float) * (size_t)hd);
-  double *s = malloc(sizeof(double) * (size_t)n_ctx);
-  double worst = 0;
-  for (int64_t g = 0; g < n_kv; g++) {
-    for (int64_t c = 0; c < n_ch; c++) {
-      const int64_t p0 = c * ATTN_CHUNK,
-                    p1 = p0 + ATTN_CHUNK < n_ctx ? p0 + ATTN_CHUNK : n_ctx;
-      (void)p1;
-      const attn_query aq = {.q = q,
-                             .q_tok_stride = n_rep * hd,
-                             .n_tok = 1,
-                             .n_rep = n_rep,
-                             .pos0 = n_ctx - 1,
-                             .part = parts + c * pf,
-                             .part_stride = n_ch * pf};
-      attn_partial(&kv, ops, ops, 0, table, g, &aq, p0, scale);
-    }
-    for (int64_t r = 0; r < n_rep; r++) {
-      attn_combine(parts + r * n_ch * pf, n_ch, pf, hd, out);
-      double mx = -1e300, sum = 0;
-      for (int64_t p = 0; p < n_ctx; p++) {
-        double d = 0;
-        for (int64_t j = 0; j < hd; j++)
-          d += (double)q[r * hd + j] * K[(p * n_kv + g) * hd + j];
-        s[p] = d * scale;
-        mx = s[p] > mx ? s[p] : mx;
-      }
-      for (int64_t p = 0; p < n_ctx; p++)
-        sum += (s[p] = exp(s[p] - mx));
-      for (int64_t j = 0; j < hd; j++) {
-        double a = 0;
-        for (int64_t p = 0; p < n_ctx; p++)
-          a += s[p] * V[(p * n_kv + g) * hd + j];
-        ref[j] = (float)(a / sum);
-      }
-      double e = test_nmse(out, ref, hd);
-      worst = e > worst ? e : worst;
-    }
-  }
-  CHECK_MSG(worst < bound,
-            "%s n_ctx %lld n_rep %lld head %lld block %lld: NMSE %.3g >= %.3g",
-            quant_traits_get(type)->name, (long long)n_ctx, (long long)n_rep,
-            (long long)hd, (long long)bs, worst, bound);
-  kv_cache_free(&kv);
-  free(table);
-  free(K);
-  free(V);
-  free(q);
-  free(parts);
-  free(out);
-  free(ref);
-  free(s);
+    CHECK_MSG(worst < bound, "%s n_ctx %lld n_rep %lld head %lld block %lld: NMSE %.3g >= %.3g",
+              quant_traits_get(type)->name, (long long)n_ctx, (long long)n_rep, (long long)hd,
+              (long long)bs, worst, bound);
+    kv_cache_free(&kv);
+    free(table);
+    free(K);
+    free(V);
+    free(q);
+    free(parts);
+    free(out);
+    free(ref);
+    free(s);
 }
 
 /* An item of several tokens gives each token the bits it gets alone: n_tok
  * tokens ending at position n_ctx - 1 (inside one chunk), q rows a token stride
  * apart, against one-token items at each position. */
-static void run_group_case(vt_dtype type, const attn_kv_ops *ops, int64_t n_ctx,
-                           int64_t n_tok, int64_t n_rep, int64_t hd,
-                           int64_t bs) {
-  const int64_t n_blocks = (n_ctx + bs - 1) / bs, pos0 = n_ctx - n_tok;
-  VT_ASSERT(pos0 / ATTN_CHUNK == (n_ctx - 1) / ATTN_CHUNK);
-  kv_cache kv;
-  CHECK_OK(kv_cache_init(&kv, type, type, 1, 1, hd, bs, n_blocks));
-  int32_t *table = malloc(sizeof(int32_t) * (size_t)n_blocks);
-  for (int64_t i = 0; i < n_blocks; i++)
-    table[i] = (int32_t)(n_blocks - 1 - i);
-  uint64_t seed = (uint64_t)(n_ctx * 7 + n_tok);
-  float *row = malloc(sizeof(float) * (size_t)hd);
-  for (int64_t p = 0; p < n_ctx; p++) {
-    for (int64_t j = 0; j < hd; j++)
-      row[j] = frand(&seed);
-    ops->store_k(kv_k_head(&kv, 0, table[p / bs], 0), bs, p % bs, row, hd);
-    for (int64_t j = 0; j < hd; j++)
-      row[j] = frand(&seed);
-    ops->store_v(kv_v_row(&kv, 0, table[p / bs], 0, p % bs), row, hd);
-  }
-  const int64_t q_stride = n_rep * hd + 5, pf = attn_part_floats(hd),
-                n_ch = (n_ctx - 1) / ATTN_CHUNK + 1;
-  float *q = malloc(sizeof(float) * (size_t)(n_tok * q_stride));
-  for (int64_t i = 0; i < n_tok * q_stride; i++)
-    q[i] = frand(&seed) * 2;
-  float *grp = malloc(sizeof(float) * (size_t)(n_tok * n_rep * pf)),
-        *one = malloc(sizeof(float) * (size_t)(n_rep * pf));
-  const float scale = 1.0f / sqrtf((float)hd);
-  int64_t bad = 0;
-  for (int64_t c = 0; c < n_ch; c++) {
-    const attn_query aq = {.q = q,
-                           .q_tok_stride = q_stride,
-                           .n_tok = n_tok,
-                           .n_rep = n_rep,
-                           .pos0 = pos0,
-                           .part = grp,
-                           .part_stride = pf};
-    attn_partial(&kv, ops, ops, 0, table, 0, &aq, c * ATTN_CHUNK, scale);
-    for (int64_t i = 0; i < n_tok; i++) {
-      const attn_query a1 = {.q = q + i * q_stride,
-                             .q_tok_stride = q_stride,
-                             .n_tok = 1,
-                             .n_rep = n_rep,
-                             .pos0 = pos0 + i,
-                             .part = one,
-                             .part_stride = pf};
-      attn_partial(&kv, ops, ops, 0, table, 0, &a1, c * ATTN_CHUNK, scale);
-      bad += memcmp(one, grp + i * n_rep * pf,
-                    sizeof(float) * (size_t)(n_rep * pf)) != 0;
+static void run_group_case(vt_dtype type, const attn_kv_ops *ops, int64_t n_ctx, int64_t n_tok,
+                           int64_t n_rep, int64_t hd, int64_t bs) {
+    const int64_t n_blocks = (n_ctx + bs - 1) / bs, pos0 = n_ctx - n_tok;
+    VT_ASSERT(pos0 / ATTN_CHUNK == (n_ctx - 1) / ATTN_CHUNK);
+    kv_cache kv;
+    CHECK_OK(kv_cache_init(&kv, type, type, 1, 1, hd, bs, n_blocks));
+    int32_t *table = malloc(sizeof(int32_t) * (size_t)n_blocks);
+    for (int64_t i = 0; i < n_blocks; i++) table[i] = (int32_t)(n_blocks - 1 - i);
+    uint64_t seed = (uint64_t)(n_ctx * 7 + n_tok);
+    float *row = malloc(sizeof(float) * (size_t)hd);
+    for (int64_t p = 0; p < n_ctx; p++) {
+        for (int64_t j = 0; j < hd; j++) row[j] = frand(&seed);
+        ops->store_k(kv_k_head(&kv, 0, table[p / bs], 0), bs, p % bs, row, hd);
+        for (int64_t j = 0; j < hd; j++) row[j] = frand(&seed);
+        ops->store_v(kv_v_row(&kv, 0, table[p / bs], 0, p % bs), row, hd);
     }
-  }
-  CHECK_MSG(bad == 0,
-            "%s n_ctx %lld n_tok %lld n_rep %lld head %lld block %lld: %lld "
-            "tokens differ",
-            quant_traits_get(type)->name, (long long)n_ctx, (long long)n_tok,
-            (long long)n_rep, (long long)hd, (long long)bs, (long long)bad);
-  kv_cache_free(&kv);
-  free(table);
-  free(row);
-  free(q);
-  free(grp);
-  free(one);
+    const int64_t q_stride = n_rep * hd + 5, pf = attn_part_floats(hd);
+    const int64_t n_ch = (n_ctx - 1) / ATTN_CHUNK + 1;
+    float *q = malloc(sizeof(float) * (size_t)(n_tok * q_stride));
+    for (int64_t i = 0; i < n_tok * q_stride; i++) q[i] = frand(&seed) * 2;
+    float *grp = malloc(sizeof(float) * (size_t)(n_tok * n_rep * pf));
+    float *one = malloc(sizeof(float) * (size_t)(n_rep * pf));
+    const float scale = 1.0f / sqrtf((float)hd);
+    int64_t bad = 0;
+    for (int64_t c = 0; c < n_ch; c++) {
+        const attn_query aq = {.q = q, .q_tok_stride = q_stride, .n_tok = n_tok, .n_rep = n_rep,
+                               .pos0 = pos0, .part = grp, .part_stride = pf};
+        attn_partial(&kv, ops, ops, 0, table, 0, &aq, c * ATTN_CHUNK, scale);
+        for (int64_t i = 0; i < n_tok; i++) {
+            const attn_query a1 = {.q = q + i * q_stride, .q_tok_stride = q_stride, .n_tok = 1,
+                                   .n_rep = n_rep, .pos0 = pos0 + i, .part = one, .part_stride = pf};
+            attn_partial(&kv, ops, ops, 0, table, 0, &a1, c * ATTN_CHUNK, scale);
+            bad += memcmp(one, grp + i * n_rep * pf, sizeof(float) * (size_t)(n_rep * pf)) != 0;
+        }
+    }
+    CHECK_MSG(bad == 0, "%s n_ctx %lld n_tok %lld n_rep %lld head %lld block %lld: %lld tokens differ",
+              quant_traits_get(type)->name, (long long)n_ctx, (long long)n_tok, (long long)n_rep,
+              (long long)hd, (long long)bs, (long long)bad);
+    kv_cache_free(&kv);
+    free(table);
+    free(row);
+    free(q);
+    free(grp);
+    free(one);
 }
 
 static void test_block_pool(void) {
-  kv_cache kv;
-  CHECK_OK(kv_cache_init(&kv, VT_DTYPE_F16, VT_DTYPE_F16, 2, 2, 64, 16, 4));
-  int32_t a = kv_block_alloc(&kv), b = kv_block_alloc(&kv),
-          c = kv_block_alloc(&kv), d = kv_block_alloc(&kv);
-  CHECK(a >= 0 && b >= 0 && c >= 0 && d >= 0 && a != b && c != d);
-  CHECK_EQ_INT(kv_block_alloc(&kv), -1);
-  kv_block_retain(&kv, b);
-  CHECK_EQ_INT(kv_block_release(&kv, b), 1);
-  CHECK_EQ_INT(kv.n_free, 0);
-  CHECK_EQ_INT(kv_block_release(&kv, b), 0);
-  CHECK_EQ_INT(kv.n_free, 1);
-  CHECK_EQ_INT(kv_block_alloc(&kv), b);
-  kv_cache_free(&kv);
-  /* Q8_0 needs head sizes in multiples of 32. */
-  CHECK(kv_cache_init(&kv, VT_DTYPE_Q8_0, VT_DTYPE_Q8_0, 1, 1, 40, 16, 4) ==
-        VT_E_UNSUPPORTED);
+    kv_cache kv;
+    CHECK_OK(kv_cache_init(&kv, VT_DTYPE_F16, VT_DTYPE_F16, 2, 2, 64, 16, 4));
+    int32_t a = kv_block_alloc(&kv), b = kv_block_alloc(&kv), c = kv_block_alloc(&kv), d = kv_block_alloc(&kv);
+    CHECK(a >= 0 && b >= 0 && c >= 0 && d >= 0 && a != b && c != d);
+    CHECK_EQ_INT(kv_block_alloc(&kv), -1);
+    kv_block_retain(&kv, b);
+    CHECK_EQ_INT(kv_block_release(&kv, b), 1);
+    CHECK_EQ_INT(kv.n_free, 0);
+    CHECK_EQ_INT(kv_block_release(&kv, b), 0);
+    CHECK_EQ_INT(kv.n_free, 1);
+    CHECK_EQ_INT(kv_block_alloc(&kv), b);
+    kv_cache_free(&kv);
+    /* Q8_0 needs head sizes in multiples of 32. */
+    CHECK(kv_cache_init(&kv, VT_DTYPE_Q8_0, VT_DTYPE_Q8_0, 1, 1, 40, 16, 4) == VT_E_UNSUPPORTED);
 }
 
 int main(void) {
-  test_block_pool();
-  const int64_t ctxs[] = {1, 17, 255, 256, 257, 700};
-  for (size_t t = 0; t < sizeof kv_types / sizeof kv_types[0]; t++) {
-    /* every tier this CPU has (x86: ref, avx2, avx512; aarch64: ref, neon) */
-    const attn_kv_ops *tiers[8];
-    int n_tiers = 0;
-    tiers[n_tiers++] = attn_ops_get_ref(kv_types[t].type);
-    for (int isa = CPU_ISA_AVX2; isa <= (int)cpu_isa_detected(); isa++) {
-      const attn_kv_ops *o = attn_ops_get_isa(kv_types[t].type, (cpu_isa)isa);
-      bool seen = false;
-      for (int i = 0; i < n_tiers; i++)
-        seen = seen || tiers[i] == o;
-      if (!seen && n_tiers < 8)
-        tiers[n_tiers++] = o;
-    }
-    CHECK(attn_ops_get(kv_types[t].type) == tiers[n_tiers - 1] ||
-          getenv("VT_ISA"));
-    for (int tier = 0; tier < n_tiers; tier++)
-      for (size_t c = 0; c < sizeof ctxs / sizeof ctxs[0]; c++)
-        for (int64_t rep = 1; rep <= 4; rep *= 4) {
-          run_case(kv_types[t].type, kv_types[t].bound, tiers[tier], ctxs[c],
-                   rep, 64, 16);
-          /* blocks that chunks cut in the middle, odd head counts and (for
-           * the float types) a head size with a scalar tail */
-          const int64_t hd = kv_types[t].type == VT_DTYPE_Q8_0 ? 96 : 44;
-          run_case(kv_types[t].type, kv_types[t].bound, tiers[tier], ctxs[c],
-                   rep + 2, hd, 24);
+    test_block_pool();
+    const int64_t ctxs[] = {1, 17, ATTN_CHUNK - 1, ATTN_CHUNK, ATTN_CHUNK + 1, 2 * ATTN_CHUNK + 188};
+    for (size_t t = 0; t < sizeof kv_types / sizeof kv_types[0]; t++) {
+        /* every tier this CPU has (x86: ref, avx2, avx512; aarch64: ref, neon) */
+        const attn_kv_ops *tiers[8];
+        int n_tiers = 0;
+        tiers[n_tiers++] = attn_ops_get_ref(kv_types[t].type);
+        for (int isa = CPU_ISA_AVX2; isa <= (int)cpu_isa_detected(); isa++) {
+            const attn_kv_ops *o = attn_ops_get_isa(kv_types[t].type, (cpu_isa)isa);
+            bool seen = false;
+            for (int i = 0; i < n_tiers; i++) seen = seen || tiers[i] == o;
+            if (!seen && n_tiers < 8) tiers[n_tiers++] = o;
         }
-    /* groups of tokens: every tier, one and several chunks, ragged tails */
-    for (int tier = 0; tier < n_tiers; tier++) {
-      const int64_t hd = kv_types[t].type == VT_DTYPE_Q8_0 ? 96 : 44;
-      run_group_case(kv_types[t].type, tiers[tier], 16, 16, 1, 64, 16);
-      run_group_case(kv_types[t].type, tiers[tier], 37, 4, 4, 64, 16);
-      run_group_case(kv_types[t].type, tiers[tier], 300, 5, 3, hd, 24);
-      run_group_case(kv_types[t].type, tiers[tier], 600, 2, 8, 64, 16);
-      run_group_case(kv_types[t].type, tiers[tier], 540, 20, 1, hd, 16);
+        CHECK(attn_ops_get(kv_types[t].type) == tiers[n_tiers - 1] || getenv("VT_ISA"));
+        for (int tier = 0; tier < n_tiers; tier++)
+            for (size_t c = 0; c < sizeof ctxs / sizeof ctxs[0]; c++)
+                for (int64_t rep = 1; rep <= 4; rep *= 4) {
+                    run_case(kv_types[t].type, kv_types[t].bound, tiers[tier], ctxs[c], rep, 64, 16);
+                    /* blocks that chunks cut in the middle, odd head counts and (for
+                     * the float types) a head size with a scalar tail */
+                    const int64_t hd = kv_types[t].type == VT_DTYPE_Q8_0 ? 96 : 44;
+                    run_case(kv_types[t].type, kv_types[t].bound, tiers[tier], ctxs[c], rep + 2, hd, 24);
+                }
+        /* groups of tokens: every tier, one and several chunks, ragged tails */
+        for (int tier = 0; tier < n_tiers; tier++) {
+            const int64_t hd = kv_types[t].type == VT_DTYPE_Q8_0 ? 96 : 44;
+            run_group_case(kv_types[t].type, tiers[tier], 16, 16, 1, 64, 16);
+            run_group_case(kv_types[t].type, tiers[tier], 37, 4, 4, 64, 16);
+            run_group_case(kv_types[t].type, tiers[tier], ATTN_CHUNK + 44, 5, 3, hd, 24);
+            run_group_case(kv_types[t].type, tiers[tier], 2 * ATTN_CHUNK + 88, 2, 8, 64, 16);
+            run_group_case(kv_types[t].type, tiers[tier], 2 * ATTN_CHUNK + 28, 20, 1, hd, 16);
+        }
     }
-  }
-  return test_finish();
+    return test_finish();
 }

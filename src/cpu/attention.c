@@ -8,44 +8,38 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- scalar kernels
- * -------------------------------------------------------------- */
+/* ---- scalar kernels -------------------------------------------------------------- */
 
 /* Float K types: dim-major, element (slot, d) at d * bs + slot. */
-#define FLOAT_K_REF(t, elem_t, to_f32, from_f32)                               \
-  static void store_k_##t##_ref(void *kblk, int64_t bs, int64_t slot,          \
-                                const float *src, int64_t hd) {                \
-    elem_t *k = kblk;                                                          \
-    for (int64_t d = 0; d < hd; d++)                                           \
-      k[d * bs + slot] = from_f32(src[d]);                                     \
-  }                                                                            \
-  static void scores_##t##_ref(                                                \
-      const void *kblk, int64_t bs, int64_t s0, int64_t n, const float *q,     \
-      int64_t n_q, int64_t hd, float scale, float *s, int64_t s_stride) {      \
-    const elem_t *k = kblk;                                                    \
-    for (int64_t r = 0; r < n_q; r++)                                          \
-      for (int64_t j = 0; j < n; j++) {                                        \
-        float a = 0;                                                           \
-        for (int64_t d = 0; d < hd; d++)                                       \
-          a += q[r * hd + d] * to_f32(k[d * bs + s0 + j]);                     \
-        s[r * s_stride + j] = a * scale;                                       \
-      }                                                                        \
-  }                                                                            \
-  static void store_v_##t##_ref(void *vrow, const float *src, int64_t hd) {    \
-    elem_t *v = vrow;                                                          \
-    for (int64_t i = 0; i < hd; i++)                                           \
-      v[i] = from_f32(src[i]);                                                 \
-  }                                                                            \
-  static void accum_##t##_ref(float *acc, int64_t acc_stride, int64_t n_q,     \
-                              const void *vrows, int64_t n, int64_t hd,        \
-                              const float *w, int64_t w_stride) {              \
-    const elem_t *v = vrows;                                                   \
-    for (int64_t r = 0; r < n_q; r++)                                          \
-      for (int64_t j = 0; j < n; j++)                                          \
-        for (int64_t i = 0; i < hd; i++)                                       \
-          acc[r * acc_stride + i] +=                                           \
-              w[r * w_stride + j] * to_f32(v[j * hd + i]);                     \
-  }
+#define FLOAT_K_REF(t, elem_t, to_f32, from_f32)                                              \
+    static void store_k_##t##_ref(void *kblk, int64_t bs, int64_t slot, const float *src,      \
+                                  int64_t hd) {                                               \
+        elem_t *k = kblk;                                                                     \
+        for (int64_t d = 0; d < hd; d++) k[d * bs + slot] = from_f32(src[d]);                 \
+    }                                                                                         \
+    static void scores_##t##_ref(const void *kblk, int64_t bs, int64_t s0, int64_t n,          \
+                                 const float *q, int64_t n_q, int64_t hd, float scale,        \
+                                 float *s, int64_t s_stride) {                                \
+        const elem_t *k = kblk;                                                               \
+        for (int64_t r = 0; r < n_q; r++)                                                     \
+            for (int64_t j = 0; j < n; j++) {                                                 \
+                float a = 0;                                                                  \
+                for (int64_t d = 0; d < hd; d++) a += q[r * hd + d] * to_f32(k[d * bs + s0 + j]); \
+                s[r * s_stride + j] = a * scale;                                              \
+            }                                                                                 \
+    }                                                                                         \
+    static void store_v_##t##_ref(void *vrow, const float *src, int64_t hd) {                 \
+        elem_t *v = vrow;                                                                     \
+        for (int64_t i = 0; i < hd; i++) v[i] = from_f32(src[i]);                             \
+    }                                                                                         \
+    static void accum_##t##_ref(float *acc, int64_t acc_stride, int64_t n_q, const void *vrows, \
+                                int64_t n, int64_t hd, const float *w, int64_t w_stride) {    \
+        const elem_t *v = vrows;                                                              \
+        for (int64_t r = 0; r < n_q; r++)                                                     \
+            for (int64_t j = 0; j < n; j++)                                                   \
+                for (int64_t i = 0; i < hd; i++)                                              \
+                    acc[r * acc_stride + i] += w[r * w_stride + j] * to_f32(v[j * hd + i]);   \
+    }
 
 static inline float f32_id(float x) { return x; }
 FLOAT_K_REF(f32, float, f32_id, f32_id)
@@ -53,62 +47,47 @@ FLOAT_K_REF(f16, vt_f16, f16_to_f32, f32_to_f16)
 FLOAT_K_REF(bf16, vt_bf16, bf16_to_f32, f32_to_bf16)
 #undef FLOAT_K_REF
 
-/* Q8_0: rows of hd / 32 blocks (kv_cache_init requires hd % 32 == 0), K
- * row-major like V; rows are widened with the quant module's dequantizer. */
-static void store_k_q8_0_ref(void *kblk, int64_t bs, int64_t slot,
-                             const float *src, int64_t hd) {
-  (void)bs;
-  quant_traits_get(VT_DTYPE_Q8_0)
-      ->quant_ref(src, (block_q8_0 *)kblk + slot * (hd / QK8_0), hd);
+/* Q8_0: rows of hd / 32 blocks (kv_cache_init requires hd % 32 == 0), K row-major
+ * like V; rows are widened with the quant module's dequantizer. */
+static void store_k_q8_0_ref(void *kblk, int64_t bs, int64_t slot, const float *src, int64_t hd) {
+    (void)bs;
+    quant_traits_get(VT_DTYPE_Q8_0)->quant_ref(src, (block_q8_0 *)kblk + slot * (hd / QK8_0), hd);
 }
-static void scores_q8_0_ref(const void *kblk, int64_t bs, int64_t s0, int64_t n,
-                            const float *q, int64_t n_q, int64_t hd,
-                            float scale, float *s, int64_t s_stride) {
-  (void)bs;
-  float row[ATTN_HEAD_DIM_MAX];
-  for (int64_t j = 0; j < n; j++) {
-    quant_traits_get(VT_DTYPE_Q8_0)
-        ->dequant_ref((const block_q8_0 *)kblk + (s0 + j) * (hd / QK8_0), row,
-                      hd);
-    for (int64_t r = 0; r < n_q; r++) {
-      float a = 0;
-      for (int64_t d = 0; d < hd; d++)
-        a += q[r * hd + d] * row[d];
-      s[r * s_stride + j] = a * scale;
+static void scores_q8_0_ref(const void *kblk, int64_t bs, int64_t s0, int64_t n, const float *q,
+                            int64_t n_q, int64_t hd, float scale, float *s, int64_t s_stride) {
+    (void)bs;
+    float row[ATTN_HEAD_DIM_MAX];
+    for (int64_t j = 0; j < n; j++) {
+        quant_traits_get(VT_DTYPE_Q8_0)->dequant_ref((const block_q8_0 *)kblk + (s0 + j) * (hd / QK8_0), row, hd);
+        for (int64_t r = 0; r < n_q; r++) {
+            float a = 0;
+            for (int64_t d = 0; d < hd; d++) a += q[r * hd + d] * row[d];
+            s[r * s_stride + j] = a * scale;
+        }
     }
-  }
 }
 static void store_v_q8_0_ref(void *vrow, const float *src, int64_t hd) {
-  quant_traits_get(VT_DTYPE_Q8_0)->quant_ref(src, vrow, hd);
+    quant_traits_get(VT_DTYPE_Q8_0)->quant_ref(src, vrow, hd);
 }
-static void accum_q8_0_ref(float *acc, int64_t acc_stride, int64_t n_q,
-                           const void *vrows, int64_t n, int64_t hd,
-                           const float *w, int64_t w_stride) {
-  float row[ATTN_HEAD_DIM_MAX];
-  for (int64_t j = 0; j < n; j++) {
-    quant_traits_get(VT_DTYPE_Q8_0)
-        ->dequant_ref((const block_q8_0 *)vrows + j * (hd / QK8_0), row, hd);
-    for (int64_t r = 0; r < n_q; r++)
-      for (int64_t i = 0; i < hd; i++)
-        acc[r * acc_stride + i] += w[r * w_stride + j] * row[i];
-  }
+static void accum_q8_0_ref(float *acc, int64_t acc_stride, int64_t n_q, const void *vrows, int64_t n,
+                           int64_t hd, const float *w, int64_t w_stride) {
+    float row[ATTN_HEAD_DIM_MAX];
+    for (int64_t j = 0; j < n; j++) {
+        quant_traits_get(VT_DTYPE_Q8_0)->dequant_ref((const block_q8_0 *)vrows + j * (hd / QK8_0), row, hd);
+        for (int64_t r = 0; r < n_q; r++)
+            for (int64_t i = 0; i < hd; i++) acc[r * acc_stride + i] += w[r * w_stride + j] * row[i];
+    }
 }
 
 static float exp_sum_ref(float *s, int64_t n, float *m_out) {
-  float m = -INFINITY, l = 0;
-  for (int64_t j = 0; j < n; j++)
-    m = s[j] > m ? s[j] : m;
-  for (int64_t j = 0; j < n; j++)
-    l += (s[j] = expf(s[j] - m));
-  *m_out = m;
-  return l;
+    float m = -INFINITY, l = 0;
+    for (int64_t j = 0; j < n; j++) m = s[j] > m ? s[j] : m;
+    for (int64_t j = 0; j < n; j++) l += (s[j] = expf(s[j] - m));
+    *m_out = m;
+    return l;
 }
 
-#define REF_OPS(t)                                                             \
-  {                                                                            \
-    store_k_##t##_ref, scores_##t##_ref, store_v_##t##_ref, accum_##t##_ref,   \
-        exp_sum_ref                                                            \
-  }
+#define REF_OPS(t) {store_k_##t##_ref, scores_##t##_ref, store_v_##t##_ref, accum_##t##_ref, exp_sum_ref}
 static const attn_kv_ops ops_f32_ref = REF_OPS(f32);
 static const attn_kv_ops ops_f16_ref = REF_OPS(f16);
 static const attn_kv_ops ops_bf16_ref = REF_OPS(bf16);
@@ -116,140 +95,117 @@ static const attn_kv_ops ops_q8_0_ref = REF_OPS(q8_0);
 #undef REF_OPS
 
 const attn_kv_ops *attn_ops_get_ref(vt_dtype type) {
-  switch (type) {
-  case VT_DTYPE_F32:
-    return &ops_f32_ref;
-  case VT_DTYPE_F16:
-    return &ops_f16_ref;
-  case VT_DTYPE_BF16:
-    return &ops_bf16_ref;
-  case VT_DTYPE_Q8_0:
-    return &ops_q8_0_ref;
-  default:
-    return NULL;
-  }
+    switch (type) {
+    case VT_DTYPE_F32: return &ops_f32_ref;
+    case VT_DTYPE_F16: return &ops_f16_ref;
+    case VT_DTYPE_BF16: return &ops_bf16_ref;
+    case VT_DTYPE_Q8_0: return &ops_q8_0_ref;
+    default: return NULL;
+    }
 }
 
 #if defined(__x86_64__)
-const attn_kv_ops *attn_ops_get_avx2(vt_dtype type); /* x86/attn_avx2.c */
-const attn_kv_ops *
-attn_ops_get_avx512(vt_dtype type); /* x86/attn_avx512.c: float types */
+const attn_kv_ops *attn_ops_get_avx2(vt_dtype type);   /* x86/attn_avx2.c */
+const attn_kv_ops *attn_ops_get_avx512(vt_dtype type); /* x86/attn_avx512.c: float types */
 #elif defined(__aarch64__)
 const attn_kv_ops *attn_ops_get_neon(vt_dtype type); /* arm/attn_neon.c */
 #endif
 
 const attn_kv_ops *attn_ops_get_isa(vt_dtype type, cpu_isa isa) {
-  if (isa > cpu_isa_detected())
-    isa = cpu_isa_detected();
+    if (isa > cpu_isa_detected()) isa = cpu_isa_detected();
 #if defined(__x86_64__)
-  if (isa == CPU_ISA_AVX512) {
-    const attn_kv_ops *o = attn_ops_get_avx512(type);
-    if (o)
-      return o;
-  }
-  if (isa == CPU_ISA_AVX2 || isa == CPU_ISA_AVX512) {
-    const attn_kv_ops *o = attn_ops_get_avx2(type);
-    if (o)
-      return o;
-  }
-#elif defined(__aarch64__)
-  if (isa >= CPU_ISA_NEON) {
-    const attn_kv_ops *o = attn_ops_get_neon(type);
-    if (o)
-      return o;
-  }
-#endif
-  return attn_ops_get_ref(type);
-}
-
-const attn_kv_ops *attn_ops_get(vt_dtype type) {
-  return attn_ops_get_isa(type, cpu_features_get()->isa);
-}
-
-/* ---- partials and combine
- * ---------------------------------------------------------- */
-
-void attn_partial(const kv_cache *kv, const attn_kv_ops *kops,
-                  const attn_kv_ops *vops, int64_t layer, const int32_t *blocks,
-                  int64_t g, const attn_query *aq, int64_t p0, float scale) {
-  const int64_t hd = kv->head_dim, bs = kv->block_size, n_rep = aq->n_rep;
-  const int64_t rows = aq->n_tok * n_rep;
-  /* The last token sees the most keys; the others' extra scores become zero
-   * weights, which leave an accumulator's bits as they are (acc + 0 * v == acc
-   * for finite v, and +0 stays +0). */
-  const int64_t end = p0 + ATTN_CHUNK, p_last = aq->pos0 + aq->n_tok;
-  const int64_t p1 = p_last < end ? p_last : end, n = p1 - p0;
-  VT_ASSERT(n > 0 && aq->pos0 + 1 > p0 && hd <= ATTN_HEAD_DIM_MAX);
-  float scores_buf[ATTN_ROWS * ATTN_CHUNK], q_buf[ATTN_ROWS * 128];
-  float *scores = rows <= ATTN_ROWS
-                      ? scores_buf
-                      : malloc(sizeof(float) * (size_t)(rows * n));
-  /* The kernels take the rows contiguous: one token's heads already are. */
-  const float *q = aq->q;
-  float *q_heap = NULL;
-  if (aq->n_tok > 1) {
-    float *qc = rows * hd <= ATTN_ROWS * 128
-                    ? q_buf
-                    : (q_heap = malloc(sizeof(float) * (size_t)(rows * hd)));
-    VT_ASSERT(qc);
-    for (int64_t i = 0; i < aq->n_tok; i++)
-      memcpy(qc + i * n_rep * hd, aq->q + i * aq->q_tok_stride,
-             sizeof(float) * (size_t)(n_rep * hd));
-    q = qc;
-  }
-  VT_ASSERT(scores);
-
-  /* Scores, block by block: all rows against each block's keys. */
-  for (int64_t p = p0; p < p1;) {
-    const int64_t slot = p % bs, nr = bs - slot < p1 - p ? bs - slot : p1 - p;
-    kops->scores(kv_k_head(kv, layer, blocks[p / bs], g), bs, slot, nr, q, rows,
-                 hd, scale, scores + (p - p0), n);
-    p += nr;
-  }
-  for (int64_t i = 0; i < aq->n_tok; i++) {
-    const int64_t pi = aq->pos0 + i + 1, ni = (pi < p1 ? pi : p1) - p0;
-    for (int64_t r = 0; r < n_rep; r++) {
-      float *s = scores + (i * n_rep + r) * n;
-      float *out = aq->part + (i * n_rep + r) * aq->part_stride;
-      out[1] = kops->exp_sum(s, ni, &out[0]);
-      memset(s + ni, 0, sizeof(float) * (size_t)(n - ni));
+    if (isa == CPU_ISA_AVX512) {
+        const attn_kv_ops *o = attn_ops_get_avx512(type);
+        if (o) return o;
     }
-  }
-  for (int64_t k = 0; k < rows; k++)
-    memset(aq->part + k * aq->part_stride + 2, 0, sizeof(float) * (size_t)hd);
-  for (int64_t p = p0; p < p1;) {
-    const int64_t slot = p % bs, nr = bs - slot < p1 - p ? bs - slot : p1 - p;
-    vops->accum(aq->part + 2, aq->part_stride, rows,
-                kv_v_row(kv, layer, blocks[p / bs], g, slot), nr, hd,
-                scores + (p - p0), n);
-    p += nr;
-  }
-  if (scores != scores_buf)
-    free(scores);
-  free(q_heap);
+    if (isa == CPU_ISA_AVX2 || isa == CPU_ISA_AVX512) {
+        const attn_kv_ops *o = attn_ops_get_avx2(type);
+        if (o) return o;
+    }
+#elif defined(__aarch64__)
+    if (isa >= CPU_ISA_NEON) {
+        const attn_kv_ops *o = attn_ops_get_neon(type);
+        if (o) return o;
+    }
+#endif
+    return attn_ops_get_ref(type);
 }
 
-void attn_combine(const float *parts, int64_t n_chunks, int64_t stride,
-                  int64_t head_dim, float *out) {
-  if (n_chunks == 1) { /* the general path with w = 1, exactly */
-    const float inv = 1.0f / parts[1];
-    for (int64_t i = 0; i < head_dim; i++)
-      out[i] = parts[2 + i] * inv;
-    return;
-  }
-  float m = -INFINITY;
-  for (int64_t c = 0; c < n_chunks; c++)
-    m = parts[c * stride] > m ? parts[c * stride] : m;
-  float l = 0;
-  memset(out, 0, sizeof(float) * (size_t)head_dim);
-  for (int64_t c = 0; c < n_chunks; c++) {
-    const float *p = parts + c * stride;
-    const float w = expf(p[0] - m);
-    l += w * p[1];
-    for (int64_t i = 0; i < head_dim; i++)
-      out[i] += w * p[2 + i];
-  }
-  const float inv = 1.0f / l;
-  for (int64_t i = 0; i < head_dim; i++)
-    out[i] *= inv;
+const attn_kv_ops *attn_ops_get(vt_dtype type) { return attn_ops_get_isa(type, cpu_features_get()->isa); }
+
+/* ---- partials and combine ---------------------------------------------------------- */
+
+void attn_partial(const kv_cache *kv, const attn_kv_ops *kops, const attn_kv_ops *vops,
+                  int64_t layer, const int32_t *blocks, int64_t g, const attn_query *aq,
+                  int64_t p0, float scale) {
+    const int64_t hd = kv->head_dim, bs = kv->block_size, n_rep = aq->n_rep;
+    const int64_t rows = aq->n_tok * n_rep;
+    /* The last token sees the most keys; the others' extra scores become zero
+     * weights, which leave an accumulator's bits as they are (acc + 0 * v == acc
+     * for finite v, and +0 stays +0). */
+    const int64_t end = p0 + ATTN_CHUNK, p_last = aq->pos0 + aq->n_tok;
+    const int64_t p1 = p_last < end ? p_last : end, n = p1 - p0;
+    VT_ASSERT(n > 0 && aq->pos0 + 1 > p0 && hd <= ATTN_HEAD_DIM_MAX);
+    float scores_buf[ATTN_ROWS * ATTN_CHUNK], q_buf[ATTN_ROWS * 128];
+    float *scores = rows <= ATTN_ROWS ? scores_buf : malloc(sizeof(float) * (size_t)(rows * n));
+    /* The kernels take the rows contiguous: one token's heads already are. */
+    const float *q = aq->q;
+    float *q_heap = NULL;
+    if (aq->n_tok > 1) {
+        const size_t row_bytes = sizeof(float) * (size_t)(n_rep * hd);
+        float *qc = rows * hd <= ATTN_ROWS * 128 ? q_buf : (q_heap = malloc(row_bytes * (size_t)aq->n_tok));
+        VT_ASSERT(qc);
+        for (int64_t i = 0; i < aq->n_tok; i++)
+            memcpy(qc + i * n_rep * hd, aq->q + i * aq->q_tok_stride, row_bytes);
+        q = qc;
+    }
+    VT_ASSERT(scores);
+
+    /* Scores, block by block: all rows against each block's keys. */
+    for (int64_t p = p0; p < p1;) {
+        const int64_t slot = p % bs, nr = bs - slot < p1 - p ? bs - slot : p1 - p;
+        kops->scores(kv_k_head(kv, layer, blocks[p / bs], g), bs, slot, nr, q, rows, hd, scale,
+                     scores + (p - p0), n);
+        p += nr;
+    }
+    for (int64_t i = 0; i < aq->n_tok; i++) {
+        const int64_t pi = aq->pos0 + i + 1, ni = (pi < p1 ? pi : p1) - p0;
+        for (int64_t r = 0; r < n_rep; r++) {
+            float *s = scores + (i * n_rep + r) * n;
+            float *out = aq->part + (i * n_rep + r) * aq->part_stride;
+            out[1] = kops->exp_sum(s, ni, &out[0]);
+            memset(s + ni, 0, sizeof(float) * (size_t)(n - ni));
+        }
+    }
+    for (int64_t k = 0; k < rows; k++)
+        memset(aq->part + k * aq->part_stride + 2, 0, sizeof(float) * (size_t)hd);
+    for (int64_t p = p0; p < p1;) {
+        const int64_t slot = p % bs, nr = bs - slot < p1 - p ? bs - slot : p1 - p;
+        vops->accum(aq->part + 2, aq->part_stride, rows,
+                    kv_v_row(kv, layer, blocks[p / bs], g, slot), nr, hd, scores + (p - p0), n);
+        p += nr;
+    }
+    if (scores != scores_buf) free(scores);
+    free(q_heap);
+}
+
+void attn_combine(const float *parts, int64_t n_chunks, int64_t stride, int64_t head_dim,
+                  float *out) {
+    if (n_chunks == 1) { /* the general path with w = 1, exactly */
+        const float inv = 1.0f / parts[1];
+        for (int64_t i = 0; i < head_dim; i++) out[i] = parts[2 + i] * inv;
+        return;
+    }
+    float m = -INFINITY;
+    for (int64_t c = 0; c < n_chunks; c++) m = parts[c * stride] > m ? parts[c * stride] : m;
+    float l = 0;
+    memset(out, 0, sizeof(float) * (size_t)head_dim);
+    for (int64_t c = 0; c < n_chunks; c++) {
+        const float *p = parts + c * stride;
+        const float w = expf(p[0] - m);
+        l += w * p[1];
+        for (int64_t i = 0; i < head_dim; i++) out[i] += w * p[2 + i];
+    }
+    const float inv = 1.0f / l;
+    for (int64_t i = 0; i < head_dim; i++) out[i] *= inv;
 }

@@ -12,13 +12,13 @@
  * conversion pass, and a score's bits never depend on which other keys or
  * queries share the call. Q8_0 K stays row-major (its blocks run along d).
  *
- * Work is cut into items of (tokens, kv head, KV chunk): an item covers every
- * query head that shares the kv head (GQA), for up to ATTN_ROWS / n_rep
- * consecutive tokens of one sequence, and ATTN_CHUNK positions of the sequence.
+ * Work is cut into items of (tokens, kv head, KV chunk): an item covers every query
+ * head that shares the kv head (GQA), for up to ATTN_ROWS / n_rep consecutive
+ * tokens of one sequence, and ATTN_CHUNK positions of the sequence.
  * Each item leaves a partial (max, sum, unnormalised output) and a combine step
- * merges the chunks of a (token, head) in chunk order. The chunk size is fixed,
- * so the result does not depend on the thread count, while long contexts still
- * spread over all threads in decode. */
+ * merges the chunks of a (token, head) in chunk order. The chunk size is fixed, so
+ * the result does not depend on the thread count, while long contexts still spread
+ * over all threads in decode. */
 #ifndef VT_CPU_ATTENTION_H
 #define VT_CPU_ATTENTION_H
 
@@ -35,25 +35,20 @@
 /* Kernels of one KV dtype on one ISA tier. Attention resolves two tables (K, V)
  * once per call and uses the K half of one and the V half of the other. */
 typedef struct attn_kv_ops {
-  /* K of slot `slot` = src (hd floats), in the head's block at kblk (bs slots).
-   */
-  void (*store_k)(void *kblk, int64_t bs, int64_t slot, const float *src,
-                  int64_t hd);
-  /* s[r * s_stride + j] = scale * (q_r . k_{s0 + j}) for r < n_q, j < n; q_r
-   * rows of hd, contiguous; keys s0 .. s0 + n - 1 of the head's block at kblk.
-   */
-  void (*scores)(const void *kblk, int64_t bs, int64_t s0, int64_t n,
-                 const float *q, int64_t n_q, int64_t hd, float scale, float *s,
-                 int64_t s_stride);
-  /* The V row of a slot = src (hd floats). */
-  void (*store_v)(void *vrow, const float *src, int64_t hd);
-  /* acc_r[i] += sum over j ascending of w[r * w_stride + j] * v_j[i], r < n_q,
-   * acc_r = acc + r * acc_stride; v_j the n consecutive rows from vrows. */
-  void (*accum)(float *acc, int64_t acc_stride, int64_t n_q, const void *vrows,
-                int64_t n, int64_t hd, const float *w, int64_t w_stride);
-  /* *m = max of s[0 .. n-1] (n > 0), then s[j] = exp(s[j] - *m); returns their
-   * sum. */
-  float (*exp_sum)(float *s, int64_t n, float *m);
+    /* K of slot `slot` = src (hd floats), in the head's block at kblk (bs slots). */
+    void (*store_k)(void *kblk, int64_t bs, int64_t slot, const float *src, int64_t hd);
+    /* s[r * s_stride + j] = scale * (q_r . k_{s0 + j}) for r < n_q, j < n; q_r rows
+     * of hd, contiguous; keys s0 .. s0 + n - 1 of the head's block at kblk. */
+    void (*scores)(const void *kblk, int64_t bs, int64_t s0, int64_t n, const float *q,
+                   int64_t n_q, int64_t hd, float scale, float *s, int64_t s_stride);
+    /* The V row of a slot = src (hd floats). */
+    void (*store_v)(void *vrow, const float *src, int64_t hd);
+    /* acc_r[i] += sum over j ascending of w[r * w_stride + j] * v_j[i], r < n_q,
+     * acc_r = acc + r * acc_stride; v_j the n consecutive rows from vrows. */
+    void (*accum)(float *acc, int64_t acc_stride, int64_t n_q, const void *vrows, int64_t n,
+                  int64_t hd, const float *w, int64_t w_stride);
+    /* *m = max of s[0 .. n-1] (n > 0), then s[j] = exp(s[j] - *m); returns their sum. */
+    float (*exp_sum)(float *s, int64_t n, float *m);
 } attn_kv_ops;
 
 /* Kernels for K/V rows of `type` on this CPU (VT_ISA=ref: scalar). NULL if the
@@ -69,16 +64,14 @@ const attn_kv_ops *attn_ops_get_isa(vt_dtype type, cpu_isa isa);
 #define ATTN_ROWS 16
 
 /* The queries of one item: n_tok tokens of one sequence at the consecutive
- * positions pos0, pos0 + 1, ..., each with the n_rep query heads of one kv
- * head. */
+ * positions pos0, pos0 + 1, ..., each with the n_rep query heads of one kv head. */
 typedef struct attn_query {
-  const float *q; /* head r of token i: q + i * q_tok_stride + r * head_dim */
-  int64_t q_tok_stride;
-  int64_t n_tok, n_rep;
-  int64_t pos0;
-  float *part; /* the partial of head r of token i: part + (i * n_rep + r) *
-                  part_stride */
-  int64_t part_stride;
+    const float *q;       /* head r of token i: q + i * q_tok_stride + r * head_dim */
+    int64_t q_tok_stride;
+    int64_t n_tok, n_rep;
+    int64_t pos0;
+    float *part;          /* head r of token i: part + (i * n_rep + r) * part_stride */
+    int64_t part_stride;
 } attn_query;
 
 /* Partial attention for one item: the queries of aq against kv head g over the
@@ -87,17 +80,15 @@ typedef struct attn_query {
  * p1_i = min(p0 + ATTN_CHUNK, pos0 + i + 1) > p0 (causal), and gets the partial
  * {m, l, acc[head_dim]} of exactly those keys: its bits do not depend on which
  * other tokens share the item. */
-void attn_partial(const kv_cache *kv, const attn_kv_ops *kops,
-                  const attn_kv_ops *vops, int64_t layer, const int32_t *blocks,
-                  int64_t g, const attn_query *aq, int64_t p0, float scale);
+void attn_partial(const kv_cache *kv, const attn_kv_ops *kops, const attn_kv_ops *vops,
+                  int64_t layer, const int32_t *blocks, int64_t g, const attn_query *aq,
+                  int64_t p0, float scale);
 
 /* Floats of one partial: m, l, acc[head_dim]. */
-static inline int64_t attn_part_floats(int64_t head_dim) {
-  return head_dim + 2;
-}
+static inline int64_t attn_part_floats(int64_t head_dim) { return head_dim + 2; }
 
 /* Merge n_chunks partials (in order) into out[head_dim]. */
-void attn_combine(const float *parts, int64_t n_chunks, int64_t stride,
-                  int64_t head_dim, float *out);
+void attn_combine(const float *parts, int64_t n_chunks, int64_t stride, int64_t head_dim,
+                  float *out);
 
 #endif

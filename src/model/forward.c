@@ -1,7 +1,7 @@
 #include "model/forward.h"
 
-#include "base/size.h"
 #include "cpu/attention.h"
+#include "base/size.h"
 #include "cpu/kernels.h"
 #include "cpu/matmul.h"
 
@@ -10,482 +10,440 @@
 #include <string.h>
 
 typedef struct attn_group {
-  int32_t t0, n_tok, n_chunks;
+    int32_t t0, n_tok, n_chunks;
 } attn_group;
 typedef struct attn_item {
-  int32_t group, chunk;
+    int32_t group, chunk;
 } attn_item;
 
 struct fwd_ctx {
-  const model *m;
-  kv_cache *kv;
-  tp_pool *pool;
-  int64_t max_tokens;
-  const attn_kv_ops *kops, *vops;
-  void (*silu_mul)(float *g, const float *u, int64_t n);
+    const model *m;
+    kv_cache *kv;
+    tp_pool *pool;
+    int64_t max_tokens;
+    const attn_kv_ops *kops, *vops;
+    void (*silu_mul)(float *g, const float *u, int64_t n);
 
-  float *x;     /* (T, n_embd) residual stream */
-  float *tmp;   /* (T, n_embd) output of the attention / FFN projections */
-  float *q;     /* (T, n_head * head_dim) */
-  float *k, *v; /* (T, n_head_kv * head_dim) */
-  float *attn;  /* (T, n_head * head_dim) */
-  float *gate;  /* (T, n_ff), SiLU(gate) * up after step 9 */
-  float *up;    /* (T, n_ff) */
-  float *rope;  /* (T, n_rot) cos, sin pairs */
-  float *norm;  /* (nth_max, max(n_embd, head_dim)) per-thread row scratch */
-  uint8_t *xq;  /* (T, act_row_max) quantized activations */
-  size_t act_row_max;
-  float *parts;       /* attention partials */
-  size_t parts_cap;   /* floats */
-  int64_t *chunk_off; /* (T + 1) prefix sums of chunks per token */
-  /* Attention items: a group is a run of tokens of one sequence at consecutive
-   * positions inside one chunk (they share their chunk count); an item is a
-   * (group, chunk), done for every kv head. cost_off: prefix sums of the items'
-   * costs, for a split that gives each thread the same work, not the same
-   * count. */
-  attn_group *groups; /* (T) */
-  attn_item *items;
-  int64_t *cost_off; /* (n_items + 1) */
-  int64_t n_items, items_cap;
-  int nth_max;
+    float *x;      /* (T, n_embd) residual stream */
+    float *tmp;    /* (T, n_embd) output of the attention / FFN projections */
+    float *q;      /* (T, n_head * head_dim) */
+    float *k, *v;  /* (T, n_head_kv * head_dim) */
+    float *attn;   /* (T, n_head * head_dim) */
+    float *gate;   /* (T, n_ff), SiLU(gate) * up after step 9 */
+    float *up;     /* (T, n_ff) */
+    float *rope;   /* (T, n_rot) cos, sin pairs */
+    float *norm;   /* (nth_max, max(n_embd, head_dim)) per-thread row scratch */
+    uint8_t *xq;   /* (T, act_row_max) quantized activations */
+    size_t act_row_max;
+    float *parts;  /* attention partials */
+    size_t parts_cap; /* floats */
+    int64_t *chunk_off; /* (T + 1) prefix sums of chunks per token */
+    /* Attention items: a group is a run of tokens of one sequence at consecutive
+     * positions inside one chunk (they share their chunk count); an item is a
+     * (group, chunk), done for every kv head. cost_off: prefix sums of the items'
+     * costs, for a split that gives each thread the same work, not the same count. */
+    attn_group *groups; /* (T) */
+    attn_item *items;
+    int64_t *cost_off; /* (n_items + 1) */
+    int64_t n_items, items_cap;
+    int nth_max;
 
-  const fwd_batch *batch; /* the batch being run */
+    const fwd_batch *batch; /* the batch being run */
 };
 
 int fwd_barriers_per_layer(void) { return 10; }
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
-vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool,
-                     int64_t max_tokens, fwd_ctx **out) {
-  const model_hparams *hp = &m->hp;
-  fwd_ctx *f = calloc(1, sizeof *f);
-  if (!f)
-    return vt_errorf(VT_E_NOMEM, "out of memory");
-  f->m = m;
-  f->kv = kv;
-  f->pool = pool;
-  f->max_tokens = max_tokens;
-  f->kops = attn_ops_get(kv->type_k);
-  f->vops = attn_ops_get(kv->type_v);
-  f->silu_mul = cpu_kernels_get()->silu_mul;
-  f->nth_max = tp_n_threads(pool);
-  const size_t T = (size_t)max_tokens, d = (size_t)hp->n_embd,
-               qd = (size_t)(hp->n_head * hp->head_dim),
-               kvd = (size_t)(hp->n_head_kv * hp->head_dim),
-               ff = (size_t)hp->n_ff;
-  const layer_weights *L = &m->layers[0];
-  size_t act = mm_act_row_bytes(L->wq.type, hp->n_embd);
-  for (int64_t il = 0; il < hp->n_layer; il++) {
-    L = &m->layers[il];
-    act = max_sz(act, mm_act_row_bytes(L->wq.type, hp->n_embd));
-    act = max_sz(act, mm_act_row_bytes(L->wo.type, (int64_t)qd));
-    act = max_sz(act, mm_act_row_bytes(L->w_gate.type, hp->n_embd));
-    act = max_sz(act, mm_act_row_bytes(L->w_down.type, hp->n_ff));
-  }
-  act = max_sz(act, mm_act_row_bytes(m->output.type, hp->n_embd));
-  f->act_row_max = size_align_up(act, 64);
-  f->x = malloc(T * d * sizeof(float));
-  f->tmp = malloc(T * d * sizeof(float));
-  f->q = malloc(T * qd * sizeof(float));
-  f->k = malloc(T * kvd * sizeof(float));
-  f->v = malloc(T * kvd * sizeof(float));
-  f->attn = malloc(T * qd * sizeof(float));
-  f->gate = malloc(T * ff * sizeof(float));
-  f->up = malloc(T * ff * sizeof(float));
-  f->rope = malloc(T * (size_t)hp->n_rot * sizeof(float));
-  f->norm = malloc((size_t)f->nth_max * max_sz(d, (size_t)hp->head_dim) *
-                   sizeof(float));
-  f->xq = malloc(T * f->act_row_max);
-  f->chunk_off = malloc((T + 1) * sizeof(int64_t));
-  f->groups = malloc(T * sizeof(attn_group));
-  if (!f->x || !f->tmp || !f->q || !f->k || !f->v || !f->attn || !f->gate ||
-      !f->up || !f->rope || !f->norm || !f->xq || !f->chunk_off || !f->groups) {
-    fwd_destroy(f);
-    return vt_errorf(VT_E_NOMEM,
-                     "out of memory for a %lld-token batch workspace",
-                     (long long)max_tokens);
-  }
-  *out = f;
-  return VT_OK;
+vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_tokens,
+                     fwd_ctx **out) {
+    const model_hparams *hp = &m->hp;
+    fwd_ctx *f = calloc(1, sizeof *f);
+    if (!f) return vt_errorf(VT_E_NOMEM, "out of memory");
+    f->m = m;
+    f->kv = kv;
+    f->pool = pool;
+    f->max_tokens = max_tokens;
+    f->kops = attn_ops_get(kv->type_k);
+    f->vops = attn_ops_get(kv->type_v);
+    f->silu_mul = cpu_kernels_get()->silu_mul;
+    f->nth_max = tp_n_threads(pool);
+    const size_t T = (size_t)max_tokens, d = (size_t)hp->n_embd,
+                 qd = (size_t)(hp->n_head * hp->head_dim), kvd = (size_t)(hp->n_head_kv * hp->head_dim),
+                 ff = (size_t)hp->n_ff;
+    const layer_weights *L = &m->layers[0];
+    size_t act = mm_act_row_bytes(L->wq.type, hp->n_embd);
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        L = &m->layers[il];
+        act = max_sz(act, mm_act_row_bytes(L->wq.type, hp->n_embd));
+        act = max_sz(act, mm_act_row_bytes(L->wo.type, (int64_t)qd));
+        act = max_sz(act, mm_act_row_bytes(L->w_gate.type, hp->n_embd));
+        act = max_sz(act, mm_act_row_bytes(L->w_down.type, hp->n_ff));
+    }
+    act = max_sz(act, mm_act_row_bytes(m->output.type, hp->n_embd));
+    f->act_row_max = size_align_up(act, 64);
+    f->x = malloc(T * d * sizeof(float));
+    f->tmp = malloc(T * d * sizeof(float));
+    f->q = malloc(T * qd * sizeof(float));
+    f->k = malloc(T * kvd * sizeof(float));
+    f->v = malloc(T * kvd * sizeof(float));
+    f->attn = malloc(T * qd * sizeof(float));
+    f->gate = malloc(T * ff * sizeof(float));
+    f->up = malloc(T * ff * sizeof(float));
+    f->rope = malloc(T * (size_t)hp->n_rot * sizeof(float));
+    f->norm = malloc((size_t)f->nth_max * max_sz(d, (size_t)hp->head_dim) * sizeof(float));
+    f->xq = malloc(T * f->act_row_max);
+    f->chunk_off = malloc((T + 1) * sizeof(int64_t));
+    f->groups = malloc(T * sizeof(attn_group));
+    if (!f->x || !f->tmp || !f->q || !f->k || !f->v || !f->attn || !f->gate || !f->up ||
+        !f->rope || !f->norm || !f->xq || !f->chunk_off || !f->groups) {
+        fwd_destroy(f);
+        return vt_errorf(VT_E_NOMEM, "out of memory for a %lld-token batch workspace",
+                         (long long)max_tokens);
+    }
+    *out = f;
+    return VT_OK;
 }
 
 void fwd_destroy(fwd_ctx *f) {
-  if (!f)
-    return;
-  free(f->x);
-  free(f->tmp);
-  free(f->q);
-  free(f->k);
-  free(f->v);
-  free(f->attn);
-  free(f->gate);
-  free(f->up);
-  free(f->rope);
-  free(f->norm);
-  free(f->xq);
-  free(f->parts);
-  free(f->chunk_off);
-  free(f->groups);
-  free(f->items);
-  free(f->cost_off);
-  free(f);
+    if (!f) return;
+    free(f->x);
+    free(f->tmp);
+    free(f->q);
+    free(f->k);
+    free(f->v);
+    free(f->attn);
+    free(f->gate);
+    free(f->up);
+    free(f->rope);
+    free(f->norm);
+    free(f->xq);
+    free(f->parts);
+    free(f->chunk_off);
+    free(f->groups);
+    free(f->items);
+    free(f->cost_off);
+    free(f);
 }
 
-/* ---- small fused ops
- * ------------------------------------------------------------ */
+/* ---- small fused ops ------------------------------------------------------------ */
 
 /* out = x / rms(x) * w, with the sum of squares in double like ggml. */
-static void rms_norm(const float *x, const float *w, int64_t n, float eps,
-                     float *out) {
-  double sum = 0;
-  for (int64_t i = 0; i < n; i++)
-    sum += (double)(x[i] * x[i]);
-  const float mean = (float)(sum / (double)n);
-  const float scale = 1.0f / sqrtf(mean + eps);
-  for (int64_t i = 0; i < n; i++)
-    out[i] = (x[i] * scale) * w[i];
+static void rms_norm(const float *x, const float *w, int64_t n, float eps, float *out) {
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (int64_t i = 0; i < n; i++) out[i] = (x[i] * scale) * w[i];
 }
 
-static void rope_apply(float *x, const float *cs, int64_t n_rot,
-                       model_rope mode) {
-  const int64_t half = n_rot / 2;
-  if (mode == MODEL_ROPE_NORM) {
-    for (int64_t i = 0; i < half; i++) {
-      const float c = cs[2 * i], s = cs[2 * i + 1];
-      const float x0 = x[2 * i], x1 = x[2 * i + 1];
-      x[2 * i] = x0 * c - x1 * s;
-      x[2 * i + 1] = x0 * s + x1 * c;
+static void rope_apply(float *x, const float *cs, int64_t n_rot, model_rope mode) {
+    const int64_t half = n_rot / 2;
+    if (mode == MODEL_ROPE_NORM) {
+        for (int64_t i = 0; i < half; i++) {
+            const float c = cs[2 * i], s = cs[2 * i + 1];
+            const float x0 = x[2 * i], x1 = x[2 * i + 1];
+            x[2 * i] = x0 * c - x1 * s;
+            x[2 * i + 1] = x0 * s + x1 * c;
+        }
+    } else {
+        for (int64_t i = 0; i < half; i++) {
+            const float c = cs[2 * i], s = cs[2 * i + 1];
+            const float x0 = x[i], x1 = x[i + half];
+            x[i] = x0 * c - x1 * s;
+            x[i + half] = x0 * s + x1 * c;
+        }
     }
-  } else {
-    for (int64_t i = 0; i < half; i++) {
-      const float c = cs[2 * i], s = cs[2 * i + 1];
-      const float x0 = x[i], x1 = x[i + half];
-      x[i] = x0 * c - x1 * s;
-      x[i + half] = x0 * s + x1 * c;
-    }
-  }
 }
 
 /* cos/sin of each rotated pair for position pos, computed the way ggml does
  * (the angle advanced by repeated multiplication) so both engines agree. */
-static void rope_table(const model_hparams *hp, const float *freq_factors,
-                       int32_t pos, float *cs) {
-  const float theta_scale = powf(hp->rope_freq_base, -2.0f / (float)hp->n_rot);
-  float theta = (float)pos;
-  for (int64_t i = 0; i < hp->n_rot / 2; i++) {
-    const float ff = freq_factors ? freq_factors[i] : 1.0f;
-    const float t = hp->rope_freq_scale * (theta / ff);
-    cs[2 * i] = cosf(t);
-    cs[2 * i + 1] = sinf(t);
-    theta *= theta_scale;
-  }
+static void rope_table(const model_hparams *hp, const float *freq_factors, int32_t pos, float *cs) {
+    const float theta_scale = powf(hp->rope_freq_base, -2.0f / (float)hp->n_rot);
+    float theta = (float)pos;
+    for (int64_t i = 0; i < hp->n_rot / 2; i++) {
+        const float ff = freq_factors ? freq_factors[i] : 1.0f;
+        const float t = hp->rope_freq_scale * (theta / ff);
+        cs[2 * i] = cosf(t);
+        cs[2 * i + 1] = sinf(t);
+        theta *= theta_scale;
+    }
 }
 
-/* ---- the pass
- * ------------------------------------------------------------------------ */
+/* ---- the pass ------------------------------------------------------------------------ */
 
-static inline int64_t n_chunks_for(int32_t pos) {
-  return (pos + ATTN_CHUNK) / ATTN_CHUNK;
-}
+static inline int64_t n_chunks_for(int32_t pos) { return (pos + ATTN_CHUNK) / ATTN_CHUNK; }
 
 /* Partials, in units of one partial: kv head g major, then tokens (their first
  * chunk at chunk_off), then the n_rep heads of g, then the token's nch chunks.
  * So the chunks that combine merges are adjacent, and the rows of one item
  * (tokens of a group x heads) are evenly spaced. C: chunks in the batch. */
-static inline int64_t part_row(int64_t C, int64_t chunk_off, int64_t g,
-                               int64_t r, int64_t n_rep, int64_t nch) {
-  return (g * C + chunk_off) * n_rep + r * nch;
+static inline int64_t part_row(int64_t C, int64_t chunk_off, int64_t g, int64_t r, int64_t n_rep,
+                               int64_t nch) {
+    return (g * C + chunk_off) * n_rep + r * nch;
 }
 
 /* Thread ith's units [u0, u1) of n_items x n_kv, unit u = (item u / n_kv, head
- * u % n_kv) costing that item's cost: the units whose cost-ordered start falls
- * in the thread's share of the total. Which thread runs a unit never changes
- * its result, only when it finishes. */
-static void split_by_cost(const int64_t *cost_off, int64_t n_items,
-                          int64_t n_kv, int ith, int nth, int64_t *u0,
-                          int64_t *u1) {
-  const int64_t n_units = n_items * n_kv, total = cost_off[n_items] * n_kv;
-  int64_t bound[2];
-  for (int e = 0; e < 2; e++) {
-    const int64_t x = total / nth * (ith + e) + total % nth * (ith + e) / nth;
-    int64_t lo = 0, hi = n_units; /* first unit whose start >= x */
-    while (lo < hi) {
-      const int64_t u = lo + (hi - lo) / 2, k = u / n_kv;
-      const int64_t start =
-          cost_off[k] * n_kv + (u % n_kv) * (cost_off[k + 1] - cost_off[k]);
-      if (start < x)
-        lo = u + 1;
-      else
-        hi = u;
+ * u % n_kv) costing that item's cost: the units whose cost-ordered start falls in
+ * the thread's share of the total. Which thread runs a unit never changes its
+ * result, only when it finishes. */
+static void split_by_cost(const int64_t *cost_off, int64_t n_items, int64_t n_kv, int ith, int nth,
+                          int64_t *u0, int64_t *u1) {
+    const int64_t n_units = n_items * n_kv, total = cost_off[n_items] * n_kv;
+    int64_t bound[2];
+    for (int e = 0; e < 2; e++) {
+        const int64_t x = total / nth * (ith + e) + total % nth * (ith + e) / nth;
+        int64_t lo = 0, hi = n_units; /* first unit whose start >= x */
+        while (lo < hi) {
+            const int64_t u = lo + (hi - lo) / 2, k = u / n_kv;
+            const int64_t start = cost_off[k] * n_kv + (u % n_kv) * (cost_off[k + 1] - cost_off[k]);
+            if (start < x)
+                lo = u + 1;
+            else
+                hi = u;
+        }
+        bound[e] = lo;
     }
-    bound[e] = lo;
-  }
-  *u0 = bound[0];
-  *u1 = ith == nth - 1 ? n_units : bound[1];
+    *u0 = bound[0];
+    *u1 = ith == nth - 1 ? n_units : bound[1];
 }
 
 /* Residual add (when `add`), RMSNorm with w, quantize for weights of w_type:
  * token rows split among threads. Rows listed in `rows` (NULL: all T) go to xq
  * row i. */
-static void step_norm_quant(fwd_ctx *f, int64_t T, bool add, const float *w,
-                            vt_dtype w_type, const int32_t *rows, int ith,
-                            int nth) {
-  const model_hparams *hp = &f->m->hp;
-  const int64_t d = hp->n_embd;
-  const size_t rb = mm_act_row_bytes(w_type, d);
-  float *scratch =
-      f->norm + (size_t)ith * (size_t)(d > hp->head_dim ? d : hp->head_dim);
-  int64_t i0, i1;
-  tp_range(T, 1, ith, nth, &i0, &i1);
-  for (int64_t i = i0; i < i1; i++) {
-    const int64_t t = rows ? rows[i] : i;
-    float *x = f->x + t * d;
-    if (add)
-      for (int64_t j = 0; j < d; j++)
-        x[j] += f->tmp[t * d + j];
-    rms_norm(x, w, d, hp->rms_eps, scratch);
-    mm_quantize(w_type, scratch, d, 1, d, f->xq + (size_t)i * rb, 0, 1);
-  }
+static void step_norm_quant(fwd_ctx *f, int64_t T, bool add, const float *w, vt_dtype w_type,
+                            const int32_t *rows, int ith, int nth) {
+    const model_hparams *hp = &f->m->hp;
+    const int64_t d = hp->n_embd;
+    const size_t rb = mm_act_row_bytes(w_type, d);
+    float *scratch = f->norm + (size_t)ith * (size_t)(d > hp->head_dim ? d : hp->head_dim);
+    int64_t i0, i1;
+    tp_range(T, 1, ith, nth, &i0, &i1);
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t t = rows ? rows[i] : i;
+        float *x = f->x + t * d;
+        if (add)
+            for (int64_t j = 0; j < d; j++) x[j] += f->tmp[t * d + j];
+        rms_norm(x, w, d, hp->rms_eps, scratch);
+        mm_quantize(w_type, scratch, d, 1, d, f->xq + (size_t)i * rb, 0, 1);
+    }
 }
 
 static void forward_worker(void *arg, int ith, int nth) {
-  fwd_ctx *f = arg;
-  const fwd_batch *b = f->batch;
-  const model *m = f->m;
-  const model_hparams *hp = &m->hp;
-  const kv_cache *kv = f->kv;
-  const int64_t T = b->n_tokens, d = hp->n_embd, hd = hp->head_dim,
-                n_head = hp->n_head, n_kv = hp->n_head_kv,
-                n_rep = n_head / n_kv, qd = n_head * hd, kvd = n_kv * hd,
-                ff = hp->n_ff, bs = kv->block_size, pf = attn_part_floats(hd);
-  const float scale = 1.0f / sqrtf((float)hd);
-  int64_t i0, i1;
+    fwd_ctx *f = arg;
+    const fwd_batch *b = f->batch;
+    const model *m = f->m;
+    const model_hparams *hp = &m->hp;
+    const kv_cache *kv = f->kv;
+    const int64_t T = b->n_tokens, d = hp->n_embd, hd = hp->head_dim, n_head = hp->n_head,
+                  n_kv = hp->n_head_kv, n_rep = n_head / n_kv, qd = n_head * hd, kvd = n_kv * hd,
+                  ff = hp->n_ff, bs = kv->block_size, pf = attn_part_floats(hd);
+    const float scale = 1.0f / sqrtf((float)hd);
+    int64_t i0, i1;
 
-  /* Step 0: embeddings and rope tables, by token. */
-  tp_range(T, 1, ith, nth, &i0, &i1);
-  if (i1 > i0)
-    model_embed_rows(m, b->token + i0, i1 - i0, f->x + i0 * d);
-  for (int64_t t = i0; t < i1; t++)
-    rope_table(hp, m->rope_freqs, b->pos[t], f->rope + t * hp->n_rot);
-  tp_barrier(f->pool);
-
-  for (int64_t il = 0; il < hp->n_layer; il++) {
-    const layer_weights *L = &m->layers[il];
-
-    /* 1: residual + norm + quantize */
-    step_norm_quant(f, T, il > 0, L->attn_norm, L->wq.type, NULL, ith, nth);
+    /* Step 0: embeddings and rope tables, by token. */
+    tp_range(T, 1, ith, nth, &i0, &i1);
+    if (i1 > i0) model_embed_rows(m, b->token + i0, i1 - i0, f->x + i0 * d);
+    for (int64_t t = i0; t < i1; t++) rope_table(hp, m->rope_freqs, b->pos[t], f->rope + t * hp->n_rot);
     tp_barrier(f->pool);
 
-    /* 2: Q, K, V */
-    {
-      const mm_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
-      float *ys[3] = {f->q, f->k, f->v};
-      const int64_t ld[3] = {qd, kvd, kvd};
-      mm_compute_multi(ws, ys, ld, 3, f->xq, T, ith, nth);
-    }
-    tp_barrier(f->pool);
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        const layer_weights *L = &m->layers[il];
 
-    /* 3: bias, QK-norm, rope; store K and V. Items: (token, kv head). */
-    tp_range(T * n_kv, 1, ith, nth, &i0, &i1);
-    for (int64_t it = i0; it < i1; it++) {
-      const int64_t t = it / n_kv, g = it % n_kv;
-      const int32_t pos = b->pos[t];
-      const fwd_seq *sq = &b->seqs[b->seq[t]];
-      const float *cs = f->rope + t * hp->n_rot;
-      float *kr = f->k + t * kvd + g * hd, *vr = f->v + t * kvd + g * hd;
-      float *scratch = f->norm + (size_t)ith * (size_t)(d > hd ? d : hd);
-      if (L->bk)
-        for (int64_t j = 0; j < hd; j++) {
-          kr[j] += L->bk[g * hd + j];
-          vr[j] += L->bv[g * hd + j];
+        /* 1: residual + norm + quantize */
+        step_norm_quant(f, T, il > 0, L->attn_norm, L->wq.type, NULL, ith, nth);
+        tp_barrier(f->pool);
+
+        /* 2: Q, K, V */
+        {
+            const mm_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
+            float *ys[3] = {f->q, f->k, f->v};
+            const int64_t ld[3] = {qd, kvd, kvd};
+            mm_compute_multi(ws, ys, ld, 3, f->xq, T, ith, nth);
         }
-      if (L->k_norm) {
-        rms_norm(kr, L->k_norm, hd, hp->rms_eps, scratch);
-        memcpy(kr, scratch, sizeof(float) * (size_t)hd);
-      }
-      rope_apply(kr, cs, hp->n_rot, hp->rope);
-      const int32_t blk = sq->blocks[pos / bs];
-      f->kops->store_k(kv_k_head(kv, il, blk, g), bs, pos % bs, kr, hd);
-      f->vops->store_v(kv_v_row(kv, il, blk, g, pos % bs), vr, hd);
-      for (int64_t r = 0; r < n_rep; r++) {
-        const int64_t h = g * n_rep + r;
-        float *qr = f->q + t * qd + h * hd;
-        if (L->bq)
-          for (int64_t j = 0; j < hd; j++)
-            qr[j] += L->bq[h * hd + j];
-        if (L->q_norm) {
-          rms_norm(qr, L->q_norm, hd, hp->rms_eps, scratch);
-          memcpy(qr, scratch, sizeof(float) * (size_t)hd);
+        tp_barrier(f->pool);
+
+        /* 3: bias, QK-norm, rope; store K and V. Items: (token, kv head). */
+        tp_range(T * n_kv, 1, ith, nth, &i0, &i1);
+        for (int64_t it = i0; it < i1; it++) {
+            const int64_t t = it / n_kv, g = it % n_kv;
+            const int32_t pos = b->pos[t];
+            const fwd_seq *sq = &b->seqs[b->seq[t]];
+            const float *cs = f->rope + t * hp->n_rot;
+            float *kr = f->k + t * kvd + g * hd, *vr = f->v + t * kvd + g * hd;
+            float *scratch = f->norm + (size_t)ith * (size_t)(d > hd ? d : hd);
+            if (L->bk)
+                for (int64_t j = 0; j < hd; j++) {
+                    kr[j] += L->bk[g * hd + j];
+                    vr[j] += L->bv[g * hd + j];
+                }
+            if (L->k_norm) {
+                rms_norm(kr, L->k_norm, hd, hp->rms_eps, scratch);
+                memcpy(kr, scratch, sizeof(float) * (size_t)hd);
+            }
+            rope_apply(kr, cs, hp->n_rot, hp->rope);
+            const int32_t blk = sq->blocks[pos / bs];
+            f->kops->store_k(kv_k_head(kv, il, blk, g), bs, pos % bs, kr, hd);
+            f->vops->store_v(kv_v_row(kv, il, blk, g, pos % bs), vr, hd);
+            for (int64_t r = 0; r < n_rep; r++) {
+                const int64_t h = g * n_rep + r;
+                float *qr = f->q + t * qd + h * hd;
+                if (L->bq)
+                    for (int64_t j = 0; j < hd; j++) qr[j] += L->bq[h * hd + j];
+                if (L->q_norm) {
+                    rms_norm(qr, L->q_norm, hd, hp->rms_eps, scratch);
+                    memcpy(qr, scratch, sizeof(float) * (size_t)hd);
+                }
+                rope_apply(qr, cs, hp->n_rot, hp->rope);
+            }
         }
-        rope_apply(qr, cs, hp->n_rot, hp->rope);
-      }
+        tp_barrier(f->pool);
+
+        /* 4: attention partials. Work units: (item, kv head), split by cost. */
+        {
+            int64_t u0, u1;
+            split_by_cost(f->cost_off, f->n_items, n_kv, ith, nth, &u0, &u1);
+            const int64_t C = f->chunk_off[T];
+            for (int64_t u = u0; u < u1; u++) {
+                const attn_item *item = &f->items[u / n_kv];
+                const attn_group *gr = &f->groups[item->group];
+                const int64_t g = u % n_kv, t0 = gr->t0, nch = gr->n_chunks;
+                const int64_t row0 = part_row(C, f->chunk_off[t0], g, 0, n_rep, nch) + item->chunk;
+                const attn_query aq = {
+                    .q = f->q + t0 * qd + g * n_rep * hd,
+                    .q_tok_stride = qd,
+                    .n_tok = gr->n_tok,
+                    .n_rep = n_rep,
+                    .pos0 = b->pos[t0],
+                    .part = f->parts + row0 * pf,
+                    .part_stride = nch * pf,
+                };
+                attn_partial(kv, f->kops, f->vops, il, b->seqs[b->seq[t0]].blocks, g, &aq,
+                             (int64_t)item->chunk * ATTN_CHUNK, scale);
+            }
+        }
+        tp_barrier(f->pool);
+
+        /* 5: combine chunks per head; quantize the row for the output projection. */
+        {
+            const size_t rb = mm_act_row_bytes(L->wo.type, qd);
+            tp_range(T, 1, ith, nth, &i0, &i1);
+            for (int64_t t = i0; t < i1; t++) {
+                const int64_t nch = f->chunk_off[t + 1] - f->chunk_off[t];
+                for (int64_t h = 0; h < n_head; h++)
+                    attn_combine(f->parts + part_row(f->chunk_off[T], f->chunk_off[t], h / n_rep,
+                                                     h % n_rep, n_rep, nch) * pf,
+                                 nch, pf, hd, f->attn + t * qd + h * hd);
+                mm_quantize(L->wo.type, f->attn + t * qd, qd, 1, qd, f->xq + (size_t)t * rb, 0, 1);
+            }
+        }
+        tp_barrier(f->pool);
+
+        /* 6: attention output projection */
+        mm_compute(&L->wo, f->xq, T, f->tmp, d, ith, nth);
+        tp_barrier(f->pool);
+
+        /* 7: residual + norm + quantize */
+        step_norm_quant(f, T, true, L->ffn_norm, L->w_gate.type, NULL, ith, nth);
+        tp_barrier(f->pool);
+
+        /* 8: gate and up */
+        {
+            const mm_weight *ws[2] = {&L->w_gate, &L->w_up};
+            float *ys[2] = {f->gate, f->up};
+            const int64_t ld[2] = {ff, ff};
+            mm_compute_multi(ws, ys, ld, 2, f->xq, T, ith, nth);
+        }
+        tp_barrier(f->pool);
+
+        /* 9: SiLU(gate) * up, quantized in column blocks so decode spreads too. */
+        {
+            const int64_t cc = ff % 256 == 0 ? 256 : ff;
+            const int64_t n_cb = ff / cc;
+            /* Byte offset of a column block inside the quantized row: whole
+             * blocks of the dot type (rows are padded at the end only). */
+            const quant_traits *dt = quant_traits_get(quant_traits_get(L->w_down.type)->dot_type);
+            const size_t rb = mm_act_row_bytes(L->w_down.type, ff),
+                         cb = (size_t)(cc / dt->block_elems) * dt->block_bytes;
+            tp_range(T * n_cb, 1, ith, nth, &i0, &i1);
+            for (int64_t it = i0; it < i1; it++) {
+                const int64_t t = it / n_cb, c0 = (it % n_cb) * cc;
+                float *g = f->gate + t * ff + c0;
+                const float *u = f->up + t * ff + c0;
+                f->silu_mul(g, u, cc);
+                mm_quantize(L->w_down.type, g, cc, 1, cc,
+                            f->xq + (size_t)t * rb + (size_t)(c0 / cc) * cb, 0, 1);
+            }
+        }
+        tp_barrier(f->pool);
+
+        /* 10: down projection */
+        mm_compute(&L->w_down, f->xq, T, f->tmp, d, ith, nth);
+        tp_barrier(f->pool);
     }
-    tp_barrier(f->pool);
 
-    /* 4: attention partials. Work units: (item, kv head), split by cost. */
-    {
-      int64_t u0, u1;
-      split_by_cost(f->cost_off, f->n_items, n_kv, ith, nth, &u0, &u1);
-      const int64_t C = f->chunk_off[T];
-      for (int64_t u = u0; u < u1; u++) {
-        const attn_item *item = &f->items[u / n_kv];
-        const attn_group *gr = &f->groups[item->group];
-        const int64_t g = u % n_kv, t0 = gr->t0, nch = gr->n_chunks;
-        const attn_query aq = {
-            .q = f->q + t0 * qd + g * n_rep * hd,
-            .q_tok_stride = qd,
-            .n_tok = gr->n_tok,
-            .n_rep = n_rep,
-            .pos0 = b->pos[t0],
-            .part =
-                f->parts + (part_row(C, f->chunk_off[t0], g, 0, n_rep, nch) +
-                            item->chunk) *
-                               pf,
-            .part_stride = nch * pf,
-        };
-        attn_partial(kv, f->kops, f->vops, il, b->seqs[b->seq[t0]].blocks, g,
-                     &aq, (int64_t)item->chunk * ATTN_CHUNK, scale);
-      }
+    /* Output: the last residual add and norm only for the rows that want logits. */
+    if (b->n_logits > 0) {
+        step_norm_quant(f, b->n_logits, true, m->output_norm, m->output.type, b->logit_rows, ith, nth);
+        tp_barrier(f->pool);
+        mm_compute(&m->output, f->xq, b->n_logits, b->logits, hp->n_vocab, ith, nth);
     }
-    tp_barrier(f->pool);
-
-    /* 5: combine chunks per head; quantize the row for the output projection.
-     */
-    {
-      const size_t rb = mm_act_row_bytes(L->wo.type, qd);
-      tp_range(T, 1, ith, nth, &i0, &i1);
-      for (int64_t t = i0; t < i1; t++) {
-        const int64_t nch = f->chunk_off[t + 1] - f->chunk_off[t];
-        for (int64_t h = 0; h < n_head; h++)
-          attn_combine(f->parts + part_row(f->chunk_off[T], f->chunk_off[t],
-                                           h / n_rep, h % n_rep, n_rep, nch) *
-                                      pf,
-                       nch, pf, hd, f->attn + t * qd + h * hd);
-        mm_quantize(L->wo.type, f->attn + t * qd, qd, 1, qd,
-                    f->xq + (size_t)t * rb, 0, 1);
-      }
-    }
-    tp_barrier(f->pool);
-
-    /* 6: attention output projection */
-    mm_compute(&L->wo, f->xq, T, f->tmp, d, ith, nth);
-    tp_barrier(f->pool);
-
-    /* 7: residual + norm + quantize */
-    step_norm_quant(f, T, true, L->ffn_norm, L->w_gate.type, NULL, ith, nth);
-    tp_barrier(f->pool);
-
-    /* 8: gate and up */
-    {
-      const mm_weight *ws[2] = {&L->w_gate, &L->w_up};
-      float *ys[2] = {f->gate, f->up};
-      const int64_t ld[2] = {ff, ff};
-      mm_compute_multi(ws, ys, ld, 2, f->xq, T, ith, nth);
-    }
-    tp_barrier(f->pool);
-
-    /* 9: SiLU(gate) * up, quantized in column blocks so decode spreads too. */
-    {
-      const int64_t cc = ff % 256 == 0 ? 256 : ff;
-      const int64_t n_cb = ff / cc;
-      /* Byte offset of a column block inside the quantized row: whole
-       * blocks of the dot type (rows are padded at the end only). */
-      const quant_traits *dt =
-          quant_traits_get(quant_traits_get(L->w_down.type)->dot_type);
-      const size_t rb = mm_act_row_bytes(L->w_down.type, ff),
-                   cb = (size_t)(cc / dt->block_elems) * dt->block_bytes;
-      tp_range(T * n_cb, 1, ith, nth, &i0, &i1);
-      for (int64_t it = i0; it < i1; it++) {
-        const int64_t t = it / n_cb, c0 = (it % n_cb) * cc;
-        float *g = f->gate + t * ff + c0;
-        const float *u = f->up + t * ff + c0;
-        f->silu_mul(g, u, cc);
-        mm_quantize(L->w_down.type, g, cc, 1, cc,
-                    f->xq + (size_t)t * rb + (size_t)(c0 / cc) * cb, 0, 1);
-      }
-    }
-    tp_barrier(f->pool);
-
-    /* 10: down projection */
-    mm_compute(&L->w_down, f->xq, T, f->tmp, d, ith, nth);
-    tp_barrier(f->pool);
-  }
-
-  /* Output: the last residual add and norm only for the rows that want logits.
-   */
-  if (b->n_logits > 0) {
-    step_norm_quant(f, b->n_logits, true, m->output_norm, m->output.type,
-                    b->logit_rows, ith, nth);
-    tp_barrier(f->pool);
-    mm_compute(&m->output, f->xq, b->n_logits, b->logits, hp->n_vocab, ith,
-               nth);
-  }
 }
 
 vt_status fwd_run(fwd_ctx *f, const fwd_batch *b) {
-  const model_hparams *hp = &f->m->hp;
-  VT_ASSERT(b->n_tokens > 0 && b->n_tokens <= f->max_tokens);
-  /* Attention groups and items, and room for their partials. */
-  const int64_t T = b->n_tokens,
-                max_tok = hp->n_head / hp->n_head_kv >= ATTN_ROWS
-                              ? 1
-                              : ATTN_ROWS / (hp->n_head / hp->n_head_kv);
-  int64_t n_groups = 0;
-  f->chunk_off[0] = 0;
-  for (int64_t t = 0; t < T; t++) {
-    const int64_t nch = n_chunks_for(b->pos[t]);
-    f->chunk_off[t + 1] = f->chunk_off[t] + nch;
-    attn_group *gr = n_groups ? &f->groups[n_groups - 1] : NULL;
-    if (gr && gr->n_tok < max_tok && b->seq[t] == b->seq[t - 1] &&
-        b->pos[t] == b->pos[t - 1] + 1 && b->pos[t] % ATTN_CHUNK != 0)
-      gr->n_tok++;
-    else
-      f->groups[n_groups++] = (attn_group){(int32_t)t, 1, (int32_t)nch};
-  }
-  const int64_t n_items =
-      f->chunk_off[T]; /* at most: one per chunk of each group */
-  if (n_items > f->items_cap) {
-    attn_item *it = realloc(f->items, (size_t)n_items * sizeof *it);
-    if (it)
-      f->items = it;
-    int64_t *co = realloc(f->cost_off, (size_t)(n_items + 1) * sizeof *co);
-    if (co)
-      f->cost_off = co;
-    if (!it || !co)
-      return vt_errorf(VT_E_NOMEM, "out of memory for %lld attention items",
-                       (long long)n_items);
-    f->items_cap = n_items;
-  }
-  f->n_items = 0;
-  f->cost_off[0] = 0;
-  for (int64_t i = 0; i < n_groups; i++) {
-    const attn_group *gr = &f->groups[i];
-    const int64_t p_last = b->pos[gr->t0 + gr->n_tok - 1];
-    for (int32_t c = 0; c < gr->n_chunks; c++) {
-      const int64_t p0 = (int64_t)c * ATTN_CHUNK,
-                    p1 = p_last + 1 < p0 + ATTN_CHUNK ? p_last + 1
-                                                      : p0 + ATTN_CHUNK;
-      f->items[f->n_items] = (attn_item){(int32_t)i, c};
-      /* keys x tokens, plus a fixed cost per item */
-      f->cost_off[f->n_items + 1] =
-          f->cost_off[f->n_items] + (p1 - p0) * gr->n_tok + 32;
-      f->n_items++;
+    const model_hparams *hp = &f->m->hp;
+    VT_ASSERT(b->n_tokens > 0 && b->n_tokens <= f->max_tokens);
+    /* Attention groups and items, and room for their partials. */
+    const int64_t T = b->n_tokens, n_rep = hp->n_head / hp->n_head_kv;
+    const int64_t max_tok = n_rep >= ATTN_ROWS ? 1 : ATTN_ROWS / n_rep;
+    int64_t n_groups = 0;
+    f->chunk_off[0] = 0;
+    for (int64_t t = 0; t < T; t++) {
+        const int64_t nch = n_chunks_for(b->pos[t]);
+        f->chunk_off[t + 1] = f->chunk_off[t] + nch;
+        attn_group *gr = n_groups ? &f->groups[n_groups - 1] : NULL;
+        if (gr && gr->n_tok < max_tok && b->seq[t] == b->seq[t - 1] &&
+            b->pos[t] == b->pos[t - 1] + 1 && b->pos[t] % ATTN_CHUNK != 0)
+            gr->n_tok++;
+        else
+            f->groups[n_groups++] = (attn_group){(int32_t)t, 1, (int32_t)nch};
     }
-  }
-  const size_t need = (size_t)f->chunk_off[b->n_tokens] * (size_t)hp->n_head *
-                      (size_t)attn_part_floats(hp->head_dim);
-  if (need > f->parts_cap) {
-    float *p = realloc(f->parts, need * sizeof(float));
-    if (!p)
-      return vt_errorf(VT_E_NOMEM,
-                       "out of memory for attention scratch (%.1f MiB)",
-                       (double)need * sizeof(float) / (1024.0 * 1024.0));
-    f->parts = p;
-    f->parts_cap = need;
-  }
-  f->batch = b;
-  tp_run(f->pool, forward_worker, f);
-  f->batch = NULL;
-  return VT_OK;
+    const int64_t n_items = f->chunk_off[T]; /* at most: one per chunk of each group */
+    if (n_items > f->items_cap) {
+        attn_item *it = realloc(f->items, (size_t)n_items * sizeof *it);
+        if (it) f->items = it;
+        int64_t *co = realloc(f->cost_off, (size_t)(n_items + 1) * sizeof *co);
+        if (co) f->cost_off = co;
+        if (!it || !co)
+            return vt_errorf(VT_E_NOMEM, "out of memory for %lld attention items", (long long)n_items);
+        f->items_cap = n_items;
+    }
+    f->n_items = 0;
+    f->cost_off[0] = 0;
+    for (int64_t i = 0; i < n_groups; i++) {
+        const attn_group *gr = &f->groups[i];
+        const int64_t p_last = b->pos[gr->t0 + gr->n_tok - 1];
+        for (int32_t c = 0; c < gr->n_chunks; c++) {
+            const int64_t p0 = (int64_t)c * ATTN_CHUNK;
+            const int64_t p1 = p_last + 1 < p0 + ATTN_CHUNK ? p_last + 1 : p0 + ATTN_CHUNK;
+            f->items[f->n_items] = (attn_item){(int32_t)i, c};
+            /* keys x tokens, plus a fixed cost per item */
+            f->cost_off[f->n_items + 1] = f->cost_off[f->n_items] + (p1 - p0) * gr->n_tok + 32;
+            f->n_items++;
+        }
+    }
+    const size_t need = (size_t)f->chunk_off[b->n_tokens] * (size_t)hp->n_head *
+                        (size_t)attn_part_floats(hp->head_dim);
+    if (need > f->parts_cap) {
+        float *p = realloc(f->parts, need * sizeof(float));
+        if (!p)
+            return vt_errorf(VT_E_NOMEM, "out of memory for attention scratch (%.1f MiB)",
+                             (double)need * sizeof(float) / (1024.0 * 1024.0));
+        f->parts = p;
+        f->parts_cap = need;
+    }
+    f->batch = b;
+    tp_run(f->pool, forward_worker, f);
+    f->batch = NULL;
+    return VT_OK;
 }
