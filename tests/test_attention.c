@@ -190,6 +190,8 @@ int main(void) {
             run_group_case(kv_types[t].type, tiers[tier], ATTN_CHUNK + 44, 5, 3, hd, 24);
             run_group_case(kv_types[t].type, tiers[tier], 2 * ATTN_CHUNK + 88, 2, 8, 64, 16);
             run_group_case(kv_types[t].type, tiers[tier], 2 * ATTN_CHUNK + 28, 20, 1, hd, 16);
+            /* more rows than ATTN_ROWS, q rows past the stack buffer: the heap paths */
+            run_group_case(kv_types[t].type, tiers[tier], 2 * ATTN_CHUNK + 28, 20, 3, 96, 16);
         }
     }
     return test_finish();

@@ -146,14 +146,15 @@ void attn_partial(const kv_cache *kv, const attn_kv_ops *kops, const attn_kv_ops
     const int64_t end = p0 + ATTN_CHUNK, p_last = aq->pos0 + aq->n_tok;
     const int64_t p1 = p_last < end ? p_last : end, n = p1 - p0;
     VT_ASSERT(n > 0 && aq->pos0 + 1 > p0 && hd <= ATTN_HEAD_DIM_MAX);
-    float scores_buf[ATTN_ROWS * ATTN_CHUNK], q_buf[ATTN_ROWS * 128];
+    /* q rows on the stack up to head size 256 (the heap past that, per item) */
+    float scores_buf[ATTN_ROWS * ATTN_CHUNK], q_buf[ATTN_ROWS * 256];
     float *scores = rows <= ATTN_ROWS ? scores_buf : malloc(sizeof(float) * (size_t)(rows * n));
     /* The kernels take the rows contiguous: one token's heads already are. */
     const float *q = aq->q;
     float *q_heap = NULL;
     if (aq->n_tok > 1) {
         const size_t row_bytes = sizeof(float) * (size_t)(n_rep * hd);
-        float *qc = rows * hd <= ATTN_ROWS * 128 ? q_buf : (q_heap = malloc(row_bytes * (size_t)aq->n_tok));
+        float *qc = rows * hd <= ATTN_ROWS * 256 ? q_buf : (q_heap = malloc(row_bytes * (size_t)aq->n_tok));
         VT_ASSERT(qc);
         for (int64_t i = 0; i < aq->n_tok; i++)
             memcpy(qc + i * n_rep * hd, aq->q + i * aq->q_tok_stride, row_bytes);
