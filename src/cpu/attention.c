@@ -149,6 +149,7 @@ void attn_partial(const kv_cache *kv, const attn_kv_ops *kops, const attn_kv_ops
     /* q rows on the stack up to head size 256 (the heap past that, per item) */
     float scores_buf[ATTN_ROWS * ATTN_CHUNK], q_buf[ATTN_ROWS * 256];
     float *scores = rows <= ATTN_ROWS ? scores_buf : malloc(sizeof(float) * (size_t)(rows * n));
+    VT_ASSERT(scores);
     /* The kernels take the rows contiguous: one token's heads already are. */
     const float *q = aq->q;
     float *q_heap = NULL;
@@ -160,7 +161,6 @@ void attn_partial(const kv_cache *kv, const attn_kv_ops *kops, const attn_kv_ops
             memcpy(qc + i * n_rep * hd, aq->q + i * aq->q_tok_stride, row_bytes);
         q = qc;
     }
-    VT_ASSERT(scores);
 
     /* Scores, block by block: all rows against each block's keys. */
     for (int64_t p = p0; p < p1;) {

@@ -247,6 +247,10 @@ static void forward_worker(void *arg, int ith, int nth) {
     for (int64_t t = i0; t < i1; t++) rope_table(hp, m->rope_freqs, b->pos[t], f->rope + t * hp->n_rot);
     tp_barrier(f->pool);
 
+    /* This thread's attention units, the same in every layer. */
+    int64_t u0, u1;
+    split_by_cost(f->cost_off, f->n_items, n_kv, ith, nth, &u0, &u1);
+
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const layer_weights *L = &m->layers[il];
 
@@ -301,8 +305,6 @@ static void forward_worker(void *arg, int ith, int nth) {
 
         /* 4: attention partials. Work units: (item, kv head), split by cost. */
         {
-            int64_t u0, u1;
-            split_by_cost(f->cost_off, f->n_items, n_kv, ith, nth, &u0, &u1);
             const int64_t C = f->chunk_off[T];
             for (int64_t u = u0; u < u1; u++) {
                 const attn_item *item = &f->items[u / n_kv];
