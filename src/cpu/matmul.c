@@ -44,7 +44,9 @@
  * and block sums per token block. */
 #define MM_CHUNK_BYTES (160 << 10)
 #define MM_ACT_BLOCK_BYTES (384 << 10)
-#define MM_SUMS_MAX 8192 /* int32 block sums per token block (on the stack) */
+#define MM_SUMS_MAX 16384 /* int32 block sums per token block (on the stack) */
+/* Fewest tokens a wide (tile) call pays for. */
+#define MM_WIDE_MIN 8
 #define MM_HUGE_PAGE ((size_t)2 << 20)
 #define MM_PACKED 1 /* packed_kind: cpu/pack.h groups of PACK_ROWS rows */
 #define MM_PACK_THREADS 8
@@ -216,11 +218,11 @@ static void compute_rows(const mm_weight *w, cpu_dot_rows_fn dot_rows, int64_t o
 _Static_assert(PACK_WIDE_N_IN_MAX / 32 * PACK_TOK_WIDE <= MM_SUMS_MAX,
                "a wide token tile's block sums fit the stack buffer");
 
-/* Of a token block of n rows, the leading rows wide tiles take: a wide tile runs
- * while at least half of one is left, narrow tiles take the rest. */
+/* Of a token block of n rows, the leading rows wide calls take: a wide call runs
+ * while at least MM_WIDE_MIN rows are left, narrow tiles take the rest. */
 static int64_t wide_rows(int64_t n) {
     const int64_t rem = n % PACK_TOK_WIDE;
-    return rem > 0 && rem < PACK_TOK_WIDE / 2 ? n - rem : n;
+    return rem > 0 && rem < MM_WIDE_MIN ? n - rem : n;
 }
 
 /* Groups [g0, g1) of a packed weight for all tokens. */
@@ -232,7 +234,7 @@ static void compute_packed(const mm_weight *w, pack_gemm_fn gemm, pack_gemm_fn w
     const bool sums = pack_needs_sums(w->type);
     const int64_t nb = w->n_in / 32;
     /* wide tiles where there is a kernel, enough tokens, and rows it takes */
-    if (n_tok < PACK_TOK_WIDE / 2 || w->n_in > PACK_WIDE_N_IN_MAX) wide = NULL;
+    if (n_tok < MM_WIDE_MIN || w->n_in > PACK_WIDE_N_IN_MAX) wide = NULL;
     const int64_t tok_max = wide ? PACK_TOK_WIDE : PACK_TOK_MAX;
     /* token block: its activations and block sums stay in cache */
     int64_t tb = (int64_t)(MM_ACT_BLOCK_BYTES / x_stride);

@@ -55,9 +55,9 @@
 #define PACK_ROWS 16
 /* Most tokens one kernel call computes (its register tile). */
 #define PACK_TOK_MAX 4
-/* Most tokens one wide kernel call computes (a 16-row tile), and the longest
+/* Most tokens one wide kernel call computes (two 16-row tiles), and the longest
  * rows (n_in) a wide kernel takes. */
-#define PACK_TOK_WIDE 16
+#define PACK_TOK_WIDE 32
 #define PACK_WIDE_N_IN_MAX 16384
 
 /* Whether `type` has a packed layout. */

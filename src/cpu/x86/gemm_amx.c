@@ -34,6 +34,9 @@
  * the activation scales of a call are precomputed on the stack. */
 #define AMX_NB_MAX (PACK_WIDE_N_IN_MAX / 32)
 #define UNROLL _Pragma("GCC unroll 16")
+/* Token rows of one A / C tile. */
+#define AMX_TILE_TOK 16
+_Static_assert(PACK_TOK_WIDE == 2 * AMX_TILE_TOK, "a wide call is two token tiles");
 
 /* The ldtilecfg operand: palette 1, per tile its bytes per row and rows. */
 typedef struct tile_config {
@@ -142,7 +145,9 @@ VT_INLINE void scale_block(const int32_t *c, __m512 dw, const float *dx, __m512 
 AMX_GROUP(q4_0, Q4_0_B)
 AMX_GROUP(q8_0, Q8_0_B)
 
-/* The exported GEMMs: pack_gemm_fn for n_tok <= PACK_TOK_WIDE. */
+/* The exported GEMMs: pack_gemm_fn for n_tok <= PACK_TOK_WIDE, in token tiles
+ * of AMX_TILE_TOK (the rows of one A tile); the groups of a call stay in L2
+ * between the tiles. */
 #define AMX_GEMM(name)                                                                      \
     void gemm_##name##_amx(int64_t n_in, const void *w, int64_t n_groups, const void *x,     \
                            size_t x_stride, const int32_t *xs, int n_tok, float *y,         \
@@ -150,21 +155,25 @@ AMX_GROUP(q8_0, Q8_0_B)
         const int64_t nb = n_in / 32;                                                       \
         (void)xs; /* the tiles take signed quants: no offset to take out */                \
         VT_ASSERT(nb <= AMX_NB_MAX && n_tok >= 1 && n_tok <= PACK_TOK_WIDE);               \
-        /* d_x of every (block, token), 0 past n_tok */                                    \
-        _Alignas(64) float dx[AMX_NB_MAX * 16];                                             \
-        for (int64_t b = 0; b < nb; b++)                                                    \
-            for (int m = 0; m < 16; m++)                                                    \
-                dx[b * 16 + m] = m < n_tok ? f16c_to_f32(((const block_q8_0 *)((const uint8_t *)x + \
-                                                           (size_t)m * x_stride))[b].d)     \
-                                           : 0.0f;                                          \
         const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_##name);          \
-        const uint8_t *xa = (const uint8_t *)x + offsetof(block_q8_0, qs);                  \
         tile_config saved;                                                                  \
         save_config(&saved);                                                                \
-        configure(n_tok);                                                                   \
-        for (int64_t gi = 0; gi < n_groups; gi++)                                           \
-            name##_group_amx(nb, (const uint8_t *)w + (size_t)gi * group_bytes, xa, x_stride, \
-                             dx, n_tok, y + gi * PACK_ROWS, ldy);                           \
+        for (int t0 = 0; t0 < n_tok; t0 += AMX_TILE_TOK) {                                  \
+            const int nt = n_tok - t0 < AMX_TILE_TOK ? n_tok - t0 : AMX_TILE_TOK;           \
+            const uint8_t *xt = (const uint8_t *)x + (size_t)t0 * x_stride;                 \
+            /* d_x of every (block, token), 0 past nt */                                   \
+            _Alignas(64) float dx[AMX_NB_MAX * 16];                                         \
+            for (int64_t b = 0; b < nb; b++)                                                \
+                for (int m = 0; m < 16; m++)                                                \
+                    dx[b * 16 + m] = m < nt ? f16c_to_f32(((const block_q8_0 *)(xt +        \
+                                                           (size_t)m * x_stride))[b].d)     \
+                                            : 0.0f;                                         \
+            const uint8_t *xa = xt + offsetof(block_q8_0, qs);                              \
+            configure(nt);                                                                  \
+            for (int64_t gi = 0; gi < n_groups; gi++)                                       \
+                name##_group_amx(nb, (const uint8_t *)w + (size_t)gi * group_bytes, xa,     \
+                                 x_stride, dx, nt, y + t0 * ldy + gi * PACK_ROWS, ldy);     \
+        }                                                                                   \
         restore_config(&saved);                                                             \
     }
 
@@ -182,11 +191,39 @@ AMX_GEMM(q8_0)
  * so each product and every partial sum of four stays an integer below 2^24,
  * and the one rounding of (sum of 0..3) + (sum of 4..7) is the rounding of the
  * exact integer: (float)isum of the _ref twin, bit for bit. The mins term is
- * integer (vpdpwssd), as in the VNNI kernel. */
+ * integer (vpdpwssd), as in the VNNI kernel, over the pair sums
+ * S_k = bsum_2k + bsum_2k+1 (|S_k| <= 32 * 128: an int16), two per lane.
+ *
+ * A call takes up to two token tiles (PACK_TOK_WIDE = 32 tokens): each widened
+ * B tile serves both, and while the tile unit multiplies sub-block k the C tiles
+ * of k - 1 are stored, so the unit never waits on its own results.
+ *   tiles 0, 1  A: sub-block k of token tiles 0 and 1 (32 bytes per row)
+ *   tiles 2, 3  B: even and odd sub-blocks (8 x 64 bytes)
+ *   tiles 4, 5  C of an even sub-block for token tiles 0, 1; 6, 7 of an odd one
+ * The accumulators of 32 tokens do not fit the registers with the scales, so
+ * they live in a small array (L1) across the super-blocks. */
 #define TILE_Q4_K (PACK_ROWS * sizeof(block_q4_K))
 #define Q4K_NB_MAX (AMX_NB_MAX * 32 / QK_K)
 
-static _Thread_local _Alignas(64) int32_t q4k_bsums[Q4K_NB_MAX * 16 * 8];
+/* Per (super-block, token): the pair sums S_2p | S_2p+1 << 16, p = 0..3. */
+static _Thread_local _Alignas(64) int32_t q4k_pair_sums[Q4K_NB_MAX * PACK_TOK_WIDE * 4];
+
+static void configure_q4_K(int n0, int n1) {
+    tile_config c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    const int n[2] = {n0, n1};
+    for (int i = 0; i < 2; i++) {
+        if (n[i] == 0) continue; /* an unused tile stays unconfigured */
+        c.rows[i] = (uint8_t)n[i];
+        c.colsb[i] = 32;
+        c.rows[4 + i] = c.rows[6 + i] = (uint8_t)n[i];
+        c.colsb[4 + i] = c.colsb[6 + i] = 64;
+    }
+    c.rows[2] = c.rows[3] = 8;
+    c.colsb[2] = c.colsb[3] = 64;
+    __asm__ __volatile__("ldtilecfg %0" : : "m"(c)); /* see configure() */
+}
 
 VT_INLINE void widen_q4_K_pair(const uint8_t *v, uint8_t *lo, uint8_t *hi) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
@@ -198,87 +235,110 @@ VT_INLINE void widen_q4_K_pair(const uint8_t *v, uint8_t *lo, uint8_t *hi) {
     }
 }
 
+/* Sub-block k's products for both token tiles: A tiles 0 / 1 from x (k's 32
+ * bytes of each token row), B tile B loaded from bt, C tiles C0 / C1 (the tile
+ * operands of the intrinsics must be literal numbers). */
+#define Q4K_DP(k, bt, B, C0, C1)                                                            \
+    do {                                                                                    \
+        _tile_loadd(B, (bt), CHUNK_VEC);                                                    \
+        _tile_loadd(0, xa + 32 * (k), x_stride);                                            \
+        _tile_zero(C0);                                                                     \
+        _tile_dpbssd(C0, 0, B);                                                             \
+        if (n1) {                                                                           \
+            _tile_loadd(1, xa + 16 * x_stride + 32 * (k), x_stride);                        \
+            _tile_zero(C1);                                                                 \
+            _tile_dpbssd(C1, 1, B);                                                         \
+        }                                                                                   \
+    } while (0)
+#define Q4K_ST(k, C0, C1)                                                                   \
+    do {                                                                                    \
+        _tile_stored(C0, ct[k][0], 64);                                                     \
+        if (n1) _tile_stored(C1, ct[k][1], 64);                                             \
+    } while (0)
+
 static void q4_K_group_amx(int64_t nb, const uint8_t *g, const uint8_t *x, size_t x_stride,
-                           const float *dx, const int32_t *bs, int nt, float *y, int64_t ldy) {
+                           const float *dx, const int32_t *ps, int n0, int n1, float *y,
+                           int64_t ldy) {
     _Alignas(64) uint8_t bt[2][8 * CHUNK_VEC];
-    _Alignas(64) int32_t ct[8][16 * 16];
-    memset(ct, 0, sizeof ct);
-    __m512 acc[16];
-    UNROLL
-    for (int m = 0; m < 16; m++) acc[m] = _mm512_setzero_ps();
+    _Alignas(64) int32_t ct[8][2][16 * 16];
+    _Alignas(64) float acc[PACK_TOK_WIDE * 16];
+    const int nt = n0 + n1;
+    memset(acc, 0, sizeof(float) * 16 * (size_t)nt);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *tile = g + b * TILE_Q4_K, *v = tile + 4 * PACK_ROWS + 3 * CHUNK_VEC;
         const uint8_t *xa = x + (size_t)b * sizeof(block_q8_K) + offsetof(block_q8_K, qs);
         for (int j = 0; j < 4; j++) {
             widen_q4_K_pair(v + 8 * j * CHUNK_VEC, bt[0], bt[1]);
-            _tile_loadd(0, xa + 64 * j, x_stride);
-            _tile_loadd(1, xa + 64 * j + 32, x_stride);
-            _tile_loadd(2, bt[0], CHUNK_VEC);
-            _tile_loadd(3, bt[1], CHUNK_VEC);
-            _tile_zero(4);
-            _tile_zero(5);
-            _tile_dpbssd(4, 0, 2);
-            _tile_dpbssd(5, 1, 3);
-            _tile_stored(4, ct[2 * j], 64);
-            _tile_stored(5, ct[2 * j + 1], 64);
+            Q4K_DP(2 * j, bt[0], 2, 4, 5);
+            if (j > 0) Q4K_ST(2 * j - 1, 6, 7);
+            Q4K_DP(2 * j + 1, bt[1], 3, 6, 7);
+            Q4K_ST(2 * j, 4, 5);
         }
+        Q4K_ST(7, 6, 7);
         const __m512 dw = load_f16x16(tile), dmw = load_f16x16(tile + 2 * PACK_ROWS);
         __m512i sc_lo, sc_hi, mn_lo, mn_hi;
         q4_K_scales_x16(tile + 4 * PACK_ROWS, &sc_lo, &sc_hi, &mn_lo, &mn_hi);
         __m512 scf[8];
-        __m512i pair[8];
+        __m512i mpair[4];
         UNROLL
-        for (int k = 0; k < 8; k++) {
-            scf[k] = _mm512_cvtepi32_ps(lane_byte(k < 4 ? sc_lo : sc_hi, k & 3));
-            const __m512i mk = lane_byte(k < 4 ? mn_lo : mn_hi, k & 3);
-            pair[k] = _mm512_or_si512(mk, _mm512_slli_epi32(mk, 16));
+        for (int k = 0; k < 8; k++) scf[k] = _mm512_cvtepi32_ps(lane_byte(k < 4 ? sc_lo : sc_hi, k & 3));
+        UNROLL
+        for (int p = 0; p < 4; p++) {
+            const __m512i mn = p < 2 ? mn_lo : mn_hi;
+            mpair[p] = _mm512_or_si512(lane_byte(mn, 2 * (p & 1)),
+                                       _mm512_slli_epi32(lane_byte(mn, 2 * (p & 1) + 1), 16));
         }
-        const int32_t *bsb = bs + b * 16 * 8;
-        UNROLL
-        for (int m = 0; m < 16; m++) {
-            __m512 h0 = _mm512_mul_ps(scf[0], _mm512_cvtepi32_ps(_mm512_loadu_si512(ct[0] + 16 * m)));
-            __m512 h1 = _mm512_mul_ps(scf[4], _mm512_cvtepi32_ps(_mm512_loadu_si512(ct[4] + 16 * m)));
+        const int32_t *psb = ps + b * PACK_TOK_WIDE * 4;
+        for (int t = 0; t < nt; t++) {
+            const int tt = t >> 4, m = t & 15;
+            __m512 h0 = _mm512_mul_ps(scf[0], _mm512_cvtepi32_ps(_mm512_load_si512(ct[0][tt] + 16 * m)));
+            __m512 h1 = _mm512_mul_ps(scf[4], _mm512_cvtepi32_ps(_mm512_load_si512(ct[4][tt] + 16 * m)));
             UNROLL
             for (int k = 1; k < 4; k++) {
-                h0 = _mm512_fmadd_ps(scf[k], _mm512_cvtepi32_ps(_mm512_loadu_si512(ct[k] + 16 * m)), h0);
-                h1 = _mm512_fmadd_ps(scf[4 + k], _mm512_cvtepi32_ps(_mm512_loadu_si512(ct[4 + k] + 16 * m)), h1);
+                h0 = _mm512_fmadd_ps(scf[k], _mm512_cvtepi32_ps(_mm512_load_si512(ct[k][tt] + 16 * m)), h0);
+                h1 = _mm512_fmadd_ps(scf[4 + k], _mm512_cvtepi32_ps(_mm512_load_si512(ct[4 + k][tt] + 16 * m)), h1);
             }
             __m512i imin = _mm512_setzero_si512();
             UNROLL
-            for (int k = 0; k < 8; k++) imin = _mm512_dpwssd_epi32(imin, pair[k], _mm512_set1_epi32(bsb[m * 8 + k]));
-            const __m512 xd = _mm512_set1_ps(dx[b * 16 + m]);
-            acc[m] = _mm512_fmadd_ps(_mm512_mul_ps(dw, xd), _mm512_add_ps(h0, h1), acc[m]);
-            acc[m] = _mm512_fnmadd_ps(_mm512_mul_ps(dmw, xd), _mm512_cvtepi32_ps(imin), acc[m]);
+            for (int p = 0; p < 4; p++) imin = _mm512_dpwssd_epi32(imin, mpair[p], _mm512_set1_epi32(psb[t * 4 + p]));
+            const __m512 xd = _mm512_set1_ps(dx[b * PACK_TOK_WIDE + t]);
+            __m512 a = _mm512_load_ps(acc + 16 * t);
+            a = _mm512_fmadd_ps(_mm512_mul_ps(dw, xd), _mm512_add_ps(h0, h1), a);
+            a = _mm512_fnmadd_ps(_mm512_mul_ps(dmw, xd), _mm512_cvtepi32_ps(imin), a);
+            _mm512_store_ps(acc + 16 * t, a);
         }
     }
-    for (int m = 0; m < nt; m++) _mm512_storeu_ps(y + m * ldy, acc[m]);
+    for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ldy, _mm512_load_ps(acc + 16 * t));
 }
+#undef Q4K_DP
+#undef Q4K_ST
 
 void gemm_q4_K_amx(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
                    const int32_t *xs, int n_tok, float *y, int64_t ldy) {
     const int64_t nb = n_in / QK_K;
     (void)xs; /* the mins come from the Q8_K bsums */
     VT_ASSERT(nb <= Q4K_NB_MAX && n_tok >= 1 && n_tok <= PACK_TOK_WIDE);
-    /* d_x and the bsum pairs of sub-blocks (as int16 pairs in an int32) of every
-     * (super-block, token); 0 past n_tok */
-    _Alignas(64) float dx[Q4K_NB_MAX * 16];
-    for (int m = 0; m < 16; m++) {
-        const block_q8_K *xr = (const block_q8_K *)((const uint8_t *)x + (size_t)m * x_stride);
+    /* d_x and the bsum pair sums of every (super-block, token) */
+    _Alignas(64) float dx[Q4K_NB_MAX * PACK_TOK_WIDE];
+    for (int t = 0; t < n_tok; t++) {
+        const block_q8_K *xr = (const block_q8_K *)((const uint8_t *)x + (size_t)t * x_stride);
         for (int64_t b = 0; b < nb; b++) {
-            dx[b * 16 + m] = m < n_tok ? xr[b].d : 0.0f;
-            int32_t *bp = q4k_bsums + (b * 16 + m) * 8;
-            if (m < n_tok)
-                memcpy(bp, xr[b].bsums, sizeof xr[b].bsums);
-            else
-                memset(bp, 0, 8 * sizeof(int32_t));
+            dx[b * PACK_TOK_WIDE + t] = xr[b].d;
+            int32_t *pp = q4k_pair_sums + (b * PACK_TOK_WIDE + t) * 4;
+            for (int p = 0; p < 4; p++) {
+                const int16_t *bs = xr[b].bsums + 4 * p;
+                const uint16_t s0 = (uint16_t)(bs[0] + bs[1]), s1 = (uint16_t)(bs[2] + bs[3]);
+                pp[p] = (int32_t)((uint32_t)s0 | (uint32_t)s1 << 16);
+            }
         }
     }
+    const int n0 = n_tok < AMX_TILE_TOK ? n_tok : AMX_TILE_TOK, n1 = n_tok - n0;
     const size_t group_bytes = (size_t)nb * TILE_Q4_K;
     tile_config saved;
     save_config(&saved);
-    configure(n_tok);
+    configure_q4_K(n0, n1);
     for (int64_t gi = 0; gi < n_groups; gi++)
-        q4_K_group_amx(nb, (const uint8_t *)w + (size_t)gi * group_bytes, x, x_stride, dx, q4k_bsums,
-                       n_tok, y + gi * PACK_ROWS, ldy);
+        q4_K_group_amx(nb, (const uint8_t *)w + (size_t)gi * group_bytes, (const uint8_t *)x,
+                       x_stride, dx, q4k_pair_sums, n0, n1, y + gi * PACK_ROWS, ldy);
     restore_config(&saved);
 }

@@ -67,7 +67,7 @@ X86_DECLARE_GEMM(q4_0, avx512)
 X86_DECLARE_GEMM(q8_0, avx512)
 X86_DECLARE_GEMM(q4_K, avx512)
 X86_DECLARE_GEMM(q6_K, avx512)
-/* gemm_amx.c: AMX-INT8 tile GEMMs for n_tok <= PACK_TOK_WIDE */
+/* gemm_amx.c: AMX-INT8 tile GEMMs for n_tok <= PACK_TOK_WIDE (two 16-token tiles) */
 X86_DECLARE_GEMM(q4_0, amx)
 X86_DECLARE_GEMM(q8_0, amx)
 X86_DECLARE_GEMM(q4_K, amx)
