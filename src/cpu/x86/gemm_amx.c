@@ -184,22 +184,28 @@ AMX_GEMM(q8_0)
 
 /* A packed super-block tile (cpu/pack.h): d[16], dmin[16], 3 scale vectors, then
  * 32 chunk vectors; chunks 8j..8j+7 hold sub-block 2j in their low nibbles and
- * 2j + 1 in their high ones, so each is one B tile once widened to bytes. The
- * sub-block dots C_k come out of the tiles; the scaled sum
- *   isum = sum_k sc_k C_k
- * is formed in float, which is exact here: |C_k| <= 15 * 128 * 32 and sc_k <= 63,
- * so each product and every partial sum of four stays an integer below 2^24,
- * and the one rounding of (sum of 0..3) + (sum of 4..7) is the rounding of the
- * exact integer: (float)isum of the _ref twin, bit for bit. The mins term is
- * integer (vpdpwssd), as in the VNNI kernel, over the pair sums
- * S_k = bsum_2k + bsum_2k+1 (|S_k| <= 32 * 128: an int16), two per lane.
+ * 2j + 1 in their high ones.
  *
- * A call takes up to two token tiles (PACK_TOK_WIDE = 32 tokens): each widened
- * B tile serves both, and while the tile unit multiplies sub-block k the C tiles
- * of k - 1 are stored, so the unit never waits on its own results.
- *   tiles 0, 1  A: sub-block k of token tiles 0 and 1 (32 bytes per row)
- *   tiles 2, 3  B: even and odd sub-blocks (8 x 64 bytes)
- *   tiles 4, 5  C of an even sub-block for token tiles 0, 1; 6, 7 of an odd one
+ * The sub-block scales go into the B tiles, so the tiles sum a whole super-block
+ * and only its two results leave the tile unit (storing a C tile per sub-block
+ * cost more than the multiplies). sc = 8 sh + sl with sl, sh in 0..7, and
+ *   B_lo = sl * q,  B_hi = sh * q   (bytes: 15 * 7 = 105 < 128)
+ *   isum = sum_k sc_k sum q x = C_lo + 8 C_hi
+ * exactly, in int32 (|isum| < 63 * 15 * 128 * 256 < 2^31): the integer of the
+ * _ref twin, converted once, bit for bit. A 16-bit multiply forms both bytes of
+ * a word at once without carries (each product < 256), and the 4 bytes of a
+ * chunk are one row's, so one scale per word. The rows of a B tile are the 8
+ * chunk vectors of sub-block 2j then the 8 of 2j + 1: one K = 64 step against
+ * the activation bytes 64j .. 64j + 63. The mins term is integer (vpdpwssd), as
+ * in the VNNI kernel, over the pair sums S_k = bsum_2k + bsum_2k+1 (|S_k| <=
+ * 32 * 128: an int16), two per lane.
+ *
+ * A call takes up to two token tiles (PACK_TOK_WIDE = 32 tokens), so each
+ * widened B tile serves both, and the scaling of super-block b - 1 runs on the
+ * vector units while the tile unit multiplies b.
+ *   tiles 0, 1  A: 64 activation bytes of token tiles 0 and 1
+ *   tiles 2, 3  B_lo, B_hi (16 x 64 bytes)
+ *   tiles 4, 5  C_lo, C_hi of token tile 0; 6, 7 of token tile 1
  * The accumulators of 32 tokens do not fit the registers with the scales, so
  * they live in a small array (L1) across the super-blocks. */
 #define TILE_Q4_K (PACK_ROWS * sizeof(block_q4_K))
@@ -215,103 +221,116 @@ static void configure_q4_K(int n0, int n1) {
     const int n[2] = {n0, n1};
     for (int i = 0; i < 2; i++) {
         if (n[i] == 0) continue; /* an unused tile stays unconfigured */
-        c.rows[i] = (uint8_t)n[i];
-        c.colsb[i] = 32;
-        c.rows[4 + i] = c.rows[6 + i] = (uint8_t)n[i];
-        c.colsb[4 + i] = c.colsb[6 + i] = 64;
+        c.rows[i] = c.rows[4 + 2 * i] = c.rows[5 + 2 * i] = (uint8_t)n[i];
+        c.colsb[i] = c.colsb[4 + 2 * i] = c.colsb[5 + 2 * i] = 64;
     }
-    c.rows[2] = c.rows[3] = 8;
+    c.rows[2] = c.rows[3] = 16;
     c.colsb[2] = c.colsb[3] = 64;
     __asm__ __volatile__("ldtilecfg %0" : : "m"(c)); /* see configure() */
 }
 
-VT_INLINE void widen_q4_K_pair(const uint8_t *v, uint8_t *lo, uint8_t *hi) {
+/* A scale digit of each row as a 16-bit lane value in both words of its lane. */
+VT_INLINE __m512i word_pair(__m512i d) { return _mm512_or_si512(d, _mm512_slli_epi32(d, 16)); }
+
+/* B_lo and B_hi of pair j (v: its 8 chunk vectors); sl / sh: the digits of
+ * sub-blocks 2j ([0]) and 2j + 1 ([1]) as word pairs. */
+VT_INLINE void widen_q4_K_folded(const uint8_t *v, const __m512i sl[2], const __m512i sh[2],
+                                 uint8_t *blo, uint8_t *bhi) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     UNROLL
     for (int c = 0; c < 8; c++) {
         const __m512i raw = _mm512_loadu_si512(v + c * CHUNK_VEC);
-        _mm512_storeu_si512(lo + c * CHUNK_VEC, _mm512_and_si512(raw, m4));
-        _mm512_storeu_si512(hi + c * CHUNK_VEC, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
+        const __m512i lo = _mm512_and_si512(raw, m4), hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+        _mm512_store_si512(blo + c * CHUNK_VEC, _mm512_mullo_epi16(lo, sl[0]));
+        _mm512_store_si512(bhi + c * CHUNK_VEC, _mm512_mullo_epi16(lo, sh[0]));
+        _mm512_store_si512(blo + (8 + c) * CHUNK_VEC, _mm512_mullo_epi16(hi, sl[1]));
+        _mm512_store_si512(bhi + (8 + c) * CHUNK_VEC, _mm512_mullo_epi16(hi, sh[1]));
     }
 }
 
-/* Sub-block k's products for both token tiles: A tiles 0 / 1 from x (k's 32
- * bytes of each token row), B tile B loaded from bt, C tiles C0 / C1 (the tile
- * operands of the intrinsics must be literal numbers). */
-#define Q4K_DP(k, bt, B, C0, C1)                                                            \
-    do {                                                                                    \
-        _tile_loadd(B, (bt), CHUNK_VEC);                                                    \
-        _tile_loadd(0, xa + 32 * (k), x_stride);                                            \
-        _tile_zero(C0);                                                                     \
-        _tile_dpbssd(C0, 0, B);                                                             \
-        if (n1) {                                                                           \
-            _tile_loadd(1, xa + 16 * x_stride + 32 * (k), x_stride);                        \
-            _tile_zero(C1);                                                                 \
-            _tile_dpbssd(C1, 1, B);                                                         \
-        }                                                                                   \
-    } while (0)
-#define Q4K_ST(k, C0, C1)                                                                   \
-    do {                                                                                    \
-        _tile_stored(C0, ct[k][0], 64);                                                     \
-        if (n1) _tile_stored(C1, ct[k][1], 64);                                             \
-    } while (0)
+/* acc[t] += the scaled super-block b for the nt tokens, from its C tiles in ct
+ * (ct[tt][0] = C_lo, ct[tt][1] = C_hi of token tile tt). */
+static void q4_K_scale_sb(const uint8_t *tile, int32_t (*ct)[2][16 * 16], const float *dxb,
+                          const int32_t *psb, int nt, float *acc) {
+    const __m512 dw = load_f16x16(tile), dmw = load_f16x16(tile + 2 * PACK_ROWS);
+    __m512i sc_lo, sc_hi, mn_lo, mn_hi;
+    q4_K_scales_x16(tile + 4 * PACK_ROWS, &sc_lo, &sc_hi, &mn_lo, &mn_hi);
+    __m512i mpair[4];
+    UNROLL
+    for (int p = 0; p < 4; p++) {
+        const __m512i mn = p < 2 ? mn_lo : mn_hi;
+        mpair[p] = _mm512_or_si512(lane_byte(mn, 2 * (p & 1)),
+                                   _mm512_slli_epi32(lane_byte(mn, 2 * (p & 1) + 1), 16));
+    }
+    for (int t = 0; t < nt; t++) {
+        const int tt = t >> 4, m = t & 15;
+        const __m512i lo = _mm512_load_si512(ct[tt][0] + 16 * m), hi = _mm512_load_si512(ct[tt][1] + 16 * m);
+        const __m512i isum = _mm512_add_epi32(lo, _mm512_slli_epi32(hi, 3));
+        __m512i imin = _mm512_setzero_si512();
+        UNROLL
+        for (int p = 0; p < 4; p++) imin = _mm512_dpwssd_epi32(imin, mpair[p], _mm512_set1_epi32(psb[t * 4 + p]));
+        const __m512 xd = _mm512_set1_ps(dxb[t]);
+        __m512 a = _mm512_load_ps(acc + 16 * t);
+        a = _mm512_fmadd_ps(_mm512_mul_ps(dw, xd), _mm512_cvtepi32_ps(isum), a);
+        a = _mm512_fnmadd_ps(_mm512_mul_ps(dmw, xd), _mm512_cvtepi32_ps(imin), a);
+        _mm512_store_ps(acc + 16 * t, a);
+    }
+}
 
 static void q4_K_group_amx(int64_t nb, const uint8_t *g, const uint8_t *x, size_t x_stride,
                            const float *dx, const int32_t *ps, int n0, int n1, float *y,
                            int64_t ldy) {
-    _Alignas(64) uint8_t bt[2][8 * CHUNK_VEC];
-    _Alignas(64) int32_t ct[8][2][16 * 16];
+    _Alignas(64) uint8_t bt[2][2][16 * CHUNK_VEC]; /* [pair parity][lo, hi] */
+    _Alignas(64) int32_t ct[2][2][2][16 * 16];     /* [super-block parity][token tile][lo, hi] */
     _Alignas(64) float acc[PACK_TOK_WIDE * 16];
     const int nt = n0 + n1;
     memset(acc, 0, sizeof(float) * 16 * (size_t)nt);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *tile = g + b * TILE_Q4_K, *v = tile + 4 * PACK_ROWS + 3 * CHUNK_VEC;
         const uint8_t *xa = x + (size_t)b * sizeof(block_q8_K) + offsetof(block_q8_K, qs);
-        for (int j = 0; j < 4; j++) {
-            widen_q4_K_pair(v + 8 * j * CHUNK_VEC, bt[0], bt[1]);
-            Q4K_DP(2 * j, bt[0], 2, 4, 5);
-            if (j > 0) Q4K_ST(2 * j - 1, 6, 7);
-            Q4K_DP(2 * j + 1, bt[1], 3, 6, 7);
-            Q4K_ST(2 * j, 4, 5);
-        }
-        Q4K_ST(7, 6, 7);
-        const __m512 dw = load_f16x16(tile), dmw = load_f16x16(tile + 2 * PACK_ROWS);
         __m512i sc_lo, sc_hi, mn_lo, mn_hi;
         q4_K_scales_x16(tile + 4 * PACK_ROWS, &sc_lo, &sc_hi, &mn_lo, &mn_hi);
-        __m512 scf[8];
-        __m512i mpair[4];
-        UNROLL
-        for (int k = 0; k < 8; k++) scf[k] = _mm512_cvtepi32_ps(lane_byte(k < 4 ? sc_lo : sc_hi, k & 3));
-        UNROLL
-        for (int p = 0; p < 4; p++) {
-            const __m512i mn = p < 2 ? mn_lo : mn_hi;
-            mpair[p] = _mm512_or_si512(lane_byte(mn, 2 * (p & 1)),
-                                       _mm512_slli_epi32(lane_byte(mn, 2 * (p & 1) + 1), 16));
+        _tile_zero(4);
+        _tile_zero(5);
+        if (n1) {
+            _tile_zero(6);
+            _tile_zero(7);
         }
-        const int32_t *psb = ps + b * PACK_TOK_WIDE * 4;
-        for (int t = 0; t < nt; t++) {
-            const int tt = t >> 4, m = t & 15;
-            __m512 h0 = _mm512_mul_ps(scf[0], _mm512_cvtepi32_ps(_mm512_load_si512(ct[0][tt] + 16 * m)));
-            __m512 h1 = _mm512_mul_ps(scf[4], _mm512_cvtepi32_ps(_mm512_load_si512(ct[4][tt] + 16 * m)));
+        for (int j = 0; j < 4; j++) {
+            __m512i sl[2], sh[2];
             UNROLL
-            for (int k = 1; k < 4; k++) {
-                h0 = _mm512_fmadd_ps(scf[k], _mm512_cvtepi32_ps(_mm512_load_si512(ct[k][tt] + 16 * m)), h0);
-                h1 = _mm512_fmadd_ps(scf[4 + k], _mm512_cvtepi32_ps(_mm512_load_si512(ct[4 + k][tt] + 16 * m)), h1);
+            for (int h = 0; h < 2; h++) {
+                const __m512i sc = lane_byte(j < 2 ? sc_lo : sc_hi, (2 * j + h) & 3);
+                sl[h] = word_pair(_mm512_and_si512(sc, _mm512_set1_epi32(7)));
+                sh[h] = word_pair(_mm512_srli_epi32(sc, 3));
             }
-            __m512i imin = _mm512_setzero_si512();
-            UNROLL
-            for (int p = 0; p < 4; p++) imin = _mm512_dpwssd_epi32(imin, mpair[p], _mm512_set1_epi32(psb[t * 4 + p]));
-            const __m512 xd = _mm512_set1_ps(dx[b * PACK_TOK_WIDE + t]);
-            __m512 a = _mm512_load_ps(acc + 16 * t);
-            a = _mm512_fmadd_ps(_mm512_mul_ps(dw, xd), _mm512_add_ps(h0, h1), a);
-            a = _mm512_fnmadd_ps(_mm512_mul_ps(dmw, xd), _mm512_cvtepi32_ps(imin), a);
-            _mm512_store_ps(acc + 16 * t, a);
+            widen_q4_K_folded(v + 8 * j * CHUNK_VEC, sl, sh, bt[j & 1][0], bt[j & 1][1]);
+            _tile_loadd(2, bt[j & 1][0], CHUNK_VEC);
+            _tile_loadd(3, bt[j & 1][1], CHUNK_VEC);
+            _tile_loadd(0, xa + 64 * j, x_stride);
+            _tile_dpbssd(4, 0, 2);
+            _tile_dpbssd(5, 0, 3);
+            if (n1) {
+                _tile_loadd(1, xa + 16 * x_stride + 64 * j, x_stride);
+                _tile_dpbssd(6, 1, 2);
+                _tile_dpbssd(7, 1, 3);
+            }
+        }
+        /* super-block b - 1 scales while b multiplies */
+        if (b > 0)
+            q4_K_scale_sb(tile - TILE_Q4_K, ct[(b - 1) & 1], dx + (b - 1) * PACK_TOK_WIDE,
+                          ps + (b - 1) * PACK_TOK_WIDE * 4, nt, acc);
+        _tile_stored(4, ct[b & 1][0][0], 64);
+        _tile_stored(5, ct[b & 1][0][1], 64);
+        if (n1) {
+            _tile_stored(6, ct[b & 1][1][0], 64);
+            _tile_stored(7, ct[b & 1][1][1], 64);
         }
     }
+    q4_K_scale_sb(g + (nb - 1) * TILE_Q4_K, ct[(nb - 1) & 1], dx + (nb - 1) * PACK_TOK_WIDE,
+                  ps + (nb - 1) * PACK_TOK_WIDE * 4, nt, acc);
     for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ldy, _mm512_load_ps(acc + 16 * t));
 }
-#undef Q4K_DP
-#undef Q4K_ST
 
 void gemm_q4_K_amx(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
                    const int32_t *xs, int n_tok, float *y, int64_t ldy) {
