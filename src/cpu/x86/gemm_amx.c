@@ -1,4 +1,4 @@
-/* AMX-INT8 GEMMs for prefill over the packed Q4_0 / Q8_0 / Q4_K layouts (cpu/pack.h).
+/* AMX-INT8 GEMMs for prefill over the packed Q4_0 / Q8_0 / Q4_K / Q6_K layouts (cpu/pack.h).
  *
  * A packed group is already what a tile multiply wants as its B operand: chunk
  * vector k of a block holds bytes 4k..4k+3 of the 16 rows, which is row k of a
@@ -16,9 +16,12 @@
  * steps of the _ref twin, so results are bit-identical with it (and with the
  * VNNI kernels, which matmul uses for decode and for leftover tokens). Two
  * blocks are in flight per iteration so the tile unit works while the previous
- * block's C is scaled.
+ * block's C is scaled. That is the Q4_0 / Q8_0 scheme: one C tile per block,
+ * because each block has its own float scale. The K-quants have integer
+ * sub-block scales, which their kernels fold into the B tiles (below), so a
+ * whole super-block stays in the tile unit.
  *
- * The caller (matmul) uses these for token tiles of PACK_TOK_WIDE; the Linux
+ * The caller (matmul) uses these for calls of up to PACK_TOK_WIDE tokens; the Linux
  * permission for the tile state is taken at feature detection (cpu_features).
  * Each call saves the thread's tile configuration and puts it back at the end. */
 #include "base/status.h"
@@ -359,5 +362,135 @@ void gemm_q4_K_amx(int64_t n_in, const void *w, int64_t n_groups, const void *x,
     for (int64_t gi = 0; gi < n_groups; gi++)
         q4_K_group_amx(nb, (const uint8_t *)w + (size_t)gi * group_bytes, (const uint8_t *)x,
                        x_stride, dx, q4k_pair_sums, n0, n1, y + gi * PACK_ROWS, ldy);
+    restore_config(&saved);
+}
+
+/* ---- Q6_K ------------------------------------------------------------------------ */
+
+/* A packed group (cpu/pack.h): d[nb][16] | scales[nb][16 sub-blocks][16 rows] |
+ * per super-block 32 ql chunk vectors then 16 qh ones. As for Q4_K the
+ * sub-block scales go into the B tiles, here as a 16-bit product split in two:
+ *   p = sc * (q - 32) in [-4096, 4096],  p = 128 hi + lo,  lo in 0..127,
+ *   hi = p >> 7 in -32..32
+ *   isum = sum_j sc_j sum (q - 32) x = C_lo + 128 C_hi
+ * exactly in int32 (|isum| <= 4096 * 128 * 256 < 2^31), then converted once:
+ * the _ref twin's (float)isum. The products are formed per 16-bit word (even and
+ * odd bytes apart) and their two bytes put back in place, so the B tiles keep
+ * the chunk order. K step s (activation bytes 64s .. 64s + 63, in half h = s/2 of
+ * the super-block) takes the B rows 0..7 from ql chunks 16h + r (la) and 8..15
+ * from 16h + 8 + r (lb), low nibbles for even s and high for odd, with the
+ * 2-bit qh field (2 (r / 8) + 4 (s & 1)) of qh chunk 8h + r % 8; B row r is in
+ * sub-block 4s + r / 4. Tiles as the Q4_K kernel's; no mins. */
+#define Q6K_NB_MAX Q4K_NB_MAX
+
+/* A signed value of each 32-bit lane in both of its 16-bit words. */
+VT_INLINE __m512i word_pair_signed(__m512i d) {
+    return _mm512_or_si512(_mm512_and_si512(d, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(d, 16));
+}
+
+/* B_lo and B_hi of K step s of one super-block (ql, qh: its chunk vectors; sc:
+ * its scales, 16 rows per sub-block). */
+VT_INLINE void widen_q6_K_step(const uint8_t *ql, const uint8_t *qh, const int8_t *sc, int s,
+                               uint8_t *blo, uint8_t *bhi) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(3), m7 = _mm512_set1_epi8(0x7f);
+    const __m512i off = _mm512_set1_epi8(32);
+    const __mmask64 odd = 0xaaaaaaaaaaaaaaaaull;
+    const int h = s >> 1, hi_nib = s & 1;
+    __m512i scw[4];
+    UNROLL
+    for (int i = 0; i < 4; i++)
+        scw[i] = word_pair_signed(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sc + (4 * s + i) * 16))));
+    UNROLL
+    for (int r = 0; r < 16; r++) {
+        const __m512i raw = _mm512_loadu_si512(ql + (16 * h + r) * CHUNK_VEC);
+        const __m512i hb = _mm512_loadu_si512(qh + (8 * h + (r & 7)) * CHUNK_VEC);
+        const __m512i nib = _mm512_and_si512(hi_nib ? _mm512_srli_epi16(raw, 4) : raw, m4);
+        const __m512i top = _mm512_and_si512(_mm512_srli_epi16(hb, 2 * (r >> 3) + 4 * hi_nib), m3);
+        const __m512i q = _mm512_sub_epi8(_mm512_or_si512(nib, _mm512_slli_epi16(top, 4)), off);
+        const __m512i pe = _mm512_mullo_epi16(_mm512_srai_epi16(_mm512_slli_epi16(q, 8), 8), scw[r >> 2]);
+        const __m512i po = _mm512_mullo_epi16(_mm512_srai_epi16(q, 8), scw[r >> 2]);
+        _mm512_store_si512(blo + r * CHUNK_VEC,
+                           _mm512_and_si512(_mm512_mask_blend_epi8(odd, pe, _mm512_slli_epi16(po, 8)), m7));
+        _mm512_store_si512(bhi + r * CHUNK_VEC,
+                           _mm512_mask_blend_epi8(odd, _mm512_srli_epi16(pe, 7), _mm512_slli_epi16(po, 1)));
+    }
+}
+
+/* acc[t] += the scaled super-block for the nt tokens from its C tiles. */
+static void q6_K_scale_sb(const vt_f16 *d, int32_t (*ct)[2][16 * 16], const float *dxb, int nt,
+                          float *acc) {
+    const __m512 dw = load_f16x16(d);
+    for (int t = 0; t < nt; t++) {
+        const int tt = t >> 4, m = t & 15;
+        const __m512i lo = _mm512_load_si512(ct[tt][0] + 16 * m), hi = _mm512_load_si512(ct[tt][1] + 16 * m);
+        const __m512i isum = _mm512_add_epi32(lo, _mm512_slli_epi32(hi, 7));
+        const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(dxb[t]));
+        _mm512_store_ps(acc + 16 * t, _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(isum), _mm512_load_ps(acc + 16 * t)));
+    }
+}
+
+static void q6_K_group_amx(int64_t nb, const uint8_t *g, const uint8_t *x, size_t x_stride,
+                           const float *dx, int n0, int n1, float *y, int64_t ldy) {
+    _Alignas(64) uint8_t bt[2][2][16 * CHUNK_VEC]; /* [step parity][lo, hi] */
+    _Alignas(64) int32_t ct[2][2][2][16 * 16];     /* [super-block parity][token tile][lo, hi] */
+    _Alignas(64) float acc[PACK_TOK_WIDE * 16];
+    const vt_f16 *d = (const vt_f16 *)g;
+    const int8_t *sc = (const int8_t *)(g + nb * PACK_ROWS * sizeof(vt_f16));
+    const uint8_t *q = (const uint8_t *)sc + nb * 16 * PACK_ROWS;
+    const int nt = n0 + n1;
+    memset(acc, 0, sizeof(float) * 16 * (size_t)nt);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *ql = q + b * 48 * CHUNK_VEC, *qh = ql + 32 * CHUNK_VEC;
+        const uint8_t *xa = x + (size_t)b * sizeof(block_q8_K) + offsetof(block_q8_K, qs);
+        _tile_zero(4);
+        _tile_zero(5);
+        if (n1) {
+            _tile_zero(6);
+            _tile_zero(7);
+        }
+        for (int s = 0; s < 4; s++) {
+            widen_q6_K_step(ql, qh, sc + b * 16 * PACK_ROWS, s, bt[s & 1][0], bt[s & 1][1]);
+            _tile_loadd(2, bt[s & 1][0], CHUNK_VEC);
+            _tile_loadd(3, bt[s & 1][1], CHUNK_VEC);
+            _tile_loadd(0, xa + 64 * s, x_stride);
+            _tile_dpbssd(4, 0, 2);
+            _tile_dpbssd(5, 0, 3);
+            if (n1) {
+                _tile_loadd(1, xa + 16 * x_stride + 64 * s, x_stride);
+                _tile_dpbssd(6, 1, 2);
+                _tile_dpbssd(7, 1, 3);
+            }
+        }
+        if (b > 0) /* super-block b - 1 scales while b multiplies */
+            q6_K_scale_sb(d + (b - 1) * PACK_ROWS, ct[(b - 1) & 1], dx + (b - 1) * PACK_TOK_WIDE, nt, acc);
+        _tile_stored(4, ct[b & 1][0][0], 64);
+        _tile_stored(5, ct[b & 1][0][1], 64);
+        if (n1) {
+            _tile_stored(6, ct[b & 1][1][0], 64);
+            _tile_stored(7, ct[b & 1][1][1], 64);
+        }
+    }
+    q6_K_scale_sb(d + (nb - 1) * PACK_ROWS, ct[(nb - 1) & 1], dx + (nb - 1) * PACK_TOK_WIDE, nt, acc);
+    for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ldy, _mm512_load_ps(acc + 16 * t));
+}
+
+void gemm_q6_K_amx(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
+                   const int32_t *xs, int n_tok, float *y, int64_t ldy) {
+    const int64_t nb = n_in / QK_K;
+    (void)xs;
+    VT_ASSERT(nb <= Q6K_NB_MAX && n_tok >= 1 && n_tok <= PACK_TOK_WIDE);
+    _Alignas(64) float dx[Q6K_NB_MAX * PACK_TOK_WIDE];
+    for (int t = 0; t < n_tok; t++) {
+        const block_q8_K *xr = (const block_q8_K *)((const uint8_t *)x + (size_t)t * x_stride);
+        for (int64_t b = 0; b < nb; b++) dx[b * PACK_TOK_WIDE + t] = xr[b].d;
+    }
+    const int n0 = n_tok < AMX_TILE_TOK ? n_tok : AMX_TILE_TOK, n1 = n_tok - n0;
+    const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_q6_K);
+    tile_config saved;
+    save_config(&saved);
+    configure_q4_K(n0, n1);
+    for (int64_t gi = 0; gi < n_groups; gi++)
+        q6_K_group_amx(nb, (const uint8_t *)w + (size_t)gi * group_bytes, (const uint8_t *)x,
+                       x_stride, dx, n0, n1, y + gi * PACK_ROWS, ldy);
     restore_config(&saved);
 }
