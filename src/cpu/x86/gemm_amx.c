@@ -59,19 +59,23 @@ static void restore_config(const tile_config *saved) {
         _tile_release();
 }
 
-/* Tiles: 0, 1 activations (A) of two blocks; 2, 3 weights (B); 4, 5 results (C). */
-static void configure(int nt) {
+/* Tiles of the Q4_0 / Q8_0 kernels: 0, 1 activations (A) of token tiles 0 and 1
+ * (n0, n1 rows of 32 bytes); 2, 3 weights (B, 8 x 64 bytes) of even and odd
+ * blocks; 4, 5 the results (C) of an even block for token tiles 0, 1; 6, 7 of an
+ * odd one. A token tile with no rows stays unconfigured. */
+static void configure(int n0, int n1) {
     tile_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
+    const int n[2] = {n0, n1};
     for (int i = 0; i < 2; i++) {
-        c.rows[i] = (uint8_t)nt;
+        if (n[i] == 0) continue;
+        c.rows[i] = c.rows[4 + i] = c.rows[6 + i] = (uint8_t)n[i];
         c.colsb[i] = 32;
-        c.rows[2 + i] = 8;
-        c.colsb[2 + i] = 64;
-        c.rows[4 + i] = (uint8_t)nt;
-        c.colsb[4 + i] = 64;
+        c.colsb[4 + i] = c.colsb[6 + i] = 64;
     }
+    c.rows[2] = c.rows[3] = 8;
+    c.colsb[2] = c.colsb[3] = 64;
     /* ldtilecfg through asm with a memory operand: GCC 12's _tile_loadconfig does
      * not tell the optimiser that it reads the config, and the stores above
      * were dropped as dead. */
@@ -92,55 +96,72 @@ VT_INLINE void widen_q4_0(const uint8_t *v, uint8_t *tile) {
     }
 }
 
-/* acc[m] += (d_w * d_x[m]) * (float)C[m] for the 16 token rows of C (rows past
- * nt hold stale values and have d_x = 0; their results are never stored). */
-VT_INLINE void scale_block(const int32_t *c, __m512 dw, const float *dx, __m512 *acc) {
+/* acc[m] += (d_w * d_x[m]) * (float)C[m] for the n token rows of C. */
+VT_INLINE void scale_block(const int32_t *c, __m512 dw, const float *dx, int n, __m512 *acc) {
     UNROLL
     for (int m = 0; m < 16; m++) {
+        if (m == n) break;
         const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(dx[m]));
-        acc[m] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(_mm512_loadu_si512(c + 16 * m)), acc[m]);
+        acc[m] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * m)), acc[m]);
     }
 }
 
-/* Issue block blk's C = A . B on tiles (A, B, C); bmem holds the B operand. */
-#define TILE_DP(A, B, C, blk, bmem)                                                         \
+/* Block blk's products for both token tiles: B tile B from bmem, A tiles 0 / 1
+ * (the tile operands of the intrinsics must be literal numbers), C tiles C0 / C1. */
+#define BLOCK_DP(blk, bmem, B, C0, C1)                                                      \
     do {                                                                                    \
-        _tile_loadd(A, xa + (size_t)(blk) * sizeof(block_q8_0), x_stride);                  \
         _tile_loadd(B, bmem, CHUNK_VEC);                                                    \
-        _tile_zero(C);                                                                      \
-        _tile_dpbssd(C, A, B);                                                              \
+        _tile_loadd(0, xa + (size_t)(blk) * sizeof(block_q8_0), x_stride);                  \
+        _tile_zero(C0);                                                                     \
+        _tile_dpbssd(C0, 0, B);                                                             \
+        if (n1) {                                                                           \
+            _tile_loadd(1, xa + 16 * x_stride + (size_t)(blk) * sizeof(block_q8_0), x_stride); \
+            _tile_zero(C1);                                                                 \
+            _tile_dpbssd(C1, 1, B);                                                         \
+        }                                                                                   \
+    } while (0)
+#define BLOCK_ST(p, C0, C1)                                                                 \
+    do {                                                                                    \
+        _tile_stored(C0, ct[p][0], 64);                                                     \
+        if (n1) _tile_stored(C1, ct[p][1], 64);                                             \
     } while (0)
 
-/* One group of 16 rows against nt <= 16 tokens; B_OF(b, scratch) gives block
- * b's B operand. Blocks go in pairs on tiles 0/2/4 and 1/3/5, so the second
- * multiply is issued before the first C is read back. */
+/* One group of 16 rows against n0 + n1 <= 32 tokens (two token tiles, so each B
+ * operand serves both); B_OF(b, scratch) gives block b's B operand. Blocks
+ * alternate between tiles 2/4/5 and 3/6/7: block b's C is stored and scaled
+ * while the tile unit multiplies b + 1. Token tile 0 accumulates in registers,
+ * tile 1 in a small array (32 accumulators and the scales do not fit). */
 #define AMX_GROUP(name, B_OF)                                                               \
     static void name##_group_amx(int64_t nb, const uint8_t *g, const uint8_t *xa,           \
-                                 size_t x_stride, const float *dx, int nt, float *y,        \
-                                 int64_t ldy) {                                             \
+                                 size_t x_stride, const float *dx, int n0, int n1,          \
+                                 float *y, int64_t ldy) {                                   \
         const uint8_t *d = g, *qs = g + nb * 2 * PACK_ROWS;                                 \
         _Alignas(64) uint8_t bt[2][8 * CHUNK_VEC];                                          \
-        _Alignas(64) int32_t ct[2][16 * 16];                                                \
+        _Alignas(64) int32_t ct[2][2][16 * 16];                                             \
+        _Alignas(64) __m512 acc1[16];                                                       \
         (void)bt;                                                                           \
-        memset(ct, 0, sizeof ct);                                                           \
         __m512 acc[16];                                                                     \
         UNROLL                                                                              \
-        for (int m = 0; m < 16; m++) acc[m] = _mm512_setzero_ps();                          \
-        int64_t b = 0;                                                                      \
-        for (; b + 2 <= nb; b += 2) {                                                       \
-            TILE_DP(0, 2, 4, b, B_OF(b, bt[0]));                                            \
-            TILE_DP(1, 3, 5, b + 1, B_OF(b + 1, bt[1]));                                    \
-            _tile_stored(4, ct[0], 64);                                                     \
-            scale_block(ct[0], load_f16x16(d + b * 2 * PACK_ROWS), dx + b * 16, acc);       \
-            _tile_stored(5, ct[1], 64);                                                     \
-            scale_block(ct[1], load_f16x16(d + (b + 1) * 2 * PACK_ROWS), dx + (b + 1) * 16, acc); \
+        for (int m = 0; m < 16; m++) acc[m] = acc1[m] = _mm512_setzero_ps();                \
+        for (int64_t b = 0; b <= nb; b++) {                                                 \
+            if (b < nb) {                                                                   \
+                if (b & 1)                                                                  \
+                    BLOCK_DP(b, B_OF(b, bt[1]), 3, 6, 7);                                   \
+                else                                                                        \
+                    BLOCK_DP(b, B_OF(b, bt[0]), 2, 4, 5);                                   \
+            }                                                                               \
+            if (b == 0) continue;                                                           \
+            const int64_t p = b - 1; /* the block to scale */                              \
+            if (p & 1)                                                                      \
+                BLOCK_ST(1, 6, 7);                                                          \
+            else                                                                            \
+                BLOCK_ST(0, 4, 5);                                                          \
+            const __m512 dw = load_f16x16(d + p * 2 * PACK_ROWS);                           \
+            scale_block(ct[p & 1][0], dw, dx + p * PACK_TOK_WIDE, n0, acc);                 \
+            if (n1) scale_block(ct[p & 1][1], dw, dx + p * PACK_TOK_WIDE + 16, n1, acc1);   \
         }                                                                                   \
-        if (b < nb) {                                                                       \
-            TILE_DP(0, 2, 4, b, B_OF(b, bt[0]));                                            \
-            _tile_stored(4, ct[0], 64);                                                     \
-            scale_block(ct[0], load_f16x16(d + b * 2 * PACK_ROWS), dx + b * 16, acc);       \
-        }                                                                                   \
-        for (int m = 0; m < nt; m++) _mm512_storeu_ps(y + m * ldy, acc[m]);                 \
+        for (int m = 0; m < n0; m++) _mm512_storeu_ps(y + m * ldy, acc[m]);                 \
+        for (int m = 0; m < n1; m++) _mm512_storeu_ps(y + (16 + m) * ldy, acc1[m]);         \
     }
 
 #define Q4_0_B(blk, scratch) (widen_q4_0(qs + (blk) * 4 * CHUNK_VEC, (scratch)), (scratch))
@@ -148,9 +169,7 @@ VT_INLINE void scale_block(const int32_t *c, __m512 dw, const float *dx, __m512 
 AMX_GROUP(q4_0, Q4_0_B)
 AMX_GROUP(q8_0, Q8_0_B)
 
-/* The exported GEMMs: pack_gemm_fn for n_tok <= PACK_TOK_WIDE, in token tiles
- * of AMX_TILE_TOK (the rows of one A tile); the groups of a call stay in L2
- * between the tiles. */
+/* The exported GEMMs: pack_gemm_fn for n_tok <= PACK_TOK_WIDE. */
 #define AMX_GEMM(name)                                                                      \
     void gemm_##name##_amx(int64_t n_in, const void *w, int64_t n_groups, const void *x,     \
                            size_t x_stride, const int32_t *xs, int n_tok, float *y,         \
@@ -158,25 +177,21 @@ AMX_GROUP(q8_0, Q8_0_B)
         const int64_t nb = n_in / 32;                                                       \
         (void)xs; /* the tiles take signed quants: no offset to take out */                \
         VT_ASSERT(nb <= AMX_NB_MAX && n_tok >= 1 && n_tok <= PACK_TOK_WIDE);               \
+        /* d_x of every (block, token) */                                                   \
+        _Alignas(64) float dx[AMX_NB_MAX * PACK_TOK_WIDE];                                  \
+        for (int m = 0; m < n_tok; m++) {                                                   \
+            const block_q8_0 *xr = (const block_q8_0 *)((const uint8_t *)x + (size_t)m * x_stride); \
+            for (int64_t b = 0; b < nb; b++) dx[b * PACK_TOK_WIDE + m] = f16c_to_f32(xr[b].d); \
+        }                                                                                   \
+        const int n0 = n_tok < AMX_TILE_TOK ? n_tok : AMX_TILE_TOK, n1 = n_tok - n0;        \
         const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_##name);          \
+        const uint8_t *xa = (const uint8_t *)x + offsetof(block_q8_0, qs);                  \
         tile_config saved;                                                                  \
         save_config(&saved);                                                                \
-        for (int t0 = 0; t0 < n_tok; t0 += AMX_TILE_TOK) {                                  \
-            const int nt = n_tok - t0 < AMX_TILE_TOK ? n_tok - t0 : AMX_TILE_TOK;           \
-            const uint8_t *xt = (const uint8_t *)x + (size_t)t0 * x_stride;                 \
-            /* d_x of every (block, token), 0 past nt */                                   \
-            _Alignas(64) float dx[AMX_NB_MAX * 16];                                         \
-            for (int64_t b = 0; b < nb; b++)                                                \
-                for (int m = 0; m < 16; m++)                                                \
-                    dx[b * 16 + m] = m < nt ? f16c_to_f32(((const block_q8_0 *)(xt +        \
-                                                           (size_t)m * x_stride))[b].d)     \
-                                            : 0.0f;                                         \
-            const uint8_t *xa = xt + offsetof(block_q8_0, qs);                              \
-            configure(nt);                                                                  \
-            for (int64_t gi = 0; gi < n_groups; gi++)                                       \
-                name##_group_amx(nb, (const uint8_t *)w + (size_t)gi * group_bytes, xa,     \
-                                 x_stride, dx, nt, y + t0 * ldy + gi * PACK_ROWS, ldy);     \
-        }                                                                                   \
+        configure(n0, n1);                                                                  \
+        for (int64_t gi = 0; gi < n_groups; gi++)                                           \
+            name##_group_amx(nb, (const uint8_t *)w + (size_t)gi * group_bytes, xa, x_stride, \
+                             dx, n0, n1, y + gi * PACK_ROWS, ldy);                          \
         restore_config(&saved);                                                             \
     }
 
