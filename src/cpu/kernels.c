@@ -141,6 +141,7 @@ static void fill_avx512(cpu_kernels *k) {
     SET_GEMM(Q4_0, q4_0);
     SET_GEMM(Q8_0, q8_0);
     SET_GEMM(Q4_K, q4_K);
+    SET_GEMM(Q5_K, q5_K);
     SET_GEMM(Q6_K, q6_K);
 #undef SET_GEMM
     if (cpu_features_get()->amx_int8) {
