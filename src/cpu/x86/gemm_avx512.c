@@ -5,9 +5,10 @@
  * row's 32-bit lane, so a block's integer dot ends in one lane per row with no
  * horizontal reduction, and one fma per block and token updates 16 outputs.
  * vpdpbusd multiplies unsigned by signed bytes: 4-bit quants are used as
- * unsigned nibbles and Q8_0 quants are biased by +128 (xor 0x80); the offset is
- * taken out exactly by starting each block's integer sum at -c * sum(x) (c = 8
- * or 128), or for Q6_K at -32 * bsum of each 16-element sub-block.
+ * unsigned nibbles (Q5_K's with the fifth bit merged in) and Q8_0 quants are
+ * biased by +128 (xor 0x80); the offset is taken out exactly by starting each
+ * block's integer sum at -c * sum(x) (c = 8 or 128), or for Q6_K at -32 * bsum
+ * of each 16-element sub-block.
  * The weight vectors of a block are unpacked once and used for every token of
  * the tile (up to PACK_TOK_MAX), which is what makes prefill compute-bound
  * rather than unpack-bound. The integer math is exact and the float steps are
