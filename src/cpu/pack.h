@@ -27,11 +27,11 @@
  *         high nibbles 2j + 1); scales next to their quants, so the group reads
  *         as one stream in address order (with a separate scale region the
  *         kernels' linear prefetch left the quants of long rows unprefetched)
- *   Q5_K  per super-block a 2816-byte tile: the Q4_K tile above (same offsets),
- *         then 8 chunk vectors of the high bits (chunk c = bytes qh[4c..4c+3]; bit
- *         2j of qh[l] is the fifth bit of element 64j + l, the low nibble of
- *         chunk byte 32j + l, bit 2j + 1 that of element 64j + 32 + l, the high
- *         nibble); the Q4_K part unchanged so Q4_K code can be reused on it
+ *   Q5_K  per super-block a 2816-byte tile: the Q4_K tile above, same offsets, then
+ *         8 chunk vectors of high bits (chunk c = bytes qh[4c..4c+3]): bit 2j of
+ *         qh[l] is the fifth bit of the low nibble of quant byte 32j + l (element
+ *         64j + l), bit 2j + 1 that of its high nibble (element 64j + 32 + l); the
+ *         high bits come last so that the Q4_K part, and Q4_K code, work unchanged
  *   Q6_K  d: nb x 16 f16 | scales: nb x 16 x 16 int8 (sub-block j: 16 rows) |
  *         quants: nb x (32 chunk vectors of ql[4c..], then 16 of qh[4c..]); ql and
  *         qh of a super-block are adjacent so that the regions' read positions

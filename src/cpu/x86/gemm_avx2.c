@@ -149,8 +149,9 @@ LEGACY_GEMM(q8_0)
  * pair (sc, sc) gives sc * sum exactly. Q5_K quants reach 31, so four chunks
  * share an int16 sum (4 * 2 * 31 * 128 < 2^15); Q6_K quants reach 63, so only
  * two. The -32 offset of Q6_K and the mins of Q4_K and Q5_K come from the
- * activation's bsums with madd against int16 pairs of the rows' scales or mins. 16 registers hold the tiles of two tokens; a
- * 4-token call makes two passes over the group (the second from L1). */
+ * activation's bsums with madd against int16 pairs of the rows' scales or mins.
+ * 16 registers hold the tiles of two tokens; a 4-token call makes two passes
+ * over the group (the second from L1). */
 
 /* Byte j (0..3) of every 32-bit lane as the int16 pair (v, v). */
 VT_INLINE __m256i lane_byte_pair(__m256i v, int j) {
