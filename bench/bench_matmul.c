@@ -6,7 +6,7 @@
  * call divided by the thread count (time a thread was descheduled does not
  * count), and GB/s and GFLOP/s use the wall time. Never asserts on time.
  *
- *   bench_matmul [-t 1,2] [-n 1,128] [-T q4_0,q8_0,q4_K,q6_K] [-s 2048x2048,...] [--rows]
+ *   bench_matmul [-t 1,2] [-n 1,128] [-T q4_0,q8_0,q4_K,q5_K,q6_K] [-s 2048x2048,...] [--rows]
  *
  * Shapes are n_out x n_in. --rows also measures the file layout. */
 #include "base/fp16.h"
@@ -81,7 +81,7 @@ static int parse_list(const char *s, int64_t *out, int max) {
 int main(int argc, char **argv) {
     int64_t threads[8] = {1, 2}, toks[8] = {1, 128};
     int n_threads = 2, n_toks = 2, rows_too = 0;
-    const char *types_arg = "q4_0,q8_0,q4_K,q6_K";
+    const char *types_arg = "q4_0,q8_0,q4_K,q5_K,q6_K";
     const char *shapes_arg = "2048x2048,2048x8192,8192x2048,32000x2048";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-t") && i + 1 < argc) n_threads = parse_list(argv[++i], threads, 8);

@@ -11,7 +11,9 @@
  *  - packed GEMMs (cpu/pack.h), every tier that has one: bit-identical with the
  *    pack_gemm_ref twin for n_tok 1..4, 1..3 groups and a partial last group
  *    (n_out 5, 16, 37, 48), rows of 1, 2, 3, 7, 64 blocks; and the twin within
- *    2e-6 * S of the quant module's dot on the file-layout row.
+ *    2e-6 * S of the quant module's dot on the file-layout row. The last row of
+ *    each weight has every quant byte 0xff and token 1 all quants -127, so the
+ *    integer sums reach their largest magnitude (the kernels' int16 bounds).
  * Shapes: 1..8 blocks, 7, 33 and 64 blocks; float rows of 1..40, 100, 4097.
  * Weights are both ref-quantized floats and random bytes (with sane fp16 scales),
  * so every bit pattern of the packed quants is exercised. The test re-runs itself
@@ -81,6 +83,22 @@ static void random_row(vt_dtype t, void *dst, int64_t n) {
             vt_f16 h = f32_to_f16(rng_uniform() * 0.01f);
             memcpy(p + b * tr->block_bytes + f[k], &h, 2);
         }
+}
+
+/* A row of all-ones quant bytes (every quant, scale and min at its maximum) with
+ * sane fp16 scales: against activations of one sign it drives the integer sums
+ * to their largest magnitude, which the int16 bounds of the SIMD kernels
+ * (maddubs pair sums added before a madd) must hold. */
+static void saturated_row(vt_dtype t, void *dst, int64_t n) {
+    const quant_traits *tr = quant_traits_get(t);
+    size_t bytes;
+    quant_row_bytes(t, n, &bytes);
+    uint8_t *p = dst;
+    memset(p, 0xff, bytes);
+    const int *f = f16_fields(t);
+    const vt_f16 h = f32_to_f16(0.01f);
+    for (int64_t b = 0; b < n / tr->block_elems; b++)
+        for (int k = 0; f[k] >= 0; k++) memcpy(p + b * tr->block_bytes + f[k], &h, 2);
 }
 
 static double abs_dot_scale(const float *w, const float *x, int64_t n) {
@@ -193,7 +211,9 @@ static void check_gemm_kernel(pack_gemm_fn kern, const char *isa, vt_dtype t, in
             float *wd = malloc(n * sizeof(float)), *xd = malloc(n * sizeof(float) * tok_max);
             int32_t *sums = malloc(sizeof(int32_t) * tok_max * (n / 32 + 1));
             for (int64_t r = 0; r < n_out; r++) {
-                if (r % 2) {
+                if (r == n_out - 1) {
+                    saturated_row(t, w + r * wrow, n);
+                } else if (r % 2) {
                     random_row(t, w + r * wrow, n);
                 } else {
                     for (int64_t i = 0; i < n; i++) wf[i] = rng_uniform() * (1 + r % 5);
@@ -205,7 +225,8 @@ static void check_gemm_kernel(pack_gemm_fn kern, const char *isa, vt_dtype t, in
                 pack_group(t, n, w + g * PACK_ROWS * wrow, wrow, nr, wp + g * PACK_ROWS * wrow);
             }
             for (int tk = 0; tk < tok_max; tk++) {
-                for (int64_t i = 0; i < n; i++) xf[i] = rng_act();
+                /* token 1: all quants -127, against the saturated last row */
+                for (int64_t i = 0; i < n; i++) xf[i] = tk == 1 ? -1.0f : rng_act();
                 dt->quant_ref(xf, x + tk * x_stride, n);
                 dt->dequant_ref(x + tk * x_stride, xd + tk * n, n);
             }

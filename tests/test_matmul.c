@@ -237,7 +237,8 @@ int main(void) {
         VT_DTYPE_Q6_K, VT_DTYPE_IQ4_NL, VT_DTYPE_IQ4_XS,
     };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_type(types[i], pools, 4);
-    static const vt_dtype packed_types[] = {VT_DTYPE_Q4_0, VT_DTYPE_Q8_0, VT_DTYPE_Q4_K, VT_DTYPE_Q6_K};
+    static const vt_dtype packed_types[] = {VT_DTYPE_Q4_0, VT_DTYPE_Q8_0, VT_DTYPE_Q4_K, VT_DTYPE_Q5_K,
+                                            VT_DTYPE_Q6_K};
     for (size_t i = 0; i < sizeof packed_types / sizeof packed_types[0]; i++) check_blocking(packed_types[i], pools);
     for (int i = 0; i < 4; i++) tp_destroy(pools[i]);
     return test_finish();

@@ -121,6 +121,7 @@ static void fill_avx2(cpu_kernels *k) {
     k->gemm[VT_DTYPE_Q4_0] = gemm_q4_0_avx2;
     k->gemm[VT_DTYPE_Q8_0] = gemm_q8_0_avx2;
     k->gemm[VT_DTYPE_Q4_K] = gemm_q4_K_avx2;
+    k->gemm[VT_DTYPE_Q5_K] = gemm_q5_K_avx2;
     k->gemm[VT_DTYPE_Q6_K] = gemm_q6_K_avx2;
     for (int t = 0; t < VT_DTYPE_COUNT; t++)
         if (k->gemm[t]) k->gemm_isa[t] = CPU_ISA_AVX2;
@@ -141,6 +142,7 @@ static void fill_avx512(cpu_kernels *k) {
     SET_GEMM(Q4_0, q4_0);
     SET_GEMM(Q8_0, q8_0);
     SET_GEMM(Q4_K, q4_K);
+    SET_GEMM(Q5_K, q5_K);
     SET_GEMM(Q6_K, q6_K);
 #undef SET_GEMM
     if (cpu_features_get()->amx_int8) {

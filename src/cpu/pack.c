@@ -11,9 +11,13 @@
 
 #define CHUNK_VEC (4 * PACK_ROWS) /* bytes of one chunk vector */
 
+/* The K-quant tiles hold 16 file blocks exactly (d, dmin | scales | ql [| qh]). */
+_Static_assert(4 * PACK_ROWS + 35 * CHUNK_VEC == PACK_ROWS * sizeof(block_q4_K), "Q4_K tile");
+_Static_assert(4 * PACK_ROWS + 43 * CHUNK_VEC == PACK_ROWS * sizeof(block_q5_K), "Q5_K tile");
+
 bool pack_has_layout(vt_dtype type) {
     return type == VT_DTYPE_Q4_0 || type == VT_DTYPE_Q8_0 || type == VT_DTYPE_Q4_K ||
-           type == VT_DTYPE_Q6_K;
+           type == VT_DTYPE_Q5_K || type == VT_DTYPE_Q6_K;
 }
 
 bool pack_needs_sums(vt_dtype type) { return type == VT_DTYPE_Q4_0 || type == VT_DTYPE_Q8_0; }
@@ -78,6 +82,23 @@ void pack_group(vt_dtype type, int64_t n_in, const void *src, size_t row_bytes, 
                 memcpy(t + 2 * PACK_ROWS + 2 * r, &row[b].dmin, 2);
                 scatter_chunks(row[b].scales, sizeof row[b].scales, r, t + 4 * PACK_ROWS);
                 scatter_chunks(row[b].qs, sizeof row[b].qs, r, t + 4 * PACK_ROWS + 3 * CHUNK_VEC);
+            }
+        }
+        break;
+    }
+    case VT_DTYPE_Q5_K: {
+        /* per super-block tile: the Q4_K tile (d, dmin | scales | ql), then 8 qh vectors */
+        const int64_t nb = n_in / QK_K;
+        const size_t tile = PACK_ROWS * sizeof(block_q5_K);
+        for (int r = 0; r < nr; r++) {
+            const block_q5_K *row = (const block_q5_K *)(s + (size_t)r * row_bytes);
+            for (int64_t b = 0; b < nb; b++) {
+                uint8_t *t = g + b * tile;
+                memcpy(t + 2 * r, &row[b].d, 2);
+                memcpy(t + 2 * PACK_ROWS + 2 * r, &row[b].dmin, 2);
+                scatter_chunks(row[b].scales, sizeof row[b].scales, r, t + 4 * PACK_ROWS);
+                scatter_chunks(row[b].qs, sizeof row[b].qs, r, t + 4 * PACK_ROWS + 3 * CHUNK_VEC);
+                scatter_chunks(row[b].qh, sizeof row[b].qh, r, t + 4 * PACK_ROWS + 35 * CHUNK_VEC);
             }
         }
         break;
@@ -215,6 +236,49 @@ void gemm_q4_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x,
     }
 }
 
+void gemm_q5_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
+                   const int32_t *x_sums, int n_tok, float *y, int64_t ldy) {
+    (void)x_sums; /* recomputed from x: the sums are exact either way */
+    const int64_t nb = n_in / QK_K;
+    const size_t tile = PACK_ROWS * sizeof(block_q5_K);
+    const size_t group_bytes = (size_t)nb * tile;
+    for (int64_t gi = 0; gi < n_groups; gi++) {
+        const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
+        for (int t = 0; t < n_tok; t++) {
+            const block_q8_K *xb = (const block_q8_K *)((const uint8_t *)x + (size_t)t * x_stride);
+            for (int r = 0; r < PACK_ROWS; r++) {
+                float acc = 0.0f;
+                for (int64_t b = 0; b < nb; b++) {
+                    uint8_t packed[12], sc[8], mn[8];
+                    const uint8_t *tb = g + b * tile;
+                    vt_f16 d, dmin;
+                    memcpy(&d, tb + 2 * r, 2);
+                    memcpy(&dmin, tb + 2 * PACK_ROWS + 2 * r, 2);
+                    for (int i = 0; i < 12; i++) packed[i] = chunk_byte(tb + 4 * PACK_ROWS, r, i);
+                    q4_K_scales_mins(packed, sc, mn);
+                    const uint8_t *v = tb + 4 * PACK_ROWS + 3 * CHUNK_VEC, *vh = v + 32 * CHUNK_VEC;
+                    int32_t isum = 0, imin = 0;
+                    for (int j = 0; j < 4; j++) {
+                        int32_t lo = 0, hi = 0;
+                        for (int l = 0; l < 32; l++) {
+                            const uint8_t q = chunk_byte(v, r, 32 * j + l), h = chunk_byte(vh, r, l);
+                            lo += ((q & 0x0f) | ((h >> (2 * j) & 1) << 4)) * xb[b].qs[64 * j + l];
+                            hi += ((q >> 4) | ((h >> (2 * j + 1) & 1) << 4)) * xb[b].qs[64 * j + 32 + l];
+                        }
+                        isum += sc[2 * j] * lo + sc[2 * j + 1] * hi;
+                    }
+                    for (int j = 0; j < 8; j++) imin += mn[j] * (xb[b].bsums[2 * j] + xb[b].bsums[2 * j + 1]);
+                    const float s = f16_to_f32(d) * xb[b].d;
+                    const float sm = f16_to_f32(dmin) * xb[b].d;
+                    acc = fmaf(s, (float)isum, acc);
+                    acc = fmaf(-sm, (float)imin, acc);
+                }
+                y[t * ldy + gi * PACK_ROWS + r] = acc;
+            }
+        }
+    }
+}
+
 void gemm_q6_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
                    const int32_t *x_sums, int n_tok, float *y, int64_t ldy) {
     (void)x_sums; /* recomputed from x: the sums are exact either way */
@@ -262,6 +326,7 @@ pack_gemm_fn pack_gemm_ref(vt_dtype type) {
     case VT_DTYPE_Q4_0: return gemm_q4_0_ref;
     case VT_DTYPE_Q8_0: return gemm_q8_0_ref;
     case VT_DTYPE_Q4_K: return gemm_q4_K_ref;
+    case VT_DTYPE_Q5_K: return gemm_q5_K_ref;
     case VT_DTYPE_Q6_K: return gemm_q6_K_ref;
     default: return NULL;
     }

@@ -27,6 +27,11 @@
  *         high nibbles 2j + 1); scales next to their quants, so the group reads
  *         as one stream in address order (with a separate scale region the
  *         kernels' linear prefetch left the quants of long rows unprefetched)
+ *   Q5_K  per super-block a 2816-byte tile: the Q4_K tile above, same offsets, then
+ *         8 chunk vectors of high bits (chunk c = bytes qh[4c..4c+3]): bit 2j of
+ *         qh[l] is the fifth bit of the low nibble of quant byte 32j + l (element
+ *         64j + l), bit 2j + 1 that of its high nibble (element 64j + 32 + l); the
+ *         high bits come last so that the Q4_K part, and Q4_K code, work unchanged
  *   Q6_K  d: nb x 16 f16 | scales: nb x 16 x 16 int8 (sub-block j: 16 rows) |
  *         quants: nb x (32 chunk vectors of ql[4c..], then 16 of qh[4c..]); ql and
  *         qh of a super-block are adjacent so that the regions' read positions
@@ -42,6 +47,7 @@
  *   Q8_0  isum = sum q x;                    s = d_w * d_x
  *   Q4_K  isum = sum_j sc_j sum q x;         s = d_w * d_x, then
  *         acc = fmaf(-(dmin_w * d_x), (float)(sum_j m_j (bsum_2j + bsum_2j+1)), acc)
+ *   Q5_K  as Q4_K, with q = nibble + 16 * high bit (0..31)
  *   Q6_K  isum = sum_j sc_j sum (q - 32) x;  s = d_w * d_x */
 #ifndef VT_CPU_PACK_H
 #define VT_CPU_PACK_H
@@ -91,6 +97,8 @@ void gemm_q4_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x,
 void gemm_q8_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
                    const int32_t *x_sums, int n_tok, float *y, int64_t ldy);
 void gemm_q4_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
+                   const int32_t *x_sums, int n_tok, float *y, int64_t ldy);
+void gemm_q5_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
                    const int32_t *x_sums, int n_tok, float *y, int64_t ldy);
 void gemm_q6_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
                    const int32_t *x_sums, int n_tok, float *y, int64_t ldy);

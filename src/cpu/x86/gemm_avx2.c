@@ -1,4 +1,4 @@
-/* AVX2 GEMMs over the packed layouts of cpu/pack.h (Q4_0, Q8_0, Q4_K, Q6_K).
+/* AVX2 GEMMs over the packed layouts of cpu/pack.h (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K).
  *
  * A 64-byte chunk vector holds 4 quant bytes of each of the 16 rows of a group;
  * here it is two ymm halves of 8 rows, processed one half at a time (AVX2 has
@@ -15,8 +15,9 @@
 #include "quant/blocks.h"
 
 #define CHUNK_VEC 64
-/* Q4_K groups are runs of per-super-block tiles (cpu/pack.h) */
+/* Q4_K and Q5_K groups are runs of per-super-block tiles (cpu/pack.h) */
 #define TILE_Q4_K (PACK_ROWS * sizeof(block_q4_K))
+#define TILE_Q5_K (PACK_ROWS * sizeof(block_q5_K))
 /* Register tiles: every small loop fully unrolled, so arrays of vectors stay in
  * registers (GCC at -O2 would otherwise keep them on the stack). */
 #define UNROLL _Pragma("GCC unroll 16")
@@ -141,15 +142,16 @@ VT_INLINE void q8_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_
 LEGACY_GEMM(q4_0)
 LEGACY_GEMM(q8_0)
 
-/* ---- K-quants (Q4_K, Q6_K x Q8_K), 8 rows x up to 2 tokens per pass -------------------
+/* ---- K-quants (Q4_K, Q5_K, Q6_K x Q8_K), 8 rows x up to 2 tokens per pass -------------
  *
  * Per 32-element sub-block the maddubs pair sums of the 8 chunks fit int16
  * (Q4_K: 8 * 2 * 15 * 128 < 2^15), so one madd with the row's scale as an int16
- * pair (sc, sc) gives sc * sum exactly. Q6_K quants reach 63, so only two
- * chunks share an int16 sum before their madd. The -32 offset of Q6_K and the
- * mins of Q4_K come from the activation's bsums with madd against int16 pairs
- * of the rows' scales or mins. 16 registers hold the tiles of two tokens; a
- * 4-token call makes two passes over the group (the second from L1). */
+ * pair (sc, sc) gives sc * sum exactly. Q5_K quants reach 31, so four chunks
+ * share an int16 sum (4 * 2 * 31 * 128 < 2^15); Q6_K quants reach 63, so only
+ * two. The -32 offset of Q6_K and the mins of Q4_K and Q5_K come from the
+ * activation's bsums with madd against int16 pairs of the rows' scales or mins.
+ * 16 registers hold the tiles of two tokens; a 4-token call makes two passes
+ * over the group (the second from L1). */
 
 /* Byte j (0..3) of every 32-bit lane as the int16 pair (v, v). */
 VT_INLINE __m256i lane_byte_pair(__m256i v, int j) {
@@ -213,6 +215,90 @@ VT_INLINE void q4_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
         }
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dd + b * TILE_Q4_K + 16 * half)));
         const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dd + b * TILE_Q4_K + 32 + 16 * half)));
+        UNROLL
+        for (int t = 0; t < nt; t++) {
+            const __m256 xd = _mm256_set1_ps(xr[t][b].d);
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, xd), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+            acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dmw, xd), _mm256_cvtepi32_ps(imin[t]), acc[t]);
+        }
+    }
+    UNROLL
+    for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ldy + 8 * half, acc[t]);
+}
+
+/* Bit k (0..7) of every byte of qh at bit 4, the other bits cleared. 16-bit
+ * shifts are fine: the bit that lands at bit 4 of a byte comes from the same
+ * byte for shifts of at most 4. */
+VT_INLINE __m256i q5_K_bit4(__m256i qh, const int k) {
+    const __m256i s = k < 4 ? _mm256_slli_epi16(qh, 4 - k) : k > 4 ? _mm256_srli_epi16(qh, k - 4) : qh;
+    return _mm256_and_si256(s, _mm256_set1_epi8(0x10));
+}
+
+/* q4_K_half with the fifth bit merged into each nibble before the maddubs, and
+ * a madd every four chunks (see above): Q4_K's integer sums and float steps. */
+VT_INLINE void q5_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_K *const *xr,
+                         float *y, int64_t ldy, const int nt) {
+    const uint8_t *dd = g, *scv = g + 4 * PACK_ROWS, *qs = scv + 3 * CHUNK_VEC; /* + b * TILE_Q5_K */
+    const uint8_t *qhp = qs + 32 * CHUNK_VEC;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256 acc[2];
+    UNROLL
+    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    const uint8_t *pf = g + PF_DIST;
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *sp = scv + b * TILE_Q5_K + 32 * half;
+        const __m256i u0 = _mm256_loadu_si256((const __m256i *)sp);
+        const __m256i u1 = _mm256_loadu_si256((const __m256i *)(sp + CHUNK_VEC));
+        const __m256i u2 = _mm256_loadu_si256((const __m256i *)(sp + 2 * CHUNK_VEC));
+        const __m256i k6 = _mm256_set1_epi8(0x3f), k4 = _mm256_set1_epi8(0x0f), k2 = _mm256_set1_epi8(0x03);
+        const __m256i sc_lo = _mm256_and_si256(u0, k6), mn_lo = _mm256_and_si256(u1, k6);
+        const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(u2, k4),
+                                              _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), k2), 4));
+        const __m256i mn_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), k4),
+                                              _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), k2), 4));
+        const uint8_t *v = qs + b * TILE_Q5_K + 32 * half, *vh = qhp + b * TILE_Q5_K + 32 * half;
+        if (half == 0) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q5_K));
+        __m256i isum[2], imin[2];
+        UNROLL
+        for (int t = 0; t < nt; t++) isum[t] = imin[t] = _mm256_setzero_si256();
+        UNROLL
+        for (int j = 0; j < 4; j++) {
+            const __m256i sa = lane_byte_pair(2 * j < 4 ? sc_lo : sc_hi, (2 * j) & 3);
+            const __m256i sb = lane_byte_pair(2 * j + 1 < 4 ? sc_lo : sc_hi, (2 * j + 1) & 3);
+            UNROLL
+            for (int c0 = 0; c0 < 8; c0 += 4) {
+                __m256i plo[2], phi[2];
+                UNROLL
+                for (int t = 0; t < nt; t++) plo[t] = phi[t] = _mm256_setzero_si256();
+                UNROLL
+                for (int c = c0; c < c0 + 4; c++) {
+                    const __m256i raw = _mm256_loadu_si256((const __m256i *)(v + (8 * j + c) * CHUNK_VEC));
+                    const __m256i qh = _mm256_loadu_si256((const __m256i *)(vh + c * CHUNK_VEC));
+                    const __m256i lo = _mm256_or_si256(_mm256_and_si256(raw, m4), q5_K_bit4(qh, 2 * j));
+                    const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4),
+                                                       q5_K_bit4(qh, 2 * j + 1));
+                    UNROLL
+                    for (int t = 0; t < nt; t++) {
+                        const int8_t *xq = xr[t][b].qs + 64 * j + 4 * c;
+                        plo[t] = _mm256_add_epi16(plo[t], _mm256_maddubs_epi16(lo, bcast32_256(xq)));
+                        phi[t] = _mm256_add_epi16(phi[t], _mm256_maddubs_epi16(hi, bcast32_256(xq + 32)));
+                    }
+                }
+                UNROLL
+                for (int t = 0; t < nt; t++)
+                    isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(plo[t], sa),
+                                                                         _mm256_madd_epi16(phi[t], sb)));
+            }
+        }
+        UNROLL
+        for (int j = 0; j < 8; j++) {
+            const __m256i pair = lane_byte_pair(j < 4 ? mn_lo : mn_hi, j & 3);
+            UNROLL
+            for (int t = 0; t < nt; t++)
+                imin[t] = _mm256_add_epi32(imin[t], _mm256_madd_epi16(pair, bcast32_256(xr[t][b].bsums + 2 * j)));
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dd + b * TILE_Q5_K + 16 * half)));
+        const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dd + b * TILE_Q5_K + 32 + 16 * half)));
         UNROLL
         for (int t = 0; t < nt; t++) {
             const __m256 xd = _mm256_set1_ps(xr[t][b].d);
@@ -325,4 +411,5 @@ VT_INLINE void q6_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
     }
 
 KQUANT_GEMM(q4_K)
+KQUANT_GEMM(q5_K)
 KQUANT_GEMM(q6_K)

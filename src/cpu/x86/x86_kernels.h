@@ -61,11 +61,13 @@ void silu_mul_avx2(float *g, const float *u, int64_t n);
 X86_DECLARE_GEMM(q4_0, avx2)
 X86_DECLARE_GEMM(q8_0, avx2)
 X86_DECLARE_GEMM(q4_K, avx2)
+X86_DECLARE_GEMM(q5_K, avx2)
 X86_DECLARE_GEMM(q6_K, avx2)
 /* gemm_avx512.c: the same with AVX-512 VNNI */
 X86_DECLARE_GEMM(q4_0, avx512)
 X86_DECLARE_GEMM(q8_0, avx512)
 X86_DECLARE_GEMM(q4_K, avx512)
+X86_DECLARE_GEMM(q5_K, avx512)
 X86_DECLARE_GEMM(q6_K, avx512)
 /* gemm_amx.c: AMX-INT8 tile GEMMs for n_tok <= PACK_TOK_WIDE (two 16-token tiles) */
 X86_DECLARE_GEMM(q4_0, amx)
