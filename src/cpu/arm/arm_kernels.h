@@ -4,8 +4,9 @@
  *
  * Tiers and files:
  *   neon       plain ASIMD (every aarch64 core): *_neon.c
- *   neon_dot   + sdot (ARMv8.2 dotprod): *_neon_dot.c, the int8 types only; the
- *              float dots and the quantizers are the plain ones
+ *   neon_dot   + sdot (ARMv8.2 dotprod): *_neon_dot.c, the int8 types only, and
+ *              the packed GEMMs (Q4_0, Q8_0, Q4_K, Q6_K); the float dots and
+ *              the quantizers are the plain ones
  *   neon_i8mm  + smmla: *_neon_i8mm.c, on top of neon_dot where it pays: the
  *              packed Q8_0 GEMM at the 4-token prefill tile */
 #ifndef VT_CPU_ARM_ARM_KERNELS_H
