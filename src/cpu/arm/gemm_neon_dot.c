@@ -387,27 +387,30 @@ VT_INLINE void q6_K_tile(int64_t nb, const uint8_t *g, const block_q8_K *const *
         vst1q_f32(y + t * ldy + 4 * (q0 + q), acc[t][q]);
 }
 
-/* One group for nt tokens: all 16 rows for 1 token, two halves for 2, four
- * quads for 3-4 (see above); only the first pass prefetches. */
-#define K_GROUP_DISPATCH(tile, ...)                                                        \
-    switch (nt) {                                                                          \
-    case 1: tile(__VA_ARGS__, 0, 4, 1, true); break;                                       \
-    case 2: tile(__VA_ARGS__, 0, 2, 2, true); tile(__VA_ARGS__, 2, 2, 2, false); break;    \
-    case 3:                                                                                \
-        tile(__VA_ARGS__, 0, 1, 3, true);                                                  \
-        tile(__VA_ARGS__, 1, 1, 3, false);                                                 \
-        tile(__VA_ARGS__, 2, 1, 3, false);                                                 \
-        tile(__VA_ARGS__, 3, 1, 3, false);                                                 \
-        break;                                                                             \
-    default:                                                                               \
-        tile(__VA_ARGS__, 0, 1, 4, true);                                                  \
-        tile(__VA_ARGS__, 1, 1, 4, false);                                                 \
-        tile(__VA_ARGS__, 2, 1, 4, false);                                                 \
-        tile(__VA_ARGS__, 3, 1, 4, false);                                                 \
-        break;                                                                             \
+/* The passes over a group: all 16 rows for 1 token, two halves for 2, four quads
+ * for 3-4 (see above); only the first prefetches. Each pass is its own function:
+ * inlined side by side into one, their tiles were allocated together and the
+ * 4-token Q6_K passes spilled 32 vectors per super-block. */
+#define K_PASS(name, q0, nq, nt, pf)                                                       \
+    static __attribute__((noinline)) void name##_pass_##q0##_##nt(                         \
+        int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y, int64_t ldy) { \
+        name##_tile(nb, g, xr, y, ldy, q0, nq, nt, pf);                                    \
     }
+#define K_PASSES(name)                                                                     \
+    K_PASS(name, 0, 4, 1, true)                                                            \
+    K_PASS(name, 0, 2, 2, true)                                                            \
+    K_PASS(name, 2, 2, 2, false)                                                           \
+    K_PASS(name, 0, 1, 3, true)                                                            \
+    K_PASS(name, 1, 1, 3, false)                                                           \
+    K_PASS(name, 2, 1, 3, false)                                                           \
+    K_PASS(name, 3, 1, 3, false)                                                           \
+    K_PASS(name, 0, 1, 4, true)                                                            \
+    K_PASS(name, 1, 1, 4, false)                                                           \
+    K_PASS(name, 2, 1, 4, false)                                                           \
+    K_PASS(name, 3, 1, 4, false)
 
 #define K_GEMM(name)                                                                       \
+    K_PASSES(name)                                                                         \
     void gemm_##name##_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x, \
                                 size_t x_stride, const int32_t *x_sums, int n_tok, float *y, \
                                 int64_t ldy) {                                             \
@@ -417,11 +420,28 @@ VT_INLINE void q6_K_tile(int64_t nb, const uint8_t *g, const block_q8_K *const *
         const block_q8_K *xr[PACK_TOK_MAX];                                                \
         for (int t = 0; t < n_tok; t++)                                                    \
             xr[t] = (const block_q8_K *)((const uint8_t *)x + (size_t)t * x_stride);       \
-        const int nt = n_tok;                                                              \
         for (int64_t gi = 0; gi < n_groups; gi++) {                                        \
             const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;              \
             float *yg = y + gi * PACK_ROWS;                                                \
-            K_GROUP_DISPATCH(name##_tile, nb, g, xr, yg, ldy)                              \
+            switch (n_tok) {                                                               \
+            case 1: name##_pass_0_1(nb, g, xr, yg, ldy); break;                            \
+            case 2:                                                                        \
+                name##_pass_0_2(nb, g, xr, yg, ldy);                                       \
+                name##_pass_2_2(nb, g, xr, yg, ldy);                                       \
+                break;                                                                     \
+            case 3:                                                                        \
+                name##_pass_0_3(nb, g, xr, yg, ldy);                                       \
+                name##_pass_1_3(nb, g, xr, yg, ldy);                                       \
+                name##_pass_2_3(nb, g, xr, yg, ldy);                                       \
+                name##_pass_3_3(nb, g, xr, yg, ldy);                                       \
+                break;                                                                     \
+            default:                                                                       \
+                name##_pass_0_4(nb, g, xr, yg, ldy);                                       \
+                name##_pass_1_4(nb, g, xr, yg, ldy);                                       \
+                name##_pass_2_4(nb, g, xr, yg, ldy);                                       \
+                name##_pass_3_4(nb, g, xr, yg, ldy);                                       \
+                break;                                                                     \
+            }                                                                              \
         }                                                                                  \
     }
 
