@@ -4,8 +4,10 @@
  * (cpu/pack.h), mm_weight_prepare copies the rows into groups of 16 rows
  * interleaved in 4-byte chunks; a group is one sequential stream, so decode
  * runs at memory bandwidth, and the GEMM keeps one accumulator lane per row
- * for up to PACK_TOK_MAX tokens at a time. Other types keep the file layout and
- * the dot_rows kernels.
+ * for up to PACK_TOK_MAX tokens at a time (Q4_0, Q8_0, Q4_K, Q6_K on AVX2,
+ * AVX-512 and NEON dotprod; pack.h lists the kernels). Other types, and those
+ * tiers without a packed kernel (ref, plain NEON), keep the file layout and the
+ * dot_rows kernels.
  *
  * Work split. Outputs are cut among threads in units of 16 rows (a packed group
  * or a file-layout tile) with tp_range; with several weights (mm_compute_multi)

@@ -8,13 +8,19 @@
  *
  *   chunk vector (64 bytes) = [row 0: 4 bytes][row 1: 4 bytes] ... [row 15: 4 bytes]
  *
- * so one 512-bit load (or two 256-bit loads) holds the same 4 quant bytes of 16
- * rows, and a vpdpbusd / maddubs against the broadcast matching 4 activation
- * bytes leaves one row's partial dot in each 32-bit lane. The kernels then keep
- * one float accumulator lane per row and never reduce horizontally. Scales are
- * gathered per block into vectors of 16 (fp16, int8 or packed 6-bit words).
+ * so one 512-bit load (or two 256-bit loads, or four 128-bit NEON registers of 4
+ * rows) holds the same 4 quant bytes of 16 rows, and a vpdpbusd / maddubs against
+ * the broadcast matching 4 activation bytes (on ARM sdot by element) leaves one
+ * row's partial dot in each 32-bit lane. The kernels then keep one float
+ * accumulator lane per row and never reduce horizontally. Scales are gathered
+ * per block into vectors of 16 (fp16, int8 or packed 6-bit words).
  * A group is one sequential stream: its scale region then its quant region.
  * The bytes per group equal 16 file rows exactly (nothing is added).
+ *
+ * Kernels (matmul packs a type only where the tier has one): all four types on
+ * AVX2, AVX-512 VNNI (x86/gemm_avx2.c, gemm_avx512.c) and NEON dotprod
+ * (arm/gemm_neon_dot.c, also used by the i8mm tier, which has smmla for Q8_0 at
+ * 4 tokens); AMX wide tiles for Q4_0, Q8_0, Q4_K. Plain NEON and ref: none.
  *
  * Group layouts (nb = blocks per row, per block b in order; "16 x" = rows 0..15):
  *   Q4_0  d: nb x 16 f16                       | qs: nb x 4 chunk vectors

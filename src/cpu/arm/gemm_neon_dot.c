@@ -1,4 +1,5 @@
-/* sdot GEMMs over the packed layouts of cpu/pack.h (Q4_0, Q8_0), ARMv8.2 dotprod.
+/* sdot GEMMs over the packed layouts of cpu/pack.h (Q4_0, Q8_0, Q4_K, Q6_K), ARMv8.2
+ * dotprod.
  *
  * A 64-byte chunk vector holds 4 quant bytes of each of the 16 rows of a group:
  * four q registers of 4 rows each. The indexed form of sdot,
@@ -12,9 +13,10 @@
  * per (row, token) lane as the _ref twins do, so results are bit-identical with
  * them (and with every other tier).
  *
- * Register tile: up to 8 accumulators of each kind (int per block, float per
- * row). One or two tokens take all 16 rows at once; three or four tokens take
- * the group as two halves of 8 rows, so the 32 vector registers never spill. */
+ * Register tile (Q4_0, Q8_0; the K-quants' below): up to 8 accumulators of each
+ * kind (int per block, float per row). One or two tokens take all 16 rows at
+ * once; three or four tokens take the group as two halves of 8 rows, so the 32
+ * vector registers never spill. */
 #include "cpu/arm/arm_kernels.h"
 #include "cpu/arm/neon_common.h"
 #include "quant/blocks.h"
@@ -137,3 +139,315 @@ void gemm_q4_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const voi
         GROUP_DISPATCH(q4_0_tile, nb, g, xr, x_sums, yg, ldy)
     }
 }
+
+/* ---- K-quants (Q4_K, Q6_K x Q8_K) ------------------------------------------------------
+ *
+ * Per sub-block each row quad's sdots land in one int32 vector (one lane per
+ * row), which is multiplied by that sub-block's scales of the 4 rows (int32
+ * lanes) into the super-block's isum: sc * sum exactly, as the ref twins. The
+ * constant parts come from the activation's bsums: Q6_K's -32 offset by
+ * starting each sub-block's sum at -32 * bsum_j (so the quants are dotted as
+ * unsigned 0..63); Q4_K's mins with sdot as well, the bsum pairs split into
+ * bytes as 128 * hi + lo (hi in -32..31, lo in 0..127), against the rows' 6-bit
+ * mins as 4 bytes per lane. Float steps per super-block as pack.h states.
+ *
+ * Register tiles: a super-block keeps two sub-block sums, isum and the float
+ * accumulator per (row quad, token) live, so one token takes all 16 rows in one
+ * pass (decode: the group is read once, in order), two tokens two halves of 8
+ * rows and three or four tokens four passes of one quad each: the weights are
+ * unpacked once per pass and used by every token. */
+
+/* GCC's pre-allocation scheduler (on at -O2 for aarch64) hoists the loads of a
+ * whole unrolled super-block ahead of their use and then spills 40-190 vectors
+ * per super-block; without it the tiles stay in registers (GCC 12). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("no-schedule-insns")
+#endif
+
+#define TILE_Q4_K (PACK_ROWS * sizeof(block_q4_K))
+/* Software prefetch as the AVX-512 K-quant kernels do: one linear stream over
+ * the group (and on into the next), PF_DIST_K bytes ahead, a quarter super-block
+ * per quarter of the work, from the first pass over a group only. The distance
+ * is the one measured on x86; it is not measured on ARM. */
+#define PF_DIST_K 2048
+
+/* Quads q0 .. q0 + nq - 1 (16 bytes each) of the chunk vector at v, with one
+ * multi-register load where they are adjacent. */
+VT_INLINE void load_quads(const uint8_t *v, const int q0, const int nq, uint8x16_t out[4]) {
+    if (nq == 4) {
+        const uint8x16x4_t a = vld1q_u8_x4(v);
+        UNROLL for (int q = 0; q < 4; q++) out[q] = a.val[q];
+    } else if (nq == 2) {
+        const uint8x16x2_t a = vld1q_u8_x2(v + 16 * q0);
+        out[0] = a.val[0];
+        out[1] = a.val[1];
+    } else {
+        out[0] = vld1q_u8(v + 16 * q0);
+    }
+}
+
+/* Four fp16 at p as floats (exact). */
+VT_INLINE float32x4_t load_f16x4(const uint8_t *p) {
+    return vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(p)));
+}
+
+VT_INLINE void prefetch_lines(const uint8_t *p, const int n_lines) {
+    UNROLL for (int i = 0; i < n_lines; i++) __builtin_prefetch(p + 64 * i, 0, 3);
+}
+
+/* Byte k (0..3) of every 32-bit lane of v, masked with `mask`, as int32 lanes. */
+VT_INLINE int32x4_t lane_byte(uint32x4_t v, const int k, uint32x4_t mask) {
+    switch (k) {
+    case 0: break;
+    case 1: v = vshrq_n_u32(v, 8); break;
+    case 2: v = vshrq_n_u32(v, 16); break;
+    default: v = vshrq_n_u32(v, 24); break;
+    }
+    return vreinterpretq_s32_u32(vandq_u32(v, mask));
+}
+
+/* Scale of sub-block j (0..7) of rows 4q .. 4q + 3 from the tile's three scale
+ * vectors sv (the 12 scale bytes as words u0, u1, u2): j < 4 is u0 & 63 of byte
+ * j, j >= 4 is the low nibble of u2's byte j - 4 under the top 2 bits of u0's. */
+VT_INLINE int32x4_t q4_K_scale(const uint8_t *sv, const int q, const int j) {
+    const uint8x16_t u0 = vld1q_u8(sv + 16 * q);
+    if (j < 4) return lane_byte(vreinterpretq_u32_u8(u0), j, vdupq_n_u32(0x3f));
+    const uint8x16_t u2 = vld1q_u8(sv + 2 * CHUNK_VEC + 16 * q);
+    const uint32x4_t hi = vreinterpretq_u32_u8(vsliq_n_u8(u2, vshrq_n_u8(u0, 6), 4));
+    if (j == 7) return vreinterpretq_s32_u32(vshrq_n_u32(hi, 24));
+    return lane_byte(hi, j - 4, vdupq_n_u32(0xff));
+}
+
+/* The 8 mins of rows 4q .. 4q + 3 as bytes: mins 0..3 and 4..7 of each row's lane. */
+VT_INLINE void q4_K_mins(const uint8_t *sv, const int q, int8x16_t *lo, int8x16_t *hi) {
+    const uint8x16_t u1 = vld1q_u8(sv + CHUNK_VEC + 16 * q);
+    const uint8x16_t u2 = vld1q_u8(sv + 2 * CHUNK_VEC + 16 * q);
+    *lo = vreinterpretq_s8_u8(vandq_u8(u1, vdupq_n_u8(0x3f)));
+    *hi = vreinterpretq_s8_u8(vsliq_n_u8(vshrq_n_u8(u2, 4), vshrq_n_u8(u1, 6), 4));
+}
+
+/* The 8 bsum pairs p_j = bsums[2j] + bsums[2j + 1] of a Q8_K block as bytes
+ * (lo_0..lo_7, hi_0..hi_7), p_j = 128 hi_j + lo_j: |p_j| <= 32 * 128, so hi_j
+ * fits -32..31 and the min term takes four sdots instead of 8 widening mlas. */
+VT_INLINE int8x16_t bsum_pair_bytes(const block_q8_K *x) {
+    const int16x8_t p = vpaddq_s16(vld1q_s16(x->bsums), vld1q_s16(x->bsums + 8));
+    const int16x8_t lo = vandq_s16(p, vdupq_n_s16(127)), hi = vshrq_n_s16(p, 7);
+    return vuzp1q_s8(vreinterpretq_s8_s16(lo), vreinterpretq_s8_s16(hi));
+}
+
+/* Rows 4 q0 .. 4 (q0 + nq) - 1 of one Q4_K group, nt tokens; pf: issue the
+ * group's prefetches (the first pass over it). */
+VT_INLINE void q4_K_tile(int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y,
+                         int64_t ldy, const int q0, const int nq, const int nt, const bool pf) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0f);
+    float32x4_t acc[PACK_TOK_MAX][4];
+    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++) acc[t][q] = vdupq_n_f32(0);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *tile = g + b * TILE_Q4_K;
+        const uint8_t *sv = tile + 4 * PACK_ROWS, *v = sv + 3 * CHUNK_VEC;
+        int32x4_t isum[PACK_TOK_MAX][4];
+        UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++)
+            isum[t][q] = vdupq_n_s32(0);
+        UNROLL for (int j = 0; j < 4; j++) {
+            /* a quarter of the super-block's lines (9) per quarter of its work */
+            if (pf) prefetch_lines(tile + PF_DIST_K + j * TILE_Q4_K / 4, TILE_Q4_K / 4 / 64);
+            int32x4_t plo[PACK_TOK_MAX][4], phi[PACK_TOK_MAX][4];
+            UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++)
+                plo[t][q] = phi[t][q] = vdupq_n_s32(0);
+            int8x16_t xlo[PACK_TOK_MAX], xhi[PACK_TOK_MAX];
+            UNROLL for (int c = 0; c < 8; c++) {
+                /* chunk c: elements 64j + 4c .. (low nibbles), 64j + 32 + 4c .. (high) */
+                if ((c & 3) == 0)
+                    UNROLL for (int t = 0; t < nt; t++) {
+                        xlo[t] = vld1q_s8(xr[t][b].qs + 64 * j + 4 * c);
+                        xhi[t] = vld1q_s8(xr[t][b].qs + 64 * j + 32 + 4 * c);
+                    }
+                uint8x16_t raw[4];
+                load_quads(v + (8 * j + c) * CHUNK_VEC, q0, nq, raw);
+                UNROLL for (int q = 0; q < nq; q++) {
+                    const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(raw[q], m4));
+                    const int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(raw[q], 4));
+                    UNROLL for (int t = 0; t < nt; t++) {
+                        plo[t][q] = vdotq_laneq_s32(plo[t][q], lo, xlo[t], c & 3);
+                        phi[t][q] = vdotq_laneq_s32(phi[t][q], hi, xhi[t], c & 3);
+                    }
+                }
+            }
+            UNROLL for (int q = 0; q < nq; q++) {
+                const int32x4_t sa = q4_K_scale(sv, q0 + q, 2 * j);
+                const int32x4_t sb = q4_K_scale(sv, q0 + q, 2 * j + 1);
+                UNROLL for (int t = 0; t < nt; t++)
+                    isum[t][q] = vmlaq_s32(vmlaq_s32(isum[t][q], plo[t][q], sa), phi[t][q], sb);
+            }
+        }
+        int8x16_t xm[PACK_TOK_MAX];
+        float dx[PACK_TOK_MAX];
+        UNROLL for (int t = 0; t < nt; t++) {
+            xm[t] = bsum_pair_bytes(&xr[t][b]);
+            dx[t] = xr[t][b].d;
+        }
+        UNROLL for (int q = 0; q < nq; q++) {
+            int8x16_t mn_lo, mn_hi;
+            q4_K_mins(sv, q0 + q, &mn_lo, &mn_hi);
+            const float32x4_t dw = load_f16x4(tile + 8 * (q0 + q));
+            const float32x4_t dmw = load_f16x4(tile + 2 * PACK_ROWS + 8 * (q0 + q));
+            UNROLL for (int t = 0; t < nt; t++) {
+                int32x4_t imin = vdotq_laneq_s32(vdupq_n_s32(0), mn_lo, xm[t], 2);
+                imin = vshlq_n_s32(vdotq_laneq_s32(imin, mn_hi, xm[t], 3), 7);
+                imin = vdotq_laneq_s32(vdotq_laneq_s32(imin, mn_lo, xm[t], 0), mn_hi, xm[t], 1);
+                acc[t][q] = vfmaq_f32(acc[t][q], vmulq_n_f32(dw, dx[t]), vcvtq_f32_s32(isum[t][q]));
+                acc[t][q] = vfmsq_f32(acc[t][q], vmulq_n_f32(dmw, dx[t]), vcvtq_f32_s32(imin));
+            }
+        }
+    }
+    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++)
+        vst1q_f32(y + t * ldy + 4 * (q0 + q), acc[t][q]);
+}
+
+/* Scale of sub-block j of rows 4q .. 4q + 3 (int8 in the layout) as int32 lanes. */
+VT_INLINE int32x4_t q6_K_scale(const int8_t *sc, const int j, const int q) {
+    const int8x16_t s = vld1q_s8(sc + j * PACK_ROWS);
+    const int16x8_t h = q < 2 ? vmovl_s8(vget_low_s8(s)) : vmovl_high_s8(s);
+    return q & 1 ? vmovl_high_s16(h) : vmovl_s16(vget_low_s16(h));
+}
+
+VT_INLINE void q6_K_tile(int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y,
+                         int64_t ldy, const int q0, const int nq, const int nt, const bool pf) {
+    const int8_t *scp = (const int8_t *)(g + nb * 2 * PACK_ROWS);
+    const uint8_t *ql = (const uint8_t *)scp + nb * 16 * PACK_ROWS; /* ql, qh per super-block */
+    const uint8x16_t m33 = vdupq_n_u8(0x33);
+    float32x4_t acc[PACK_TOK_MAX][4];
+    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++) acc[t][q] = vdupq_n_f32(0);
+    for (int64_t b = 0; b < nb; b++) {
+        const int8_t *sc = scp + b * 16 * PACK_ROWS;
+        const uint8_t *vl = ql + b * 48 * CHUNK_VEC, *vh = vl + 32 * CHUNK_VEC;
+        int32x4_t isum[PACK_TOK_MAX][4];
+        UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++)
+            isum[t][q] = vdupq_n_s32(0);
+        UNROLL for (int h = 0; h < 2; h++) UNROLL for (int u = 0; u < 2; u++) {
+            if (pf) {
+                /* the linear position of this quarter super-block, 14 lines
+                 * covering its 840 bytes (groups are 32-byte aligned, not 64) */
+                const size_t quarter = PACK_ROWS * sizeof(block_q6_K) / 4;
+                const uintptr_t at =
+                    (uintptr_t)g + PF_DIST_K + (4 * (uintptr_t)b + 2 * h + u) * quarter;
+                prefetch_lines((const uint8_t *)(at & ~(uintptr_t)63), 14);
+            }
+            /* s = 0: the ql chunks of sub-blocks m = 0 (low nibbles) and m = 2
+             * (high); s = 1: the next 32 ql bytes, m = 1 and 3. The qh byte holds
+             * the two high bits of m = 0..3 at bits 2m, 2m + 1. */
+            UNROLL for (int s = 0; s < 2; s++) {
+                const int ja = 8 * h + 2 * s + u, jb = ja + 4; /* sub-blocks of m = s, s + 2 */
+                int32x4_t pa[PACK_TOK_MAX][4], pb[PACK_TOK_MAX][4];
+                int8x16_t xa[PACK_TOK_MAX], xb[PACK_TOK_MAX];
+                UNROLL for (int t = 0; t < nt; t++) {
+                    xa[t] = vld1q_s8(xr[t][b].qs + 16 * ja);
+                    xb[t] = vld1q_s8(xr[t][b].qs + 16 * jb);
+                    const int32x4_t ca = vdupq_n_s32(-32 * xr[t][b].bsums[ja]);
+                    const int32x4_t cb = vdupq_n_s32(-32 * xr[t][b].bsums[jb]);
+                    UNROLL for (int q = 0; q < nq; q++) {
+                        pa[t][q] = ca;
+                        pb[t][q] = cb;
+                    }
+                }
+                UNROLL for (int c4 = 0; c4 < 4; c4++) {
+                    const int c = 4 * u + c4;
+                    uint8x16_t l[4], hb[4];
+                    load_quads(vl + (16 * h + 8 * s + c) * CHUNK_VEC, q0, nq, l);
+                    load_quads(vh + (8 * h + c) * CHUNK_VEC, q0, nq, hb);
+                    UNROLL for (int q = 0; q < nq; q++) {
+                        /* bits 0-1: the high bits of m = s, bits 4-5: of m = s + 2 */
+                        const uint8x16_t hm = vandq_u8(s ? vshrq_n_u8(hb[q], 2) : hb[q], m33);
+                        /* qa = l & 15 | hm << 4, qb = hm & 0x30 | l >> 4 */
+                        const int8x16_t qa = vreinterpretq_s8_u8(vsliq_n_u8(l[q], hm, 4));
+                        const int8x16_t qb = vreinterpretq_s8_u8(vsriq_n_u8(hm, l[q], 4));
+                        UNROLL for (int t = 0; t < nt; t++) {
+                            pa[t][q] = vdotq_laneq_s32(pa[t][q], qa, xa[t], c4);
+                            pb[t][q] = vdotq_laneq_s32(pb[t][q], qb, xb[t], c4);
+                        }
+                    }
+                }
+                UNROLL for (int q = 0; q < nq; q++) {
+                    const int32x4_t sa = q6_K_scale(sc, ja, q0 + q), sb = q6_K_scale(sc, jb, q0 + q);
+                    UNROLL for (int t = 0; t < nt; t++)
+                        isum[t][q] = vmlaq_s32(vmlaq_s32(isum[t][q], pa[t][q], sa), pb[t][q], sb);
+                }
+            }
+        }
+        UNROLL for (int q = 0; q < nq; q++) {
+            const float32x4_t dw = load_f16x4(g + b * 2 * PACK_ROWS + 8 * (q0 + q));
+            UNROLL for (int t = 0; t < nt; t++) {
+                const float32x4_t s = vmulq_n_f32(dw, xr[t][b].d);
+                acc[t][q] = vfmaq_f32(acc[t][q], s, vcvtq_f32_s32(isum[t][q]));
+            }
+        }
+    }
+    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++)
+        vst1q_f32(y + t * ldy + 4 * (q0 + q), acc[t][q]);
+}
+
+/* The passes over a group: all 16 rows for 1 token, two halves for 2, four quads
+ * for 3-4 (see above); only the first prefetches. Each pass is its own function:
+ * inlined side by side into one, their tiles were allocated together and the
+ * 4-token Q6_K passes spilled 32 vectors per super-block. */
+#define K_PASS(name, q0, nq, nt, pf)                                                       \
+    static __attribute__((noinline)) void name##_pass_##q0##_##nt(                         \
+        int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y, int64_t ldy) { \
+        name##_tile(nb, g, xr, y, ldy, q0, nq, nt, pf);                                    \
+    }
+#define K_PASSES(name)                                                                     \
+    K_PASS(name, 0, 4, 1, true)                                                            \
+    K_PASS(name, 0, 2, 2, true)                                                            \
+    K_PASS(name, 2, 2, 2, false)                                                           \
+    K_PASS(name, 0, 1, 3, true)                                                            \
+    K_PASS(name, 1, 1, 3, false)                                                           \
+    K_PASS(name, 2, 1, 3, false)                                                           \
+    K_PASS(name, 3, 1, 3, false)                                                           \
+    K_PASS(name, 0, 1, 4, true)                                                            \
+    K_PASS(name, 1, 1, 4, false)                                                           \
+    K_PASS(name, 2, 1, 4, false)                                                           \
+    K_PASS(name, 3, 1, 4, false)
+
+#define K_GEMM(name)                                                                       \
+    K_PASSES(name)                                                                         \
+    void gemm_##name##_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x, \
+                                size_t x_stride, const int32_t *x_sums, int n_tok, float *y, \
+                                int64_t ldy) {                                             \
+        (void)x_sums;                                                                      \
+        const int64_t nb = n_in / QK_K;                                                    \
+        const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_##name);          \
+        const block_q8_K *xr[PACK_TOK_MAX];                                                \
+        for (int t = 0; t < n_tok; t++)                                                    \
+            xr[t] = (const block_q8_K *)((const uint8_t *)x + (size_t)t * x_stride);       \
+        for (int64_t gi = 0; gi < n_groups; gi++) {                                        \
+            const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;              \
+            float *yg = y + gi * PACK_ROWS;                                                \
+            switch (n_tok) {                                                               \
+            case 1: name##_pass_0_1(nb, g, xr, yg, ldy); break;                            \
+            case 2:                                                                        \
+                name##_pass_0_2(nb, g, xr, yg, ldy);                                       \
+                name##_pass_2_2(nb, g, xr, yg, ldy);                                       \
+                break;                                                                     \
+            case 3:                                                                        \
+                name##_pass_0_3(nb, g, xr, yg, ldy);                                       \
+                name##_pass_1_3(nb, g, xr, yg, ldy);                                       \
+                name##_pass_2_3(nb, g, xr, yg, ldy);                                       \
+                name##_pass_3_3(nb, g, xr, yg, ldy);                                       \
+                break;                                                                     \
+            default:                                                                       \
+                name##_pass_0_4(nb, g, xr, yg, ldy);                                       \
+                name##_pass_1_4(nb, g, xr, yg, ldy);                                       \
+                name##_pass_2_4(nb, g, xr, yg, ldy);                                       \
+                name##_pass_3_4(nb, g, xr, yg, ldy);                                       \
+                break;                                                                     \
+            }                                                                              \
+        }                                                                                  \
+    }
+
+K_GEMM(q4_K)
+K_GEMM(q6_K)
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
