@@ -24,7 +24,12 @@
  * Q4_0 has no smmla kernel: its nibbles need the and/shift of the sdot kernel
  * plus the zips, and the count came out above the sdot kernel's (336 against
  * 321 instructions per block of 16 rows x 4 tokens), so the i8mm tier keeps the
- * sdot GEMM for it. */
+ * sdot GEMM for it. Q4_K and Q6_K have none either: the same nibble split and
+ * zips, plus the per-sub-block scales in the (row pair, token pair) lane order
+ * and either zips of the activations in every pass or a scratch copy of them;
+ * counted on paper, a 4-token Q4_K smmla tile that fits the 32 registers comes
+ * out about 10% below the sdot one (2450 instructions per super-block of 16 rows
+ * x 4 tokens), not enough to carry a second kernel unmeasured. */
 #include "cpu/arm/arm_kernels.h"
 #include "cpu/arm/neon_common.h"
 #include "quant/blocks.h"
