@@ -463,14 +463,16 @@ int main(int argc, char **argv) {
                   cpu_isa_name());
     check_tables(&ref);
     for (int i = 0; i < N_WEIGHT_TYPES; i++) check_dot_type(&best, &ref, weight_types[i]);
-    /* packed GEMMs of every x86 tier this CPU has (the AVX2 ones also run on AVX-512 CPUs) */
-    for (int isa = CPU_ISA_AVX2; isa <= (int)cpu_isa_detected() && isa <= CPU_ISA_AVX512; isa++) {
-        cpu_kernels tier;
-        cpu_kernels_build((cpu_isa)isa, &tier);
-        for (int i = 0; i < N_WEIGHT_TYPES; i++) check_gemm_type(&tier, weight_types[i]);
-    }
-    /* and of every aarch64 tier (neon_dot: sdot, neon_i8mm: smmla) */
-    for (int isa = CPU_ISA_NEON; isa <= (int)cpu_isa_detected(); isa++) {
+    /* packed GEMMs of every tier this CPU has: x86 AVX2 (also run on AVX-512 CPUs)
+     * and AVX-512, aarch64 NEON, neon_dot (sdot) and neon_i8mm (smmla) */
+#if defined(__x86_64__)
+    const int tier_lo = CPU_ISA_AVX2, tier_hi = CPU_ISA_AVX512;
+#elif defined(__aarch64__)
+    const int tier_lo = CPU_ISA_NEON, tier_hi = (int)cpu_isa_detected();
+#else
+    const int tier_lo = 1, tier_hi = 0;
+#endif
+    for (int isa = tier_lo; isa <= tier_hi && isa <= (int)cpu_isa_detected(); isa++) {
         cpu_kernels tier;
         cpu_kernels_build((cpu_isa)isa, &tier);
         for (int i = 0; i < N_WEIGHT_TYPES; i++) check_gemm_type(&tier, weight_types[i]);

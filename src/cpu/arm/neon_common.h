@@ -47,25 +47,6 @@ VT_INLINE int32x4_t i8dot_acc(int32x4_t acc, int8x16_t a, int8x16_t b) {
 #else
     const int16x8_t p = vmlal_high_s8(vmull_s8(vget_low_s8(a), vget_low_s8(b)), a, b);
     return vpadalq_s16(acc, p);
-/* The exported pair for a kernel name##_rows(n, w, ws, x, s, nr): a single row,
- * and 1..CPU_DOT_ROWS_MAX rows, each nr a separate instance (nr is a constant
- * inside, so the row loops unroll and the accumulators stay in registers). */
-#define ARM_EXPORT_DOT(name)                                                               \
-    float ARM_FN(dot, name)(int64_t n, const void *w, const void *x) {                     \
-        float s;                                                                           \
-        name##_rows(n, w, 0, x, &s, 1);                                                    \
-        return s;                                                                          \
-    }                                                                                      \
-    void ARM_FN(dot_rows, name)(int64_t n, const void *w, size_t ws, const void *x,        \
-                                float *s, int nr) {                                        \
-        switch (nr) {                                                                      \
-        case 4: name##_rows(n, w, ws, x, s, 4); break;                                     \
-        case 3: name##_rows(n, w, ws, x, s, 3); break;                                     \
-        case 2: name##_rows(n, w, ws, x, s, 2); break;                                     \
-        default: name##_rows(n, w, ws, x, s, 1); break;                                    \
-        }                                                                                  \
-    }
-
 #endif
 }
 
@@ -75,25 +56,6 @@ VT_INLINE int32x4_t i8dot16(int8x16_t a, int8x16_t b) {
     return vdotq_s32(vdupq_n_s32(0), a, b);
 #else
     return vpaddlq_s16(vmlal_high_s8(vmull_s8(vget_low_s8(a), vget_low_s8(b)), a, b));
-/* The exported pair for a kernel name##_rows(n, w, ws, x, s, nr): a single row,
- * and 1..CPU_DOT_ROWS_MAX rows, each nr a separate instance (nr is a constant
- * inside, so the row loops unroll and the accumulators stay in registers). */
-#define ARM_EXPORT_DOT(name)                                                               \
-    float ARM_FN(dot, name)(int64_t n, const void *w, const void *x) {                     \
-        float s;                                                                           \
-        name##_rows(n, w, 0, x, &s, 1);                                                    \
-        return s;                                                                          \
-    }                                                                                      \
-    void ARM_FN(dot_rows, name)(int64_t n, const void *w, size_t ws, const void *x,        \
-                                float *s, int nr) {                                        \
-        switch (nr) {                                                                      \
-        case 4: name##_rows(n, w, ws, x, s, 4); break;                                     \
-        case 3: name##_rows(n, w, ws, x, s, 3); break;                                     \
-        case 2: name##_rows(n, w, ws, x, s, 2); break;                                     \
-        default: name##_rows(n, w, ws, x, s, 1); break;                                    \
-        }                                                                                  \
-    }
-
 #endif
 }
 
@@ -105,25 +67,6 @@ VT_INLINE int32x4_t i8dot32(int8x16_t a0, int8x16_t a1, int8x16_t b0, int8x16_t 
     const int16x8_t p0 = vmlal_high_s8(vmull_s8(vget_low_s8(a0), vget_low_s8(b0)), a0, b0);
     const int16x8_t p1 = vmlal_high_s8(vmull_s8(vget_low_s8(a1), vget_low_s8(b1)), a1, b1);
     return vpadalq_s16(vpaddlq_s16(p0), p1);
-/* The exported pair for a kernel name##_rows(n, w, ws, x, s, nr): a single row,
- * and 1..CPU_DOT_ROWS_MAX rows, each nr a separate instance (nr is a constant
- * inside, so the row loops unroll and the accumulators stay in registers). */
-#define ARM_EXPORT_DOT(name)                                                               \
-    float ARM_FN(dot, name)(int64_t n, const void *w, const void *x) {                     \
-        float s;                                                                           \
-        name##_rows(n, w, 0, x, &s, 1);                                                    \
-        return s;                                                                          \
-    }                                                                                      \
-    void ARM_FN(dot_rows, name)(int64_t n, const void *w, size_t ws, const void *x,        \
-                                float *s, int nr) {                                        \
-        switch (nr) {                                                                      \
-        case 4: name##_rows(n, w, ws, x, s, 4); break;                                     \
-        case 3: name##_rows(n, w, ws, x, s, 3); break;                                     \
-        case 2: name##_rows(n, w, ws, x, s, 2); break;                                     \
-        default: name##_rows(n, w, ws, x, s, 1); break;                                    \
-        }                                                                                  \
-    }
-
 #endif
 }
 
