@@ -149,6 +149,7 @@ static void fill_avx512(cpu_kernels *k) {
         k->gemm_wide[VT_DTYPE_Q4_0] = gemm_q4_0_amx;
         k->gemm_wide[VT_DTYPE_Q8_0] = gemm_q8_0_amx;
         k->gemm_wide[VT_DTYPE_Q4_K] = gemm_q4_K_amx;
+        k->gemm_wide[VT_DTYPE_Q5_K] = gemm_q5_K_amx;
         k->gemm_wide[VT_DTYPE_Q6_K] = gemm_q6_K_amx;
     }
 }

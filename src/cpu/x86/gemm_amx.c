@@ -1,4 +1,5 @@
-/* AMX-INT8 GEMMs for prefill over the packed Q4_0 / Q8_0 / Q4_K / Q6_K layouts (cpu/pack.h).
+/* AMX-INT8 GEMMs for prefill over the packed Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K layouts
+ * (cpu/pack.h).
  *
  * A packed group is already what a tile multiply wants as its B operand: chunk
  * vector k of a block holds bytes 4k..4k+3 of the 16 rows, which is row k of a
@@ -266,6 +267,39 @@ VT_INLINE void widen_q4_K_folded(const uint8_t *v, const __m512i sl[2], const __
     }
 }
 
+/* Q5_K (cpu/pack.h): the Q4_K tile, then 8 chunk vectors of fifth bits (bit 2j
+ * of a byte of qh chunk c goes with the low nibble of the same byte of quant
+ * chunk 8j + c, bit 2j + 1 with its high nibble). With q = nibble + 16 h in
+ * 0..31 the folded products reach 7 * 31 = 217, past a signed byte, so the B
+ * tiles hold unsigned bytes and the multiply is tdpbsud (signed activations x
+ * unsigned weights). Everything else is the Q4_K kernel: the same scales, mins
+ * and pair sums, and isum = C_lo + 8 C_hi exactly (|isum| < 63 * 31 * 128 * 256
+ * < 2^31). */
+#define TILE_Q5_K (PACK_ROWS * sizeof(block_q5_K))
+
+/* Bit `bit` of every byte of h, moved to bit 4 (a 16-bit shift; the bits that
+ * cross into the other byte of the word are masked off). */
+VT_INLINE __m512i fifth_bit(__m512i h, int bit) {
+    const __m512i s = bit <= 4 ? _mm512_slli_epi16(h, (unsigned)(4 - bit)) : _mm512_srli_epi16(h, (unsigned)(bit - 4));
+    return _mm512_and_si512(s, _mm512_set1_epi8(0x10));
+}
+
+/* widen_q4_K_folded for Q5_K pair j: hv is the super-block's 8 qh chunk vectors. */
+VT_INLINE void widen_q5_K_folded(const uint8_t *v, const uint8_t *hv, int j, const __m512i sl[2],
+                                 const __m512i sh[2], uint8_t *blo, uint8_t *bhi) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    UNROLL
+    for (int c = 0; c < 8; c++) {
+        const __m512i raw = _mm512_loadu_si512(v + c * CHUNK_VEC), h = _mm512_loadu_si512(hv + c * CHUNK_VEC);
+        const __m512i lo = _mm512_or_si512(_mm512_and_si512(raw, m4), fifth_bit(h, 2 * j));
+        const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(raw, 4), m4), fifth_bit(h, 2 * j + 1));
+        _mm512_store_si512(blo + c * CHUNK_VEC, _mm512_mullo_epi16(lo, sl[0]));
+        _mm512_store_si512(bhi + c * CHUNK_VEC, _mm512_mullo_epi16(lo, sh[0]));
+        _mm512_store_si512(blo + (8 + c) * CHUNK_VEC, _mm512_mullo_epi16(hi, sl[1]));
+        _mm512_store_si512(bhi + (8 + c) * CHUNK_VEC, _mm512_mullo_epi16(hi, sh[1]));
+    }
+}
+
 /* acc[t] += the scaled super-block b for the nt tokens, from its C tiles in ct
  * (ct[tt][0] = C_lo, ct[tt][1] = C_hi of token tile tt). */
 static void q4_K_scale_sb(const uint8_t *tile, int32_t (*ct)[2][16 * 16], const float *dxb,
@@ -295,16 +329,27 @@ static void q4_K_scale_sb(const uint8_t *tile, int32_t (*ct)[2][16 * 16], const 
     }
 }
 
-static void q4_K_group_amx(int64_t nb, const uint8_t *g, const uint8_t *x, size_t x_stride,
-                           const float *dx, const int32_t *ps, int n0, int n1, float *y,
-                           int64_t ldy) {
+/* tdpbssd for Q4_K's signed B tiles, tdpbsud for Q5_K's unsigned ones. */
+#define KQ_DP(q5, c, a, b)                                                                  \
+    do {                                                                                    \
+        if (q5)                                                                             \
+            _tile_dpbsud(c, a, b);                                                          \
+        else                                                                                \
+            _tile_dpbssd(c, a, b);                                                          \
+    } while (0)
+
+/* One group of Q4_K (q5 false) or Q5_K (q5 true) rows, a constant after inlining. */
+VT_INLINE void kq_group_amx(const bool q5, int64_t nb, const uint8_t *g, const uint8_t *x,
+                            size_t x_stride, const float *dx, const int32_t *ps, int n0, int n1,
+                            float *y, int64_t ldy) {
+    const size_t tile_bytes = q5 ? TILE_Q5_K : TILE_Q4_K;
     _Alignas(64) uint8_t bt[2][2][16 * CHUNK_VEC]; /* [pair parity][lo, hi] */
     _Alignas(64) int32_t ct[2][2][2][16 * 16];     /* [super-block parity][token tile][lo, hi] */
     _Alignas(64) float acc[PACK_TOK_WIDE * 16];
     const int nt = n0 + n1;
     memset(acc, 0, sizeof(float) * 16 * (size_t)nt);
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *tile = g + b * TILE_Q4_K, *v = tile + 4 * PACK_ROWS + 3 * CHUNK_VEC;
+        const uint8_t *tile = g + b * tile_bytes, *v = tile + 4 * PACK_ROWS + 3 * CHUNK_VEC;
         const uint8_t *xa = x + (size_t)b * sizeof(block_q8_K) + offsetof(block_q8_K, qs);
         __m512i sc_lo, sc_hi, mn_lo, mn_hi;
         q4_K_scales_x16(tile + 4 * PACK_ROWS, &sc_lo, &sc_hi, &mn_lo, &mn_hi);
@@ -322,21 +367,25 @@ static void q4_K_group_amx(int64_t nb, const uint8_t *g, const uint8_t *x, size_
                 sl[h] = word_pair(_mm512_and_si512(sc, _mm512_set1_epi32(7)));
                 sh[h] = word_pair(_mm512_srli_epi32(sc, 3));
             }
-            widen_q4_K_folded(v + 8 * j * CHUNK_VEC, sl, sh, bt[j & 1][0], bt[j & 1][1]);
+            if (q5)
+                widen_q5_K_folded(v + 8 * j * CHUNK_VEC, tile + TILE_Q4_K, j, sl, sh, bt[j & 1][0],
+                                  bt[j & 1][1]);
+            else
+                widen_q4_K_folded(v + 8 * j * CHUNK_VEC, sl, sh, bt[j & 1][0], bt[j & 1][1]);
             _tile_loadd(2, bt[j & 1][0], CHUNK_VEC);
             _tile_loadd(3, bt[j & 1][1], CHUNK_VEC);
             _tile_loadd(0, xa + 64 * j, x_stride);
-            _tile_dpbssd(4, 0, 2);
-            _tile_dpbssd(5, 0, 3);
+            KQ_DP(q5, 4, 0, 2);
+            KQ_DP(q5, 5, 0, 3);
             if (n1) {
                 _tile_loadd(1, xa + 16 * x_stride + 64 * j, x_stride);
-                _tile_dpbssd(6, 1, 2);
-                _tile_dpbssd(7, 1, 3);
+                KQ_DP(q5, 6, 1, 2);
+                KQ_DP(q5, 7, 1, 3);
             }
         }
         /* super-block b - 1 scales while b multiplies */
         if (b > 0)
-            q4_K_scale_sb(tile - TILE_Q4_K, ct[(b - 1) & 1], dx + (b - 1) * PACK_TOK_WIDE,
+            q4_K_scale_sb(tile - tile_bytes, ct[(b - 1) & 1], dx + (b - 1) * PACK_TOK_WIDE,
                           ps + (b - 1) * PACK_TOK_WIDE * 4, nt, acc);
         _tile_stored(4, ct[b & 1][0][0], 64);
         _tile_stored(5, ct[b & 1][0][1], 64);
@@ -345,13 +394,24 @@ static void q4_K_group_amx(int64_t nb, const uint8_t *g, const uint8_t *x, size_
             _tile_stored(7, ct[b & 1][1][1], 64);
         }
     }
-    q4_K_scale_sb(g + (nb - 1) * TILE_Q4_K, ct[(nb - 1) & 1], dx + (nb - 1) * PACK_TOK_WIDE,
+    q4_K_scale_sb(g + (nb - 1) * tile_bytes, ct[(nb - 1) & 1], dx + (nb - 1) * PACK_TOK_WIDE,
                   ps + (nb - 1) * PACK_TOK_WIDE * 4, nt, acc);
     for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ldy, _mm512_load_ps(acc + 16 * t));
 }
 
-void gemm_q4_K_amx(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const int32_t *xs, int n_tok, float *y, int64_t ldy) {
+static void q4_K_group_amx(int64_t nb, const uint8_t *g, const uint8_t *x, size_t x_stride,
+                           const float *dx, const int32_t *ps, int n0, int n1, float *y, int64_t ldy) {
+    kq_group_amx(false, nb, g, x, x_stride, dx, ps, n0, n1, y, ldy);
+}
+static void q5_K_group_amx(int64_t nb, const uint8_t *g, const uint8_t *x, size_t x_stride,
+                           const float *dx, const int32_t *ps, int n0, int n1, float *y, int64_t ldy) {
+    kq_group_amx(true, nb, g, x, x_stride, dx, ps, n0, n1, y, ldy);
+}
+
+/* The Q4_K / Q5_K GEMM: the activation scales and pair sums, then the groups. */
+VT_INLINE void kq_gemm_amx(const bool q5, int64_t n_in, const void *w, int64_t n_groups,
+                           const void *x, size_t x_stride, const int32_t *xs, int n_tok, float *y,
+                           int64_t ldy) {
     const int64_t nb = n_in / QK_K;
     (void)xs; /* the mins come from the Q8_K bsums */
     VT_ASSERT(nb <= Q4K_NB_MAX && n_tok >= 1 && n_tok <= PACK_TOK_WIDE);
@@ -370,14 +430,30 @@ void gemm_q4_K_amx(int64_t n_in, const void *w, int64_t n_groups, const void *x,
         }
     }
     const int n0 = n_tok < AMX_TILE_TOK ? n_tok : AMX_TILE_TOK, n1 = n_tok - n0;
-    const size_t group_bytes = (size_t)nb * TILE_Q4_K;
+    const size_t group_bytes = (size_t)nb * (q5 ? TILE_Q5_K : TILE_Q4_K);
     tile_config saved;
     save_config(&saved);
     configure_q4_K(n0, n1);
-    for (int64_t gi = 0; gi < n_groups; gi++)
-        q4_K_group_amx(nb, (const uint8_t *)w + (size_t)gi * group_bytes, (const uint8_t *)x,
-                       x_stride, dx, q4k_pair_sums, n0, n1, y + gi * PACK_ROWS, ldy);
+    for (int64_t gi = 0; gi < n_groups; gi++) {
+        const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
+        if (q5)
+            q5_K_group_amx(nb, g, (const uint8_t *)x, x_stride, dx, q4k_pair_sums, n0, n1,
+                           y + gi * PACK_ROWS, ldy);
+        else
+            q4_K_group_amx(nb, g, (const uint8_t *)x, x_stride, dx, q4k_pair_sums, n0, n1,
+                           y + gi * PACK_ROWS, ldy);
+    }
     restore_config(&saved);
+}
+
+void gemm_q4_K_amx(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
+                   const int32_t *xs, int n_tok, float *y, int64_t ldy) {
+    kq_gemm_amx(false, n_in, w, n_groups, x, x_stride, xs, n_tok, y, ldy);
+}
+
+void gemm_q5_K_amx(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
+                   const int32_t *xs, int n_tok, float *y, int64_t ldy) {
+    kq_gemm_amx(true, n_in, w, n_groups, x, x_stride, xs, n_tok, y, ldy);
 }
 
 /* ---- Q6_K ------------------------------------------------------------------------ */
