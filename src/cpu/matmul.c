@@ -44,9 +44,10 @@
 #define MM_ACT_ALIGN 64
 /* Packed prefill blocking: weight bytes per chunk of groups, activation bytes
  * and block sums per token block. The token block is small (64 tokens of a
- * 2048-wide Q8_K row): the output lines of a block are written once and leave
- * L2 as the next chunk runs, and with 160-token blocks (384 KiB) a 512-token
- * AMX GEMM ran 2-8% slower than with these (bench_matmul, SPR). */
+ * 2048-wide Q8_K row): with 160-token blocks (384 KiB) a 512-token AMX GEMM ran
+ * 2-8% slower (bench_matmul, SPR; 128 tokens the same either way). Why is not
+ * settled: the output stores cost 7-15% of that GEMM, and padding ldy, prefetchw
+ * of the output lines and huge pages for y each changed nothing. */
 #define MM_CHUNK_BYTES (160 << 10)
 #define MM_ACT_BLOCK_BYTES (160 << 10)
 #define MM_SUMS_MAX 16384 /* int32 block sums per token block (on the stack) */

@@ -276,6 +276,7 @@ VT_INLINE void widen_q4_K_folded(const uint8_t *v, const __m512i sl[2], const __
  * and pair sums, and isum = C_lo + 8 C_hi exactly (|isum| < 63 * 31 * 128 * 256
  * < 2^31). */
 #define TILE_Q5_K (PACK_ROWS * sizeof(block_q5_K))
+#define KQ_TILE(q5) ((q5) ? TILE_Q5_K : TILE_Q4_K)
 
 /* Bit `bit` of every byte of h, moved to bit 4 (a 16-bit shift; the bits that
  * cross into the other byte of the word are masked off). */
@@ -342,7 +343,7 @@ static void q4_K_scale_sb(const uint8_t *tile, int32_t (*ct)[2][16 * 16], const 
 VT_INLINE void kq_group_amx(const bool q5, int64_t nb, const uint8_t *g, const uint8_t *x,
                             size_t x_stride, const float *dx, const int32_t *ps, int n0, int n1,
                             float *y, int64_t ldy) {
-    const size_t tile_bytes = q5 ? TILE_Q5_K : TILE_Q4_K;
+    const size_t tile_bytes = KQ_TILE(q5);
     _Alignas(64) uint8_t bt[2][2][16 * CHUNK_VEC]; /* [pair parity][lo, hi] */
     _Alignas(64) int32_t ct[2][2][2][16 * 16];     /* [super-block parity][token tile][lo, hi] */
     _Alignas(64) float acc[PACK_TOK_WIDE * 16];
@@ -399,15 +400,6 @@ VT_INLINE void kq_group_amx(const bool q5, int64_t nb, const uint8_t *g, const u
     for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ldy, _mm512_load_ps(acc + 16 * t));
 }
 
-static void q4_K_group_amx(int64_t nb, const uint8_t *g, const uint8_t *x, size_t x_stride,
-                           const float *dx, const int32_t *ps, int n0, int n1, float *y, int64_t ldy) {
-    kq_group_amx(false, nb, g, x, x_stride, dx, ps, n0, n1, y, ldy);
-}
-static void q5_K_group_amx(int64_t nb, const uint8_t *g, const uint8_t *x, size_t x_stride,
-                           const float *dx, const int32_t *ps, int n0, int n1, float *y, int64_t ldy) {
-    kq_group_amx(true, nb, g, x, x_stride, dx, ps, n0, n1, y, ldy);
-}
-
 /* The Q4_K / Q5_K GEMM: the activation scales and pair sums, then the groups. */
 VT_INLINE void kq_gemm_amx(const bool q5, int64_t n_in, const void *w, int64_t n_groups,
                            const void *x, size_t x_stride, const int32_t *xs, int n_tok, float *y,
@@ -430,19 +422,13 @@ VT_INLINE void kq_gemm_amx(const bool q5, int64_t n_in, const void *w, int64_t n
         }
     }
     const int n0 = n_tok < AMX_TILE_TOK ? n_tok : AMX_TILE_TOK, n1 = n_tok - n0;
-    const size_t group_bytes = (size_t)nb * (q5 ? TILE_Q5_K : TILE_Q4_K);
+    const size_t group_bytes = (size_t)nb * KQ_TILE(q5);
     tile_config saved;
     save_config(&saved);
     configure_q4_K(n0, n1);
-    for (int64_t gi = 0; gi < n_groups; gi++) {
-        const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
-        if (q5)
-            q5_K_group_amx(nb, g, (const uint8_t *)x, x_stride, dx, q4k_pair_sums, n0, n1,
-                           y + gi * PACK_ROWS, ldy);
-        else
-            q4_K_group_amx(nb, g, (const uint8_t *)x, x_stride, dx, q4k_pair_sums, n0, n1,
-                           y + gi * PACK_ROWS, ldy);
-    }
+    for (int64_t gi = 0; gi < n_groups; gi++)
+        kq_group_amx(q5, nb, (const uint8_t *)w + (size_t)gi * group_bytes, (const uint8_t *)x,
+                     x_stride, dx, q4k_pair_sums, n0, n1, y + gi * PACK_ROWS, ldy);
     restore_config(&saved);
 }
 
