@@ -209,7 +209,7 @@ static void check_gemm_kernel(pack_gemm_fn kern, const char *isa, vt_dtype t, in
             uint8_t *x = calloc(tok_max, x_stride);
             float *xf = malloc(n * sizeof(float)), *wf = malloc(n * sizeof(float));
             float *wd = malloc(n * sizeof(float)), *xd = malloc(n * sizeof(float) * tok_max);
-            int32_t *sums = malloc(sizeof(int32_t) * tok_max * (n / 32 + 1));
+            pack_xblock *sides = malloc(sizeof(pack_xblock) * tok_max * (n / 32 + 1));
             for (int64_t r = 0; r < n_out; r++) {
                 if (r == n_out - 1) {
                     saturated_row(t, w + r * wrow, n);
@@ -230,14 +230,14 @@ static void check_gemm_kernel(pack_gemm_fn kern, const char *isa, vt_dtype t, in
                 dt->quant_ref(xf, x + tk * x_stride, n);
                 dt->dequant_ref(x + tk * x_stride, xd + tk * n, n);
             }
-            if (pack_needs_sums(t)) pack_block_sums(x, x_stride, tok_max, n / 32, sums);
+            if (pack_needs_xblocks(t)) pack_xblocks(t, x, x_stride, tok_max, n / 32, sides);
             const int64_t ldy = n_groups * PACK_ROWS + 3;
             float *ya = malloc(sizeof(float) * ldy * tok_max), *ye = malloc(sizeof(float) * ldy * tok_max);
             for (int nt = 1; nt <= tok_max; nt++) {
                 memset(ya, 0, sizeof(float) * ldy * tok_max);
                 memset(ye, 0, sizeof(float) * ldy * tok_max);
-                kern(n, wp, n_groups, x, x_stride, sums, nt, ya, ldy);
-                ref(n, wp, n_groups, x, x_stride, sums, nt, ye, ldy);
+                kern(n, wp, n_groups, x, x_stride, sides, nt, ya, ldy);
+                ref(n, wp, n_groups, x, x_stride, sides, nt, ye, ldy);
                 cases++;
                 if (memcmp(ya, ye, sizeof(float) * ldy * tok_max)) {
                     if (bad_bits < 3)
@@ -256,7 +256,7 @@ static void check_gemm_kernel(pack_gemm_fn kern, const char *isa, vt_dtype t, in
                         if (!(err <= 2e-6 * S + 1e-30)) bad_value++;
                     }
             }
-            free(w), free(wp), free(x), free(xf), free(wf), free(wd), free(xd), free(sums), free(ya), free(ye);
+            free(w), free(wp), free(x), free(xf), free(wf), free(wd), free(xd), free(sides), free(ya), free(ye);
         }
     }
     CHECK_MSG(bad_bits == 0, "gemm %s (%s): %d of %d cases differ from pack_gemm_ref", tr->name,

@@ -14,7 +14,7 @@
  * their units are concatenated first, so one split and one barrier cover
  * Q/K/V together, and each thread reads one long contiguous run of weights.
  * Packed prefill is blocked for the caches: a block of tokens (its activation
- * rows and block sums stay in L2) against a chunk of groups (~160 KiB of
+ * rows and their pack_xblocks stay in L2) against a chunk of groups (~160 KiB of
  * weights, reused from L2 by every 4-token tile). File-layout tiles are
  * MM_ROW_TILE rows x MM_TOK_TILE tokens; within a tile, groups of
  * CPU_DOT_ROWS_MAX weight rows share each activation load (dot_rows).
@@ -43,14 +43,14 @@
 /* Activation rows are padded to a cache line so rows never share one. */
 #define MM_ACT_ALIGN 64
 /* Packed prefill blocking: weight bytes per chunk of groups, activation bytes
- * and block sums per token block. The token block is small (64 tokens of a
+ * and pack_xblocks per token block. The token block is small (64 tokens of a
  * 2048-wide Q8_K row): with 160-token blocks (384 KiB) a 512-token AMX GEMM ran
  * 2-8% slower (bench_matmul, SPR; 128 tokens the same either way). Why is not
  * settled: the output stores cost 7-15% of that GEMM, and padding ldy, prefetchw
  * of the output lines and huge pages for y each changed nothing. */
 #define MM_CHUNK_BYTES (160 << 10)
 #define MM_ACT_BLOCK_BYTES (160 << 10)
-#define MM_SUMS_MAX 16384 /* int32 block sums per token block (on the stack) */
+#define MM_XBLOCKS_MAX 8192 /* pack_xblocks of a token block's narrow rows (on the stack) */
 /* Fewest tokens a wide (tile) call pays for. */
 #define MM_WIDE_MIN 8
 #define MM_HUGE_PAGE ((size_t)2 << 20)
@@ -108,6 +108,8 @@ vt_status mm_weight_prepare(mm_weight *w) {
     if (w->packed) return VT_OK;
     const cpu_kernels *k = cpu_kernels_get();
     if (!k->gemm[w->type] || !pack_has_layout(w->type)) return VT_OK;
+    /* rows too long for compute_packed's xblock buffer keep the file layout */
+    if (pack_needs_xblocks(w->type) && w->n_in / 32 * PACK_TOK_MAX > MM_XBLOCKS_MAX) return VT_OK;
     const int64_t n_groups = (w->n_out + PACK_ROWS - 1) / PACK_ROWS;
     const size_t group_bytes = PACK_ROWS * w->row_bytes;
     size_t bytes;
@@ -221,8 +223,8 @@ static void compute_rows(const mm_weight *w, cpu_dot_rows_fn dot_rows, int64_t o
     }
 }
 
-_Static_assert(PACK_WIDE_N_IN_MAX / 32 * PACK_TOK_WIDE <= MM_SUMS_MAX,
-               "a wide token tile's block sums fit the stack buffer");
+_Static_assert(PACK_WIDE_N_IN_MAX / 32 * (MM_WIDE_MIN - 1) <= MM_XBLOCKS_MAX,
+               "the narrow rows beside wide tiles fit the xblock buffer");
 
 /* Of a token block of n rows, the leading rows wide calls take: a wide call runs
  * while at least MM_WIDE_MIN rows are left, narrow tiles take the rest. */
@@ -237,14 +239,14 @@ static void compute_packed(const mm_weight *w, pack_gemm_fn gemm, pack_gemm_fn w
                            int64_t ldy) {
     const size_t group_bytes = PACK_ROWS * w->row_bytes;
     const uint8_t *wp = w->packed;
-    const bool sums = pack_needs_sums(w->type);
+    const bool sides = pack_needs_xblocks(w->type);
     const int64_t nb = w->n_in / 32;
     /* wide tiles where there is a kernel, enough tokens, and rows it takes */
     if (n_tok < MM_WIDE_MIN || w->n_in > PACK_WIDE_N_IN_MAX) wide = NULL;
     const int64_t tok_max = wide ? PACK_TOK_WIDE : PACK_TOK_MAX;
-    /* token block: its activations and block sums stay in cache */
+    /* token block: its activations and xblocks stay in cache */
     int64_t tb = (int64_t)(MM_ACT_BLOCK_BYTES / x_stride);
-    if (sums && tb > MM_SUMS_MAX / nb) tb = MM_SUMS_MAX / nb;
+    if (sides && !wide && tb > MM_XBLOCKS_MAX / nb) tb = MM_XBLOCKS_MAX / nb;
     tb = tb / tok_max * tok_max;
     if (tb < tok_max) tb = tok_max;
     /* decode reads each group once: one chunk, one stream */
@@ -252,15 +254,15 @@ static void compute_packed(const mm_weight *w, pack_gemm_fn gemm, pack_gemm_fn w
     if (chunk < 1) chunk = 1;
     /* the last group of a weight whose rows do not fill it goes through a buffer */
     const int64_t full_end = w->n_out % PACK_ROWS && g1 * PACK_ROWS > w->n_out ? g1 - 1 : g1;
-    int32_t xs[MM_SUMS_MAX];
-    VT_ASSERT(!sums || nb * PACK_TOK_MAX <= MM_SUMS_MAX);
+    _Alignas(64) pack_xblock xs[MM_XBLOCKS_MAX]; /* of rows [n_wide, nt_block) */
+    VT_ASSERT(!sides || nb * PACK_TOK_MAX <= MM_XBLOCKS_MAX); /* mm_weight_prepare */
     for (int64_t t0 = 0; t0 < n_tok; t0 += tb) {
         const int64_t nt_block = n_tok - t0 < tb ? n_tok - t0 : tb;
         const uint8_t *xb = xq + (size_t)t0 * x_stride;
-        /* rows [0, n_wide) go through wide tiles, which do not read block sums */
+        /* rows [0, n_wide) go through wide tiles, which do not read xblocks */
         const int64_t n_wide = wide ? wide_rows(nt_block) : 0;
-        if (sums && n_wide < nt_block)
-            pack_block_sums(xb + (size_t)n_wide * x_stride, x_stride, nt_block - n_wide, nb, xs + n_wide * nb);
+        if (sides && n_wide < nt_block)
+            pack_xblocks(w->type, xb + (size_t)n_wide * x_stride, x_stride, nt_block - n_wide, nb, xs);
         for (int64_t c0 = g0; c0 < g1; c0 += chunk) {
             const int64_t c1 = c0 + chunk < g1 ? c0 + chunk : g1;
             const int64_t f1 = c1 < full_end ? c1 : full_end;
@@ -271,7 +273,7 @@ static void compute_packed(const mm_weight *w, pack_gemm_fn gemm, pack_gemm_fn w
                 const int nt = (int)(left < cap ? left : cap);
                 const pack_gemm_fn kern = use_wide ? wide : gemm;
                 const uint8_t *xt = xb + (size_t)t * x_stride;
-                const int32_t *st = sums ? xs + t * nb : NULL;
+                const pack_xblock *st = sides && !use_wide ? xs + (t - n_wide) * nb : NULL;
                 float *yt = y + (t0 + t) * ldy;
                 if (f1 > c0)
                     kern(w->n_in, wp + (size_t)c0 * group_bytes, f1 - c0, xt, x_stride, st, nt,

@@ -20,15 +20,18 @@ bool pack_has_layout(vt_dtype type) {
            type == VT_DTYPE_Q5_K || type == VT_DTYPE_Q6_K;
 }
 
-bool pack_needs_sums(vt_dtype type) { return type == VT_DTYPE_Q4_0 || type == VT_DTYPE_Q8_0; }
+bool pack_needs_xblocks(vt_dtype type) { return type == VT_DTYPE_Q4_0 || type == VT_DTYPE_Q8_0; }
 
-void pack_block_sums(const void *x, size_t x_stride, int64_t n_tok, int64_t nb, int32_t *out) {
+void pack_xblocks(vt_dtype type, const void *x, size_t x_stride, int64_t n_tok, int64_t nb,
+                  pack_xblock *out) {
+    VT_ASSERT(pack_needs_xblocks(type));
+    const int32_t offset = type == VT_DTYPE_Q4_0 ? 8 : 128;
     for (int64_t t = 0; t < n_tok; t++) {
         const block_q8_0 *xb = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride);
         for (int64_t b = 0; b < nb; b++) {
             int32_t s = 0;
             for (int i = 0; i < QK8_0; i++) s += xb[b].qs[i];
-            out[t * nb + b] = s;
+            out[t * nb + b] = (pack_xblock){.d = f16_to_f32(xb[b].d), .bias = -offset * s};
         }
     }
 }
@@ -129,8 +132,8 @@ static inline uint8_t chunk_byte(const uint8_t *v, int r, int i) {
 }
 
 void gemm_q4_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const int32_t *x_sums, int n_tok, float *y, int64_t ldy) {
-    (void)x_sums; /* recomputed from x: the sums are exact either way */
+                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
+    (void)xs; /* read from x itself: the same values either way */
     const int64_t nb = n_in / QK4_0;
     const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_q4_0);
     for (int64_t gi = 0; gi < n_groups; gi++) {
@@ -158,8 +161,8 @@ void gemm_q4_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x,
 }
 
 void gemm_q8_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const int32_t *x_sums, int n_tok, float *y, int64_t ldy) {
-    (void)x_sums; /* recomputed from x: the sums are exact either way */
+                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
+    (void)xs; /* read from x itself: the same values either way */
     const int64_t nb = n_in / QK8_0;
     const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_q8_0);
     for (int64_t gi = 0; gi < n_groups; gi++) {
@@ -194,8 +197,8 @@ static void q4_K_scales_mins(const uint8_t *p, uint8_t sc[8], uint8_t mn[8]) {
 }
 
 void gemm_q4_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const int32_t *x_sums, int n_tok, float *y, int64_t ldy) {
-    (void)x_sums; /* recomputed from x: the sums are exact either way */
+                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
+    (void)xs; /* read from x itself: the same values either way */
     const int64_t nb = n_in / QK_K;
     const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_q4_K);
     for (int64_t gi = 0; gi < n_groups; gi++) {
@@ -237,8 +240,8 @@ void gemm_q4_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x,
 }
 
 void gemm_q5_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const int32_t *x_sums, int n_tok, float *y, int64_t ldy) {
-    (void)x_sums; /* recomputed from x: the sums are exact either way */
+                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
+    (void)xs; /* read from x itself: the same values either way */
     const int64_t nb = n_in / QK_K;
     const size_t tile = PACK_ROWS * sizeof(block_q5_K);
     const size_t group_bytes = (size_t)nb * tile;
@@ -280,8 +283,8 @@ void gemm_q5_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x,
 }
 
 void gemm_q6_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const int32_t *x_sums, int n_tok, float *y, int64_t ldy) {
-    (void)x_sums; /* recomputed from x: the sums are exact either way */
+                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
+    (void)xs; /* read from x itself: the same values either way */
     const int64_t nb = n_in / QK_K;
     const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_q6_K);
     for (int64_t gi = 0; gi < n_groups; gi++) {

@@ -80,34 +80,47 @@ bool pack_has_layout(vt_dtype type);
  * row_bytes bytes); missing rows are zero. */
 void pack_group(vt_dtype type, int64_t n_in, const void *src, size_t row_bytes, int nr, void *dst);
 
+/* The activation side of one Q8_0 block, for the packed Q4_0 and Q8_0 GEMMs:
+ * its scale as f32, and -c * (the sum of its 32 quants), where c is the offset
+ * that makes the weight quants unsigned (8 for Q4_0 nibbles, 128 for Q8_0
+ * quants xor 0x80), so an unsigned-by-signed integer dot that starts at `bias`
+ * ends at the signed dot. Computed once per token block (pack_xblocks) and read
+ * by every group, instead of a conversion and a multiply per block and group. */
+typedef struct {
+    float d;
+    int32_t bias;
+} pack_xblock;
+
 /* Packed GEMM over n_groups consecutive groups starting at w (each
  * PACK_ROWS * row_bytes), for n_tok <= PACK_TOK_MAX activation rows of the
  * type's dot type at x (stride x_stride bytes):
  *   y[t * ldy + 16 g + r] = dot(row 16 g + r, x row t)
- * with the arithmetic stated above. n_in a multiple of the block. For the Q8_0
- * activation types (Q4_0, Q8_0 weights) x_sums[t * nb + b] is the sum of the 32
- * quants of block b of row t (pack_block_sums; nb = n_in / 32), else unused. */
+ * with the arithmetic stated above. n_in a multiple of the block. Where
+ * pack_needs_xblocks(type), xs[t * nb + b] is block b of row t (pack_xblocks;
+ * nb = n_in / 32), else unused (and may be NULL). */
 typedef void (*pack_gemm_fn)(int64_t n_in, const void *w, int64_t n_groups, const void *x,
-                             size_t x_stride, const int32_t *x_sums, int n_tok, float *y,
+                             size_t x_stride, const pack_xblock *xs, int n_tok, float *y,
                              int64_t ldy);
 
-/* Whether the gemm of `type` reads x_sums. */
-bool pack_needs_sums(vt_dtype type);
+/* Whether the gemm of `type` reads pack_xblocks. */
+bool pack_needs_xblocks(vt_dtype type);
 
-/* out[t * nb + b] = sum of the 32 quants of Q8_0 block b of row t, t < n_tok. */
-void pack_block_sums(const void *x, size_t x_stride, int64_t n_tok, int64_t nb, int32_t *out);
+/* out[t * nb + b] = the activation side of Q8_0 block b of row t, t < n_tok, for
+ * weights of `type` (pack_needs_xblocks). */
+void pack_xblocks(vt_dtype type, const void *x, size_t x_stride, int64_t n_tok, int64_t nb,
+                  pack_xblock *out);
 
 /* The scalar twins every SIMD gemm is tested against (bit-identical). */
 void gemm_q4_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const int32_t *x_sums, int n_tok, float *y, int64_t ldy);
+                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
 void gemm_q8_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const int32_t *x_sums, int n_tok, float *y, int64_t ldy);
+                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
 void gemm_q4_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const int32_t *x_sums, int n_tok, float *y, int64_t ldy);
+                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
 void gemm_q5_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const int32_t *x_sums, int n_tok, float *y, int64_t ldy);
+                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
 void gemm_q6_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const int32_t *x_sums, int n_tok, float *y, int64_t ldy);
+                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
 
 /* The ref twin for `type`, NULL without a packed layout. */
 pack_gemm_fn pack_gemm_ref(vt_dtype type);

@@ -59,16 +59,16 @@ void quantize_bf16_neon(const float *x, void *y, int64_t n);
 
 /* gemm_neon_dot.c: packed-layout GEMMs (cpu/pack.h), sdot by element */
 void gemm_q4_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
-                        size_t x_stride, const int32_t *x_sums, int n_tok, float *y, int64_t ldy);
+                        size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
 void gemm_q8_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
-                        size_t x_stride, const int32_t *x_sums, int n_tok, float *y, int64_t ldy);
+                        size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
 void gemm_q4_K_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
-                        size_t x_stride, const int32_t *x_sums, int n_tok, float *y, int64_t ldy);
+                        size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
 void gemm_q6_K_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
-                        size_t x_stride, const int32_t *x_sums, int n_tok, float *y, int64_t ldy);
+                        size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
 /* gemm_neon_i8mm.c: Q8_0 with smmla for the 4-token tile (fewer tokens: sdot) */
 void gemm_q8_0_neon_i8mm(int64_t n_in, const void *w, int64_t n_groups, const void *x,
-                         size_t x_stride, const int32_t *x_sums, int n_tok, float *y, int64_t ldy);
+                         size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
 
 #undef ARM_DECLARE_INT8_DOTS
 #undef ARM_DECLARE_DOT

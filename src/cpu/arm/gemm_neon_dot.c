@@ -8,7 +8,7 @@
  * block, loaded once per block), so every 32-bit lane of the accumulator is one
  * row's partial dot: no broadcast, no horizontal reduction. Q4_0 nibbles are
  * dotted unsigned (0..15) and the -8 offset comes out exactly with the block's
- * activation sum (pack_block_sums): the accumulator starts at -8 * sum. Per
+ * activation sum (pack_xblock.bias): the accumulator starts at -8 * sum. Per
  * block the integer sums are exact, then acc = fma(d_w * d_x, (float)isum, acc)
  * per (row, token) lane as the _ref twins do, so results are bit-identical with
  * them (and with every other tier).
@@ -62,7 +62,7 @@ VT_INLINE void q8_0_tile(int64_t nb, const uint8_t *g, const block_q8_0 *const *
 }
 
 VT_INLINE void q4_0_tile(int64_t nb, const uint8_t *g, const block_q8_0 *const *xr,
-                         const int32_t *xs, float *y, int64_t ldy, const int q0, const int nq,
+                         const pack_xblock *xs, float *y, int64_t ldy, const int q0, const int nq,
                          const int nt) {
     const uint8_t *d = g, *qs = g + nb * PACK_ROWS * sizeof(uint16_t);
     const uint8x16_t m4 = vdupq_n_u8(0x0f);
@@ -76,8 +76,8 @@ VT_INLINE void q4_0_tile(int64_t nb, const uint8_t *g, const block_q8_0 *const *
         UNROLL for (int t = 0; t < nt; t++) {
             x0[t] = vld1q_s8(xr[t][b].qs);
             x1[t] = vld1q_s8(xr[t][b].qs + 16);
-            dx[t] = f16_arm(xr[t][b].d);
-            const int32x4_t start = vdupq_n_s32(-8 * xs[t * nb + b]);
+            dx[t] = xs[t * nb + b].d;
+            const int32x4_t start = vdupq_n_s32(xs[t * nb + b].bias);
             UNROLL for (int q = 0; q < nq; q++) p[t][q] = start;
         }
         UNROLL for (int k = 0; k < 4; k++) {
@@ -112,8 +112,8 @@ VT_INLINE void q4_0_tile(int64_t nb, const uint8_t *g, const block_q8_0 *const *
     }
 
 void gemm_q8_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
-                        size_t x_stride, const int32_t *x_sums, int n_tok, float *y, int64_t ldy) {
-    (void)x_sums;
+                        size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
+    (void)xs;
     const int64_t nb = n_in / QK8_0;
     const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_q8_0);
     const block_q8_0 *xr[PACK_TOK_MAX];
@@ -127,7 +127,7 @@ void gemm_q8_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const voi
 }
 
 void gemm_q4_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
-                        size_t x_stride, const int32_t *x_sums, int n_tok, float *y, int64_t ldy) {
+                        size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
     const int64_t nb = n_in / QK4_0;
     const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_q4_0);
     const block_q8_0 *xr[PACK_TOK_MAX];
@@ -136,7 +136,7 @@ void gemm_q4_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const voi
     for (int64_t gi = 0; gi < n_groups; gi++) {
         const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
         float *yg = y + gi * PACK_ROWS;
-        GROUP_DISPATCH(q4_0_tile, nb, g, xr, x_sums, yg, ldy)
+        GROUP_DISPATCH(q4_0_tile, nb, g, xr, xs, yg, ldy)
     }
 }
 
@@ -412,9 +412,9 @@ VT_INLINE void q6_K_tile(int64_t nb, const uint8_t *g, const block_q8_K *const *
 #define K_GEMM(name)                                                                       \
     K_PASSES(name)                                                                         \
     void gemm_##name##_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x, \
-                                size_t x_stride, const int32_t *x_sums, int n_tok, float *y, \
+                                size_t x_stride, const pack_xblock *xs, int n_tok, float *y,  \
                                 int64_t ldy) {                                             \
-        (void)x_sums;                                                                      \
+        (void)xs;                                                                          \
         const int64_t nb = n_in / QK_K;                                                    \
         const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_##name);          \
         const block_q8_K *xr[PACK_TOK_MAX];                                                \

@@ -119,9 +119,9 @@ VT_INLINE void q8_0_mm_half(int64_t nb, const uint8_t *g, const block_q8_0 *cons
  * kernel: with this layout every smmla operand costs a zip, which only two
  * token pairs sharing it amortise (BENCHMARKS.md, ARM64 section). */
 void gemm_q8_0_neon_i8mm(int64_t n_in, const void *w, int64_t n_groups, const void *x,
-                         size_t x_stride, const int32_t *x_sums, int n_tok, float *y, int64_t ldy) {
+                         size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
     if (n_tok != 4) {
-        gemm_q8_0_neon_dot(n_in, w, n_groups, x, x_stride, x_sums, n_tok, y, ldy);
+        gemm_q8_0_neon_dot(n_in, w, n_groups, x, x_stride, xs, n_tok, y, ldy);
         return;
     }
     const int64_t nb = n_in / QK8_0;

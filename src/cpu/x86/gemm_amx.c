@@ -173,10 +173,10 @@ AMX_GROUP(q8_0, Q8_0_B)
 /* The exported GEMMs: pack_gemm_fn for n_tok <= PACK_TOK_WIDE. */
 #define AMX_GEMM(name)                                                                      \
     void gemm_##name##_amx(int64_t n_in, const void *w, int64_t n_groups, const void *x,     \
-                           size_t x_stride, const int32_t *xs, int n_tok, float *y,         \
+                           size_t x_stride, const pack_xblock *xs, int n_tok, float *y,     \
                            int64_t ldy) {                                                   \
         const int64_t nb = n_in / 32;                                                       \
-        (void)xs; /* the tiles take signed quants: no offset to take out */                \
+        (void)xs; /* the tiles take signed quants: no offset to take out */                 \
         VT_ASSERT(nb <= AMX_NB_MAX && n_tok >= 1 && n_tok <= PACK_TOK_WIDE);               \
         /* d_x of every (block, token) */                                                   \
         _Alignas(64) float dx[AMX_NB_MAX * PACK_TOK_WIDE];                                  \
@@ -402,7 +402,7 @@ VT_INLINE void kq_group_amx(const bool q5, int64_t nb, const uint8_t *g, const u
 
 /* The Q4_K / Q5_K GEMM: the activation scales and pair sums, then the groups. */
 VT_INLINE void kq_gemm_amx(const bool q5, int64_t n_in, const void *w, int64_t n_groups,
-                           const void *x, size_t x_stride, const int32_t *xs, int n_tok, float *y,
+                           const void *x, size_t x_stride, const pack_xblock *xs, int n_tok, float *y,
                            int64_t ldy) {
     const int64_t nb = n_in / QK_K;
     (void)xs; /* the mins come from the Q8_K bsums */
@@ -433,12 +433,12 @@ VT_INLINE void kq_gemm_amx(const bool q5, int64_t n_in, const void *w, int64_t n
 }
 
 void gemm_q4_K_amx(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const int32_t *xs, int n_tok, float *y, int64_t ldy) {
+                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
     kq_gemm_amx(false, n_in, w, n_groups, x, x_stride, xs, n_tok, y, ldy);
 }
 
 void gemm_q5_K_amx(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const int32_t *xs, int n_tok, float *y, int64_t ldy) {
+                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
     kq_gemm_amx(true, n_in, w, n_groups, x, x_stride, xs, n_tok, y, ldy);
 }
 
@@ -552,7 +552,7 @@ static void q6_K_group_amx(int64_t nb, const uint8_t *g, const uint8_t *x, size_
 }
 
 void gemm_q6_K_amx(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const int32_t *xs, int n_tok, float *y, int64_t ldy) {
+                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
     const int64_t nb = n_in / QK_K;
     (void)xs;
     VT_ASSERT(nb <= Q6K_NB_MAX && n_tok >= 1 && n_tok <= PACK_TOK_WIDE);

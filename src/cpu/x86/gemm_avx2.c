@@ -43,7 +43,7 @@ VT_INLINE __m256i bcast32_256(const void *p) {
 
 /* Rows 8 * half .. 8 * half + 7 of one group, nt tokens. */
 VT_INLINE void q4_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_0 *const *xr,
-                         const int32_t *xs, float *y, int64_t ldy, const int nt) {
+                         const pack_xblock *xs, float *y, int64_t ldy, const int nt) {
     const uint8_t *d = g + 16 * half, *qs = g + nb * 2 * PACK_ROWS + 32 * half;
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
     __m256 acc[PACK_TOK_MAX];
@@ -71,8 +71,9 @@ VT_INLINE void q4_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_
         }
         UNROLL
         for (int t = 0; t < nt; t++) {
-            const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(p[t], ones), _mm256_set1_epi32(-8 * xs[t * nb + b]));
-            const __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(f16c_to_f32(xr[t][b].d)));
+            const pack_xblock *xi = xs + t * nb + b;
+            const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(p[t], ones), _mm256_set1_epi32(xi->bias));
+            const __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(xi->d));
             acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(s), acc[t]);
         }
     }
@@ -81,8 +82,7 @@ VT_INLINE void q4_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_
 }
 
 VT_INLINE void q8_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_0 *const *xr,
-                         const int32_t *xs, float *y, int64_t ldy, const int nt) {
-    (void)xs;
+                         const pack_xblock *xs, float *y, int64_t ldy, const int nt) {
     const uint8_t *d = g + 16 * half, *qs = g + nb * 2 * PACK_ROWS + 32 * half;
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[PACK_TOK_MAX];
@@ -108,7 +108,7 @@ VT_INLINE void q8_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_
         }
         UNROLL
         for (int t = 0; t < nt; t++) {
-            const __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(f16c_to_f32(xr[t][b].d)));
+            const __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(xs[t * nb + b].d));
             acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(s[t]), acc[t]);
         }
     }
@@ -118,7 +118,7 @@ VT_INLINE void q8_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_
 
 #define LEGACY_GEMM(name)                                                                   \
     void gemm_##name##_avx2(int64_t n_in, const void *w, int64_t n_groups, const void *x,    \
-                            size_t x_stride, const int32_t *xs, int n_tok, float *y,        \
+                            size_t x_stride, const pack_xblock *xs, int n_tok, float *y,    \
                             int64_t ldy) {                                                  \
         const int64_t nb = n_in / 32;                                                       \
         const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_##name);           \
@@ -390,7 +390,7 @@ VT_INLINE void q6_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
 
 #define KQUANT_GEMM(name)                                                                   \
     void gemm_##name##_avx2(int64_t n_in, const void *w, int64_t n_groups, const void *x,    \
-                            size_t x_stride, const int32_t *xs, int n_tok, float *y,        \
+                            size_t x_stride, const pack_xblock *xs, int n_tok, float *y,    \
                             int64_t ldy) {                                                  \
         (void)xs;                                                                           \
         const int64_t nb = n_in / QK_K;                                                     \

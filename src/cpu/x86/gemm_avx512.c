@@ -7,8 +7,9 @@
  * vpdpbusd multiplies unsigned by signed bytes: 4-bit quants are used as
  * unsigned nibbles (Q5_K's with the fifth bit merged in) and Q8_0 quants are
  * biased by +128 (xor 0x80); the offset is taken out exactly by starting each
- * block's integer sum at -c * sum(x) (c = 8 or 128), or for Q6_K at -32 * bsum
- * of each 16-element sub-block.
+ * block's integer sum at -c * sum(x) (c = 8 or 128: pack_xblock.bias, with the
+ * activation scale as f32 beside it), or for Q6_K at -32 * bsum of each
+ * 16-element sub-block.
  * The weight vectors of a block are unpacked once and used for every token of
  * the tile (up to PACK_TOK_MAX), which is what makes prefill compute-bound
  * rather than unpack-bound. The integer math is exact and the float steps are
@@ -62,9 +63,11 @@ VT_INLINE void prefetch_to(const uint8_t **next, const uint8_t *until) {
 
 /* ---- Q4_0 ------------------------------------------------------------------------ */
 
+/* Q4_0's high nibbles are not shifted down: vpdpbusd takes the byte masked to
+ * its high half, 16 * hi, and the integer sum of those is shifted right by 4 at
+ * the end of the block (exact: every product is a multiple of 16). */
 VT_INLINE void q4_0_group(int64_t nb, const uint8_t *g, const block_q8_0 *const *xr,
-                          const int32_t *xs, const int32_t bias, float *y, int64_t ldy,
-                          const int nt) {
+                          const pack_xblock *xs, float *y, int64_t ldy, const int nt) {
     const uint8_t *d = g, *qs = g + nb * 2 * PACK_ROWS;
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512 acc[PACK_TOK_MAX];
@@ -75,24 +78,26 @@ VT_INLINE void q4_0_group(int64_t nb, const uint8_t *g, const block_q8_0 *const 
         const __m512 dw = load_f16x16(d + b * 2 * PACK_ROWS);
         const uint8_t *v = qs + b * 4 * CHUNK_VEC;
         prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q4_0));
-        __m512i lo[4], hi[4];
+        __m512i lo[4], hi16[4];
         UNROLL
         for (int k = 0; k < 4; k++) {
             const __m512i raw = _mm512_loadu_si512(v + k * CHUNK_VEC);
             lo[k] = _mm512_and_si512(raw, m4);
-            hi[k] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+            hi16[k] = _mm512_andnot_si512(m4, raw);
         }
         UNROLL
         for (int t = 0; t < nt; t++) {
             const block_q8_0 *xb = xr[t] + b;
-            __m512i s0 = _mm512_set1_epi32(-bias * xs[t * nb + b]), s1 = _mm512_setzero_si512();
+            const pack_xblock *xi = xs + t * nb + b;
+            __m512i s0 = _mm512_set1_epi32(xi->bias), s1 = _mm512_setzero_si512();
             UNROLL
             for (int k = 0; k < 4; k++) {
                 s0 = _mm512_dpbusd_epi32(s0, lo[k], bcast32(xb->qs + 4 * k));
-                s1 = _mm512_dpbusd_epi32(s1, hi[k], bcast32(xb->qs + 16 + 4 * k));
+                s1 = _mm512_dpbusd_epi32(s1, hi16[k], bcast32(xb->qs + 16 + 4 * k));
             }
-            const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(f16c_to_f32(xb->d)));
-            acc[t] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[t]);
+            const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xi->d));
+            const __m512i s = _mm512_add_epi32(s0, _mm512_srai_epi32(s1, 4));
+            acc[t] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(s), acc[t]);
         }
     }
     UNROLL
@@ -102,8 +107,7 @@ VT_INLINE void q4_0_group(int64_t nb, const uint8_t *g, const block_q8_0 *const 
 /* ---- Q8_0 ------------------------------------------------------------------------ */
 
 VT_INLINE void q8_0_group(int64_t nb, const uint8_t *g, const block_q8_0 *const *xr,
-                          const int32_t *xs, const int32_t bias, float *y, int64_t ldy,
-                          const int nt) {
+                          const pack_xblock *xs, float *y, int64_t ldy, const int nt) {
     const uint8_t *d = g, *qs = g + nb * 2 * PACK_ROWS;
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     __m512 acc[PACK_TOK_MAX];
@@ -120,13 +124,14 @@ VT_INLINE void q8_0_group(int64_t nb, const uint8_t *g, const block_q8_0 *const 
         UNROLL
         for (int t = 0; t < nt; t++) {
             const block_q8_0 *xb = xr[t] + b;
-            __m512i s0 = _mm512_set1_epi32(-bias * xs[t * nb + b]), s1 = _mm512_setzero_si512();
+            const pack_xblock *xi = xs + t * nb + b;
+            __m512i s0 = _mm512_set1_epi32(xi->bias), s1 = _mm512_setzero_si512();
             UNROLL
             for (int k = 0; k < 4; k++) {
                 s0 = _mm512_dpbusd_epi32(s0, q[k], bcast32(xb->qs + 4 * k));
                 s1 = _mm512_dpbusd_epi32(s1, q[4 + k], bcast32(xb->qs + 16 + 4 * k));
             }
-            const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(f16c_to_f32(xb->d)));
+            const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xi->d));
             acc[t] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[t]);
         }
     }
@@ -134,10 +139,10 @@ VT_INLINE void q8_0_group(int64_t nb, const uint8_t *g, const block_q8_0 *const 
     for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
 }
 
-/* The exported legacy-type GEMMs (bias_mul: the unsigned offset taken out). */
-#define LEGACY_GEMM(name, bias_mul)                                                         \
+/* The exported legacy-type GEMMs. */
+#define LEGACY_GEMM(name)                                                                   \
     void gemm_##name##_avx512(int64_t n_in, const void *w, int64_t n_groups, const void *x,  \
-                              size_t x_stride, const int32_t *xs, int n_tok, float *y,      \
+                              size_t x_stride, const pack_xblock *xs, int n_tok, float *y,  \
                               int64_t ldy) {                                                \
         const int64_t nb = n_in / 32;                                                       \
         const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_##name);           \
@@ -148,16 +153,16 @@ VT_INLINE void q8_0_group(int64_t nb, const uint8_t *g, const block_q8_0 *const 
             const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;               \
             float *yg = y + gi * PACK_ROWS;                                                 \
             switch (n_tok) {                                                                \
-            case 4: name##_group(nb, g, xr, xs, bias_mul, yg, ldy, 4); break;               \
-            case 3: name##_group(nb, g, xr, xs, bias_mul, yg, ldy, 3); break;               \
-            case 2: name##_group(nb, g, xr, xs, bias_mul, yg, ldy, 2); break;               \
-            default: name##_group(nb, g, xr, xs, bias_mul, yg, ldy, 1); break;              \
+            case 4: name##_group(nb, g, xr, xs, yg, ldy, 4); break;                         \
+            case 3: name##_group(nb, g, xr, xs, yg, ldy, 3); break;                         \
+            case 2: name##_group(nb, g, xr, xs, yg, ldy, 2); break;                         \
+            default: name##_group(nb, g, xr, xs, yg, ldy, 1); break;                        \
             }                                                                               \
         }                                                                                   \
     }
 
-LEGACY_GEMM(q4_0, 8)
-LEGACY_GEMM(q8_0, 128)
+LEGACY_GEMM(q4_0)
+LEGACY_GEMM(q8_0)
 
 /* ---- Q4_K ------------------------------------------------------------------------ */
 
@@ -451,7 +456,7 @@ VT_INLINE void q6_K_group_few(int64_t nb, const uint8_t *g, const block_q8_K *co
 
 #define KQUANT_GEMM(name, few) /* few: the group kernel for 1-2 tokens */          \
     void gemm_##name##_avx512(int64_t n_in, const void *w, int64_t n_groups, const void *x,  \
-                              size_t x_stride, const int32_t *xs, int n_tok, float *y,      \
+                              size_t x_stride, const pack_xblock *xs, int n_tok, float *y,  \
                               int64_t ldy) {                                                \
         (void)xs;                                                                           \
         const int64_t nb = n_in / QK_K;                                                     \

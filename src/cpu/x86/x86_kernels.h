@@ -54,7 +54,7 @@ void silu_mul_avx2(float *g, const float *u, int64_t n);
 
 #define X86_DECLARE_GEMM(t, isa)                                                           \
     void gemm_##t##_##isa(int64_t n_in, const void *w, int64_t n_groups, const void *x,    \
-                          size_t x_stride, const int32_t *x_sums, int n_tok, float *y,     \
+                          size_t x_stride, const pack_xblock *xs, int n_tok, float *y,     \
                           int64_t ldy);
 
 /* gemm_avx2.c: packed-layout GEMMs (cpu/pack.h) */
