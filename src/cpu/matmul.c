@@ -254,7 +254,7 @@ static void compute_packed(const mm_weight *w, pack_gemm_fn gemm, pack_gemm_fn w
     if (chunk < 1) chunk = 1;
     /* the last group of a weight whose rows do not fill it goes through a buffer */
     const int64_t full_end = w->n_out % PACK_ROWS && g1 * PACK_ROWS > w->n_out ? g1 - 1 : g1;
-    _Alignas(64) pack_xblock xs[MM_XBLOCKS_MAX]; /* of rows [n_wide, nt_block) */
+    pack_xblock xs[MM_XBLOCKS_MAX]; /* of rows [n_wide, nt_block) */
     VT_ASSERT(!sides || nb * PACK_TOK_MAX <= MM_XBLOCKS_MAX); /* mm_weight_prepare */
     for (int64_t t0 = 0; t0 < n_tok; t0 += tb) {
         const int64_t nt_block = n_tok - t0 < tb ? n_tok - t0 : tb;
