@@ -17,10 +17,10 @@
  * A group is one sequential stream: its scale region then its quant region.
  * The bytes per group equal 16 file rows exactly (nothing is added).
  *
- * Kernels (matmul packs a type only where the tier has one): all four types on
+ * Kernels (matmul packs a type only where the tier has one): all five types on
  * AVX2, AVX-512 VNNI (x86/gemm_avx2.c, gemm_avx512.c) and NEON dotprod
  * (arm/gemm_neon_dot.c, also used by the i8mm tier, which has smmla for Q8_0 at
- * 4 tokens); AMX wide tiles for Q4_0, Q8_0, Q4_K, Q5_K, Q6_K. Plain NEON and ref: none.
+ * 4 tokens); AMX wide tiles for all five. Plain NEON and ref: none.
  *
  * Group layouts (nb = blocks per row, per block b in order; "16 x" = rows 0..15):
  *   Q4_0  d: nb x 16 f16                       | qs: nb x 4 chunk vectors

@@ -52,15 +52,17 @@ void cpu_kernels_fill_arm(cpu_kernels *k, cpu_isa isa) {
         k->gemm[VT_DTYPE_Q4_0] = gemm_q4_0_neon_dot;
         k->gemm[VT_DTYPE_Q8_0] = gemm_q8_0_neon_dot;
         k->gemm[VT_DTYPE_Q4_K] = gemm_q4_K_neon_dot;
+        k->gemm[VT_DTYPE_Q5_K] = gemm_q5_K_neon_dot;
         k->gemm[VT_DTYPE_Q6_K] = gemm_q6_K_neon_dot;
         k->gemm_isa[VT_DTYPE_Q4_0] = k->gemm_isa[VT_DTYPE_Q8_0] = CPU_ISA_NEON_DOT;
-        k->gemm_isa[VT_DTYPE_Q4_K] = k->gemm_isa[VT_DTYPE_Q6_K] = CPU_ISA_NEON_DOT;
+        k->gemm_isa[VT_DTYPE_Q4_K] = k->gemm_isa[VT_DTYPE_Q5_K] = CPU_ISA_NEON_DOT;
+        k->gemm_isa[VT_DTYPE_Q6_K] = CPU_ISA_NEON_DOT;
         k->isa = CPU_ISA_NEON_DOT;
     }
     if (isa >= CPU_ISA_NEON_I8MM) {
         /* smmla pays where two rows meet two tokens, and (with the packed
          * layout's zips) only for Q8_0 at 4 tokens; everything else, the Q4_0,
-         * Q4_K and Q6_K GEMMs included, stays sdot */
+         * Q4_K, Q5_K and Q6_K GEMMs included, stays sdot */
         k->gemm[VT_DTYPE_Q8_0] = gemm_q8_0_neon_i8mm;
         k->gemm_isa[VT_DTYPE_Q8_0] = CPU_ISA_NEON_I8MM;
         k->isa = CPU_ISA_NEON_I8MM;

@@ -64,6 +64,8 @@ void gemm_q8_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const voi
                         size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
 void gemm_q4_K_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
                         size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
+void gemm_q5_K_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
+                        size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
 void gemm_q6_K_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
                         size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
 /* gemm_neon_i8mm.c: Q8_0 with smmla for the 4-token tile (fewer tokens: sdot) */

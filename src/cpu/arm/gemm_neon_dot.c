@@ -1,4 +1,4 @@
-/* sdot GEMMs over the packed layouts of cpu/pack.h (Q4_0, Q8_0, Q4_K, Q6_K), ARMv8.2
+/* sdot GEMMs over the packed layouts of cpu/pack.h (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K), ARMv8.2
  * dotprod.
  *
  * A 64-byte chunk vector holds 4 quant bytes of each of the 16 rows of a group:
@@ -140,7 +140,7 @@ void gemm_q4_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const voi
     }
 }
 
-/* ---- K-quants (Q4_K, Q6_K x Q8_K) ------------------------------------------------------
+/* ---- K-quants (Q4_K, Q5_K, Q6_K x Q8_K) ------------------------------------------------
  *
  * Per sub-block each row quad's sdots land in one int32 vector (one lane per
  * row), which is multiplied by that sub-block's scales of the 4 rows (int32
@@ -149,7 +149,10 @@ void gemm_q4_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const voi
  * starting each sub-block's sum at -32 * bsum_j (so the quants are dotted as
  * unsigned 0..63); Q4_K's mins with sdot as well, the bsum pairs split into
  * bytes as 128 * hi + lo (hi in -32..31, lo in 0..127), against the rows' 6-bit
- * mins as 4 bytes per lane. Float steps per super-block as pack.h states.
+ * mins as 4 bytes per lane. Q5_K is the Q4_K kernel with each nibble's fifth
+ * bit (the tile's 8 high-bit chunk vectors) moved to bit 4 and or'ed in before
+ * the sdots: quants 0..31, still exact. Float steps per super-block as pack.h
+ * states.
  *
  * Register tiles: a super-block keeps two sub-block sums, isum and the float
  * accumulator per (row quad, token) live, so one token takes all 16 rows in one
@@ -166,11 +169,15 @@ void gemm_q4_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const voi
 #endif
 
 #define TILE_Q4_K (PACK_ROWS * sizeof(block_q4_K))
+#define TILE_Q5_K (PACK_ROWS * sizeof(block_q5_K))
 /* Software prefetch as the AVX-512 K-quant kernels do: one linear stream over
  * the group (and on into the next), PF_DIST_K bytes ahead, a quarter super-block
  * per quarter of the work, from the first pass over a group only. The distance
  * is the one measured on x86; it is not measured on ARM. */
 #define PF_DIST_K 2048
+/* Q5_K reads the high bits at the end of its tile from the start of the tile's
+ * work, so its stream runs a whole tile ahead (as on x86). */
+#define PF_DIST_Q5_K (TILE_Q5_K + 256)
 
 /* Quads q0 .. q0 + nq - 1 (16 bytes each) of the chunk vector at v, with one
  * multi-register load where they are adjacent. */
@@ -236,22 +243,30 @@ VT_INLINE int8x16_t bsum_pair_bytes(const block_q8_K *x) {
     return vuzp1q_s8(vreinterpretq_s8_s16(lo), vreinterpretq_s8_s16(hi));
 }
 
-/* Rows 4 q0 .. 4 (q0 + nq) - 1 of one Q4_K group, nt tokens; pf: issue the
- * group's prefetches (the first pass over it). */
-VT_INLINE void q4_K_tile(int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y,
-                         int64_t ldy, const int q0, const int nq, const int nt, const bool pf) {
-    const uint8x16_t m4 = vdupq_n_u8(0x0f);
+/* Rows 4 q0 .. 4 (q0 + nq) - 1 of one Q4_K (q5: Q5_K) group, nt tokens; pf:
+ * issue the group's prefetches (the first pass over it). */
+VT_INLINE void q4_K_q5_K_tile(int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y,
+                              int64_t ldy, const int q0, const int nq, const int nt, const bool pf,
+                              const bool q5) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0f), bit4 = vdupq_n_u8(0x10);
+    const size_t tile_bytes = q5 ? TILE_Q5_K : TILE_Q4_K;
+    const size_t pf_dist = q5 ? PF_DIST_Q5_K : PF_DIST_K;
     float32x4_t acc[PACK_TOK_MAX][4];
     UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++) acc[t][q] = vdupq_n_f32(0);
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *tile = g + b * TILE_Q4_K;
+        const uint8_t *tile = g + b * tile_bytes;
         const uint8_t *sv = tile + 4 * PACK_ROWS, *v = sv + 3 * CHUNK_VEC;
+        const uint8_t *vh = tile + TILE_Q4_K; /* Q5_K: the 8 high-bit chunk vectors */
         int32x4_t isum[PACK_TOK_MAX][4];
         UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++)
             isum[t][q] = vdupq_n_s32(0);
         UNROLL for (int j = 0; j < 4; j++) {
-            /* a quarter of the super-block's lines (9) per quarter of its work */
-            if (pf) prefetch_lines(tile + PF_DIST_K + j * TILE_Q4_K / 4, TILE_Q4_K / 4 / 64);
+            /* a quarter of the super-block's lines (9, Q5_K 11) per quarter of its work */
+            if (pf) prefetch_lines(tile + pf_dist + j * tile_bytes / 4, (int)(tile_bytes / 4 / 64));
+            /* Q5_K: bit 2j of a high-bit byte extends the low nibble, bit 2j + 1
+             * the high one; shifted to bit 4 (a negative count shifts right) */
+            const int8x16_t sh_lo = vdupq_n_s8((int8_t)(4 - 2 * j));
+            const int8x16_t sh_hi = vdupq_n_s8((int8_t)(3 - 2 * j));
             int32x4_t plo[PACK_TOK_MAX][4], phi[PACK_TOK_MAX][4];
             UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++)
                 plo[t][q] = phi[t][q] = vdupq_n_s32(0);
@@ -266,8 +281,13 @@ VT_INLINE void q4_K_tile(int64_t nb, const uint8_t *g, const block_q8_K *const *
                 uint8x16_t raw[4];
                 load_quads(v + (8 * j + c) * CHUNK_VEC, q0, nq, raw);
                 UNROLL for (int q = 0; q < nq; q++) {
-                    const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(raw[q], m4));
-                    const int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(raw[q], 4));
+                    uint8x16_t ulo = vandq_u8(raw[q], m4), uhi = vshrq_n_u8(raw[q], 4);
+                    if (q5) {
+                        const uint8x16_t h = vld1q_u8(vh + c * CHUNK_VEC + 16 * (q0 + q));
+                        ulo = vorrq_u8(ulo, vandq_u8(vshlq_u8(h, sh_lo), bit4));
+                        uhi = vorrq_u8(uhi, vandq_u8(vshlq_u8(h, sh_hi), bit4));
+                    }
+                    const int8x16_t lo = vreinterpretq_s8_u8(ulo), hi = vreinterpretq_s8_u8(uhi);
                     UNROLL for (int t = 0; t < nt; t++) {
                         plo[t][q] = vdotq_laneq_s32(plo[t][q], lo, xlo[t], c & 3);
                         phi[t][q] = vdotq_laneq_s32(phi[t][q], hi, xhi[t], c & 3);
@@ -303,6 +323,15 @@ VT_INLINE void q4_K_tile(int64_t nb, const uint8_t *g, const block_q8_K *const *
     }
     UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++)
         vst1q_f32(y + t * ldy + 4 * (q0 + q), acc[t][q]);
+}
+
+VT_INLINE void q4_K_tile(int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y,
+                         int64_t ldy, const int q0, const int nq, const int nt, const bool pf) {
+    q4_K_q5_K_tile(nb, g, xr, y, ldy, q0, nq, nt, pf, false);
+}
+VT_INLINE void q5_K_tile(int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y,
+                         int64_t ldy, const int q0, const int nq, const int nt, const bool pf) {
+    q4_K_q5_K_tile(nb, g, xr, y, ldy, q0, nq, nt, pf, true);
 }
 
 /* Scale of sub-block j of rows 4q .. 4q + 3 (int8 in the layout) as int32 lanes. */
@@ -446,6 +475,7 @@ VT_INLINE void q6_K_tile(int64_t nb, const uint8_t *g, const block_q8_K *const *
     }
 
 K_GEMM(q4_K)
+K_GEMM(q5_K)
 K_GEMM(q6_K)
 
 #if defined(__GNUC__) && !defined(__clang__)
