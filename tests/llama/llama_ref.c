@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #ifndef VT_LLAMA_BINS
 #error "VT_LLAMA_BINS must name the directory of the reference llama.cpp libraries"
@@ -173,4 +174,31 @@ bool llama_ref_greedy(llama_ref *r, const int32_t *prompt, int32_t n_prompt, int
         if (i + 1 < n_gen && !decode(r, &out[i], 1, n_prompt + i, false)) return false;
     }
     return true;
+}
+
+/* ---- quantization types ------------------------------------------------------- */
+
+static struct { const char *name; enum llama_ftype id; } ftypes[] = {
+    {"F32", LLAMA_FTYPE_ALL_F32},        {"F16", LLAMA_FTYPE_MOSTLY_F16},
+    {"BF16", LLAMA_FTYPE_MOSTLY_BF16},   {"Q4_0", LLAMA_FTYPE_MOSTLY_Q4_0},
+    {"Q4_1", LLAMA_FTYPE_MOSTLY_Q4_1},   {"Q5_0", LLAMA_FTYPE_MOSTLY_Q5_0},
+    {"Q5_1", LLAMA_FTYPE_MOSTLY_Q5_1},   {"Q8_0", LLAMA_FTYPE_MOSTLY_Q8_0},
+    {"Q2_K", LLAMA_FTYPE_MOSTLY_Q2_K},   {"Q3_K_S", LLAMA_FTYPE_MOSTLY_Q3_K_S},
+    {"Q3_K_M", LLAMA_FTYPE_MOSTLY_Q3_K_M}, {"Q3_K_L", LLAMA_FTYPE_MOSTLY_Q3_K_L},
+    {"Q4_K_S", LLAMA_FTYPE_MOSTLY_Q4_K_S}, {"Q4_K_M", LLAMA_FTYPE_MOSTLY_Q4_K_M},
+    {"Q5_K_S", LLAMA_FTYPE_MOSTLY_Q5_K_S}, {"Q5_K_M", LLAMA_FTYPE_MOSTLY_Q5_K_M},
+    {"Q6_K", LLAMA_FTYPE_MOSTLY_Q6_K},   {"IQ4_NL", LLAMA_FTYPE_MOSTLY_IQ4_NL},
+    {"IQ4_XS", LLAMA_FTYPE_MOSTLY_IQ4_XS},
+};
+
+bool llama_ref_ftype(const char *name, enum llama_ftype *out) {
+    for (size_t i = 0; i < sizeof ftypes / sizeof ftypes[0]; i++) {
+        if (!strcasecmp(ftypes[i].name, name)) return *out = ftypes[i].id, true;
+    }
+    return false;
+}
+
+void llama_ref_print_ftypes(FILE *f) {
+    for (size_t i = 0; i < sizeof ftypes / sizeof ftypes[0]; i++)
+        fprintf(f, "%s%s", i ? " " : "", ftypes[i].name);
 }

@@ -10,11 +10,19 @@
 #ifndef VT_TESTS_LLAMA_REF_H
 #define VT_TESTS_LLAMA_REF_H
 
+#include <llama.h>
+
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef struct llama_ref llama_ref;
-struct llama_model;
+
+/* The llama_ftype of a llama-quantize type name ("Q4_K_M"; case-insensitive).
+ * false if the name is not one of them. */
+bool llama_ref_ftype(const char *name, enum llama_ftype *out);
+/* The names llama_ref_ftype knows, space-separated, on f. */
+void llama_ref_print_ftypes(FILE *f);
 
 /* Load the backends once per process (idempotent). Returns false if no CPU
  * backend could be loaded. */

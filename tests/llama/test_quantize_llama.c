@@ -15,6 +15,7 @@
 #include "ggml.h"
 #include "gguf.h" /* ggml's GGUF API: an independent reader of vt's output */
 #include "llama.h"
+#include "llama_ref.h"
 #include "test.h"
 
 #include <dlfcn.h>
@@ -178,30 +179,10 @@ static const uint8_t *tensor_data(const parsed *p, int64_t i) {
     return p->bytes + gguf_get_data_offset(p->g) + gguf_get_tensor_offset(p->g, i);
 }
 
-static struct { const char *name; enum llama_ftype id; } ftypes[] = {
-    {"F32", LLAMA_FTYPE_ALL_F32},        {"F16", LLAMA_FTYPE_MOSTLY_F16},
-    {"BF16", LLAMA_FTYPE_MOSTLY_BF16},   {"Q4_0", LLAMA_FTYPE_MOSTLY_Q4_0},
-    {"Q4_1", LLAMA_FTYPE_MOSTLY_Q4_1},   {"Q5_0", LLAMA_FTYPE_MOSTLY_Q5_0},
-    {"Q5_1", LLAMA_FTYPE_MOSTLY_Q5_1},   {"Q8_0", LLAMA_FTYPE_MOSTLY_Q8_0},
-    {"Q2_K", LLAMA_FTYPE_MOSTLY_Q2_K},   {"Q3_K_S", LLAMA_FTYPE_MOSTLY_Q3_K_S},
-    {"Q3_K_M", LLAMA_FTYPE_MOSTLY_Q3_K_M}, {"Q3_K_L", LLAMA_FTYPE_MOSTLY_Q3_K_L},
-    {"Q4_K_S", LLAMA_FTYPE_MOSTLY_Q4_K_S}, {"Q4_K_M", LLAMA_FTYPE_MOSTLY_Q4_K_M},
-    {"Q5_K_S", LLAMA_FTYPE_MOSTLY_Q5_K_S}, {"Q5_K_M", LLAMA_FTYPE_MOSTLY_Q5_K_M},
-    {"Q6_K", LLAMA_FTYPE_MOSTLY_Q6_K},   {"IQ4_NL", LLAMA_FTYPE_MOSTLY_IQ4_NL},
-    {"IQ4_XS", LLAMA_FTYPE_MOSTLY_IQ4_XS},
-};
-
-static bool ftype_id(const char *name, enum llama_ftype *out) {
-    for (size_t i = 0; i < sizeof ftypes / sizeof ftypes[0]; i++) {
-        if (!strcmp(ftypes[i].name, name)) return *out = ftypes[i].id, true;
-    }
-    return false;
-}
-
 /* Quantize `in` with both tools to `type` and compare the results. */
 static void compare_one(const char *label, const char *in, const char *type, bool requant, bool load) {
     enum llama_ftype ftype = LLAMA_FTYPE_ALL_F32;
-    if (!ftype_id(type, &ftype)) {
+    if (!llama_ref_ftype(type, &ftype)) {
         CHECK_MSG(0, "unknown type %s", type);
         return;
     }
