@@ -60,6 +60,7 @@ typedef struct bench_cfg {
     int n_ctx, n_batch;
     int flash_attn;     /* llama.cpp: -1 auto, 0 off, 1 on */
     bool do_aa, do_vt, do_llama;
+    bool interleave;    /* pair i of every workload before pair i + 1 of any */
     bool bandwidth;
     const char *json_path;
     const char *llama_dir;
@@ -323,6 +324,7 @@ typedef struct row {
     engine_stats st[2];
     double ratio[MAX_REPS], aa[MAX_REPS];
     int n_ratio, n_aa;
+    double pair_tps[2][MAX_REPS]; /* per engine, t/s of counted pair i (NAN: failed or not run) */
     double bound_tps; /* bandwidth bound for decode, 0 if not measured */
 } row;
 
@@ -377,6 +379,62 @@ static double measure_bandwidth(uint64_t *buf, size_t n_words, int nth) {
     return best;
 }
 
+static meas measure_progress(engine_id id, const bench_cfg *c, row *r, const char *phase);
+
+/* One A/A pair (llama.cpp against itself) of row r. */
+static void run_aa_pair(const bench_cfg *c, row *r) {
+    const meas a = measure_progress(ENG_LLAMA, c, r, "A/A");
+    const meas b = measure_progress(ENG_LLAMA, c, r, "A/A");
+    if (a.ok && b.ok) r->aa[r->n_aa++] = (a.tokens / a.wall_s) / (b.tokens / b.wall_s);
+}
+
+/* Counted A/B pair i of row r: vt, then llama.cpp. */
+static void run_ab_pair(const bench_cfg *c, row *r, int i) {
+    meas m[2] = {{0}, {0}};
+    const bool on[2] = {c->do_vt, c->do_llama};
+    for (int e = 0; e < 2; e++) {
+        r->pair_tps[e][i] = NAN;
+        if (!on[e]) continue;
+        m[e] = measure_progress((engine_id)e, c, r, "A/B");
+        stats_add(&r->st[e], &m[e]);
+        if (m[e].ok) r->pair_tps[e][i] = m[e].tokens / m[e].wall_s;
+    }
+    if (m[ENG_VT].ok && m[ENG_LLAMA].ok) r->ratio[r->n_ratio++] = r->pair_tps[ENG_VT][i] / r->pair_tps[ENG_LLAMA][i];
+}
+
+/* --interleave: each engine's change from the first workload of a kind (prefill or
+ * decode) to each later one of that kind, as the median (min..max) of the ratios
+ * of runs of the same pair index, which ran within the same minute or two. */
+static void print_changes(const bench_cfg *c, const row *rows, int n_rows) {
+    printf("\nchange from the first workload of its kind, median (min..max) of per-pair ratios:\n\n");
+    printf("| model | th | from -> to | vt | llama.cpp |\n|---|---:|---|---:|---:|\n");
+    for (int k = 0; k < n_rows; k += c->n_work) {
+        const row *g = &rows[k];
+        for (int wi = 1; wi < c->n_work; wi++) {
+            const bool decode = g[wi].w->n_gen > 0;
+            int w0 = 0;
+            while (w0 < wi && (g[w0].w->n_gen > 0) != decode) w0++;
+            if (w0 == wi) continue;
+            char cell[2][64];
+            for (int e = 0; e < 2; e++) {
+                double ch[MAX_REPS];
+                int n = 0;
+                for (int i = 0; i < c->reps; i++) {
+                    const double a = g[w0].pair_tps[e][i], b = g[wi].pair_tps[e][i];
+                    if (isfinite(a) && isfinite(b) && a > 0) ch[n++] = 100.0 * (b / a - 1.0);
+                }
+                double lo, hi;
+                min_max(ch, n, &lo, &hi);
+                if (n == 0) snprintf(cell[e], sizeof cell[e], "-");
+                else snprintf(cell[e], sizeof cell[e], "%+.1f%% (%+.1f..%+.1f)", median(ch, n), lo, hi);
+            }
+            const char *base = strrchr(g[wi].model, '/');
+            printf("| %s | %d | %s -> %s | %s | %s |\n", base ? base + 1 : g[wi].model, g[wi].threads,
+                   g[w0].w->name, g[wi].w->name, cell[ENG_VT], cell[ENG_LLAMA]);
+        }
+    }
+}
+
 /* ---- options ------------------------------------------------------------------------------ */
 
 static void print_usage(FILE *f) {
@@ -394,6 +452,9 @@ static void print_usage(FILE *f) {
             "  -b N             batch size for both engines (default 512)\n"
             "  --engine E       both | vt | llama (default both, or vt without llama.cpp)\n"
             "  --no-aa          skip the A/A calibration\n"
+            "  --interleave     run pair i of every workload before pair i + 1 of any, and\n"
+            "                   report each engine's change from the first workload of a\n"
+            "                   kind (ppN, tgN) to the others as the median of per-pair ratios\n"
             "  --llama-dir DIR  llama.cpp libraries (default %s)\n"
             "  --llama-fa M     llama.cpp flash attention: auto | on | off (default auto)\n"
             "  --bandwidth      measure read bandwidth, report decode as a fraction of the bound\n"
@@ -448,6 +509,10 @@ static bool parse_args(int argc, char **argv, bench_cfg *c, int *exit_code) {
         }
         if (!strcmp(a, "--bandwidth")) {
             c->bandwidth = true;
+            continue;
+        }
+        if (!strcmp(a, "--interleave")) {
+            c->interleave = true;
             continue;
         }
         if (!v) {
@@ -754,36 +819,29 @@ int cmd_bench(int argc, char **argv) {
     total_runs = n_rows * per_row;
     bench_t0 = now_s();
 
-    int k = 0;
-    for (int mi = 0; mi < c.n_models; mi++) {
-        for (int ti = 0; ti < c.n_threads; ti++) {
-            for (int wi = 0; wi < c.n_work; wi++, k++) {
-                row *r = &rows[k];
-                r->model = c.models[mi];
-                r->threads = c.threads[ti];
-                r->w = &c.work[wi];
-                if (c.do_aa) {
-                    for (int i = 0; i < c.reps; i++) {
-                        meas a = measure_progress(ENG_LLAMA, &c, r, "A/A");
-                        meas b = measure_progress(ENG_LLAMA, &c, r, "A/A");
-                        if (a.ok && b.ok) r->aa[r->n_aa++] = (a.tokens / a.wall_s) / (b.tokens / b.wall_s);
-                    }
+    for (int mi = 0, k = 0; mi < c.n_models; mi++) {
+        for (int ti = 0; ti < c.n_threads; ti++, k += c.n_work) {
+            row *g = &rows[k]; /* this (model, threads): one row per workload */
+            for (int wi = 0; wi < c.n_work; wi++) {
+                g[wi].model = c.models[mi];
+                g[wi].threads = c.threads[ti];
+                g[wi].w = &c.work[wi];
+            }
+            if (c.interleave) {
+                for (int i = 0; c.do_aa && i < c.reps; i++)
+                    for (int wi = 0; wi < c.n_work; wi++) run_aa_pair(&c, &g[wi]);
+                for (int i = 0; i < c.reps; i++)
+                    for (int wi = 0; wi < c.n_work; wi++) run_ab_pair(&c, &g[wi], i);
+            } else {
+                for (int wi = 0; wi < c.n_work; wi++) {
+                    for (int i = 0; c.do_aa && i < c.reps; i++) run_aa_pair(&c, &g[wi]);
+                    for (int i = 0; i < c.reps; i++) run_ab_pair(&c, &g[wi], i);
                 }
-                for (int i = 0; i < c.reps; i++) {
-                    meas mv = {0}, ml = {0};
-                    if (c.do_vt) {
-                        mv = measure_progress(ENG_VT, &c, r, "A/B");
-                        stats_add(&r->st[ENG_VT], &mv);
-                    }
-                    if (c.do_llama) {
-                        ml = measure_progress(ENG_LLAMA, &c, r, "A/B");
-                        stats_add(&r->st[ENG_LLAMA], &ml);
-                    }
-                    if (mv.ok && ml.ok) r->ratio[r->n_ratio++] = (mv.tokens / mv.wall_s) / (ml.tokens / ml.wall_s);
-                }
-                const engine_stats *any = r->st[ENG_LLAMA].n ? &r->st[ENG_LLAMA] : &r->st[ENG_VT];
+            }
+            for (int wi = 0; wi < c.n_work; wi++) {
+                const engine_stats *any = g[wi].st[ENG_LLAMA].n ? &g[wi].st[ENG_LLAMA] : &g[wi].st[ENG_VT];
                 if (c.bandwidth && any->weight_bytes > 0)
-                    r->bound_tps = bw[ti] * 1e9 / (double)any->weight_bytes;
+                    g[wi].bound_tps = bw[ti] * 1e9 / (double)any->weight_bytes;
             }
         }
     }
@@ -792,6 +850,7 @@ int cmd_bench(int argc, char **argv) {
     for (int i = 0; i < argc; i++) printf(" %s", argv[i]);
     printf("\n");
     print_table(&c, rows, n_rows);
+    if (c.interleave) print_changes(&c, rows, n_rows);
     if (c.bandwidth)
         printf("\nbound = read bandwidth / weight bytes (every weight read once per token; the KV cache not counted)\n");
     if (c.json_path) {
