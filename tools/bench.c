@@ -402,39 +402,6 @@ static void run_ab_pair(const bench_cfg *c, row *r, int i) {
     if (m[ENG_VT].ok && m[ENG_LLAMA].ok) r->ratio[r->n_ratio++] = r->pair_tps[ENG_VT][i] / r->pair_tps[ENG_LLAMA][i];
 }
 
-/* --interleave: each engine's change from the first workload of a kind (prefill or
- * decode) to each later one of that kind, as the median (min..max) of the ratios
- * of runs of the same pair index, which ran within the same minute or two. */
-static void print_changes(const bench_cfg *c, const row *rows, int n_rows) {
-    printf("\nchange from the first workload of its kind, median (min..max) of per-pair ratios:\n\n");
-    printf("| model | th | from -> to | vt | llama.cpp |\n|---|---:|---|---:|---:|\n");
-    for (int k = 0; k < n_rows; k += c->n_work) {
-        const row *g = &rows[k];
-        for (int wi = 1; wi < c->n_work; wi++) {
-            const bool decode = g[wi].w->n_gen > 0;
-            int w0 = 0;
-            while (w0 < wi && (g[w0].w->n_gen > 0) != decode) w0++;
-            if (w0 == wi) continue;
-            char cell[2][64];
-            for (int e = 0; e < 2; e++) {
-                double ch[MAX_REPS];
-                int n = 0;
-                for (int i = 0; i < c->reps; i++) {
-                    const double a = g[w0].pair_tps[e][i], b = g[wi].pair_tps[e][i];
-                    if (isfinite(a) && isfinite(b) && a > 0) ch[n++] = 100.0 * (b / a - 1.0);
-                }
-                double lo, hi;
-                min_max(ch, n, &lo, &hi);
-                if (n == 0) snprintf(cell[e], sizeof cell[e], "-");
-                else snprintf(cell[e], sizeof cell[e], "%+.1f%% (%+.1f..%+.1f)", median(ch, n), lo, hi);
-            }
-            const char *base = strrchr(g[wi].model, '/');
-            printf("| %s | %d | %s -> %s | %s | %s |\n", base ? base + 1 : g[wi].model, g[wi].threads,
-                   g[w0].w->name, g[wi].w->name, cell[ENG_VT], cell[ENG_LLAMA]);
-        }
-    }
-}
-
 /* ---- options ------------------------------------------------------------------------------ */
 
 static void print_usage(FILE *f) {
@@ -645,6 +612,38 @@ static void machine_line(char *buf, size_t n) {
     if (f) fclose(f);
     snprintf(buf, n, "%s, %ld cores, flags:%s%s%s%s%s", model, sysconf(_SC_NPROCESSORS_ONLN), avx2 ? " avx2" : "",
              fma ? " fma" : "", f16c ? " f16c" : "", avx512 ? " avx512f" : "", vnni ? " avx512_vnni" : "");
+}
+
+/* --interleave: each engine's change from the first workload of a kind (prefill or
+ * decode) to each later one of that kind, as the median (min..max) of the ratios
+ * of runs of the same pair index, which ran within the same minute or two. */
+static void print_changes(const bench_cfg *c, const row *rows, int n_rows) {
+    printf("\nchange from the first workload of its kind, median (min..max) of per-pair ratios:\n\n");
+    printf("| model | th | from -> to | vt | llama.cpp |\n|---|---:|---|---:|---:|\n");
+    for (int k = 0; k < n_rows; k += c->n_work) {
+        const row *g = &rows[k];
+        for (int wi = 1; wi < c->n_work; wi++) {
+            const bool decode = g[wi].w->n_gen > 0;
+            int w0 = 0;
+            while (w0 < wi && (g[w0].w->n_gen > 0) != decode) w0++;
+            if (w0 == wi) continue;
+            char cell[2][64];
+            for (int e = 0; e < 2; e++) {
+                double ch[MAX_REPS];
+                int n = 0;
+                for (int i = 0; i < c->reps; i++) {
+                    const double a = g[w0].pair_tps[e][i], b = g[wi].pair_tps[e][i];
+                    if (isfinite(a) && isfinite(b) && a > 0) ch[n++] = 100.0 * (b / a - 1.0);
+                }
+                double lo, hi;
+                min_max(ch, n, &lo, &hi);
+                if (n == 0) snprintf(cell[e], sizeof cell[e], "-");
+                else snprintf(cell[e], sizeof cell[e], "%+.1f%% (%+.1f..%+.1f)", median(ch, n), lo, hi);
+            }
+            printf("| %s | %d | %s -> %s | %s | %s |\n", base_name(g[wi].model), g[wi].threads,
+                   g[w0].w->name, g[wi].w->name, cell[ENG_VT], cell[ENG_LLAMA]);
+        }
+    }
 }
 
 static void print_table(const bench_cfg *c, const row *rows, int n_rows) {
