@@ -61,11 +61,13 @@ typedef struct {
     const void *xq;
     int64_t n_tok;
     float *y;
+    tp_pool *pool;
 } job;
 
 static void compute_fn(void *ctx, int ith, int nth) {
     job *j = ctx;
-    mm_compute(j->w, j->xq, j->n_tok, j->y, j->w->n_out, ith, nth);
+    (void)nth;
+    mm_compute(j->w, j->xq, j->n_tok, j->y, j->w->n_out, j->pool, ith);
 }
 
 static int parse_list(const char *s, int64_t *out, int max) {
@@ -137,7 +139,7 @@ int main(int argc, char **argv) {
                     for (int th = 0; th < n_threads; th++) {
                         tp_pool *pool;
                         if (tp_create((int)threads[th], &pool) != VT_OK) return 1;
-                        job j = {&w, xq, toks[ti], y};
+                        job j = {&w, xq, toks[ti], y, pool};
                         tp_run(pool, compute_fn, &j); /* warm-up */
                         double best = 1e30, best_cpu = 1e30, spent = 0;
                         for (int rep = 0; rep < 50 && (rep < 3 || spent < 0.3); rep++) {

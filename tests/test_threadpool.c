@@ -76,6 +76,57 @@ static void test_barriers(int n_threads, int n_runs, int n_phases) {
     tp_destroy(pool);
 }
 
+/* ---- tp_claim: in every step of every run, the claims of all threads hand out
+ * each index of [0, n) exactly once, whatever the other steps claimed. Steps
+ * with no claims sit between claiming ones, so both counters are reused. ------ */
+#define CLAIM_N 97
+#define CLAIM_STEPS 6
+
+typedef struct {
+    tp_pool *pool;
+    int grain;
+    unsigned char got[CLAIM_STEPS][CLAIM_N]; /* per step: times index i was handed out */
+    int n_claims[MAX_T];
+} claim_ctx;
+
+static void claim_fn(void *vctx, int ith, int nth) {
+    (void)nth;
+    claim_ctx *c = vctx;
+    for (int s = 0; s < CLAIM_STEPS; s++) {
+        if (s % 3 != 2) /* every third step claims nothing */
+            for (int64_t i; (i = tp_claim(c->pool, c->grain)) < CLAIM_N;) {
+                c->n_claims[ith]++;
+                for (int64_t j = i; j < i + c->grain && j < CLAIM_N; j++) {
+                    /* plain read-modify-write: two threads with one index race (TSan) */
+                    c->got[s][j]++;
+                }
+            }
+        tp_barrier(c->pool);
+    }
+}
+
+static void test_claim(int n_threads, int n_runs) {
+    tp_pool *pool = NULL;
+    CHECK_OK(tp_create(n_threads, &pool));
+    if (!pool) return;
+    int bad = 0, threads_claimed = 0;
+    for (int r = 0; r < n_runs; r++) {
+        claim_ctx c;
+        memset(&c, 0, sizeof c);
+        c.pool = pool;
+        c.grain = 1 + r % 5;
+        tp_run(pool, claim_fn, &c);
+        for (int s = 0; s < CLAIM_STEPS; s++)
+            for (int i = 0; i < CLAIM_N; i++) bad += c.got[s][i] != (s % 3 != 2);
+        for (int t = 0; t < n_threads; t++) threads_claimed += c.n_claims[t] > 0;
+    }
+    CHECK_MSG(bad == 0, "%d threads: %d indices not handed out exactly once", n_threads, bad);
+    CHECK(threads_claimed >= n_runs); /* at least one thread claimed in every run */
+    printf("  %d threads: %d runs of claims, on average %.2f threads claimed\n", n_threads, n_runs,
+           (double)threads_claimed / n_runs);
+    tp_destroy(pool);
+}
+
 /* ---- many runs: data written by the caller before tp_run is visible to the
  * workers, data written by workers is visible to the caller after it ---------- */
 typedef struct {
@@ -205,6 +256,8 @@ int main(void) {
     test_barriers(3, 100, 100);
     test_barriers(4, 100, 100);
     test_barriers(8, 20, 50);
+    test_claim(2, 2000);
+    test_claim(3, 500);
     test_many_runs(2, 10000);
     test_many_runs(4, 10000);
     test_idle_sleeps();

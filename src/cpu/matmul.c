@@ -10,9 +10,12 @@
  * dot_rows kernels.
  *
  * Work split. Outputs are cut among threads in units of 16 rows (a packed group
- * or a file-layout tile) with tp_range; with several weights (mm_compute_multi)
- * their units are concatenated first, so one split and one barrier cover
- * Q/K/V together, and each thread reads one long contiguous run of weights.
+ * or a file-layout tile); with several weights (mm_compute_multi) their units
+ * are concatenated first, so one split and one barrier cover Q/K/V together.
+ * In prefill the split is static (tp_range) and each thread reads one long
+ * contiguous run of weights; in decode the same holds for the first 3/4 of the
+ * units, and the rest is claimed in chunks (tp_claim) by whichever thread is
+ * done first.
  * Packed prefill is blocked for the caches: a block of tokens (its activation
  * rows and their pack_xblocks stay in L2) against a chunk of groups (~160 KiB of
  * weights, reused from L2 by every 4-token tile). File-layout tiles are
@@ -49,6 +52,18 @@
  * settled: the output stores cost 7-15% of that GEMM, and padding ldy, prefetchw
  * of the output lines and huge pages for y each changed nothing. */
 #define MM_CHUNK_BYTES (160 << 10)
+/* Decode: the last 1/MM_TAIL_DIV of a step's units is claimed dynamically
+ * (tp_claim) in chunks of MM_CLAIM_BYTES of weights, so threads that stream at
+ * different speeds (a core shared with other work, a slower path to memory)
+ * still finish together. On the Zen 5 VM at 2 threads this took the barrier
+ * wait of Q4_0 decode from 7.8% to 3.8% of samples and tg128 up 4.4% (median
+ * of 8 pairs; Q8_0, Q4_K_M within noise). Smaller claims were slower (64 KiB:
+ * -4% in one run; each claim starts a new prefetch stream), and so was a tail
+ * of 1/2. Prefill keeps the static split: its steps were balanced (barrier
+ * 0.6%), and a claim there repeats the chunk's pack_xblocks per token block
+ * (pp128 -6%). */
+#define MM_CLAIM_BYTES (256 << 10)
+#define MM_TAIL_DIV 4
 #define MM_ACT_BLOCK_BYTES (160 << 10)
 #define MM_XBLOCKS_MAX 8192 /* pack_xblocks of a token block's narrow rows (on the stack) */
 /* Fewest tokens a wide (tile) call pays for. */
@@ -291,22 +306,10 @@ static void compute_packed(const mm_weight *w, pack_gemm_fn gemm, pack_gemm_fn w
     }
 }
 
-void mm_compute_multi(const mm_weight *const *ws, float *const *ys, const int64_t *ldys, int n,
-                      const void *xq, int64_t n_tok, int ith, int nth) {
-    if (n <= 0 || n_tok <= 0) return;
-    const vt_dtype type = ws[0]->type, dot_type = quant_traits_get(type)->dot_type;
-    const int64_t n_in = ws[0]->n_in;
+/* Units [u0, u1) of the concatenated outputs of ws. */
+static void compute_units(const mm_weight *const *ws, float *const *ys, const int64_t *ldys, int n,
+                          const uint8_t *xq, size_t x_stride, int64_t n_tok, int64_t u0, int64_t u1) {
     const cpu_kernels *k = cpu_kernels_get();
-    const size_t x_stride = mm_act_row_bytes(type, n_in);
-    /* units of 16 rows: packed groups or file-layout tiles */
-    _Static_assert(MM_ROW_TILE == PACK_ROWS, "one work unit for both layouts");
-    int64_t total = 0;
-    for (int i = 0; i < n; i++) {
-        VT_ASSERT(quant_traits_get(ws[i]->type)->dot_type == dot_type && ws[i]->n_in == n_in);
-        total += (ws[i]->n_out + MM_ROW_TILE - 1) / MM_ROW_TILE;
-    }
-    int64_t u0, u1;
-    tp_range(total, 1, ith, nth, &u0, &u1);
     int64_t base = 0;
     for (int i = 0; i < n && base < u1; i++) {
         const int64_t units = (ws[i]->n_out + MM_ROW_TILE - 1) / MM_ROW_TILE;
@@ -326,10 +329,39 @@ void mm_compute_multi(const mm_weight *const *ws, float *const *ys, const int64_
     }
 }
 
-void mm_compute(const mm_weight *w, const void *xq, int64_t n_tok, float *y, int64_t ldy, int ith,
-                int nth) {
+void mm_compute_multi(const mm_weight *const *ws, float *const *ys, const int64_t *ldys, int n,
+                      const void *xq, int64_t n_tok, tp_pool *pool, int ith) {
+    if (n <= 0 || n_tok <= 0) return;
+    const int nth = tp_n_threads(pool);
+    const vt_dtype type = ws[0]->type, dot_type = quant_traits_get(type)->dot_type;
+    const int64_t n_in = ws[0]->n_in;
+    const size_t x_stride = mm_act_row_bytes(type, n_in);
+    /* units of 16 rows: packed groups or file-layout tiles */
+    _Static_assert(MM_ROW_TILE == PACK_ROWS, "one work unit for both layouts");
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        VT_ASSERT(quant_traits_get(ws[i]->type)->dot_type == dot_type && ws[i]->n_in == n_in);
+        total += (ws[i]->n_out + MM_ROW_TILE - 1) / MM_ROW_TILE;
+    }
+    /* static shares of the head, then claims of the tail (decode only) */
+    const size_t unit_bytes = MM_ROW_TILE * ws[0]->row_bytes;
+    const int64_t grain = unit_bytes >= MM_CLAIM_BYTES ? 1 : (int64_t)(MM_CLAIM_BYTES / unit_bytes);
+    const int64_t tail = nth > 1 && n_tok <= PACK_TOK_MAX ? total / MM_TAIL_DIV / grain * grain : 0;
+    const int64_t head = total - tail;
+    int64_t u0, u1;
+    tp_range(head, 1, ith, nth, &u0, &u1);
+    compute_units(ws, ys, ldys, n, xq, x_stride, n_tok, u0, u1);
+    if (tail == 0) return;
+    for (int64_t c; (c = tp_claim(pool, grain)) < tail;) {
+        const int64_t c1 = c + grain < tail ? c + grain : tail;
+        compute_units(ws, ys, ldys, n, xq, x_stride, n_tok, head + c, head + c1);
+    }
+}
+
+void mm_compute(const mm_weight *w, const void *xq, int64_t n_tok, float *y, int64_t ldy,
+                tp_pool *pool, int ith) {
     const mm_weight *ws[1] = {w};
     float *ys[1] = {y};
     const int64_t ldys[1] = {ldy};
-    mm_compute_multi(ws, ys, ldys, 1, xq, n_tok, ith, nth);
+    mm_compute_multi(ws, ys, ldys, 1, xq, n_tok, pool, ith);
 }

@@ -4,8 +4,9 @@
  *
  * A step quantizes its activations once to the weight's dot type (mm_quantize),
  * then every thread computes a disjoint share of the outputs (mm_compute). Each
- * output element is produced by exactly one thread with a fixed reduction order,
- * so results are bit-identical for any thread count. The kernel for (type, ISA)
+ * output element is produced by exactly one thread with a fixed reduction order
+ * that does not depend on which thread it is, so results are bit-identical for
+ * any thread count and any split. The kernel for (type, ISA)
  * is resolved once per call, never per element.
  *
  * Both functions are called by all nth threads of a threadpool step; the caller
@@ -13,6 +14,7 @@
 #ifndef VT_CPU_MATMUL_H
 #define VT_CPU_MATMUL_H
 
+#include "cpu/threadpool.h"
 #include "quant/quant.h"
 
 #include <stddef.h>
@@ -54,16 +56,17 @@ size_t mm_act_row_bytes(vt_dtype w_type, int64_t n_in);
 void mm_quantize(vt_dtype w_type, const float *x, int64_t ldx, int64_t n_tok, int64_t n_in,
                  void *xq, int ith, int nth);
 
-/* y[t * ldy + o] = dot(W row o, xq row t) for all t < n_tok, o < n_out; this
- * thread computes its share. */
+/* y[t * ldy + o] = dot(W row o, xq row t) for all t < n_tok, o < n_out; thread
+ * ith of pool computes its share: a static run of rows, then chunks of the
+ * step's tail claimed with tp_claim. */
 void mm_compute(const mm_weight *w, const void *xq, int64_t n_tok, float *y, int64_t ldy,
-                int ith, int nth);
+                tp_pool *pool, int ith);
 
 /* Several weights that share one input (Q/K/V, gate/up) in one step: the outputs
  * of all n weights are split among threads together, so one barrier covers all.
  * All ws[i] must have the same n_in and the same activation (dot) type, e.g.
  * Q4_K beside Q6_K (both Q8_K) as in Q4_K_M files; xq is quantized for ws[0]. */
 void mm_compute_multi(const mm_weight *const *ws, float *const *ys, const int64_t *ldys, int n,
-                      const void *xq, int64_t n_tok, int ith, int nth);
+                      const void *xq, int64_t n_tok, tp_pool *pool, int ith);
 
 #endif

@@ -23,6 +23,12 @@
  *              instance k is complete when it reaches (k + 1) * nth. A waiter
  *              spins for bar_spin_ns, then sleeps on bar_gen (bumped by each
  *              completing arrival, which wakes sleepers when bar_sleeping > 0).
+ *   claim      the tp_claim counters. A thread between barrier instances k - 1
+ *              and k reads bar_arrived / nth == k (barrier k cannot complete
+ *              before it arrives), so step k draws from claim[k & 1]. The last
+ *              arrival of barrier k resets claim[k & 1] for step k + 2; every
+ *              claim of step k happened before that arrival, and barrier k + 1
+ *              orders the reset before any claim of step k + 2.
  *
  * Every spin loop pauses (pause / yield) and, after a bounded number of rounds,
  * calls sched_yield, so oversubscription (more threads than cores) does not turn
@@ -96,6 +102,9 @@ struct tp_pool {
     _Alignas(CACHE_LINE) _Atomic uint32_t bar_gen; /* futex word: bumped per completed barrier */
     _Atomic int bar_sleeping;                      /* threads asleep in a barrier */
     int64_t bar_spin_ns;                           /* spin before sleeping in a barrier */
+    struct {
+        _Alignas(CACHE_LINE) _Atomic int64_t n;
+    } claim[2]; /* tp_claim, by step parity */
 };
 
 static int64_t now_ns(void) {
@@ -253,8 +262,11 @@ void tp_barrier(tp_pool *pool) {
     uint64_t v = atomic_fetch_add_explicit(&pool->bar_arrived, 1, memory_order_seq_cst);
     uint64_t target = (v / (uint64_t)nth + 1) * (uint64_t)nth;
     if (v + 1 == target) {
-        /* Last arrival: wake the sleepers, if any (Dekker with the sleeper's
-         * bar_sleeping increment, both seq_cst). */
+        /* Last arrival: this step's claims are all made; its counter serves
+         * the step after next (see claim at the top). */
+        atomic_store_explicit(&pool->claim[(v / (uint64_t)nth) & 1].n, 0, memory_order_relaxed);
+        /* Wake the sleepers, if any (Dekker with the sleeper's bar_sleeping
+         * increment, both seq_cst). */
         atomic_fetch_add_explicit(&pool->bar_gen, 1, memory_order_seq_cst);
         if (atomic_load_explicit(&pool->bar_sleeping, memory_order_seq_cst) > 0)
             futex_wake_all(&pool->bar_gen);
@@ -280,6 +292,14 @@ void tp_barrier(tp_pool *pool) {
         futex_wait_u32(&pool->bar_gen, g);
     }
     atomic_fetch_sub_explicit(&pool->bar_sleeping, 1, memory_order_relaxed);
+}
+
+int64_t tp_claim(tp_pool *pool, int64_t n) {
+    VT_ASSERT(pool->n_threads > 1);
+    /* relaxed: this thread's own arrivals bound what it reads (see claim) */
+    const uint64_t step =
+        atomic_load_explicit(&pool->bar_arrived, memory_order_relaxed) / (uint64_t)pool->n_threads;
+    return atomic_fetch_add_explicit(&pool->claim[step & 1].n, n, memory_order_relaxed);
 }
 
 /* ---- topology ---------------------------------------------------------------- */

@@ -25,6 +25,13 @@ void tp_run(tp_pool *pool, tp_fn fn, void *ctx);
 /* Called by every thread inside fn. */
 void tp_barrier(tp_pool *pool);
 
+/* Dynamic work sharing inside one step (between two barriers): the calls of all
+ * threads in a step draw from one counter, which is 0 when the step begins;
+ * returns its value before n was added. For the tail of a step whose threads do
+ * not run at the same speed. Only in pools of more than one thread: a pool of
+ * one has no barrier that could reset the counter. */
+int64_t tp_claim(tp_pool *pool, int64_t n);
+
 /* Static split of [0, n) into nth contiguous ranges, rounded to `grain`. */
 static inline void tp_range(int64_t n, int64_t grain, int ith, int nth, int64_t *begin,
                             int64_t *end) {

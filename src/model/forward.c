@@ -263,7 +263,7 @@ static void forward_worker(void *arg, int ith, int nth) {
             const mm_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
             float *ys[3] = {f->q, f->k, f->v};
             const int64_t ld[3] = {qd, kvd, kvd};
-            mm_compute_multi(ws, ys, ld, 3, f->xq, T, ith, nth);
+            mm_compute_multi(ws, ys, ld, 3, f->xq, T, f->pool, ith);
         }
         tp_barrier(f->pool);
 
@@ -342,7 +342,7 @@ static void forward_worker(void *arg, int ith, int nth) {
         tp_barrier(f->pool);
 
         /* 6: attention output projection */
-        mm_compute(&L->wo, f->xq, T, f->tmp, d, ith, nth);
+        mm_compute(&L->wo, f->xq, T, f->tmp, d, f->pool, ith);
         tp_barrier(f->pool);
 
         /* 7: residual + norm + quantize */
@@ -354,7 +354,7 @@ static void forward_worker(void *arg, int ith, int nth) {
             const mm_weight *ws[2] = {&L->w_gate, &L->w_up};
             float *ys[2] = {f->gate, f->up};
             const int64_t ld[2] = {ff, ff};
-            mm_compute_multi(ws, ys, ld, 2, f->xq, T, ith, nth);
+            mm_compute_multi(ws, ys, ld, 2, f->xq, T, f->pool, ith);
         }
         tp_barrier(f->pool);
 
@@ -380,7 +380,7 @@ static void forward_worker(void *arg, int ith, int nth) {
         tp_barrier(f->pool);
 
         /* 10: down projection */
-        mm_compute(&L->w_down, f->xq, T, f->tmp, d, ith, nth);
+        mm_compute(&L->w_down, f->xq, T, f->tmp, d, f->pool, ith);
         tp_barrier(f->pool);
     }
 
@@ -388,7 +388,7 @@ static void forward_worker(void *arg, int ith, int nth) {
     if (b->n_logits > 0) {
         step_norm_quant(f, b->n_logits, true, m->output_norm, m->output.type, b->logit_rows, ith, nth);
         tp_barrier(f->pool);
-        mm_compute(&m->output, f->xq, b->n_logits, b->logits, hp->n_vocab, ith, nth);
+        mm_compute(&m->output, f->xq, b->n_logits, b->logits, hp->n_vocab, f->pool, ith);
     }
 }
 
