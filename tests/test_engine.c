@@ -664,6 +664,9 @@ static void test_eos(void) {
 }
 
 int main(void) {
+    /* every pass on the pool, so TSan sees its workers: stories260K's decode
+     * steps would otherwise run on the calling thread alone */
+    setenv("VT_SOLO_KIB", "0", 1);
     const char *path = test_model_path("stories260K.gguf");
     if (!path) return test_finish();
     CHECK_OK(vt_model_load(path, NULL, &g_model));

@@ -1,6 +1,8 @@
 /* model/ + engine/context: real tiny models end to end.
  * - stories260K greedy from BOS matches the reference token ids (llama2.c);
- * - logits are bit-identical for 1, 2 and 3 threads and for every batch split;
+ * - logits are bit-identical for 1, 2 and 3 threads and for every batch split,
+ *   with every pass on all threads (VT_SOLO_KIB=0) and with the default, where
+ *   these tiny models decode on the calling thread alone;
  * - a prompt evaluated in one batch gives the same logits as token by token
  *   (within a stated bound: the matmul tiles differ);
  * - bad models are refused with a message naming the key or tensor. */
@@ -72,10 +74,17 @@ static void test_threads_and_batches(const char *name) {
     float *ref = malloc(sizeof(float) * (size_t)n * nv), *got = malloc(sizeof(float) * (size_t)n * nv);
     int32_t toks[40], toks2[40];
     CHECK_OK(greedy(m, 1, n, toks, ref));
+    /* VT_SOLO_KIB=0: every pass on all threads (a tiny model's decode would
+     * otherwise run on the caller alone); then once with the default */
+    setenv("VT_SOLO_KIB", "0", 1);
     for (int t = 2; t <= 3; t++) {
         CHECK_OK(greedy(m, t, n, toks2, got));
         CHECK_MSG(!memcmp(ref, got, sizeof(float) * (size_t)n * nv), "%s: logits differ at %d threads", name, t);
     }
+    unsetenv("VT_SOLO_KIB");
+    CHECK_OK(greedy(m, 2, n, toks2, got));
+    CHECK_MSG(!memcmp(ref, got, sizeof(float) * (size_t)n * nv), "%s: logits differ at 2 threads (solo decode)",
+              name);
     /* The same tokens as one prompt, in batches of 1, 7 and 40: logits of every row. */
     int32_t prompt[40], pos[40], seq[40] = {0};
     int8_t want[40];

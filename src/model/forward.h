@@ -12,7 +12,9 @@
  *   8 gate and up matmuls in one step                    (output rows split)
  *   9 SiLU(gate) * up + quantize                         (token x column block)
  *  10 down projection                                    (output rows split)
- * and at the end the output norm and the logits of the rows that want them. */
+ * and at the end the output norm and the logits of the rows that want them.
+ * A pass too small to share (a tiny model's decode) runs on the calling thread
+ * alone, without waking the pool (FWD_SOLO_KIB_DEFAULT in forward.c). */
 #ifndef VT_MODEL_FORWARD_H
 #define VT_MODEL_FORWARD_H
 
