@@ -56,6 +56,10 @@ bool vt_model_is_eog(const vt_model *model, int32_t token);
 const char *vt_model_desc(const vt_model *model);
 /* Bytes of weight data. */
 size_t vt_model_weight_bytes(const vt_model *model);
+/* Bytes of weights one decode step of one token reads: all of them but the
+ * token embedding table, of which it reads one row (unless the table is also
+ * the output head). Read bandwidth / this = the decode bound. */
+size_t vt_model_step_bytes(const vt_model *model);
 
 /* Encode text; *ids is malloc'd (caller frees). add_special adds BOS as the
  * vocabulary asks; parse_special recognises control-token texts. */

@@ -193,6 +193,30 @@ static void check_bad_model(const gguf_file *src, const char *drop_key, const ch
     unlink(path);
 }
 
+/* vt_model_step_bytes: all weights but the embedding table's other rows, or all
+ * of them when the table is also the output head. */
+static void test_step_bytes(const char *name) {
+    const char *path = test_model_path(name);
+    if (!path) return;
+    mapfile mf;
+    gguf_file f;
+    CHECK_OK(mapfile_open(path, &mf));
+    CHECK_OK(gguf_parse(mf.data, mf.size, path, &f));
+    const gguf_tensor *embd = gguf_find_tensor(&f, "token_embd.weight");
+    const bool tied = gguf_find_tensor(&f, "output.weight") == NULL;
+    vt_model *m = NULL;
+    CHECK_OK(vt_model_load(path, NULL, &m));
+    if (m && embd) {
+        const size_t all = vt_model_weight_bytes(m);
+        const size_t want = tied ? all : all - embd->bytes + embd->bytes / (size_t)embd->ne[1];
+        CHECK_MSG(vt_model_step_bytes(m) == want, "%s: step bytes %zu, want %zu (tied %d)", name,
+                  vt_model_step_bytes(m), want, tied);
+    }
+    vt_model_free(m);
+    gguf_free(&f);
+    mapfile_close(&mf);
+}
+
 static void test_bad_models(void) {
     const char *path = test_model_path("stories260K.gguf");
     if (!path) return;
@@ -216,6 +240,9 @@ static void test_bad_models(void) {
 int main(void) {
     test_stories_greedy();
     test_threads_and_batches("stories260K.gguf");
+    test_step_bytes("stories260K.gguf");
+    test_step_bytes("TinyStories-656K-Q8_0.gguf");
+    test_step_bytes("llama-2-tiny-random.gguf");
     test_threads_and_batches("TinyStories-656K-Q8_0.gguf");
     test_threads_and_batches("TinyStories-656K-Q2_K.gguf");
     test_threads_and_batches("llama-2-tiny-random.gguf");

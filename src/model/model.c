@@ -319,6 +319,10 @@ vt_status vt_model_load(const char *path, const vt_model_params *params, vt_mode
                       tok_n_vocab(m->tok), (long long)m->hp.n_vocab);
         goto fail;
     }
+    /* a step reads one row of the embedding table, unless it is the head */
+    m->step_bytes = m->weight_bytes;
+    if (m->output.data != m->embd)
+        m->step_bytes -= m->embd_row_bytes * (size_t)(m->hp.n_vocab - 1);
     static const char *const arch_names[] = {"llama", "qwen2", "qwen3"};
     snprintf(m->desc, sizeof m->desc,
              "%s %lldL d%lld h%lld/%lld hd%lld ff%lld vocab %lld, %s weights, %.1f MiB",
@@ -373,6 +377,7 @@ int32_t vt_model_eos(const vt_model *m) { return tok_eos(m->tok); }
 bool vt_model_is_eog(const vt_model *m, int32_t t) { return tok_is_eog(m->tok, t); }
 const char *vt_model_desc(const vt_model *m) { return m->desc; }
 size_t vt_model_weight_bytes(const vt_model *m) { return m->weight_bytes; }
+size_t vt_model_step_bytes(const vt_model *m) { return m->step_bytes; }
 
 vt_status vt_tokenize(const vt_model *m, const char *text, size_t len, bool add_special,
                       bool parse_special, int32_t **ids, int64_t *n_ids) {

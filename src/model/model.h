@@ -68,6 +68,7 @@ struct vt_model {
     void **owned;                  /* buffers the model allocated (converted norms) */
     int64_t n_owned, cap_owned;
     size_t weight_bytes;
+    size_t step_bytes;             /* read by one decode step (vt_model_step_bytes) */
     char desc[256];
 };
 
