@@ -668,11 +668,11 @@ static void print_changes(const bench_cfg *c, const row *rows, int n_rows) {
  * pairs that have both; NAN if none. The bytes a step reads are vt's count for
  * the file (all weights but the embedding table's other rows), the same bound
  * for both engines; without a vt run, all the weights. */
-static double bound_fraction(const row *r, int e) {
+static double bound_fraction(const bench_cfg *c, const row *r, int e) {
     double f[MAX_REPS];
     int n = 0;
     const uint64_t bytes = r->st[ENG_VT].step_bytes ? r->st[ENG_VT].step_bytes : r->st[ENG_LLAMA].weight_bytes;
-    for (int i = 0; i < MAX_REPS && bytes > 0; i++)
+    for (int i = 0; i < c->reps && bytes > 0; i++)
         if (isfinite(r->pair_bw[i]) && isfinite(r->pair_tps[e][i]) && r->pair_bw[i] > 0)
             f[n++] = r->pair_tps[e][i] * (double)bytes / (r->pair_bw[i] * 1e9);
     return n ? median(f, n) : NAN;
@@ -716,7 +716,7 @@ static void print_table(const bench_cfg *c, const row *rows, int n_rows) {
                band, verdict, cpt[ENG_VT], cpt[ENG_LLAMA], rss[ENG_VT], rss[ENG_LLAMA]);
         if (c->bandwidth) {
             for (int e = 0; e < 2; e++) {
-                const double fr = bound_fraction(r, e);
+                const double fr = bound_fraction(c, r, e);
                 if (isfinite(fr)) printf(" %.0f%% |", 100.0 * fr);
                 else printf(" - |");
             }
@@ -791,7 +791,7 @@ static void write_json(const bench_cfg *c, const row *rows, int n_rows, const ch
             fprintf(f, ",\n     \"pair_bandwidth_gbs\": ");
             json_array(f, bws, n_bw);
             for (int e = 0; e < 2; e++) {
-                const double fr = bound_fraction(r, e);
+                const double fr = bound_fraction(c, r, e);
                 if (isfinite(fr)) fprintf(f, ", \"%s_fraction_of_bound\": %.4f", e == ENG_VT ? "vt" : "llama", fr);
             }
         }
