@@ -14,6 +14,7 @@
  * the tile (up to PACK_TOK_MAX), which is what makes prefill compute-bound
  * rather than unpack-bound. The integer math is exact and the float steps are
  * those of the _ref twins in pack.c, so results are bit-identical with them. */
+#include "cpu/pack_prefetch.h"
 #include "cpu/x86/simd_avx512.h"
 #include "cpu/x86/x86_kernels.h"
 #include "quant/blocks.h"
@@ -27,28 +28,33 @@
 /* Register tiles: every small loop fully unrolled, so arrays of vectors stay in
  * registers (GCC at -O2 would otherwise keep them on the stack). */
 #define UNROLL _Pragma("GCC unroll 16")
-/* Software prefetch. A group is one contiguous run, but it is consumed as two to
- * four regions in parallel (scales, quants, ...), and the hardware prefetcher
- * alone leaves decode at ~50% of the bandwidth a plain read loop gets (Q4_K at
- * 25%: its regions restart every 18 KiB). So each group is also prefetched as
- * one linear stream, PF_DIST bytes ahead of the linear position of the block
- * being computed: the small scale regions early, the quants at the rate they
- * are read, and past the group's end the next group in the same order.
- * 3 KiB measured best on a Sapphire Rapids VM (decode tok/s, 1B Q4_0 / Q8_0 /
- * Q4_K_M, 1 and 2 threads: +2..6% over 4 KiB; 1, 2, 5 and 6 KiB were worse). */
-#define PF_DIST 3072
-/* The K-quant kernels issue their prefetches a quarter super-block at a time,
+/* Software prefetch. The hardware prefetcher alone leaves decode at ~50% of
+ * the bandwidth a plain read loop gets (Q4_K at 25%: its regions restart every
+ * 18 KiB), so every kernel also prefetches the group ahead of the block being
+ * computed: Q4_0, Q8_0 and Q6_K each of their regions as its own stream
+ * (cpu/pack_prefetch.h), the K-quant tiles as one linear stream.
+ *
+ * The distances were measured on the Zen 5 VM, decode (one token) over 256 MiB
+ * of groups, rows of 2048 and 8192, 31-41 rounds in one process alternating
+ * the kernels, against the one linear stream 3 KiB (2 KiB for the K-quants)
+ * ahead that a Sapphire Rapids VM had preferred. Median of per-round ratios:
+ *   Q8_0 / Q4_0, PF_DIST 6 KiB: +9% / +4% (2048), +29% / +45% (8192); 4 KiB
+ *     +5% / -6%, 8 KiB about the same as 6, 12 KiB less;
+ *   Q6_K, 8 quarters (6.6 KiB): +57% (2048), +114% (8192); 3 quarters +8% / +50%;
+ *   Q4_K, PF_DIST_K 5 KiB: +10..22% (2048), +13..17% (8192); 2 KiB was the old
+ *     distance, 4 and 8 KiB close to 5;
+ *   Q5_K, a tile + 4 KiB: +18% / +17% over a tile + 256 bytes.
+ * The K-quant kernels issue their prefetches a quarter super-block at a time,
  * as the work goes (one burst of 36 / 52 lines per super-block stalled on the
- * fill buffers), and want them nearer: 2 KiB measured best (Q4_K_M decode on the
- * same VM: +5..10% at 1 thread, +2..5% at 2 over one burst 3 KiB ahead; 1 and
- * 1.5 KiB were slightly worse, 4 KiB 16% worse). */
-#define PF_DIST_K 2048
-/* Q5_K reads the high bits at the end of its tile from the start of the tile's
- * work, so its stream runs a whole tile ahead: the high bits of the next tile
- * are then requested during the second half of this one, not just before their
- * first use. (bench_matmul decode, L3-resident weights on the Sapphire Rapids
- * VM: 1-2% over 2048, 4096 and 1536, which is within the noise.) */
-#define PF_DIST_Q5_K (TILE_Q5_K + 256)
+ * fill buffers). Q5_K reads the high bits at the end of its tile from the start
+ * of the tile's work, so its stream runs more than a tile ahead. */
+#define PF_DIST 6144
+/* The lead in blocks of a Q4_0 or Q8_0 group (16 rows of blk a block). */
+#define PF_BLOCKS(blk) ((PF_DIST + PACK_ROWS * sizeof(blk) - 1) / (PACK_ROWS * sizeof(blk)))
+/* PF_DIST in quarters of a Q6_K super-block tile (840 bytes). */
+#define PF_QUARTERS_Q6_K ((PF_DIST + PACK_ROWS * sizeof(block_q6_K) / 4 - 1) / (PACK_ROWS * sizeof(block_q6_K) / 4))
+#define PF_DIST_K 5120
+#define PF_DIST_Q5_K (TILE_Q5_K + 4096)
 
 VT_INLINE void prefetch(const void *p) { _mm_prefetch((const char *)p, _MM_HINT_T0); }
 
@@ -73,11 +79,10 @@ VT_INLINE void q4_0_group(int64_t nb, const uint8_t *g, const block_q8_0 *const 
     __m512 acc[PACK_TOK_MAX];
     UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
-    const uint8_t *pf = g + PF_DIST;
     for (int64_t b = 0; b < nb; b++) {
         const __m512 dw = load_f16x16(d + b * 2 * PACK_ROWS);
         const uint8_t *v = qs + b * 4 * CHUNK_VEC;
-        prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q4_0));
+        pack_prefetch_legacy(g, nb, 4 * CHUNK_VEC, b + PF_BLOCKS(block_q4_0));
         __m512i lo[4], hi16[4];
         UNROLL
         for (int k = 0; k < 4; k++) {
@@ -113,11 +118,10 @@ VT_INLINE void q8_0_group(int64_t nb, const uint8_t *g, const block_q8_0 *const 
     __m512 acc[PACK_TOK_MAX];
     UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
-    const uint8_t *pf = g + PF_DIST;
     for (int64_t b = 0; b < nb; b++) {
         const __m512 dw = load_f16x16(d + b * 2 * PACK_ROWS);
         const uint8_t *v = qs + b * 8 * CHUNK_VEC;
-        prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q8_0));
+        pack_prefetch_legacy(g, nb, 8 * CHUNK_VEC, b + PF_BLOCKS(block_q8_0));
         __m512i q[8];
         UNROLL
         for (int k = 0; k < 8; k++) q[k] = _mm512_xor_si512(_mm512_loadu_si512(v + k * CHUNK_VEC), flip);
@@ -344,12 +348,12 @@ VT_INLINE void q6_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const 
     __m512 acc[PACK_TOK_MAX];
     UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
-    const uint8_t *pf = g + PF_DIST;
     for (int64_t b = 0; b < nb; b++) {
         const __m512 dw = load_f16x16(d + b * 2 * PACK_ROWS);
         const int8_t *sc = scp + b * 16 * PACK_ROWS;
         const uint8_t *vl = ql + b * 48 * CHUNK_VEC, *vh = vl + 32 * CHUNK_VEC;
-        prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q6_K));
+        UNROLL
+        for (int k = 0; k < 4; k++) pack_prefetch_q6_K(g, nb, b + PF_BLOCKS(block_q6_K), k);
         __m512i isum[PACK_TOK_MAX];
         UNROLL
         for (int t = 0; t < nt; t++) isum[t] = _mm512_setzero_si512();
@@ -402,7 +406,6 @@ VT_INLINE void q6_K_group_few(int64_t nb, const uint8_t *g, const block_q8_K *co
     __m512 acc[2];
     UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
-    const uint8_t *pf = g + PF_DIST_K;
     for (int64_t b = 0; b < nb; b++) {
         const __m512 dw = load_f16x16(d + b * 2 * PACK_ROWS);
         const int8_t *sc = scp + b * 16 * PACK_ROWS;
@@ -414,8 +417,10 @@ VT_INLINE void q6_K_group_few(int64_t nb, const uint8_t *g, const block_q8_K *co
         for (int h = 0; h < 2; h++) {
             UNROLL
             for (int u = 0; u < 2; u++) {
-                /* a quarter of the super-block's lines per quarter of its work */
-                prefetch_to(&pf, g + PF_DIST_K + (4 * b + 2 * h + u + 1) * PACK_ROWS * sizeof(block_q6_K) / 4);
+                /* a quarter of a super-block's lines per quarter of the work, the
+                 * quarter PF_QUARTERS_Q6_K ahead */
+                const int qa = 2 * h + u + PF_QUARTERS_Q6_K;
+                pack_prefetch_q6_K(g, nb, b + qa / 4, qa % 4);
                 __m512i s[2][4];
                 UNROLL
                 for (int t = 0; t < nt; t++)
