@@ -4,6 +4,7 @@
 #   the per-pair changes and a "% of bound" for decode rows only;
 # - the JSON has one bandwidth reading per counted decode pair, none for
 #   prefill, and a fraction of the bound for vt;
+# - the JSON names llama.cpp's mmap setting;
 # - bad options are refused with a message.
 set -u
 vt=${VT_BIN:-./build/vt}
@@ -33,6 +34,8 @@ n_pre=$(grep -cE '^\| stories260K.gguf .*\| pp16 \|.*\| - \| - \|$' <<<"$out")
 n_bw=$(grep -c '"pair_bandwidth_gbs": \[[0-9.]*, [0-9.]*\], "vt_fraction_of_bound": [0-9.]*' "$tmp/b.json")
 [ "$n_bw" -eq 4 ] && ok || bad "$n_bw rows with two bandwidth readings, want 4: $(cat "$tmp/b.json")"
 [ "$(grep -c '"test": "pp16"' "$tmp/b.json")" -eq 2 ] && ok || bad "pp16 rows missing from the JSON"
+# llama.cpp's configuration is in the JSON: its own memory for the weights by default
+grep -q '"llama_mmap": false' "$tmp/b.json" && ok || bad "no \"llama_mmap\": false in the JSON"
 
 expect() { # name, expected substring, args...
   local name=$1 want=$2; shift 2
@@ -45,6 +48,7 @@ expect "no model" "-m MODEL is required" -w tg8
 expect "bad reps" "-r must be" -m "$m" -r 0
 expect "bad threads" "bad thread count '5000'" -m "$m" -t 5000
 expect "bad workload" "bad workload 'xx1'" -m "$m" -w xx1
+expect "bad llama-mmap" "--llama-mmap takes on or off, not 'maybe'" -m "$m" --llama-mmap maybe
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -63,6 +63,7 @@ typedef struct bench_cfg {
     int reps;
     int n_ctx, n_batch;
     int flash_attn;     /* llama.cpp: -1 auto, 0 off, 1 on */
+    bool llama_mmap;    /* llama.cpp reads its weights through a map of the file */
     bool do_aa, do_vt, do_llama;
     bool interleave;    /* pair i of every workload before pair i + 1 of any */
     bool bandwidth;
@@ -116,7 +117,7 @@ static bool engine_open(engine *e, engine_id id, const bench_cfg *c, const char 
     e->id = id;
     e->n_batch = c->n_batch;
     if (id == ENG_LLAMA) {
-        e->llama = llama_dl_open(c->llama_dir, model, c->n_ctx, c->n_batch, threads, c->flash_attn, m->err,
+        e->llama = llama_dl_open(c->llama_dir, model, c->n_ctx, c->n_batch, threads, c->flash_attn, c->llama_mmap, m->err,
                                  sizeof m->err);
         if (!e->llama) return false;
         m->weight_bytes = llama_dl_model_bytes(e->llama);
@@ -442,6 +443,9 @@ static void print_usage(FILE *f) {
             "                   kind (ppN, tgN) to the others as the median of per-pair ratios\n"
             "  --llama-dir DIR  llama.cpp libraries (default %s)\n"
             "  --llama-fa M     llama.cpp flash attention: auto | on | off (default auto)\n"
+            "  --llama-mmap M   llama.cpp weights through a map of the file: on | off (default\n"
+            "                   off: in memory of its own, as vt holds its packed weights;\n"
+            "                   BENCHMARKS.md says why)\n"
             "  --bandwidth      measure read bandwidth, report decode as a fraction of the bound\n"
             "  --json FILE      also write every figure as JSON (- for stdout)\n",
             llama_dl_default_dir() ? llama_dl_default_dir() : "(none built in)");
@@ -525,6 +529,12 @@ static bool parse_args(int argc, char **argv, bench_cfg *c, int *exit_code) {
             engine = v;
         } else if (!strcmp(a, "--llama-dir")) {
             c->llama_dir = v;
+        } else if (!strcmp(a, "--llama-mmap")) {
+            if (strcmp(v, "on") && strcmp(v, "off")) {
+                fprintf(stderr, "vt bench: --llama-mmap takes on or off, not '%s'\n", v);
+                return false;
+            }
+            c->llama_mmap = !strcmp(v, "on");
         } else if (!strcmp(a, "--llama-fa")) {
             c->flash_attn = !strcmp(v, "on") ? 1 : !strcmp(v, "off") ? 0 : -1;
         } else if (!strcmp(a, "--json")) {
@@ -749,6 +759,8 @@ static void write_json(const bench_cfg *c, const row *rows, int n_rows, const ch
     json_string(f, machine);
     fprintf(f, ",\n  \"load_avg_1m\": %.2f,\n  \"n_ctx\": %d,\n  \"n_batch\": %d,\n  \"reps\": %d,\n", load1, c->n_ctx,
             c->n_batch, c->reps);
+    fprintf(f, "  \"llama_flash_attn\": \"%s\",\n  \"llama_mmap\": %s,\n",
+            c->flash_attn < 0 ? "auto" : c->flash_attn ? "on" : "off", c->llama_mmap ? "true" : "false");
     if (bw) {
         fprintf(f, "  \"bandwidth_gbs\": {");
         for (int i = 0; i < c->n_threads; i++) fprintf(f, "%s\"%d\": %.2f", i ? ", " : "", c->threads[i], bw[i]);
@@ -832,9 +844,9 @@ int cmd_bench(int argc, char **argv) {
     if (getloadavg(load, 3) < 0) load[0] = -1;
     printf("machine: %s\nload average at start: %.2f %.2f %.2f\n", machine, load[0], load[1], load[2]);
     printf("protocol: n_ctx %d, n_batch %d, %d counted pairs, one warm-up per measurement, a fresh process"
-           " per measurement; A/A %s; llama.cpp %s (flash attention %s)\n",
+           " per measurement; A/A %s; llama.cpp %s (flash attention %s, mmap %s)\n",
            c.n_ctx, c.n_batch, c.reps, c.do_aa ? "on" : "off", c.do_llama ? c.llama_dir : "missing",
-           c.flash_attn < 0 ? "auto" : c.flash_attn ? "on" : "off");
+           c.flash_attn < 0 ? "auto" : c.flash_attn ? "on" : "off", c.llama_mmap ? "on" : "off");
     if (load[0] > 0.5) printf("warning: the machine is not idle (load %.2f): figures are noisy\n", load[0]);
 
     double bw[MAX_LIST] = {0};

@@ -42,8 +42,8 @@ bool llama_dl_probe(const char *dir, char *why, size_t why_len) {
 #ifndef VT_HAVE_LLAMA_H
 
 llama_dl *llama_dl_open(const char *dir, const char *model, int32_t n_ctx, int32_t n_batch,
-                        int32_t n_threads, int flash_attn, char *err, size_t err_len) {
-    (void)dir, (void)model, (void)n_ctx, (void)n_batch, (void)n_threads, (void)flash_attn;
+                        int32_t n_threads, int flash_attn, bool use_mmap, char *err, size_t err_len) {
+    (void)dir, (void)model, (void)n_ctx, (void)n_batch, (void)n_threads, (void)flash_attn, (void)use_mmap;
     llama_dl_probe(dir, err, err_len);
     return NULL;
 }
@@ -111,7 +111,7 @@ static void *open_lib(const char *dir, const char *name, char *err, size_t err_l
 }
 
 llama_dl *llama_dl_open(const char *dir, const char *model, int32_t n_ctx, int32_t n_batch,
-                        int32_t n_threads, int flash_attn, char *err, size_t err_len) {
+                        int32_t n_threads, int flash_attn, bool use_mmap, char *err, size_t err_len) {
     if (!llama_dl_probe(dir, err, err_len)) return NULL;
     llama_dl *l = calloc(1, sizeof *l);
     if (!l) {
@@ -141,6 +141,7 @@ llama_dl *llama_dl_open(const char *dir, const char *model, int32_t n_ctx, int32
 
     struct llama_model_params mp = l->llama_model_default_params();
     mp.n_gpu_layers = 0;
+    mp.load_mode = use_mmap ? LLAMA_LOAD_MODE_MMAP : LLAMA_LOAD_MODE_NONE;
     l->model = l->llama_model_load_from_file(model, mp);
     if (!l->model) {
         snprintf(err, err_len, "%s: llama.cpp could not load the model", model);

@@ -1,0 +1,119 @@
+/* Decode GEMM variants against each other in one process (bench/gemm_ab/gemm_ab.sh
+ * builds it). Each variant is one compile of a GEMM source (a commit's file, a
+ * changed constant) whose gemm_<type>_<isa> was renamed to GEMM_AB_FN(i); the
+ * script passes GEMM_AB_DECLS, GEMM_AB_FNS and GEMM_AB_NAMES.
+ *
+ * The weights are 256 MiB of packed groups (far past any cache), read for one
+ * token, the work of a decode step. Every round calls each variant once over
+ * all of them, in turn, so a VM whose speed drifts by 2x within a minute moves
+ * all variants alike; the figure per variant is the median over rounds of its
+ * GB/s divided by the first variant's in the same round. The outputs of every
+ * variant must equal the first one's bit for bit.
+ *
+ *   gemm_ab TYPE N_IN ROUNDS */
+#include "cpu/matmul.h"
+#include "cpu/pack.h"
+#include "quant/quant.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define DECL(f)                                                                                    \
+    void f(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,          \
+           const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
+GEMM_AB_DECLS
+static const pack_gemm_fn fns[] = {GEMM_AB_FNS};
+static const char *const names[] = {GEMM_AB_NAMES};
+#define N_VAR ((int)(sizeof fns / sizeof fns[0]))
+#define MAX_ROUNDS 200
+#define WEIGHT_BYTES ((size_t)256 << 20)
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sorts v[0..n) and prints its median (min..max). */
+static void print_spread(const char *fmt, double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    printf(fmt, v[n / 2], v[0], v[n - 1]);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) {
+        fprintf(stderr, "usage: %s TYPE N_IN ROUNDS\n", argv[0]);
+        return 2;
+    }
+    vt_dtype type = VT_DTYPE_COUNT;
+    for (int t = 0; t < VT_DTYPE_COUNT; t++) {
+        const quant_traits *tr = quant_traits_get((vt_dtype)t);
+        if (tr && !strcmp(tr->name, argv[1])) type = (vt_dtype)t;
+    }
+    const int64_t n_in = atoll(argv[2]);
+    const int rounds = atoi(argv[3]);
+    size_t rb;
+    if (type == VT_DTYPE_COUNT || n_in <= 0 || rounds < 1 || rounds > MAX_ROUNDS ||
+        !quant_row_bytes(type, n_in, &rb)) {
+        fprintf(stderr, "gemm_ab: bad type, row length or rounds (1..%d)\n", MAX_ROUNDS);
+        return 2;
+    }
+    const int64_t n_out = (int64_t)(WEIGHT_BYTES / rb) / PACK_ROWS * PACK_ROWS;
+    const size_t wbytes = rb * (size_t)n_out;
+    /* random quants; every block's fp16 scale (at its offset in the block) set to ~0.01 */
+    const quant_traits *tr = quant_traits_get(type);
+    const size_t d_off = type == VT_DTYPE_Q6_K ? 208 : 0;
+    uint8_t *wd = malloc(wbytes);
+    float *x = malloc(sizeof(float) * (size_t)n_in);
+    const size_t x_stride = mm_act_row_bytes(type, n_in);
+    void *xq = malloc(x_stride);
+    pack_xblock *xs = malloc(sizeof(pack_xblock) * (size_t)(n_in / 32));
+    float *y = malloc(sizeof(float) * (size_t)n_out), *y0 = malloc(sizeof(float) * (size_t)n_out);
+    if (!wd || !x || !xq || !xs || !y || !y0) return 1;
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < wbytes; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        wd[i] = (uint8_t)(s >> 56);
+    }
+    for (size_t b = 0; b + tr->block_bytes <= wbytes; b += tr->block_bytes) wd[b + d_off] = 0x1f, wd[b + d_off + 1] = 0x20;
+    mm_weight w;
+    if (mm_weight_init(&w, type, n_in, n_out, wd) != VT_OK || mm_weight_prepare(&w) != VT_OK || !w.packed) {
+        fprintf(stderr, "gemm_ab: %s has no packed layout on this CPU\n", tr->name);
+        return 1;
+    }
+    free(wd);
+    for (int64_t i = 0; i < n_in; i++) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    mm_quantize(type, x, n_in, 1, n_in, xq, 0, 1);
+    if (pack_needs_xblocks(type)) pack_xblocks(type, xq, x_stride, 1, n_in / 32, xs);
+
+    static double gbs[16][MAX_ROUNDS];
+    for (int r = 0; r < rounds; r++)
+        for (int v = 0; v < N_VAR; v++) {
+            const double t0 = now_s();
+            fns[v](n_in, w.packed, n_out / PACK_ROWS, xq, x_stride, xs, 1, y, n_out);
+            gbs[v][r] = (double)wbytes / (now_s() - t0) / 1e9;
+            if (v == 0) memcpy(y0, y, sizeof(float) * (size_t)n_out);
+            else if (memcmp(y0, y, sizeof(float) * (size_t)n_out) != 0) {
+                fprintf(stderr, "gemm_ab: %s computes other bits than %s\n", names[v], names[0]);
+                return 1;
+            }
+        }
+    printf("%s, rows of %lld, %d MiB of groups, %d rounds\n", tr->name, (long long)n_in,
+           (int)(wbytes >> 20), rounds);
+    for (int v = 0; v < N_VAR; v++) {
+        double g[MAX_ROUNDS], ratio[MAX_ROUNDS];
+        for (int r = 0; r < rounds; r++) g[r] = gbs[v][r], ratio[r] = gbs[v][r] / gbs[0][r];
+        printf("  %-10s", names[v]);
+        print_spread("GB/s %6.2f (%.2f..%.2f)", g, rounds);
+        print_spread("   / first: %.3f (%.3f..%.3f)\n", ratio, rounds);
+    }
+    mm_weight_free(&w);
+    return 0;
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Decode GEMM variants alternated in one process (gemm_ab.c says how it measures).
+#
+#   bench/gemm_ab/gemm_ab.sh [-i avx512|avx2] TYPE N_IN ROUNDS NAME=SOURCE[:CFLAGS] ...
+#
+# Each NAME=SOURCE is a GEMM source file (src/cpu/x86/gemm_avx512.c, or an older
+# one: git show REV:src/cpu/x86/gemm_avx512.c > /tmp/old.c) compiled with CFLAGS
+# (-DPF_DIST=8192 ...). Needs build/libvt.a (the release build). Example, this
+# tree's prefetch against the one before it, rows of 8192, 31 rounds:
+#   git show 8b1b982~:src/cpu/x86/gemm_avx512.c > /tmp/old.c
+#   bench/gemm_ab/gemm_ab.sh q8_0 8192 31 old=/tmp/old.c new=src/cpu/x86/gemm_avx512.c
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+isa=avx512
+if [ "${1:-}" = -i ]; then isa=$2; shift 2; fi
+[ $# -ge 4 ] || { sed -n 4,11p "$0"; exit 2; }
+type=$1 n_in=$2 rounds=$3; shift 3
+case $isa in
+  avx512) isa_flags="-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni" ;;
+  avx2) isa_flags="-mavx2 -mfma -mf16c" ;;
+  *) echo "gemm_ab: -i avx512 or avx2" >&2; exit 2 ;;
+esac
+cflags="-I$root/include -I$root/src -O2 -std=gnu11 -D_GNU_SOURCE -fno-math-errno -ffp-contract=off -falign-loops=64"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+objs=() decls="" fns="" names="" i=0
+for spec in "$@"; do
+  name=${spec%%=*} rest=${spec#*=}
+  src=${rest%%:*} extra=""
+  [ "$rest" != "$src" ] && extra=${rest#*:}
+  # shellcheck disable=SC2086
+  cc $cflags $isa_flags $extra -c "$src" -o "$tmp/v$i.o"
+  objcopy --redefine-sym "gemm_${type}_${isa}=gemm_ab_v$i" --keep-global-symbol="gemm_ab_v$i" "$tmp/v$i.o"
+  objs+=("$tmp/v$i.o") decls+=" DECL(gemm_ab_v$i)" fns+=" gemm_ab_v$i," names+=" \"$name\","
+  i=$((i + 1))
+done
+# shellcheck disable=SC2086
+cc $cflags $isa_flags -DGEMM_AB_DECLS="$decls" -DGEMM_AB_FNS="$fns" -DGEMM_AB_NAMES="$names" \
+  "$root/bench/gemm_ab/gemm_ab.c" "${objs[@]}" "$root/build/libvt.a" -lm -lpthread -ldl -o "$tmp/gemm_ab"
+"$tmp/gemm_ab" "$type" "$n_in" "$rounds"
