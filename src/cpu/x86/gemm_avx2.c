@@ -29,7 +29,9 @@
  * of groups, kernels alternated in one process), 6 KiB against the old linear
  * stream 4 KiB ahead: Q4_0 / Q8_0 / Q6_K / Q4_K -3% / -1% / -12% / +5% on rows
  * of 2048, +33% / +13% / +64% / +1% on rows of 8192. */
+#ifndef PF_DIST /* can be set with -D to compare distances (bench/gemm_ab) */
 #define PF_DIST 6144
+#endif
 #define PF_BLOCKS(blk) ((PF_DIST + PACK_ROWS * sizeof(blk) - 1) / (PACK_ROWS * sizeof(blk)))
 
 VT_INLINE void prefetch(const void *p) { _mm_prefetch((const char *)p, _MM_HINT_T0); }

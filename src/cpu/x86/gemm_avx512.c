@@ -48,13 +48,19 @@
  * as the work goes (one burst of 36 / 52 lines per super-block stalled on the
  * fill buffers). Q5_K reads the high bits at the end of its tile from the start
  * of the tile's work, so its stream runs more than a tile ahead. */
+#ifndef PF_DIST /* the distances can be set with -D to compare them (bench/gemm_ab) */
 #define PF_DIST 6144
+#endif
 /* The lead in blocks of a Q4_0 or Q8_0 group (16 rows of blk a block). */
 #define PF_BLOCKS(blk) ((PF_DIST + PACK_ROWS * sizeof(blk) - 1) / (PACK_ROWS * sizeof(blk)))
 /* PF_DIST in quarters of a Q6_K super-block tile (840 bytes). */
 #define PF_QUARTERS_Q6_K ((PF_DIST + PACK_ROWS * sizeof(block_q6_K) / 4 - 1) / (PACK_ROWS * sizeof(block_q6_K) / 4))
+#ifndef PF_DIST_K
 #define PF_DIST_K 5120
+#endif
+#ifndef PF_DIST_Q5_K
 #define PF_DIST_Q5_K (TILE_Q5_K + 4096)
+#endif
 
 VT_INLINE void prefetch(const void *p) { _mm_prefetch((const char *)p, _MM_HINT_T0); }
 
