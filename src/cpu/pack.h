@@ -41,7 +41,8 @@
  *   Q6_K  d: nb x 16 f16 | scales: nb x 16 x 16 int8 (sub-block j: 16 rows) |
  *         quants: nb x (32 chunk vectors of ql[4c..], then 16 of qh[4c..]); ql and
  *         qh of a super-block are adjacent so that the regions' read positions
- *         advance with the group's linear position (the kernels prefetch linearly)
+ *         advance together (the x86 kernels prefetch Q4_0, Q8_0 and Q6_K groups
+ *         one stream per region: cpu/pack_prefetch.h)
  *
  * Rows past n_out in the last group are zero (zero scales: they compute 0).
  *

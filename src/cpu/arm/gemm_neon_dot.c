@@ -173,7 +173,9 @@ void gemm_q4_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const voi
 /* Software prefetch as the AVX-512 K-quant kernels do: one linear stream over
  * the group (and on into the next), PF_DIST_K bytes ahead, a quarter super-block
  * per quarter of the work, from the first pass over a group only. The distance
- * is the one measured on x86; it is not measured on ARM. */
+ * is the one a Sapphire Rapids VM preferred (a Zen 5 VM prefers 5 KiB: see
+ * gemm_avx512.c); it is not measured on ARM. The Q4_0, Q8_0 and Q6_K kernels
+ * here issue no prefetches (x86's prefetch each region: cpu/pack_prefetch.h). */
 #define PF_DIST_K 2048
 /* Q5_K reads the high bits at the end of its tile from the start of the tile's
  * work, so its stream runs a whole tile ahead (as on x86). */
