@@ -753,6 +753,10 @@ static void json_string(FILE *f, const char *s) {
     fputc('"', f);
 }
 
+static const char *flash_attn_name(int flash_attn) {
+    return flash_attn < 0 ? "auto" : flash_attn ? "on" : "off";
+}
+
 static void write_json(const bench_cfg *c, const row *rows, int n_rows, const char *machine, double load1,
                        const double *bw, FILE *f) {
     fprintf(f, "{\n  \"machine\": ");
@@ -760,7 +764,7 @@ static void write_json(const bench_cfg *c, const row *rows, int n_rows, const ch
     fprintf(f, ",\n  \"load_avg_1m\": %.2f,\n  \"n_ctx\": %d,\n  \"n_batch\": %d,\n  \"reps\": %d,\n", load1, c->n_ctx,
             c->n_batch, c->reps);
     fprintf(f, "  \"llama_flash_attn\": \"%s\",\n  \"llama_mmap\": %s,\n",
-            c->flash_attn < 0 ? "auto" : c->flash_attn ? "on" : "off", c->llama_mmap ? "true" : "false");
+            flash_attn_name(c->flash_attn), c->llama_mmap ? "true" : "false");
     if (bw) {
         fprintf(f, "  \"bandwidth_gbs\": {");
         for (int i = 0; i < c->n_threads; i++) fprintf(f, "%s\"%d\": %.2f", i ? ", " : "", c->threads[i], bw[i]);
@@ -846,7 +850,7 @@ int cmd_bench(int argc, char **argv) {
     printf("protocol: n_ctx %d, n_batch %d, %d counted pairs, one warm-up per measurement, a fresh process"
            " per measurement; A/A %s; llama.cpp %s (flash attention %s, mmap %s)\n",
            c.n_ctx, c.n_batch, c.reps, c.do_aa ? "on" : "off", c.do_llama ? c.llama_dir : "missing",
-           c.flash_attn < 0 ? "auto" : c.flash_attn ? "on" : "off", c.llama_mmap ? "on" : "off");
+           flash_attn_name(c.flash_attn), c.llama_mmap ? "on" : "off");
     if (load[0] > 0.5) printf("warning: the machine is not idle (load %.2f): figures are noisy\n", load[0]);
 
     double bw[MAX_LIST] = {0};

@@ -5,15 +5,18 @@
 #
 # Each NAME=SOURCE is a GEMM source file (src/cpu/x86/gemm_avx512.c, or an older
 # one: git show REV:src/cpu/x86/gemm_avx512.c > /tmp/old.c) compiled with CFLAGS
-# (-DPF_DIST=8192: the prefetch distances are #ifndef-guarded for this). Needs build/libvt.a (the release build). Example, this
-# tree's prefetch against the one before it, rows of 8192, 31 rounds:
-#   git show 8b1b982~:src/cpu/x86/gemm_avx512.c > /tmp/old.c
-#   bench/gemm_ab/gemm_ab.sh q8_0 8192 31 old=/tmp/old.c new=src/cpu/x86/gemm_avx512.c
+# (-DPF_DIST=8192: the prefetch distances are #ifndef-guarded for this).
+# Every source compiles against this tree's headers: an older file whose
+# helpers (cpu/pack_prefetch.h, ...) changed since measures the wrong thing.
+# Needs build/libvt.a (the release build). Example, two prefetch distances of
+# this tree's AVX-512 kernels, rows of 8192, 31 rounds:
+#   bench/gemm_ab/gemm_ab.sh q8_0 8192 31 6k=src/cpu/x86/gemm_avx512.c \
+#       8k=src/cpu/x86/gemm_avx512.c:-DPF_DIST=8192
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 isa=avx512
 if [ "${1:-}" = -i ]; then isa=$2; shift 2; fi
-[ $# -ge 4 ] || { sed -n 4,12p "$0"; exit 2; }
+[ $# -ge 4 ] || { sed -n 4,15p "$0"; exit 2; }
 type=$1 n_in=$2 rounds=$3; shift 3
 case $isa in
   avx512) isa_flags="-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni" ;;

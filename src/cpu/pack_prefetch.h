@@ -24,6 +24,9 @@
 #ifndef VT_CPU_PACK_PREFETCH_H
 #define VT_CPU_PACK_PREFETCH_H
 
+#include "cpu/pack.h"
+#include "quant/blocks.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +35,13 @@
 #endif
 
 #define PACK_PF_LINE 64
+
+/* Leads: the fewest units of `unit` bytes that cover `dist` bytes of a group;
+ * in blocks of a Q4_0 / Q8_0 / Q6_K group (16 rows of blk a block), and in
+ * quarters of a Q6_K super-block (840 bytes). */
+#define PACK_PF_LEAD(dist, unit) (((dist) + (unit) - 1) / (unit))
+#define PACK_PF_BLOCKS(dist, blk) PACK_PF_LEAD(dist, PACK_ROWS * sizeof(blk))
+#define PACK_PF_QUARTERS_Q6_K(dist) PACK_PF_LEAD(dist, PACK_ROWS * sizeof(block_q6_K) / 4)
 
 /* The lines that start in bytes [lo, hi) after `base`. */
 VT_INLINE void pack_prefetch_span(const uint8_t *base, size_t lo, size_t hi) {
@@ -49,10 +59,11 @@ VT_INLINE void pack_prefetch_part(const uint8_t *region, size_t per_block, int64
     pack_prefetch_span(region, lo, lo + per_block / (size_t)parts);
 }
 
-/* Block j of a Q4_0 or Q8_0 group of nb blocks at g with qs_per_block bytes of
- * quants per block (16 rows); j >= nb: block j - nb of the next group, and so on. */
-VT_INLINE void pack_prefetch_legacy(const uint8_t *g, int64_t nb, size_t qs_per_block, int64_t j) {
-    const size_t d_per_block = 2 * 16; /* 16 f16 scales */
+/* Block j of a Q4_0 or Q8_0 group of nb blocks at g, blocks of block_bytes
+ * (an f16 scale, then the quants) per row; j >= nb: block j - nb of the next
+ * group, and so on. */
+VT_INLINE void pack_prefetch_legacy(const uint8_t *g, int64_t nb, size_t block_bytes, int64_t j) {
+    const size_t d_per_block = PACK_ROWS * 2, qs_per_block = PACK_ROWS * (block_bytes - 2);
     while (j >= nb) {
         g += (size_t)nb * (d_per_block + qs_per_block);
         j -= nb;
@@ -63,10 +74,10 @@ VT_INLINE void pack_prefetch_legacy(const uint8_t *g, int64_t nb, size_t qs_per_
 
 /* Quarter k of super-block j of a Q6_K group of nb super-blocks at g; j >= nb:
  * super-block j - nb of the next group, and so on. Regions per super-block:
- * 16 f16 scales, 16 x 16 sub-block scales, 3072 bytes of quants. */
-#define PACK_Q6_K_D 32
-#define PACK_Q6_K_SC 256
-#define PACK_Q6_K_Q 3072
+ * 16 f16 scales, 16 x 16 sub-block scales, the quants (ql, qh) of 16 rows. */
+#define PACK_Q6_K_D (PACK_ROWS * 2)
+#define PACK_Q6_K_SC (PACK_ROWS * 16)
+#define PACK_Q6_K_Q (PACK_ROWS * (sizeof(block_q6_K) - 2 - 16))
 VT_INLINE void pack_prefetch_q6_K(const uint8_t *g, int64_t nb, int64_t j, int k) {
     while (j >= nb) {
         g += (size_t)nb * (PACK_Q6_K_D + PACK_Q6_K_SC + PACK_Q6_K_Q);

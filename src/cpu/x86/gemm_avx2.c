@@ -32,7 +32,6 @@
 #ifndef PF_DIST /* can be set with -D to compare distances (bench/gemm_ab) */
 #define PF_DIST 6144
 #endif
-#define PF_BLOCKS(blk) ((PF_DIST + PACK_ROWS * sizeof(blk) - 1) / (PACK_ROWS * sizeof(blk)))
 
 VT_INLINE void prefetch(const void *p) { _mm_prefetch((const char *)p, _MM_HINT_T0); }
 
@@ -61,7 +60,8 @@ VT_INLINE void q4_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_
     for (int64_t b = 0; b < nb; b++) {
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + b * 2 * PACK_ROWS)));
         const uint8_t *v = qs + b * 4 * CHUNK_VEC;
-        if (half == 0) pack_prefetch_legacy(g, nb, 4 * CHUNK_VEC, b + PF_BLOCKS(block_q4_0));
+        if (half == 0)
+            pack_prefetch_legacy(g, nb, sizeof(block_q4_0), b + PACK_PF_BLOCKS(PF_DIST, block_q4_0));
         __m256i p[PACK_TOK_MAX];
         UNROLL
         for (int t = 0; t < nt; t++) p[t] = _mm256_setzero_si256();
@@ -99,7 +99,8 @@ VT_INLINE void q8_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_
     for (int64_t b = 0; b < nb; b++) {
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + b * 2 * PACK_ROWS)));
         const uint8_t *v = qs + b * 8 * CHUNK_VEC;
-        if (half == 0) pack_prefetch_legacy(g, nb, 8 * CHUNK_VEC, b + PF_BLOCKS(block_q8_0));
+        if (half == 0)
+            pack_prefetch_legacy(g, nb, sizeof(block_q8_0), b + PACK_PF_BLOCKS(PF_DIST, block_q8_0));
         __m256i s[PACK_TOK_MAX];
         UNROLL
         for (int t = 0; t < nt; t++) s[t] = _mm256_setzero_si256();
@@ -334,10 +335,11 @@ VT_INLINE void q6_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
     for (int64_t b = 0; b < nb; b++) {
         const int8_t *sc = scp + b * 16 * PACK_ROWS;
         const uint8_t *vl = ql + b * 48 * CHUNK_VEC + 32 * half, *vh = vl + 32 * CHUNK_VEC;
-        /* the whole super-block PF_BLOCKS ahead at once: spread over its quarters
+        /* the whole super-block PF_DIST ahead at once: spread over its quarters
          * as the AVX-512 kernel does, this kernel read rows of 2048 5% slower */
         if (half == 0)
-            for (int k = 0; k < 4; k++) pack_prefetch_q6_K(g, nb, b + PF_BLOCKS(block_q6_K), k);
+            for (int k = 0; k < 4; k++)
+                pack_prefetch_q6_K(g, nb, b + PACK_PF_BLOCKS(PF_DIST, block_q6_K), k);
         __m256i isum[2], corr[2];
         UNROLL
         for (int t = 0; t < nt; t++) isum[t] = corr[t] = _mm256_setzero_si256();

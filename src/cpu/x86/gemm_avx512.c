@@ -51,10 +51,6 @@
 #ifndef PF_DIST /* the distances can be set with -D to compare them (bench/gemm_ab) */
 #define PF_DIST 6144
 #endif
-/* The lead in blocks of a Q4_0 or Q8_0 group (16 rows of blk a block). */
-#define PF_BLOCKS(blk) ((PF_DIST + PACK_ROWS * sizeof(blk) - 1) / (PACK_ROWS * sizeof(blk)))
-/* PF_DIST in quarters of a Q6_K super-block tile (840 bytes). */
-#define PF_QUARTERS_Q6_K ((PF_DIST + PACK_ROWS * sizeof(block_q6_K) / 4 - 1) / (PACK_ROWS * sizeof(block_q6_K) / 4))
 #ifndef PF_DIST_K
 #define PF_DIST_K 5120
 #endif
@@ -88,7 +84,7 @@ VT_INLINE void q4_0_group(int64_t nb, const uint8_t *g, const block_q8_0 *const 
     for (int64_t b = 0; b < nb; b++) {
         const __m512 dw = load_f16x16(d + b * 2 * PACK_ROWS);
         const uint8_t *v = qs + b * 4 * CHUNK_VEC;
-        pack_prefetch_legacy(g, nb, 4 * CHUNK_VEC, b + PF_BLOCKS(block_q4_0));
+        pack_prefetch_legacy(g, nb, sizeof(block_q4_0), b + PACK_PF_BLOCKS(PF_DIST, block_q4_0));
         __m512i lo[4], hi16[4];
         UNROLL
         for (int k = 0; k < 4; k++) {
@@ -127,7 +123,7 @@ VT_INLINE void q8_0_group(int64_t nb, const uint8_t *g, const block_q8_0 *const 
     for (int64_t b = 0; b < nb; b++) {
         const __m512 dw = load_f16x16(d + b * 2 * PACK_ROWS);
         const uint8_t *v = qs + b * 8 * CHUNK_VEC;
-        pack_prefetch_legacy(g, nb, 8 * CHUNK_VEC, b + PF_BLOCKS(block_q8_0));
+        pack_prefetch_legacy(g, nb, sizeof(block_q8_0), b + PACK_PF_BLOCKS(PF_DIST, block_q8_0));
         __m512i q[8];
         UNROLL
         for (int k = 0; k < 8; k++) q[k] = _mm512_xor_si512(_mm512_loadu_si512(v + k * CHUNK_VEC), flip);
@@ -359,7 +355,7 @@ VT_INLINE void q6_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const 
         const int8_t *sc = scp + b * 16 * PACK_ROWS;
         const uint8_t *vl = ql + b * 48 * CHUNK_VEC, *vh = vl + 32 * CHUNK_VEC;
         UNROLL
-        for (int k = 0; k < 4; k++) pack_prefetch_q6_K(g, nb, b + PF_BLOCKS(block_q6_K), k);
+        for (int k = 0; k < 4; k++) pack_prefetch_q6_K(g, nb, b + PACK_PF_BLOCKS(PF_DIST, block_q6_K), k);
         __m512i isum[PACK_TOK_MAX];
         UNROLL
         for (int t = 0; t < nt; t++) isum[t] = _mm512_setzero_si512();
@@ -424,8 +420,8 @@ VT_INLINE void q6_K_group_few(int64_t nb, const uint8_t *g, const block_q8_K *co
             UNROLL
             for (int u = 0; u < 2; u++) {
                 /* a quarter of a super-block's lines per quarter of the work, the
-                 * quarter PF_QUARTERS_Q6_K ahead */
-                const int qa = 2 * h + u + PF_QUARTERS_Q6_K;
+                 * quarter PF_DIST ahead */
+                const int qa = 2 * h + u + PACK_PF_QUARTERS_Q6_K(PF_DIST);
                 pack_prefetch_q6_K(g, nb, b + qa / 4, qa % 4);
                 __m512i s[2][4];
                 UNROLL
