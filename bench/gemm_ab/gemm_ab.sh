@@ -16,7 +16,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 isa=avx512
 if [ "${1:-}" = -i ]; then isa=$2; shift 2; fi
-[ $# -ge 4 ] || { sed -n 4,15p "$0"; exit 2; }
+[ $# -ge 4 ] || { sed -n 4,14p "$0"; exit 2; }
 type=$1 n_in=$2 rounds=$3; shift 3
 case $isa in
   avx512) isa_flags="-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni" ;;
