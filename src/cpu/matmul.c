@@ -51,7 +51,9 @@
  * 2-8% slower (bench_matmul, SPR; 128 tokens the same either way). Why is not
  * settled: the output stores cost 7-15% of that GEMM, and padding ldy, prefetchw
  * of the output lines and huge pages for y each changed nothing. */
+#ifndef MM_CHUNK_BYTES
 #define MM_CHUNK_BYTES (160 << 10)
+#endif
 /* Decode: the last 1/MM_TAIL_DIV of a step's units is claimed dynamically
  * (tp_claim) in chunks of MM_CLAIM_BYTES of weights, so threads that stream at
  * different speeds (a core shared with other work, a slower path to memory)
@@ -64,7 +66,9 @@
  * (pp128 -6%). */
 #define MM_CLAIM_BYTES (256 << 10)
 #define MM_TAIL_DIV 4
+#ifndef MM_ACT_BLOCK_BYTES
 #define MM_ACT_BLOCK_BYTES (160 << 10)
+#endif
 #define MM_XBLOCKS_MAX 8192 /* pack_xblocks of a token block's narrow rows (on the stack) */
 /* Fewest tokens a wide (tile) call pays for. */
 #define MM_WIDE_MIN 8

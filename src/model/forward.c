@@ -6,8 +6,10 @@
 #include "cpu/matmul.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* A pass whose work (mean layer weight bytes x tokens) is below this runs on
  * the calling thread alone: its 10 barriers per layer and the cache lines that
@@ -25,6 +27,31 @@ typedef struct attn_group {
 typedef struct attn_item {
     int32_t group, chunk;
 } attn_item;
+
+/* Built with -DVT_FWD_PROFILE, thread 0 times each step of every pass (with the
+ * barrier that ends it) and fwd_destroy prints the sums per token to stderr:
+ * where a pass's time goes, by step, at a given batch size. Steps: 0 embed,
+ * 1-10 as numbered in forward_worker (summed over layers), 11 the logits. */
+#define FWD_PROF_STEPS 12
+#ifdef VT_FWD_PROFILE
+static double prof_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+#define PROF_MARK(f, ith, step, t_prev)             \
+    do {                                            \
+        if ((ith) == 0) {                           \
+            const double now_ = prof_now();         \
+            (f)->prof_s[step] += now_ - (t_prev);   \
+            (t_prev) = now_;                        \
+        }                                           \
+    } while (0)
+#define PROF_START(ith) ((ith) == 0 ? prof_now() : 0)
+#else
+#define PROF_MARK(f, ith, step, t_prev) ((void)(t_prev))
+#define PROF_START(ith) 0.0
+#endif
 
 struct fwd_ctx {
     const model *m;
@@ -63,6 +90,10 @@ struct fwd_ctx {
     int nth_max;
 
     const fwd_batch *batch; /* the batch being run */
+#ifdef VT_FWD_PROFILE
+    double prof_s[FWD_PROF_STEPS]; /* thread 0's seconds per step, all passes */
+    int64_t prof_tokens, prof_passes;
+#endif
 };
 
 int fwd_barriers_per_layer(void) { return 10; }
@@ -141,6 +172,17 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
 
 void fwd_destroy(fwd_ctx *f) {
     if (!f) return;
+#ifdef VT_FWD_PROFILE
+    if (f->prof_tokens > 0) {
+        double sum = 0;
+        for (int k = 0; k < FWD_PROF_STEPS; k++) sum += f->prof_s[k];
+        fprintf(stderr, "fwd profile: %lld passes, %lld tokens, us/token by step:",
+                (long long)f->prof_passes, (long long)f->prof_tokens);
+        for (int k = 0; k < FWD_PROF_STEPS; k++)
+            fprintf(stderr, " %d:%.1f", k, f->prof_s[k] * 1e6 / (double)f->prof_tokens);
+        fprintf(stderr, " all:%.1f\n", sum * 1e6 / (double)f->prof_tokens);
+    }
+#endif
     tp_destroy(f->solo);
     free(f->x);
     free(f->tmp);
@@ -218,20 +260,22 @@ static inline int64_t part_row(int64_t C, int64_t chunk_off, int64_t g, int64_t 
     return (g * C + chunk_off) * n_rep + r * nch;
 }
 
-/* Thread ith's units [u0, u1) of n_items x n_kv, unit u = (item u / n_kv, head
- * u % n_kv) costing that item's cost: the units whose cost-ordered start falls in
- * the thread's share of the total. Which thread runs a unit never changes its
- * result, only when it finishes. */
+/* Thread ith's units [u0, u1) of n_kv x n_items, unit u = (kv head u / n_items,
+ * item u % n_items) costing that item's cost: the units whose cost-ordered start
+ * falls in the thread's share of the total. Head-major, so a thread's run of
+ * units reads one kv head's K and V for all its items while they are in cache
+ * (item-major order cycled through every head's K and V per item). Which thread
+ * runs a unit never changes its result, only when it finishes. */
 static void split_by_cost(const int64_t *cost_off, int64_t n_items, int64_t n_kv, int ith, int nth,
                           int64_t *u0, int64_t *u1) {
-    const int64_t n_units = n_items * n_kv, total = cost_off[n_items] * n_kv;
+    const int64_t n_units = n_items * n_kv, per_head = cost_off[n_items], total = per_head * n_kv;
     int64_t bound[2];
     for (int e = 0; e < 2; e++) {
         const int64_t x = total / nth * (ith + e) + total % nth * (ith + e) / nth;
         int64_t lo = 0, hi = n_units; /* first unit whose start >= x */
         while (lo < hi) {
-            const int64_t u = lo + (hi - lo) / 2, k = u / n_kv;
-            const int64_t start = cost_off[k] * n_kv + (u % n_kv) * (cost_off[k + 1] - cost_off[k]);
+            const int64_t u = lo + (hi - lo) / 2;
+            const int64_t start = (u / n_items) * per_head + cost_off[u % n_items];
             if (start < x)
                 lo = u + 1;
             else
@@ -275,12 +319,14 @@ static void forward_worker(void *arg, int ith, int nth) {
                   ff = hp->n_ff, bs = kv->block_size, pf = attn_part_floats(hd);
     const float scale = 1.0f / sqrtf((float)hd);
     int64_t i0, i1;
+    double t_prof = PROF_START(ith);
 
     /* Step 0: embeddings and rope tables, by token. */
     tp_range(T, 1, ith, nth, &i0, &i1);
     if (i1 > i0) model_embed_rows(m, b->token + i0, i1 - i0, f->x + i0 * d);
     for (int64_t t = i0; t < i1; t++) rope_table(hp, m->rope_freqs, b->pos[t], f->rope + t * hp->n_rot);
     tp_barrier(f->run);
+    PROF_MARK(f, ith, 0, t_prof);
 
     /* This thread's attention units, the same in every layer. */
     int64_t u0, u1;
@@ -292,6 +338,7 @@ static void forward_worker(void *arg, int ith, int nth) {
         /* 1: residual + norm + quantize */
         step_norm_quant(f, T, il > 0, L->attn_norm, L->wq.type, NULL, ith, nth);
         tp_barrier(f->run);
+        PROF_MARK(f, ith, 1, t_prof);
 
         /* 2: Q, K, V */
         {
@@ -301,6 +348,7 @@ static void forward_worker(void *arg, int ith, int nth) {
             mm_compute_multi(ws, ys, ld, 3, f->xq, T, f->run, ith);
         }
         tp_barrier(f->run);
+        PROF_MARK(f, ith, 2, t_prof);
 
         /* 3: bias, QK-norm, rope; store K and V. Items: (token, kv head). */
         tp_range(T * n_kv, 1, ith, nth, &i0, &i1);
@@ -337,14 +385,15 @@ static void forward_worker(void *arg, int ith, int nth) {
             }
         }
         tp_barrier(f->run);
+        PROF_MARK(f, ith, 3, t_prof);
 
-        /* 4: attention partials. Work units: (item, kv head), split by cost. */
+        /* 4: attention partials. Work units: (kv head, item), split by cost. */
         {
             const int64_t C = f->chunk_off[T];
             for (int64_t u = u0; u < u1; u++) {
-                const attn_item *item = &f->items[u / n_kv];
+                const attn_item *item = &f->items[u % f->n_items];
                 const attn_group *gr = &f->groups[item->group];
-                const int64_t g = u % n_kv, t0 = gr->t0, nch = gr->n_chunks;
+                const int64_t g = u / f->n_items, t0 = gr->t0, nch = gr->n_chunks;
                 const int64_t row0 = part_row(C, f->chunk_off[t0], g, 0, n_rep, nch) + item->chunk;
                 const attn_query aq = {
                     .q = f->q + t0 * qd + g * n_rep * hd,
@@ -360,6 +409,7 @@ static void forward_worker(void *arg, int ith, int nth) {
             }
         }
         tp_barrier(f->run);
+        PROF_MARK(f, ith, 4, t_prof);
 
         /* 5: combine chunks per head; quantize the row for the output projection. */
         {
@@ -375,14 +425,17 @@ static void forward_worker(void *arg, int ith, int nth) {
             }
         }
         tp_barrier(f->run);
+        PROF_MARK(f, ith, 5, t_prof);
 
         /* 6: attention output projection */
         mm_compute(&L->wo, f->xq, T, f->tmp, d, f->run, ith);
         tp_barrier(f->run);
+        PROF_MARK(f, ith, 6, t_prof);
 
         /* 7: residual + norm + quantize */
         step_norm_quant(f, T, true, L->ffn_norm, L->w_gate.type, NULL, ith, nth);
         tp_barrier(f->run);
+        PROF_MARK(f, ith, 7, t_prof);
 
         /* 8: gate and up */
         {
@@ -392,6 +445,7 @@ static void forward_worker(void *arg, int ith, int nth) {
             mm_compute_multi(ws, ys, ld, 2, f->xq, T, f->run, ith);
         }
         tp_barrier(f->run);
+        PROF_MARK(f, ith, 8, t_prof);
 
         /* 9: SiLU(gate) * up, quantized in column blocks so decode spreads too. */
         {
@@ -413,18 +467,22 @@ static void forward_worker(void *arg, int ith, int nth) {
             }
         }
         tp_barrier(f->run);
+        PROF_MARK(f, ith, 9, t_prof);
 
         /* 10: down projection */
         mm_compute(&L->w_down, f->xq, T, f->tmp, d, f->run, ith);
         tp_barrier(f->run);
+        PROF_MARK(f, ith, 10, t_prof);
     }
 
     /* Output: the last residual add and norm only for the rows that want logits. */
     if (b->n_logits > 0) {
         step_norm_quant(f, b->n_logits, true, m->output_norm, m->output.type, b->logit_rows, ith, nth);
         tp_barrier(f->run);
+        PROF_MARK(f, ith, 11, t_prof);
         mm_compute(&m->output, f->xq, b->n_logits, b->logits, hp->n_vocab, f->run, ith);
     }
+    PROF_MARK(f, ith, 11, t_prof);
 }
 
 vt_status fwd_run(fwd_ctx *f, const fwd_batch *b) {
@@ -482,6 +540,10 @@ vt_status fwd_run(fwd_ctx *f, const fwd_batch *b) {
     f->batch = b;
     f->run = f->solo && f->layer_bytes * (size_t)T < f->solo_bytes ? f->solo : f->pool;
     tp_run(f->run, forward_worker, f);
+#ifdef VT_FWD_PROFILE
+    f->prof_tokens += T;
+    f->prof_passes++;
+#endif
     f->run = NULL;
     f->batch = NULL;
     return VT_OK;
