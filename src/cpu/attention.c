@@ -190,11 +190,18 @@ void attn_partial(const kv_cache *kv, const attn_kv_ops *kops, const attn_kv_ops
     free(q_heap);
 }
 
-void attn_combine(const float *parts, int64_t n_chunks, int64_t stride, int64_t head_dim,
-                  float *out) {
+/* The loops over head_dim go 8 lanes at a time (a fixed inner count GCC's -O2
+ * vectorizes), then one by one; each lane's arithmetic is the same either way. */
+#define COMBINE_LANES 8
+
+void attn_combine(const float *restrict parts, int64_t n_chunks, int64_t stride, int64_t head_dim,
+                  float *restrict out) {
+    const int64_t hv = head_dim / COMBINE_LANES * COMBINE_LANES;
     if (n_chunks == 1) { /* the general path with w = 1, exactly */
         const float inv = 1.0f / parts[1];
-        for (int64_t i = 0; i < head_dim; i++) out[i] = parts[2 + i] * inv;
+        for (int64_t i = 0; i < hv; i += COMBINE_LANES)
+            for (int k = 0; k < COMBINE_LANES; k++) out[i + k] = parts[2 + i + k] * inv;
+        for (int64_t i = hv; i < head_dim; i++) out[i] = parts[2 + i] * inv;
         return;
     }
     float m = -INFINITY;
@@ -205,8 +212,12 @@ void attn_combine(const float *parts, int64_t n_chunks, int64_t stride, int64_t 
         const float *p = parts + c * stride;
         const float w = expf(p[0] - m);
         l += w * p[1];
-        for (int64_t i = 0; i < head_dim; i++) out[i] += w * p[2 + i];
+        for (int64_t i = 0; i < hv; i += COMBINE_LANES)
+            for (int k = 0; k < COMBINE_LANES; k++) out[i + k] += w * p[2 + i + k];
+        for (int64_t i = hv; i < head_dim; i++) out[i] += w * p[2 + i];
     }
     const float inv = 1.0f / l;
-    for (int64_t i = 0; i < head_dim; i++) out[i] *= inv;
+    for (int64_t i = 0; i < hv; i += COMBINE_LANES)
+        for (int k = 0; k < COMBINE_LANES; k++) out[i + k] *= inv;
+    for (int64_t i = hv; i < head_dim; i++) out[i] *= inv;
 }

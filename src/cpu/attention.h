@@ -60,8 +60,16 @@ const attn_kv_ops *attn_ops_get_isa(vt_dtype type, cpu_isa isa);
 
 /* Query rows per item the kernels are sized for: an item takes as many tokens
  * of one sequence as fill ATTN_ROWS rows with their n_rep heads (at least one),
- * so each block of K and V, once loaded and widened, serves all of them. */
-#define ATTN_ROWS 16
+ * so each block of K and V, once loaded and widened, serves all of them. 32
+ * rows (8 tokens of 4 heads) ran a 512-token prefill's attention 7% faster
+ * than 16 rows and 2% slower than 64 (bench_attention, f16 KV, 8 kv heads x 4,
+ * head 64; Zen 5 VM, medians of 11 alternated rounds). 64 would halve the
+ * items of a short prompt, which many threads share: 128 tokens make 64 units
+ * for 20 threads. Settable with -D for such comparisons; bits do not depend on
+ * it (attn_partial). */
+#ifndef ATTN_ROWS
+#define ATTN_ROWS 32
+#endif
 
 /* The queries of one item: n_tok tokens of one sequence at the consecutive
  * positions pos0, pos0 + 1, ..., each with the n_rep query heads of one kv head. */
@@ -87,8 +95,9 @@ void attn_partial(const kv_cache *kv, const attn_kv_ops *kops, const attn_kv_ops
 /* Floats of one partial: m, l, acc[head_dim]. */
 static inline int64_t attn_part_floats(int64_t head_dim) { return head_dim + 2; }
 
-/* Merge n_chunks partials (in order) into out[head_dim]. */
-void attn_combine(const float *parts, int64_t n_chunks, int64_t stride, int64_t head_dim,
-                  float *out);
+/* Merge n_chunks partials (in order) into out[head_dim]; out does not overlap
+ * the partials (restrict: the loops over head_dim vectorize). */
+void attn_combine(const float *restrict parts, int64_t n_chunks, int64_t stride, int64_t head_dim,
+                  float *restrict out);
 
 #endif
