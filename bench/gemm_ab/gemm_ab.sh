@@ -8,6 +8,8 @@
 # (-DPF_DIST=8192: the prefetch distances are #ifndef-guarded for this).
 # Every source compiles against this tree's headers: an older file whose
 # helpers (cpu/pack_prefetch.h, ...) changed since measures the wrong thing.
+# GEMM_AB_NO_CHECK=1 skips the bit check, for a variant that reads another
+# layout of the same bytes (a probe of memory order; its outputs are garbage).
 # Needs build/libvt.a (the release build). Example, two prefetch distances of
 # this tree's AVX-512 kernels, rows of 8192, 31 rounds:
 #   bench/gemm_ab/gemm_ab.sh q8_0 8192 31 6k=src/cpu/x86/gemm_avx512.c \
@@ -16,7 +18,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 isa=avx512
 if [ "${1:-}" = -i ]; then isa=$2; shift 2; fi
-[ $# -ge 4 ] || { sed -n 4,14p "$0"; exit 2; }
+[ $# -ge 4 ] || { sed -n 4,16p "$0"; exit 2; }
 type=$1 n_in=$2 rounds=$3; shift 3
 case $isa in
   avx512) isa_flags="-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni" ;;

@@ -14,6 +14,11 @@
 /* The K-quant tiles hold 16 file blocks exactly (d, dmin | scales | ql [| qh]). */
 _Static_assert(4 * PACK_ROWS + 35 * CHUNK_VEC == PACK_ROWS * sizeof(block_q4_K), "Q4_K tile");
 _Static_assert(4 * PACK_ROWS + 43 * CHUNK_VEC == PACK_ROWS * sizeof(block_q5_K), "Q5_K tile");
+/* Q4_0 / Q8_0 blocks of 16 rows (scales | quants), and pairs of them whole lines */
+_Static_assert(2 * PACK_ROWS + PACK_QB_Q4_0 == PACK_ROWS * sizeof(block_q4_0), "Q4_0 block");
+_Static_assert(2 * PACK_ROWS + PACK_QB_Q8_0 == PACK_ROWS * sizeof(block_q8_0), "Q8_0 block");
+_Static_assert((4 * PACK_ROWS + 2 * PACK_QB_Q4_0) % 64 == 0 && (4 * PACK_ROWS + 2 * PACK_QB_Q8_0) % 64 == 0,
+               "pairs of blocks fill whole cache lines");
 
 bool pack_has_layout(vt_dtype type) {
     return type == VT_DTYPE_Q4_0 || type == VT_DTYPE_Q8_0 || type == VT_DTYPE_Q4_K ||
@@ -49,26 +54,23 @@ void pack_group(vt_dtype type, int64_t n_in, const void *src, size_t row_bytes, 
     switch (type) {
     case VT_DTYPE_Q4_0: {
         const int64_t nb = n_in / QK4_0;
-        vt_f16 *d = (vt_f16 *)g;
-        uint8_t *qs = g + nb * PACK_ROWS * sizeof(vt_f16);
         for (int r = 0; r < nr; r++) {
             const block_q4_0 *row = (const block_q4_0 *)(s + (size_t)r * row_bytes);
             for (int64_t b = 0; b < nb; b++) {
-                d[b * PACK_ROWS + r] = row[b].d;
-                scatter_chunks(row[b].qs, sizeof row[b].qs, r, qs + b * 4 * CHUNK_VEC);
+                memcpy(g + pack_pair_d(b, PACK_QB_Q4_0) + 2 * (size_t)r, &row[b].d, 2);
+                scatter_chunks(row[b].qs, sizeof row[b].qs, r, g + pack_pair_qs(nb, b, PACK_QB_Q4_0));
             }
         }
         break;
     }
     case VT_DTYPE_Q8_0: {
         const int64_t nb = n_in / QK8_0;
-        vt_f16 *d = (vt_f16 *)g;
-        uint8_t *qs = g + nb * PACK_ROWS * sizeof(vt_f16);
         for (int r = 0; r < nr; r++) {
             const block_q8_0 *row = (const block_q8_0 *)(s + (size_t)r * row_bytes);
             for (int64_t b = 0; b < nb; b++) {
-                d[b * PACK_ROWS + r] = row[b].d;
-                scatter_chunks((const uint8_t *)row[b].qs, sizeof row[b].qs, r, qs + b * 8 * CHUNK_VEC);
+                memcpy(g + pack_pair_d(b, PACK_QB_Q8_0) + 2 * (size_t)r, &row[b].d, 2);
+                scatter_chunks((const uint8_t *)row[b].qs, sizeof row[b].qs, r,
+                               g + pack_pair_qs(nb, b, PACK_QB_Q8_0));
             }
         }
         break;
@@ -131,6 +133,13 @@ static inline uint8_t chunk_byte(const uint8_t *v, int r, int i) {
     return v[(size_t)(i / 4) * CHUNK_VEC + 4 * (size_t)r + (size_t)(i % 4)];
 }
 
+/* Row r's scale of block b of a Q4_0 / Q8_0 group. */
+static inline vt_f16 pair_scale(const uint8_t *g, int64_t b, size_t qb, int r) {
+    vt_f16 d;
+    memcpy(&d, g + pack_pair_d(b, qb) + 2 * (size_t)r, 2);
+    return d;
+}
+
 void gemm_q4_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
                    const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
     (void)xs; /* read from x itself: the same values either way */
@@ -138,20 +147,18 @@ void gemm_q4_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x,
     const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_q4_0);
     for (int64_t gi = 0; gi < n_groups; gi++) {
         const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
-        const vt_f16 *d = (const vt_f16 *)g;
-        const uint8_t *qs = g + nb * PACK_ROWS * sizeof(vt_f16);
         for (int t = 0; t < n_tok; t++) {
             const block_q8_0 *xb = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride);
             for (int r = 0; r < PACK_ROWS; r++) {
                 float acc = 0.0f;
                 for (int64_t b = 0; b < nb; b++) {
-                    const uint8_t *v = qs + b * 4 * CHUNK_VEC;
+                    const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q4_0);
                     int32_t isum = 0;
                     for (int i = 0; i < 16; i++) {
                         const uint8_t q = chunk_byte(v, r, i);
                         isum += ((q & 0x0f) - 8) * xb[b].qs[i] + ((q >> 4) - 8) * xb[b].qs[16 + i];
                     }
-                    const float s = f16_to_f32(d[b * PACK_ROWS + r]) * f16_to_f32(xb[b].d);
+                    const float s = f16_to_f32(pair_scale(g, b, PACK_QB_Q4_0, r)) * f16_to_f32(xb[b].d);
                     acc = fmaf(s, (float)isum, acc);
                 }
                 y[t * ldy + gi * PACK_ROWS + r] = acc;
@@ -167,17 +174,15 @@ void gemm_q8_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x,
     const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_q8_0);
     for (int64_t gi = 0; gi < n_groups; gi++) {
         const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
-        const vt_f16 *d = (const vt_f16 *)g;
-        const uint8_t *qs = g + nb * PACK_ROWS * sizeof(vt_f16);
         for (int t = 0; t < n_tok; t++) {
             const block_q8_0 *xb = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride);
             for (int r = 0; r < PACK_ROWS; r++) {
                 float acc = 0.0f;
                 for (int64_t b = 0; b < nb; b++) {
-                    const uint8_t *v = qs + b * 8 * CHUNK_VEC;
+                    const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q8_0);
                     int32_t isum = 0;
                     for (int i = 0; i < 32; i++) isum += (int8_t)chunk_byte(v, r, i) * xb[b].qs[i];
-                    const float s = f16_to_f32(d[b * PACK_ROWS + r]) * f16_to_f32(xb[b].d);
+                    const float s = f16_to_f32(pair_scale(g, b, PACK_QB_Q8_0, r)) * f16_to_f32(xb[b].d);
                     acc = fmaf(s, (float)isum, acc);
                 }
                 y[t * ldy + gi * PACK_ROWS + r] = acc;

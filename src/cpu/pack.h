@@ -14,8 +14,8 @@
  * row's partial dot in each 32-bit lane. The kernels then keep one float
  * accumulator lane per row and never reduce horizontally. Scales are gathered
  * per block into vectors of 16 (fp16, int8 or packed 6-bit words).
- * A group is one sequential stream: its scale region then its quant region.
- * The bytes per group equal 16 file rows exactly (nothing is added).
+ * A group is read as one sequential stream, scales next to their quants. The
+ * bytes per group equal 16 file rows exactly (nothing is added).
  *
  * Kernels (matmul packs a type only where the tier has one): all five types on
  * AVX2, AVX-512 VNNI (x86/gemm_avx2.c, gemm_avx512.c) and NEON dotprod
@@ -23,10 +23,17 @@
  * 4 tokens); AMX wide tiles for all five. Plain NEON and ref: none.
  *
  * Group layouts (nb = blocks per row, per block b in order; "16 x" = rows 0..15):
- *   Q4_0  d: nb x 16 f16                       | qs: nb x 4 chunk vectors
- *         chunk k of block b = bytes qs[4k..4k+3] (low nibbles: elements 4k..4k+3,
- *         high nibbles: elements 16+4k..16+4k+3)
- *   Q8_0  d: nb x 16 f16                       | qs: nb x 8 chunk vectors (elements 4k..4k+3)
+ *   Q4_0  blocks in pairs: d of block 2p (16 f16), d of 2p + 1 | qs of 2p | qs of
+ *         2p + 1, where qs of a block is 4 chunk vectors, chunk k = bytes
+ *         qs[4k..4k+3] (low nibbles: elements 4k..4k+3, high nibbles: elements
+ *         16+4k..16+4k+3); an odd nb's last block is d | qs. A pair is 576 bytes,
+ *         9 cache lines, so every quant vector of a group of even nb is aligned
+ *         (pack_pair_d, pack_pair_qs)
+ *   Q8_0  as Q4_0 with 8 chunk vectors per block (elements 4k..4k+3); pairs of
+ *         1088 bytes, 17 lines. (Until 2026-12-04 both types kept all scales in
+ *         one region and all quants in another: two streams per group, each
+ *         restarting every group, which a core streamed 9-21% slower on the
+ *         Zen 5 VM; BENCHMARKS.md)
  *   Q4_K  per super-block a 2304-byte tile: d[16], dmin[16] (f16) | 3 vectors of
  *         16 u32 (the 12 scale bytes as three little-endian words) | 32 chunk
  *         vectors (chunk 8j + c = bytes qs[32j + 4c ..]: low nibbles sub-block 2j,
@@ -41,8 +48,8 @@
  *   Q6_K  d: nb x 16 f16 | scales: nb x 16 x 16 int8 (sub-block j: 16 rows) |
  *         quants: nb x (32 chunk vectors of ql[4c..], then 16 of qh[4c..]); ql and
  *         qh of a super-block are adjacent so that the regions' read positions
- *         advance together (the x86 kernels prefetch Q4_0, Q8_0 and Q6_K groups
- *         one stream per region: cpu/pack_prefetch.h)
+ *         advance together (the x86 kernels prefetch Q6_K groups one stream
+ *         per region: cpu/pack_prefetch.h)
  *
  * Rows past n_out in the last group are zero (zero scales: they compute 0).
  *
@@ -72,6 +79,21 @@
  * rows (n_in) a wide kernel takes. */
 #define PACK_TOK_WIDE 32
 #define PACK_WIDE_N_IN_MAX 16384
+
+/* Quant bytes of one block of a Q4_0 / Q8_0 group (16 rows). */
+#define PACK_QB_Q4_0 (PACK_ROWS * 16)
+#define PACK_QB_Q8_0 (PACK_ROWS * 32)
+
+/* Byte offsets, in a Q4_0 / Q8_0 group of nb blocks with qb quant bytes per
+ * block, of block b's 16 f16 scales and of its quants (the pairs above). */
+static inline size_t pack_pair_d(int64_t b, size_t qb) {
+    return (size_t)(b >> 1) * (4 * PACK_ROWS + 2 * qb) + (size_t)(b & 1) * 2 * PACK_ROWS;
+}
+static inline size_t pack_pair_qs(int64_t nb, int64_t b, size_t qb) {
+    const size_t pair = (size_t)(b >> 1) * (4 * PACK_ROWS + 2 * qb);
+    if (!(b & 1) && b == nb - 1) return pair + 2 * PACK_ROWS; /* an odd nb's last block */
+    return pair + 4 * PACK_ROWS + (size_t)(b & 1) * qb;
+}
 
 /* Whether `type` has a packed layout. */
 bool pack_has_layout(vt_dtype type);

@@ -1,15 +1,14 @@
-/* Software prefetch of the packed groups whose blocks are split into regions.
- *
- * A Q4_0 or Q8_0 group (cpu/pack.h) is two regions, the scales of all its
- * blocks and then their quants; a Q6_K group is three (scales, sub-block
- * scales, quants). A kernel reads every region in step, block by block, so a
- * group is consumed as two or three streams at once. One linear prefetch
- * stream over the group, which suits the K-quant tiles (scales beside their
- * quants), runs behind the quants wherever the regions before them are longer
- * than its lead: rows of 8192 have 8 KiB of Q8_0 scales before the quants, so
- * the quants of the first 60% of each group went unprefetched, and a decode
- * GEMM of such rows read 16-18% slower (the Zen 5 VM, 16384 x 8192 and 256 MiB
- * of groups, in one process alternating the two kernels).
+/* Software prefetch of the packed groups whose blocks are split into regions:
+ * Q6_K (cpu/pack.h), three (scales, sub-block scales, quants). A kernel reads
+ * every region in step, block by block, so a group is consumed as three
+ * streams at once. One linear prefetch stream over the group, which suits the
+ * layouts that keep scales beside their quants (the K-quant tiles, the Q4_0 /
+ * Q8_0 pairs), runs behind the quants wherever the regions before them are
+ * longer than its lead: with Q8_0's old layout, rows of 8192 had 8 KiB of
+ * scales before the quants, so the quants of the first 60% of each group went
+ * unprefetched, and a decode GEMM of such rows read 16-18% slower (the Zen 5
+ * VM, 16384 x 8192 and 256 MiB of groups, in one process alternating the two
+ * kernels).
  *
  * So every region is its own stream: while it computes block b, a kernel
  * prefetches block b + lead of each region, and past the group's last block
@@ -37,8 +36,8 @@
 #define PACK_PF_LINE 64
 
 /* Leads: the fewest units of `unit` bytes that cover `dist` bytes of a group;
- * in blocks of a Q4_0 / Q8_0 / Q6_K group (16 rows of blk a block), and in
- * quarters of a Q6_K super-block (840 bytes). */
+ * in blocks of a Q6_K group (16 rows of blk a block), and in quarters of a
+ * Q6_K super-block (840 bytes). */
 #define PACK_PF_LEAD(dist, unit) (((dist) + (unit) - 1) / (unit))
 #define PACK_PF_BLOCKS(dist, blk) PACK_PF_LEAD(dist, PACK_ROWS * sizeof(blk))
 #define PACK_PF_QUARTERS_Q6_K(dist) PACK_PF_LEAD(dist, PACK_ROWS * sizeof(block_q6_K) / 4)
@@ -57,19 +56,6 @@ VT_INLINE void pack_prefetch_part(const uint8_t *region, size_t per_block, int64
                                   int parts) {
     const size_t lo = (size_t)j * per_block + (size_t)part * (per_block / (size_t)parts);
     pack_prefetch_span(region, lo, lo + per_block / (size_t)parts);
-}
-
-/* Block j of a Q4_0 or Q8_0 group of nb blocks at g, blocks of block_bytes
- * (an f16 scale, then the quants) per row; j >= nb: block j - nb of the next
- * group, and so on. */
-VT_INLINE void pack_prefetch_legacy(const uint8_t *g, int64_t nb, size_t block_bytes, int64_t j) {
-    const size_t d_per_block = PACK_ROWS * 2, qs_per_block = PACK_ROWS * (block_bytes - 2);
-    while (j >= nb) {
-        g += (size_t)nb * (d_per_block + qs_per_block);
-        j -= nb;
-    }
-    pack_prefetch_part(g, d_per_block, j, 0, 1);
-    pack_prefetch_part(g + (size_t)nb * d_per_block, qs_per_block, j, 0, 1);
 }
 
 /* Quarter k of super-block j of a Q6_K group of nb super-blocks at g; j >= nb:

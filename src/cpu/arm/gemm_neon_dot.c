@@ -27,11 +27,10 @@
 /* Rows 4 * q0 .. 4 * (q0 + nq) - 1 of one group (nq row quads), nt tokens. */
 VT_INLINE void q8_0_tile(int64_t nb, const uint8_t *g, const block_q8_0 *const *xr, float *y,
                          int64_t ldy, const int q0, const int nq, const int nt) {
-    const uint8_t *d = g, *qs = g + nb * PACK_ROWS * sizeof(uint16_t);
     float32x4_t acc[PACK_TOK_MAX][4];
     UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++) acc[t][q] = vdupq_n_f32(0);
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *v = qs + b * 8 * CHUNK_VEC;
+        const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q8_0);
         int8x16_t x0[PACK_TOK_MAX], x1[PACK_TOK_MAX];
         float dx[PACK_TOK_MAX];
         UNROLL for (int t = 0; t < nt; t++) {
@@ -51,7 +50,7 @@ VT_INLINE void q8_0_tile(int64_t nb, const uint8_t *g, const block_q8_0 *const *
             }
         }
         UNROLL for (int q = 0; q < nq; q++) {
-            const float16x4_t h = vreinterpret_f16_u8(vld1_u8(d + b * 2 * PACK_ROWS + 8 * (q0 + q)));
+            const float16x4_t h = vreinterpret_f16_u8(vld1_u8(g + pack_pair_d(b, PACK_QB_Q8_0) + 8 * (q0 + q)));
             const float32x4_t dw = vcvt_f32_f16(h);
             UNROLL for (int t = 0; t < nt; t++)
                 acc[t][q] = vfmaq_f32(acc[t][q], vmulq_n_f32(dw, dx[t]), vcvtq_f32_s32(p[t][q]));
@@ -64,12 +63,11 @@ VT_INLINE void q8_0_tile(int64_t nb, const uint8_t *g, const block_q8_0 *const *
 VT_INLINE void q4_0_tile(int64_t nb, const uint8_t *g, const block_q8_0 *const *xr,
                          const pack_xblock *xs, float *y, int64_t ldy, const int q0, const int nq,
                          const int nt) {
-    const uint8_t *d = g, *qs = g + nb * PACK_ROWS * sizeof(uint16_t);
     const uint8x16_t m4 = vdupq_n_u8(0x0f);
     float32x4_t acc[PACK_TOK_MAX][4];
     UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++) acc[t][q] = vdupq_n_f32(0);
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *v = qs + b * 4 * CHUNK_VEC;
+        const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q4_0);
         int8x16_t x0[PACK_TOK_MAX], x1[PACK_TOK_MAX];
         float dx[PACK_TOK_MAX];
         int32x4_t p[PACK_TOK_MAX][4];
@@ -92,7 +90,7 @@ VT_INLINE void q4_0_tile(int64_t nb, const uint8_t *g, const block_q8_0 *const *
             }
         }
         UNROLL for (int q = 0; q < nq; q++) {
-            const float16x4_t h = vreinterpret_f16_u8(vld1_u8(d + b * 2 * PACK_ROWS + 8 * (q0 + q)));
+            const float16x4_t h = vreinterpret_f16_u8(vld1_u8(g + pack_pair_d(b, PACK_QB_Q4_0) + 8 * (q0 + q)));
             const float32x4_t dw = vcvt_f32_f16(h);
             UNROLL for (int t = 0; t < nt; t++)
                 acc[t][q] = vfmaq_f32(acc[t][q], vmulq_n_f32(dw, dx[t]), vcvtq_f32_s32(p[t][q]));

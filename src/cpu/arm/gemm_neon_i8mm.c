@@ -86,12 +86,11 @@ VT_INLINE void store_pair(const float32x4_t acc[2][2], int q0, float *y, int64_t
 /* Rows 4 q0 .. 4 q0 + 7 of one group for np token pairs starting at xr[0]. */
 VT_INLINE void q8_0_mm_half(int64_t nb, const uint8_t *g, const block_q8_0 *const *xr, float *y,
                             int64_t ldy, const int q0, const int np) {
-    const uint8_t *d = g, *qs = g + nb * PACK_ROWS * sizeof(uint16_t);
     float32x4_t acc[2][2][2];
     UNROLL for (int i = 0; i < np; i++) UNROLL for (int jq = 0; jq < 2; jq++)
         acc[i][jq][0] = acc[i][jq][1] = vdupq_n_f32(0);
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *v = qs + b * 8 * CHUNK_VEC;
+        const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q8_0);
         int8x16_t rhs[2][4];
         float32x4_t dx[2];
         int32x4_t p[2][2][2];
@@ -110,7 +109,7 @@ VT_INLINE void q8_0_mm_half(int64_t nb, const uint8_t *g, const block_q8_0 *cons
                 }
             }
         }
-        UNROLL for (int i = 0; i < np; i++) scale_acc(d + b * 2 * PACK_ROWS, q0, dx[i], p[i], acc[i]);
+        UNROLL for (int i = 0; i < np; i++) scale_acc(g + pack_pair_d(b, PACK_QB_Q8_0), q0, dx[i], p[i], acc[i]);
     }
     UNROLL for (int i = 0; i < np; i++) store_pair(acc[i], q0, y + 2 * i * ldy, ldy);
 }

@@ -132,11 +132,11 @@ VT_INLINE void scale_block(const int32_t *c, __m512 dw, const float *dx, int n, 
  * alternate between tiles 2/4/5 and 3/6/7: block b's C is stored and scaled
  * while the tile unit multiplies b + 1. Token tile 0 accumulates in registers,
  * tile 1 in a small array (32 accumulators and the scales do not fit). */
-#define AMX_GROUP(name, B_OF)                                                               \
+#define AMX_GROUP(name, NAME_UP, B_OF)                                                      \
     static void name##_group_amx(int64_t nb, const uint8_t *g, const uint8_t *xa,           \
                                  size_t x_stride, const float *dx, int n0, int n1,          \
                                  float *y, int64_t ldy) {                                   \
-        const uint8_t *d = g, *qs = g + nb * 2 * PACK_ROWS;                                 \
+        const size_t qb = PACK_QB_##NAME_UP;                                                \
         _Alignas(64) uint8_t bt[2][8 * CHUNK_VEC];                                          \
         _Alignas(64) int32_t ct[2][2][16 * 16];                                             \
         _Alignas(64) __m512 acc1[16];                                                       \
@@ -157,7 +157,7 @@ VT_INLINE void scale_block(const int32_t *c, __m512 dw, const float *dx, int n, 
                 BLOCK_ST(1, 6, 7);                                                          \
             else                                                                            \
                 BLOCK_ST(0, 4, 5);                                                          \
-            const __m512 dw = load_f16x16(d + p * 2 * PACK_ROWS);                           \
+            const __m512 dw = load_f16x16(g + pack_pair_d(p, qb));                          \
             scale_block(ct[p & 1][0], dw, dx + p * PACK_TOK_WIDE, n0, acc);                 \
             if (n1) scale_block(ct[p & 1][1], dw, dx + p * PACK_TOK_WIDE + 16, n1, acc1);   \
         }                                                                                   \
@@ -165,10 +165,10 @@ VT_INLINE void scale_block(const int32_t *c, __m512 dw, const float *dx, int n, 
         for (int m = 0; m < n1; m++) _mm512_storeu_ps(y + (16 + m) * ldy, acc1[m]);         \
     }
 
-#define Q4_0_B(blk, scratch) (widen_q4_0(qs + (blk) * 4 * CHUNK_VEC, (scratch)), (scratch))
-#define Q8_0_B(blk, scratch) (qs + (blk) * 8 * CHUNK_VEC)
-AMX_GROUP(q4_0, Q4_0_B)
-AMX_GROUP(q8_0, Q8_0_B)
+#define Q4_0_B(blk, scratch) (widen_q4_0(g + pack_pair_qs(nb, blk, qb), (scratch)), (scratch))
+#define Q8_0_B(blk, scratch) (g + pack_pair_qs(nb, blk, qb))
+AMX_GROUP(q4_0, Q4_0, Q4_0_B)
+AMX_GROUP(q8_0, Q8_0, Q8_0_B)
 
 /* The exported GEMMs: pack_gemm_fn for n_tok <= PACK_TOK_WIDE. */
 #define AMX_GEMM(name)                                                                      \

@@ -22,13 +22,15 @@
 /* Register tiles: every small loop fully unrolled, so arrays of vectors stay in
  * registers (GCC at -O2 would otherwise keep them on the stack). */
 #define UNROLL _Pragma("GCC unroll 16")
-/* Software prefetch, issued by the first of the two passes over a group: Q4_0,
- * Q8_0 and Q6_K each region as its own stream (cpu/pack_prefetch.h), the
- * K-quant tiles as one linear stream, about PF_DIST bytes ahead (see
+/* Software prefetch, issued by the first of the two passes over a group: Q6_K
+ * each region as its own stream (cpu/pack_prefetch.h), the Q4_0 / Q8_0 pairs
+ * and the K-quant tiles as one linear stream, about PF_DIST bytes ahead (see
  * gemm_avx512.c). On the Zen 5 VM with this file's kernels (one token, 256 MiB
  * of groups, kernels alternated in one process), 6 KiB against the old linear
  * stream 4 KiB ahead: Q4_0 / Q8_0 / Q6_K / Q4_K -3% / -1% / -12% / +5% on rows
- * of 2048, +33% / +13% / +64% / +1% on rows of 8192. */
+ * of 2048, +33% / +13% / +64% / +1% on rows of 8192 (Q4_0 and Q8_0 then in two
+ * regions, one stream each). The Q4_0 / Q8_0 pair layout against that: +5% /
+ * +2% on rows of 2048, -3% / +2% on rows of 8192. */
 #ifndef PF_DIST /* can be set with -D to compare distances (bench/gemm_ab) */
 #define PF_DIST 6144
 #endif
@@ -52,16 +54,15 @@ VT_INLINE __m256i bcast32_256(const void *p) {
 /* Rows 8 * half .. 8 * half + 7 of one group, nt tokens. */
 VT_INLINE void q4_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_0 *const *xr,
                          const pack_xblock *xs, float *y, int64_t ldy, const int nt) {
-    const uint8_t *d = g + 16 * half, *qs = g + nb * 2 * PACK_ROWS + 32 * half;
+    const uint8_t *pf = g + PF_DIST;
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
     __m256 acc[PACK_TOK_MAX];
     UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + b * 2 * PACK_ROWS)));
-        const uint8_t *v = qs + b * 4 * CHUNK_VEC;
-        if (half == 0)
-            pack_prefetch_legacy(g, nb, sizeof(block_q4_0), b + PACK_PF_BLOCKS(PF_DIST, block_q4_0));
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + pack_pair_d(b, PACK_QB_Q4_0) + 16 * half)));
+        const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q4_0) + 32 * half;
+        if (half == 0) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q4_0));
         __m256i p[PACK_TOK_MAX];
         UNROLL
         for (int t = 0; t < nt; t++) p[t] = _mm256_setzero_si256();
@@ -91,16 +92,15 @@ VT_INLINE void q4_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_
 
 VT_INLINE void q8_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_0 *const *xr,
                          const pack_xblock *xs, float *y, int64_t ldy, const int nt) {
-    const uint8_t *d = g + 16 * half, *qs = g + nb * 2 * PACK_ROWS + 32 * half;
+    const uint8_t *pf = g + PF_DIST;
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[PACK_TOK_MAX];
     UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(d + b * 2 * PACK_ROWS)));
-        const uint8_t *v = qs + b * 8 * CHUNK_VEC;
-        if (half == 0)
-            pack_prefetch_legacy(g, nb, sizeof(block_q8_0), b + PACK_PF_BLOCKS(PF_DIST, block_q8_0));
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + pack_pair_d(b, PACK_QB_Q8_0) + 16 * half)));
+        const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q8_0) + 32 * half;
+        if (half == 0) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q8_0));
         __m256i s[PACK_TOK_MAX];
         UNROLL
         for (int t = 0; t < nt; t++) s[t] = _mm256_setzero_si256();

@@ -31,15 +31,19 @@
 /* Software prefetch. The hardware prefetcher alone leaves decode at ~50% of
  * the bandwidth a plain read loop gets (Q4_K at 25%: its regions restart every
  * 18 KiB), so every kernel also prefetches the group ahead of the block being
- * computed: Q4_0, Q8_0 and Q6_K each of their regions as its own stream
- * (cpu/pack_prefetch.h), the K-quant tiles as one linear stream.
+ * computed: Q6_K each of its regions as its own stream (cpu/pack_prefetch.h),
+ * the Q4_0 / Q8_0 pairs and the K-quant tiles as one linear stream.
  *
  * The distances were measured on the Zen 5 VM, decode (one token) over 256 MiB
  * of groups, rows of 2048 and 8192, 31-41 rounds in one process alternating
  * the kernels, against the one linear stream 3 KiB (2 KiB for the K-quants)
  * ahead that a Sapphire Rapids VM had preferred. Median of per-round ratios:
  *   Q8_0 / Q4_0, PF_DIST 6 KiB: +9% / +4% (2048), +29% / +45% (8192); 4 KiB
- *     +5% / -6%, 8 KiB about the same as 6, 12 KiB less;
+ *     +5% / -6%, 8 KiB about the same as 6, 12 KiB less (with the old layout
+ *     of two regions, each its own stream); the pair layout and one stream
+ *     6 KiB ahead then read +4% / +13% (2048), +4% / +3% (8192) over that in a
+ *     fast hour of the VM, +9% / +21%, +8% / 0% in a slow one (4 KiB and 8 KiB
+ *     within 4% of 6);
  *   Q6_K, 8 quarters (6.6 KiB): +57% (2048), +114% (8192); 3 quarters +8% / +50%;
  *   Q4_K, PF_DIST_K 5 KiB: +10..22% (2048), +13..17% (8192); 2 KiB was the old
  *     distance, 4 and 8 KiB close to 5;
@@ -76,15 +80,15 @@ VT_INLINE void prefetch_to(const uint8_t **next, const uint8_t *until) {
  * the end of the block (exact: every product is a multiple of 16). */
 VT_INLINE void q4_0_group(int64_t nb, const uint8_t *g, const block_q8_0 *const *xr,
                           const pack_xblock *xs, float *y, int64_t ldy, const int nt) {
-    const uint8_t *d = g, *qs = g + nb * 2 * PACK_ROWS;
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512 acc[PACK_TOK_MAX];
     UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    const uint8_t *pf = g + PF_DIST;
     for (int64_t b = 0; b < nb; b++) {
-        const __m512 dw = load_f16x16(d + b * 2 * PACK_ROWS);
-        const uint8_t *v = qs + b * 4 * CHUNK_VEC;
-        pack_prefetch_legacy(g, nb, sizeof(block_q4_0), b + PACK_PF_BLOCKS(PF_DIST, block_q4_0));
+        const __m512 dw = load_f16x16(g + pack_pair_d(b, PACK_QB_Q4_0));
+        const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q4_0);
+        prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q4_0));
         __m512i lo[4], hi16[4];
         UNROLL
         for (int k = 0; k < 4; k++) {
@@ -115,15 +119,15 @@ VT_INLINE void q4_0_group(int64_t nb, const uint8_t *g, const block_q8_0 *const 
 
 VT_INLINE void q8_0_group(int64_t nb, const uint8_t *g, const block_q8_0 *const *xr,
                           const pack_xblock *xs, float *y, int64_t ldy, const int nt) {
-    const uint8_t *d = g, *qs = g + nb * 2 * PACK_ROWS;
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     __m512 acc[PACK_TOK_MAX];
     UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    const uint8_t *pf = g + PF_DIST;
     for (int64_t b = 0; b < nb; b++) {
-        const __m512 dw = load_f16x16(d + b * 2 * PACK_ROWS);
-        const uint8_t *v = qs + b * 8 * CHUNK_VEC;
-        pack_prefetch_legacy(g, nb, sizeof(block_q8_0), b + PACK_PF_BLOCKS(PF_DIST, block_q8_0));
+        const __m512 dw = load_f16x16(g + pack_pair_d(b, PACK_QB_Q8_0));
+        const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q8_0);
+        prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q8_0));
         __m512i q[8];
         UNROLL
         for (int k = 0; k < 8; k++) q[k] = _mm512_xor_si512(_mm512_loadu_si512(v + k * CHUNK_VEC), flip);
