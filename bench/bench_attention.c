@@ -8,9 +8,12 @@
  * per-round ratios to the first variant. Never asserts on time.
  *
  *   bench_attention [-n 512] [-T f16] [-k 8] [-r 4] [-d 64] [-b 16] [-R 15] [-v 4,8]
+ *                   [-D LAYERS [-e MIB]]
  *
  * -n prompt tokens, -T KV type (f32, f16, bf16, q8_0), -k kv heads, -r query
- * heads per kv head, -d head size, -b KV block size, -R rounds, -v variants. */
+ * heads per kv head, -d head size, -b KV block size, -R rounds, -v variants.
+ * -D: decode instead (decode_bench): one token against the -n others, over
+ * LAYERS layers of cache, in cache and after streaming -e MiB (default 64). */
 #include "cpu/attention.h"
 #include "engine/kv_cache.h"
 
@@ -49,7 +52,31 @@ typedef struct {
     float *parts;   /* per kv head: tokens x heads x chunks partials */
     float *out;     /* (n_ctx, n_kv * n_rep * hd) */
     int64_t n_ctx, n_kv, n_rep, hd;
+    int64_t layer;
 } bench_layer;
+
+/* Decode: the last token's attention, every kv head and chunk, as a decode
+ * step runs it. */
+static void run_decode(const bench_layer *L) {
+    const int64_t hd = L->hd, n_rep = L->n_rep, qd = L->n_kv * n_rep * hd, pf = attn_part_floats(hd);
+    const int64_t n_ch = (L->n_ctx + ATTN_CHUNK - 1) / ATTN_CHUNK, t = L->n_ctx - 1;
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int64_t g = 0; g < L->n_kv; g++)
+        for (int64_t c = 0; c < n_ch; c++) {
+            const attn_query aq = {
+                .q = L->q + t * qd + g * n_rep * hd,
+                .q_tok_stride = qd,
+                .n_tok = 1,
+                .n_rep = n_rep,
+                .pos0 = t,
+                .part = L->parts + (g * n_rep * n_ch + c) * pf,
+                .part_stride = n_ch * pf,
+            };
+            attn_partial(L->kv, L->ops, L->ops, L->layer, L->table, g, &aq, c * ATTN_CHUNK, scale);
+        }
+    for (int64_t h = 0; h < L->n_kv * n_rep; h++)
+        attn_combine(L->parts + h * n_ch * pf, n_ch, pf, hd, L->out + h * hd);
+}
 
 /* One layer's attention with items of up to `tpi` tokens. Partials of token t,
  * head h, chunk c at ((g * n_ctx + t) * n_rep + r) * n_ch + c, n_ch chunks per
@@ -74,7 +101,7 @@ static void run_layer(const bench_layer *L, int64_t tpi) {
                     .part = L->parts + ((g * L->n_ctx + t0) * n_rep * n_ch + c) * pf,
                     .part_stride = n_ch * pf,
                 };
-                attn_partial(L->kv, L->ops, L->ops, 0, L->table, g, &aq, c * ATTN_CHUNK, scale);
+                attn_partial(L->kv, L->ops, L->ops, L->layer, L->table, g, &aq, c * ATTN_CHUNK, scale);
             }
             t0 += nt;
         }
@@ -84,9 +111,45 @@ static void run_layer(const bench_layer *L, int64_t tpi) {
                          t / ATTN_CHUNK + 1, pf, hd, L->out + t * qd + h * hd);
 }
 
+/* -D: a decode step's attention over n_layer layers (rounds of them), each
+ * layer after streaming evict_mib MiB of other memory, as a decode step's
+ * weights stream between its layers' attention; the same without. */
+static int decode_bench(const bench_layer *L0, int64_t n_layer, int rounds, int evict_mib,
+                        const char *type_name, int64_t bs) {
+    const size_t ev_bytes = (size_t)evict_mib << 20;
+    uint8_t *ev = ev_bytes ? malloc(ev_bytes) : NULL;
+    if (ev_bytes && !ev) return 1;
+    if (ev) memset(ev, 1, ev_bytes);
+    double t_cold = 0, t_warm = 0, sink = 0;
+    for (int r = 0; r < rounds; r++)
+        for (int cold = 0; cold < 2; cold++)
+            for (int64_t il = 0; il < n_layer; il++) {
+                if (cold && ev)
+                    for (size_t i = 0; i < ev_bytes; i += 64) sink += ev[i];
+                bench_layer L = *L0;
+                L.layer = il;
+                const double t0 = now_s();
+                run_decode(&L);
+                *(cold ? &t_cold : &t_warm) += now_s() - t0;
+            }
+    const kv_cache *kv = L0->kv;
+    const double kv_bytes = (double)((L0->n_ctx + bs - 1) / bs * bs) * (double)L0->n_kv *
+                            (double)(kv->row_bytes_k + kv->row_bytes_v) * (double)n_layer;
+    printf("decode attention, 1 thread: context %lld, %s KV, %lld kv heads x %lld, head %lld, block %lld, "
+           "%lld layers, %d rounds (sink %g)\n",
+           (long long)L0->n_ctx, type_name, (long long)L0->n_kv, (long long)L0->n_rep, (long long)L0->hd,
+           (long long)bs, (long long)n_layer, rounds, sink > 0 ? 1.0 : 0.0);
+    printf("| KV | us/token (all layers) | KV GB/s |\n|---|---:|---:|\n");
+    printf("| warm (in cache) | %.1f | %.1f |\n", t_warm / rounds * 1e6, kv_bytes * rounds / t_warm * 1e-9);
+    printf("| cold (%d MiB streamed before each layer) | %.1f | %.1f |\n", evict_mib,
+           t_cold / rounds * 1e6, kv_bytes * rounds / t_cold * 1e-9);
+    free(ev);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int64_t n_ctx = 512, n_kv = 8, n_rep = 4, hd = 64, bs = 16;
-    int rounds = 15;
+    int rounds = 15, decode_layers = 0, evict_mib = 64;
     const char *type_name = "f16", *variants = "4,8";
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
@@ -98,6 +161,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "-b")) bs = atoll(v);
         else if (!strcmp(a, "-R")) rounds = atoi(v);
         else if (!strcmp(a, "-v")) variants = v;
+        else if (!strcmp(a, "-D")) decode_layers = atoi(v);
+        else if (!strcmp(a, "-e")) evict_mib = atoi(v);
         else {
             fprintf(stderr, "bench_attention: unknown option %s (the file's head says which)\n", a);
             return 2;
@@ -133,7 +198,8 @@ int main(int argc, char **argv) {
     const int64_t n_blocks = (n_ctx + bs - 1) / bs, qd = n_kv * n_rep * hd;
     const int64_t n_ch = (n_ctx + ATTN_CHUNK - 1) / ATTN_CHUNK;
     kv_cache kv;
-    vt_status s = kv_cache_init(&kv, type, type, 1, n_kv, hd, bs, n_blocks);
+    const int64_t n_layer = decode_layers > 0 ? decode_layers : 1;
+    vt_status s = kv_cache_init(&kv, type, type, n_layer, n_kv, hd, bs, n_blocks);
     if (s) {
         fprintf(stderr, "bench_attention: %s\n", vt_last_error());
         return 1;
@@ -150,16 +216,18 @@ int main(int argc, char **argv) {
         return 1;
     }
     uint64_t seed = 1;
-    for (int64_t b = 0; b < n_blocks; b++) table[b] = (int32_t)(n_blocks - 1 - b);
-    for (int64_t p = 0; p < n_ctx; p++)
-        for (int64_t g = 0; g < n_kv; g++) {
-            for (int64_t j = 0; j < hd; j++) row[j] = frand(&seed);
-            ops->store_k(kv_k_head(&kv, 0, table[p / bs], g), bs, p % bs, row, hd);
-            for (int64_t j = 0; j < hd; j++) row[j] = frand(&seed);
-            ops->store_v(kv_v_row(&kv, 0, table[p / bs], g, p % bs), row, hd);
-        }
+    for (int64_t b = 0; b < n_blocks; b++) table[b] = (int32_t)b; /* a fresh cache's order */
+    for (int64_t il = 0; il < n_layer; il++)
+        for (int64_t p = 0; p < n_ctx; p++)
+            for (int64_t g = 0; g < n_kv; g++) {
+                for (int64_t j = 0; j < hd; j++) row[j] = frand(&seed);
+                ops->store_k(kv_k_head(&kv, il, table[p / bs], g), bs, p % bs, row, hd);
+                for (int64_t j = 0; j < hd; j++) row[j] = frand(&seed);
+                ops->store_v(kv_v_row(&kv, il, table[p / bs], g, p % bs), row, hd);
+            }
     for (int64_t i = 0; i < n_ctx * qd; i++) q[i] = frand(&seed) * 2;
-    const bench_layer L = {&kv, ops, table, q, parts, out, n_ctx, n_kv, n_rep, hd};
+    const bench_layer L = {&kv, ops, table, q, parts, out, n_ctx, n_kv, n_rep, hd, 0};
+    if (decode_layers > 0) return decode_bench(&L, n_layer, rounds, evict_mib, type_name, bs);
 
     for (int v = 0; v < nv; v++) run_layer(&L, tpi[v]); /* warm-up */
     for (int r = 0; r < rounds; r++)

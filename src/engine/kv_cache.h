@@ -1,6 +1,6 @@
 /* The paged KV cache: a pool of fixed-size blocks and per-block reference counts.
  *
- * Storage is (n_layer, n_blocks, n_head_kv, block_size x head_dim) for K and for V,
+ * Storage is (n_layer, n_head_kv, n_blocks, block_size x head_dim) for K and for V,
  * each in its own dtype (F16 by default, BF16, F32 or Q8_0). A sequence owns a
  * block table: token position p lives in block table[p / block_size] at slot
  * p % block_size. Head-major blocks keep one head's slots contiguous, which is
@@ -52,15 +52,19 @@ void kv_block_retain(kv_cache *kv, int32_t block);
 int32_t kv_block_release(kv_cache *kv, int32_t block);
 
 /* One head's K in a block: block_size slots in the layout of cpu/attention.h
- * (the attention kernels' store_k and scores agree on it). */
+ * (the attention kernels' store_k and scores agree on it). Storage is layer,
+ * then head, then block: one head's blocks with consecutive ids (what a
+ * sequence gets from a fresh cache) are consecutive bytes, so a decode step's
+ * attention reads each head's keys as one stream rather than 2 KiB pieces one
+ * layer-block apart. */
 static inline uint8_t *kv_k_head(const kv_cache *kv, int64_t layer, int32_t block, int64_t head) {
-    return kv->k + ((size_t)layer * (size_t)kv->n_blocks + (size_t)block) * kv->block_bytes_k +
-           (size_t)head * (size_t)kv->block_size * kv->row_bytes_k;
+    return kv->k + (((size_t)layer * (size_t)kv->n_head_kv + (size_t)head) * (size_t)kv->n_blocks +
+                    (size_t)block) * (size_t)kv->block_size * kv->row_bytes_k;
 }
 static inline uint8_t *kv_v_row(const kv_cache *kv, int64_t layer, int32_t block, int64_t head,
                                 int64_t slot) {
-    return kv->v + ((size_t)layer * (size_t)kv->n_blocks + (size_t)block) * kv->block_bytes_v +
-           ((size_t)head * (size_t)kv->block_size + (size_t)slot) * kv->row_bytes_v;
+    return kv->v + ((((size_t)layer * (size_t)kv->n_head_kv + (size_t)head) * (size_t)kv->n_blocks +
+                     (size_t)block) * (size_t)kv->block_size + (size_t)slot) * kv->row_bytes_v;
 }
 
 #endif

@@ -29,9 +29,10 @@ typedef struct attn_item {
 } attn_item;
 
 /* Built with -DVT_FWD_PROFILE, thread 0 times each step of every pass (with the
- * barrier that ends it) and fwd_destroy prints the sums per token to stderr:
- * where a pass's time goes, by step, at a given batch size. Steps: 0 embed,
- * 1-10 as numbered in forward_worker (summed over layers), 11 the logits. */
+ * barrier that ends it) and fwd_destroy prints the sums per token to stderr,
+ * passes of one token (decode) apart from the others: where a pass's time
+ * goes, by step. Steps: 0 embed, 1-10 as numbered in forward_worker (summed
+ * over layers), 11 the logits. */
 #define FWD_PROF_STEPS 12
 #ifdef VT_FWD_PROFILE
 static double prof_now(void) {
@@ -43,7 +44,7 @@ static double prof_now(void) {
     do {                                            \
         if ((ith) == 0) {                           \
             const double now_ = prof_now();         \
-            (f)->prof_s[step] += now_ - (t_prev);   \
+            (f)->prof_s[(f)->batch->n_tokens > 1][step] += now_ - (t_prev); \
             (t_prev) = now_;                        \
         }                                           \
     } while (0)
@@ -91,8 +92,8 @@ struct fwd_ctx {
 
     const fwd_batch *batch; /* the batch being run */
 #ifdef VT_FWD_PROFILE
-    double prof_s[FWD_PROF_STEPS]; /* thread 0's seconds per step, all passes */
-    int64_t prof_tokens, prof_passes;
+    double prof_s[2][FWD_PROF_STEPS]; /* thread 0's seconds per step: decode, others */
+    int64_t prof_tokens[2], prof_passes[2];
 #endif
 };
 
@@ -173,14 +174,18 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
 void fwd_destroy(fwd_ctx *f) {
     if (!f) return;
 #ifdef VT_FWD_PROFILE
-    if (f->prof_tokens > 0) {
+    for (int kind = 0; kind < 2; kind++) {
+        if (f->prof_tokens[kind] == 0) continue;
+        const double per = 1e6 / (double)f->prof_tokens[kind];
         double sum = 0;
-        for (int k = 0; k < FWD_PROF_STEPS; k++) sum += f->prof_s[k];
-        fprintf(stderr, "fwd profile: %lld passes, %lld tokens, us/token by step:",
-                (long long)f->prof_passes, (long long)f->prof_tokens);
-        for (int k = 0; k < FWD_PROF_STEPS; k++)
-            fprintf(stderr, " %d:%.1f", k, f->prof_s[k] * 1e6 / (double)f->prof_tokens);
-        fprintf(stderr, " all:%.1f\n", sum * 1e6 / (double)f->prof_tokens);
+        fprintf(stderr, "fwd profile, %s: %lld passes, %lld tokens, us/token by step:",
+                kind ? "batches" : "decode", (long long)f->prof_passes[kind],
+                (long long)f->prof_tokens[kind]);
+        for (int k = 0; k < FWD_PROF_STEPS; k++) {
+            fprintf(stderr, " %d:%.1f", k, f->prof_s[kind][k] * per);
+            sum += f->prof_s[kind][k];
+        }
+        fprintf(stderr, " all:%.1f\n", sum * per);
     }
 #endif
     tp_destroy(f->solo);
@@ -541,8 +546,8 @@ vt_status fwd_run(fwd_ctx *f, const fwd_batch *b) {
     f->run = f->solo && f->layer_bytes * (size_t)T < f->solo_bytes ? f->solo : f->pool;
     tp_run(f->run, forward_worker, f);
 #ifdef VT_FWD_PROFILE
-    f->prof_tokens += T;
-    f->prof_passes++;
+    f->prof_tokens[T > 1] += T;
+    f->prof_passes[T > 1]++;
 #endif
     f->run = NULL;
     f->batch = NULL;
