@@ -139,7 +139,9 @@ const attn_kv_ops *attn_ops_get(vt_dtype type) { return attn_ops_get_isa(type, c
  * blocks of one head: 4 KiB of f16 K at head size 64 and 16 slots). On the
  * Zen 5 VM, a 1B Q8_0 decode step at depth 512 spent 22% less in attention
  * with it (3 runs each, -DVT_FWD_PROFILE); 4 blocks ran the same, 8 and 16
- * slower in bench_attention. 0: no prefetch. */
+ * slower in bench_attention. Prefetching V towards L2 during the scores as
+ * well, as the first version did, gained nothing (5 runs each). 0: no
+ * prefetch. */
 #ifndef ATTN_PF_BLOCKS
 #define ATTN_PF_BLOCKS 2
 #endif
@@ -178,11 +180,10 @@ void attn_partial(const kv_cache *kv, const attn_kv_ops *kops, const attn_kv_ops
         q = qc;
     }
 
-    /* Scores, block by block: all rows against each block's keys. The blocks
-     * of a sequence lie anywhere in the cache and a decode step finds them
-     * cold (the weights streamed through since), so the K of the block
-     * ATTN_PF_BLOCKS ahead is prefetched, and this block's V towards L2 for
-     * the accumulation below. */
+    /* Scores, block by block: all rows against each block's keys. A decode
+     * step finds a sequence's blocks cold (the weights streamed through
+     * since), so both passes prefetch the block ATTN_PF_BLOCKS ahead: here K,
+     * in the accumulation V. */
     const size_t k_bytes = (size_t)bs * kv->row_bytes_k, v_bytes = (size_t)bs * kv->row_bytes_v;
     const int64_t b_first = p0 / bs, b_last = (p1 - 1) / bs;
     for (int64_t b = b_first; b < b_first + ATTN_PF_BLOCKS && b <= b_last; b++)

@@ -40,13 +40,13 @@ static double prof_now(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
-#define PROF_MARK(f, ith, step, t_prev)             \
-    do {                                            \
-        if ((ith) == 0) {                           \
-            const double now_ = prof_now();         \
+#define PROF_MARK(f, ith, step, t_prev)                                     \
+    do {                                                                    \
+        if ((ith) == 0) {                                                   \
+            const double now_ = prof_now();                                 \
             (f)->prof_s[(f)->batch->n_tokens > 1][step] += now_ - (t_prev); \
-            (t_prev) = now_;                        \
-        }                                           \
+            (t_prev) = now_;                                                \
+        }                                                                   \
     } while (0)
 #define PROF_START(ith) ((ith) == 0 ? prof_now() : 0)
 #else

@@ -173,7 +173,8 @@ void gemm_q4_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const voi
  * per quarter of the work, from the first pass over a group only. The distance
  * is the one a Sapphire Rapids VM preferred (a Zen 5 VM prefers 5 KiB: see
  * gemm_avx512.c); it is not measured on ARM. The Q4_0, Q8_0 and Q6_K kernels
- * here issue no prefetches (x86's prefetch each region: cpu/pack_prefetch.h). */
+ * here issue no prefetches (x86's prefetch the Q4_0 / Q8_0 pairs as one linear
+ * stream, Q6_K each region: cpu/pack_prefetch.h). */
 #define PF_DIST_K 2048
 /* Q5_K reads the high bits at the end of its tile from the start of the tile's
  * work, so its stream runs a whole tile ahead (as on x86). */
