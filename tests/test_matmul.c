@@ -17,6 +17,10 @@
  *   bytes for each thread count, and every output written. With 2 and 3
  *   threads the last units of the 1-token steps are claimed dynamically
  *   (tp_claim); the file-layout types F16 and Q5_0 go through the same case.
+ * - Fused gate/up (mm_compute_glu): the bytes of mm_compute_multi on {gate, up},
+ *   silu_mul and mm_quantize, for 1..4 threads, h blocks of Q8_0, Q8_K and F16,
+ *   partial row groups, token blocks and tiles with tails, file-layout weights,
+ *   and a decode step long enough for claimed units.
  * - Errors: bad row length, unknown and activation-only types. */
 #include "base/size.h"
 #include "cpu/kernels.h"
@@ -223,6 +227,73 @@ static void check_blocking(vt_dtype type, tp_pool *const *pools) {
     free(wd), free(f), free(x), free(xq), free(y1), free(yb), free(y_first), free(xr), free(wf), free(xd);
 }
 
+typedef struct {
+    const mm_weight *gate, *up;
+    vt_dtype down_type;
+    const float *x;
+    int64_t n_tok;
+    void *xq, *hq;
+    tp_pool *pool;
+} glu_ctx;
+
+static void glu_step(void *vctx, int ith, int nth) {
+    glu_ctx *c = vctx;
+    mm_quantize(c->gate->type, c->x, c->gate->n_in, c->n_tok, c->gate->n_in, c->xq, ith, nth);
+    tp_barrier(c->pool);
+    mm_compute_glu(c->gate, c->up, c->down_type, c->xq, c->n_tok, c->hq, c->pool, ith);
+}
+
+/* mm_compute_glu against the unfused steps, byte for byte. */
+static void check_glu(vt_dtype type, vt_dtype down_type, int64_t n_in, int64_t ff, int64_t n_tok,
+                      tp_pool *const *pools) {
+    const quant_traits *tr = quant_traits_get(type);
+    size_t rb;
+    VT_ASSERT(quant_row_bytes(type, n_in, &rb));
+    mm_weight w[2];
+    uint8_t *wd[2];
+    float *f = malloc(n_in * sizeof(float));
+    for (int i = 0; i < 2; i++) {
+        wd[i] = malloc(rb * ff);
+        for (int64_t o = 0; o < ff; o++) {
+            for (int64_t k = 0; k < n_in; k++) f[k] = rng_uniform();
+            tr->quant_ref(f, wd[i] + o * rb, n_in);
+        }
+        CHECK_OK(mm_weight_init(&w[i], type, n_in, ff, wd[i]));
+        CHECK_OK(mm_weight_prepare(&w[i]));
+    }
+    float *x = malloc(n_tok * n_in * sizeof(float));
+    for (int64_t k = 0; k < n_tok * n_in; k++) x[k] = rng_uniform() * 2;
+    const size_t xs = mm_act_row_bytes(type, n_in), hs = mm_act_row_bytes(down_type, ff);
+    void *xq = malloc(xs * n_tok);
+    uint8_t *want = calloc(n_tok, hs), *got = malloc(n_tok * hs);
+    /* the unfused steps on one thread */
+    float *g = malloc(n_tok * ff * sizeof(float)), *u = malloc(n_tok * ff * sizeof(float));
+    const mm_weight *ws[2] = {&w[0], &w[1]};
+    float *ys[2] = {g, u};
+    const int64_t ld[2] = {ff, ff};
+    step_ctx c = {ws, ys, ld, 2, x, n_in, n_tok, xq, pools[0], 1};
+    tp_run(pools[0], step_fn, &c);
+    for (int64_t t = 0; t < n_tok; t++) {
+        cpu_kernels_get()->silu_mul(g + t * ff, u + t * ff, ff);
+        mm_quantize(down_type, g + t * ff, ff, 1, ff, want + t * hs, 0, 1);
+    }
+    size_t hmin;
+    VT_ASSERT(quant_row_bytes(quant_traits_get(down_type)->dot_type, ff, &hmin));
+    int bad = 0;
+    for (int p = 0; p < 4; p++) {
+        memset(got, 0xa5, n_tok * hs);
+        glu_ctx gc = {&w[0], &w[1], down_type, x, n_tok, xq, got, pools[p]};
+        tp_run(pools[p], glu_step, &gc);
+        for (int64_t t = 0; t < n_tok; t++)
+            if (memcmp(want + t * hs, got + t * hs, hmin)) bad++;
+    }
+    CHECK_MSG(bad == 0, "%s -> %s, n_in %lld, ff %lld, %lld tokens: %d rows of h differ from the unfused steps",
+              tr->name, quant_traits_get(down_type)->name, (long long)n_in, (long long)ff,
+              (long long)n_tok, bad);
+    for (int i = 0; i < 2; i++) mm_weight_free(&w[i]), free(wd[i]);
+    free(f), free(x), free(xq), free(want), free(got), free(g), free(u);
+}
+
 static void check_errors(void) {
     mm_weight w;
     uint8_t buf[64] = {0};
@@ -253,6 +324,22 @@ int main(void) {
     static const vt_dtype long_types[] = {VT_DTYPE_Q4_0, VT_DTYPE_Q8_0, VT_DTYPE_Q4_K, VT_DTYPE_Q5_K,
                                           VT_DTYPE_Q6_K, VT_DTYPE_F16,  VT_DTYPE_Q5_0};
     for (size_t i = 0; i < sizeof long_types / sizeof long_types[0]; i++) check_blocking(long_types[i], pools);
+    static const struct {
+        vt_dtype type, down;
+        int64_t n_in, ff, n_tok;
+    } glus[] = {
+        {VT_DTYPE_Q4_0, VT_DTYPE_Q4_0, 96, 416, 5},     /* h in Q8_0, units of 32 columns */
+        {VT_DTYPE_Q4_0, VT_DTYPE_Q4_0, 1024, 768, 100}, /* token blocks and tiles with tails */
+        {VT_DTYPE_Q4_0, VT_DTYPE_Q8_0, 256, 4096, 1},   /* decode: a claimed tail */
+        {VT_DTYPE_Q8_0, VT_DTYPE_Q8_0, 64, 4096, 3},
+        {VT_DTYPE_Q4_K, VT_DTYPE_Q6_K, 512, 768, 37},   /* h in Q8_K, units of 256 */
+        {VT_DTYPE_Q4_K, VT_DTYPE_Q4_K, 1024, 512, 70},
+        {VT_DTYPE_Q6_K, VT_DTYPE_Q6_K, 256, 2048, 1},
+        {VT_DTYPE_Q5_0, VT_DTYPE_Q4_K, 64, 512, 9},     /* file layout */
+        {VT_DTYPE_F16, VT_DTYPE_F16, 48, 53, 6},        /* a partial row group */
+    };
+    for (size_t i = 0; i < sizeof glus / sizeof glus[0]; i++)
+        check_glu(glus[i].type, glus[i].down, glus[i].n_in, glus[i].ff, glus[i].n_tok, pools);
     for (int i = 0; i < 4; i++) tp_destroy(pools[i]);
     return test_finish();
 }

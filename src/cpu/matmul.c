@@ -18,7 +18,10 @@
  * done first.
  * Packed prefill is blocked for the caches: a block of tokens (its activation
  * rows and their pack_xblocks stay in L2) against a chunk of groups (~160 KiB of
- * weights, reused from L2 by every 4-token tile). File-layout tiles are
+ * weights, reused from L2 by every 4-token tile). mm_compute_glu runs gate and up
+ * that way span by span into two small buffers and finishes h there (SiLU, then
+ * the quantization for the down projection): the split it replaced wrote both
+ * outputs to memory (32 MiB a layer at 512 tokens) for a second step to read. File-layout tiles are
  * MM_ROW_TILE rows x MM_TOK_TILE tokens; within a tile, groups of
  * CPU_DOT_ROWS_MAX weight rows share each activation load (dot_rows).
  *
@@ -70,6 +73,9 @@
 #define MM_ACT_BLOCK_BYTES (160 << 10)
 #endif
 #define MM_XBLOCKS_MAX 8192 /* pack_xblocks of a token block's narrow rows (on the stack) */
+/* Floats in each of the two buffers of a fused gate/up block (on the stack):
+ * 64 tokens x 256 columns; 128 KiB together, in L2 beside a chunk of weights. */
+#define MM_GLU_TILE 16384
 /* Fewest tokens a wide (tile) call pays for. */
 #define MM_WIDE_MIN 8
 #define MM_HUGE_PAGE ((size_t)2 << 20)
@@ -220,7 +226,7 @@ void mm_quantize(vt_dtype w_type, const float *x, int64_t ldx, int64_t n_tok, in
     }
 }
 
-/* Outputs [o0, o1) of one weight for all tokens. */
+/* Outputs [o0, o1) of one weight for all tokens; y is output o0 of token 0. */
 static void compute_rows(const mm_weight *w, cpu_dot_rows_fn dot_rows, int64_t o0, int64_t o1,
                          const uint8_t *xq, size_t x_stride, int64_t n_tok, float *y, int64_t ldy) {
     const uint8_t *wd = w->data;
@@ -234,7 +240,7 @@ static void compute_rows(const mm_weight *w, cpu_dot_rows_fn dot_rows, int64_t o
                 for (int64_t t = tb; t < te; t++) {
                     float s[CPU_DOT_ROWS_MAX];
                     dot_rows(w->n_in, wd + (size_t)o * rb, rb, xq + (size_t)t * x_stride, s, nr);
-                    float *yt = y + t * ldy + o;
+                    float *yt = y + t * ldy + (o - o0);
                     for (int r = 0; r < nr; r++) yt[r] = s[r];
                 }
             }
@@ -242,8 +248,45 @@ static void compute_rows(const mm_weight *w, cpu_dot_rows_fn dot_rows, int64_t o
     }
 }
 
-_Static_assert(PACK_WIDE_N_IN_MAX / 32 * (MM_WIDE_MIN - 1) <= MM_XBLOCKS_MAX,
-               "the narrow rows beside wide tiles fit the xblock buffer");
+/* A block of tokens as one weight's kernels take it: rows [0, n_wide) through
+ * wide tiles, the rest through narrow ones, which read xs (their pack_xblocks,
+ * when the type has them). Without a packed GEMM, dot_rows over the file layout. */
+typedef struct {
+    pack_gemm_fn gemm, wide;
+    cpu_dot_rows_fn dot_rows;
+    const uint8_t *x;
+    size_t x_stride;
+    int64_t n_tok, n_wide;
+    const pack_xblock *xs;
+} tok_block;
+
+/* The kernels of w for a step of n_tok tokens (wide tiles where there is a
+ * kernel, enough tokens, and rows it takes), looked up once per call. */
+static tok_block tok_kernels(const mm_weight *w, size_t x_stride, int64_t n_tok) {
+    const cpu_kernels *k = cpu_kernels_get();
+    tok_block b = {.x_stride = x_stride};
+    if (w->packed && k->gemm[w->type]) {
+        b.gemm = k->gemm[w->type];
+        if (n_tok >= MM_WIDE_MIN && w->n_in <= PACK_WIDE_N_IN_MAX) b.wide = k->gemm_wide[w->type];
+    } else {
+        b.dot_rows = k->dot_rows[w->type];
+        VT_ASSERT(b.dot_rows);
+    }
+    return b;
+}
+
+/* Tokens per block: their activation rows (about act_bytes) and xblocks stay
+ * in L2; a whole number of tiles, and at most cap where cap > 0 (but one tile
+ * at least). */
+static int64_t tok_block_size(const mm_weight *w, const tok_block *k, size_t act_bytes, int64_t cap) {
+    const int64_t tok_max = k->wide ? PACK_TOK_WIDE : k->gemm ? PACK_TOK_MAX : MM_TOK_TILE;
+    int64_t tb = (int64_t)(act_bytes / k->x_stride);
+    if (cap > 0 && tb > cap) tb = cap;
+    if (k->gemm && !k->wide && pack_needs_xblocks(w->type) && tb > MM_XBLOCKS_MAX / (w->n_in / 32))
+        tb = MM_XBLOCKS_MAX / (w->n_in / 32);
+    tb = tb / tok_max * tok_max;
+    return tb < tok_max ? tok_max : tb;
+}
 
 /* Of a token block of n rows, the leading rows wide calls take: a wide call runs
  * while at least MM_WIDE_MIN rows are left, narrow tiles take the rest. */
@@ -252,83 +295,132 @@ static int64_t wide_rows(int64_t n) {
     return rem > 0 && rem < MM_WIDE_MIN ? n - rem : n;
 }
 
-/* Groups [g0, g1) of a packed weight for all tokens. */
-static void compute_packed(const mm_weight *w, pack_gemm_fn gemm, pack_gemm_fn wide, int64_t g0,
-                           int64_t g1, const uint8_t *xq, size_t x_stride, int64_t n_tok, float *y,
-                           int64_t ldy) {
+_Static_assert(PACK_WIDE_N_IN_MAX / 32 * (MM_WIDE_MIN - 1) <= MM_XBLOCKS_MAX,
+               "the narrow rows beside wide tiles fit the xblock buffer");
+
+/* Point b at n_tok rows from x, and compute the xblocks of its narrow rows into
+ * xs (room for MM_XBLOCKS_MAX) where the type has them. */
+static void tok_block_at(const mm_weight *w, tok_block *b, const uint8_t *x, int64_t n_tok,
+                         pack_xblock *xs) {
+    b->x = x;
+    b->n_tok = n_tok;
+    b->n_wide = b->wide ? wide_rows(n_tok) : 0;
+    b->xs = NULL;
+    if (b->gemm && pack_needs_xblocks(w->type) && b->n_wide < n_tok) {
+        const int64_t nb = w->n_in / 32;
+        VT_ASSERT((n_tok - b->n_wide) * nb <= MM_XBLOCKS_MAX); /* tok_block_size, mm_weight_prepare */
+        pack_xblocks(w->type, x + (size_t)b->n_wide * b->x_stride, b->x_stride, n_tok - b->n_wide, nb, xs);
+        b->xs = xs;
+    }
+}
+
+/* Units [u0, u1) of w (16 rows each: packed groups or file-layout tiles) for the
+ * tokens of b, `chunk` groups at a time against every tile of tokens; y is the
+ * first output of unit u0 for token 0. */
+static void block_run(const mm_weight *w, const tok_block *b, int64_t u0, int64_t u1, int64_t chunk,
+                      float *y, int64_t ldy) {
+    if (!b->gemm) {
+        const int64_t r1 = u1 * MM_ROW_TILE < w->n_out ? u1 * MM_ROW_TILE : w->n_out;
+        compute_rows(w, b->dot_rows, u0 * MM_ROW_TILE, r1, b->x, b->x_stride, b->n_tok, y, ldy);
+        return;
+    }
     const size_t group_bytes = PACK_ROWS * w->row_bytes;
     const uint8_t *wp = w->packed;
-    const bool sides = pack_needs_xblocks(w->type);
     const int64_t nb = w->n_in / 32;
-    /* wide tiles where there is a kernel, enough tokens, and rows it takes */
-    if (n_tok < MM_WIDE_MIN || w->n_in > PACK_WIDE_N_IN_MAX) wide = NULL;
-    const int64_t tok_max = wide ? PACK_TOK_WIDE : PACK_TOK_MAX;
-    /* token block: its activations and xblocks stay in cache */
-    int64_t tb = (int64_t)(MM_ACT_BLOCK_BYTES / x_stride);
-    if (sides && !wide && tb > MM_XBLOCKS_MAX / nb) tb = MM_XBLOCKS_MAX / nb;
-    tb = tb / tok_max * tok_max;
-    if (tb < tok_max) tb = tok_max;
-    /* decode reads each group once: one chunk, one stream */
-    int64_t chunk = n_tok <= PACK_TOK_MAX ? g1 - g0 : (int64_t)(MM_CHUNK_BYTES / group_bytes);
-    if (chunk < 1) chunk = 1;
     /* the last group of a weight whose rows do not fill it goes through a buffer */
-    const int64_t full_end = w->n_out % PACK_ROWS && g1 * PACK_ROWS > w->n_out ? g1 - 1 : g1;
-    pack_xblock xs[MM_XBLOCKS_MAX]; /* of rows [n_wide, nt_block) */
-    VT_ASSERT(!sides || nb * PACK_TOK_MAX <= MM_XBLOCKS_MAX); /* mm_weight_prepare */
-    for (int64_t t0 = 0; t0 < n_tok; t0 += tb) {
-        const int64_t nt_block = n_tok - t0 < tb ? n_tok - t0 : tb;
-        const uint8_t *xb = xq + (size_t)t0 * x_stride;
-        /* rows [0, n_wide) go through wide tiles, which do not read xblocks */
-        const int64_t n_wide = wide ? wide_rows(nt_block) : 0;
-        if (sides && n_wide < nt_block)
-            pack_xblocks(w->type, xb + (size_t)n_wide * x_stride, x_stride, nt_block - n_wide, nb, xs);
-        for (int64_t c0 = g0; c0 < g1; c0 += chunk) {
-            const int64_t c1 = c0 + chunk < g1 ? c0 + chunk : g1;
-            const int64_t f1 = c1 < full_end ? c1 : full_end;
-            for (int64_t t = 0; t < nt_block;) {
-                const int64_t left = nt_block - t;
-                const bool use_wide = t < n_wide;
-                const int64_t cap = use_wide ? PACK_TOK_WIDE : PACK_TOK_MAX;
-                const int nt = (int)(left < cap ? left : cap);
-                const pack_gemm_fn kern = use_wide ? wide : gemm;
-                const uint8_t *xt = xb + (size_t)t * x_stride;
-                const pack_xblock *st = sides && !use_wide ? xs + (t - n_wide) * nb : NULL;
-                float *yt = y + (t0 + t) * ldy;
-                if (f1 > c0)
-                    kern(w->n_in, wp + (size_t)c0 * group_bytes, f1 - c0, xt, x_stride, st, nt,
-                         yt + c0 * PACK_ROWS, ldy);
-                if (c1 > f1) { /* the partial last group */
-                    float buf[PACK_TOK_WIDE * PACK_ROWS];
-                    kern(w->n_in, wp + (size_t)f1 * group_bytes, 1, xt, x_stride, st, nt, buf, PACK_ROWS);
-                    const int64_t nr = w->n_out - f1 * PACK_ROWS;
-                    for (int i = 0; i < nt; i++)
-                        memcpy(yt + i * ldy + f1 * PACK_ROWS, buf + i * PACK_ROWS, (size_t)nr * sizeof(float));
-                }
-                t += nt;
+    const int64_t full_end = w->n_out % PACK_ROWS && u1 * PACK_ROWS > w->n_out ? u1 - 1 : u1;
+    for (int64_t c0 = u0; c0 < u1; c0 += chunk) {
+        const int64_t c1 = c0 + chunk < u1 ? c0 + chunk : u1;
+        const int64_t f1 = c1 < full_end ? c1 : full_end;
+        for (int64_t t = 0; t < b->n_tok;) {
+            const bool use_wide = t < b->n_wide;
+            const int64_t left = b->n_tok - t, cap = use_wide ? PACK_TOK_WIDE : PACK_TOK_MAX;
+            const int nt = (int)(left < cap ? left : cap);
+            const pack_gemm_fn kern = use_wide ? b->wide : b->gemm;
+            const uint8_t *xt = b->x + (size_t)t * b->x_stride;
+            const pack_xblock *st = b->xs && !use_wide ? b->xs + (t - b->n_wide) * nb : NULL;
+            float *yt = y + t * ldy;
+            if (f1 > c0)
+                kern(w->n_in, wp + (size_t)c0 * group_bytes, f1 - c0, xt, b->x_stride, st, nt,
+                     yt + (c0 - u0) * PACK_ROWS, ldy);
+            if (c1 > f1) { /* the partial last group */
+                float buf[PACK_TOK_WIDE * PACK_ROWS];
+                kern(w->n_in, wp + (size_t)f1 * group_bytes, 1, xt, b->x_stride, st, nt, buf, PACK_ROWS);
+                const int64_t nr = w->n_out - f1 * PACK_ROWS;
+                for (int i = 0; i < nt; i++)
+                    memcpy(yt + i * ldy + (f1 - u0) * PACK_ROWS, buf + i * PACK_ROWS,
+                           (size_t)nr * sizeof(float));
             }
+            t += nt;
         }
     }
 }
 
-/* Units [u0, u1) of the concatenated outputs of ws. */
-static void compute_units(const mm_weight *const *ws, float *const *ys, const int64_t *ldys, int n,
-                          const uint8_t *xq, size_t x_stride, int64_t n_tok, int64_t u0, int64_t u1) {
-    const cpu_kernels *k = cpu_kernels_get();
+/* Groups of a packed weight per chunk: in prefill ~MM_CHUNK_BYTES of weights,
+ * reused from L2 by every tile of a token block; decode reads each group once,
+ * in one chunk, one stream. */
+static int64_t chunk_groups(const mm_weight *w, int64_t n_tok) {
+    if (n_tok <= PACK_TOK_MAX) return INT64_MAX / 2;
+    const int64_t c = (int64_t)(MM_CHUNK_BYTES / (PACK_ROWS * w->row_bytes));
+    return c < 1 ? 1 : c;
+}
+
+/* Units [u0, u1) of one weight for n_tok tokens: blocks of tokens against
+ * chunks of groups; y is the first output of unit u0 for token 0. */
+static void compute_span(const mm_weight *w, int64_t u0, int64_t u1, const uint8_t *xq,
+                         size_t x_stride, int64_t n_tok, float *y, int64_t ldy) {
+    tok_block b = tok_kernels(w, x_stride, n_tok);
+    pack_xblock xs[MM_XBLOCKS_MAX]; /* of the block's narrow rows */
+    const int64_t tb = b.gemm ? tok_block_size(w, &b, MM_ACT_BLOCK_BYTES, 0) : n_tok;
+    const int64_t chunk = chunk_groups(w, n_tok);
+    for (int64_t t0 = 0; t0 < n_tok; t0 += tb) {
+        tok_block_at(w, &b, xq + (size_t)t0 * x_stride, n_tok - t0 < tb ? n_tok - t0 : tb, xs);
+        block_run(w, &b, u0, u1, chunk, y + t0 * ldy, ldy);
+    }
+}
+
+/* A thread's share of a step's work units: run(ctx, u0, u1) for each piece. */
+typedef void (*mm_units_fn)(const void *ctx, int64_t u0, int64_t u1);
+
+/* Split units [0, total) of unit_bytes of weights each among the threads of
+ * pool: static shares of the head, then claims of the tail (decode only). */
+static void split_units(int64_t total, size_t unit_bytes, int64_t n_tok, tp_pool *pool, int ith,
+                        mm_units_fn run, const void *ctx) {
+    const int nth = tp_n_threads(pool);
+    const int64_t grain = unit_bytes >= MM_CLAIM_BYTES ? 1 : (int64_t)(MM_CLAIM_BYTES / unit_bytes);
+    const int64_t tail = nth > 1 && n_tok <= PACK_TOK_MAX ? total / MM_TAIL_DIV / grain * grain : 0;
+    const int64_t head = total - tail;
+    int64_t u0, u1;
+    tp_range(head, 1, ith, nth, &u0, &u1);
+    if (u1 > u0) run(ctx, u0, u1);
+    if (tail == 0) return;
+    for (int64_t c; (c = tp_claim(pool, grain)) < tail;) {
+        const int64_t c1 = c + grain < tail ? c + grain : tail;
+        run(ctx, head + c, head + c1);
+    }
+}
+
+typedef struct {
+    const mm_weight *const *ws;
+    float *const *ys;
+    const int64_t *ldys;
+    int n;
+    const uint8_t *xq;
+    size_t x_stride;
+    int64_t n_tok;
+} multi_job;
+
+/* Units [u0, u1) of the concatenated outputs of job->ws. */
+static void multi_units(const void *ctx, int64_t u0, int64_t u1) {
+    const multi_job *j = ctx;
     int64_t base = 0;
-    for (int i = 0; i < n && base < u1; i++) {
-        const int64_t units = (ws[i]->n_out + MM_ROW_TILE - 1) / MM_ROW_TILE;
+    for (int i = 0; i < j->n && base < u1; i++) {
+        const int64_t units = (j->ws[i]->n_out + MM_ROW_TILE - 1) / MM_ROW_TILE;
         const int64_t lo = u0 > base ? u0 - base : 0;
         const int64_t hi = u1 < base + units ? u1 - base : units;
-        if (hi > lo) {
-            const vt_dtype t = ws[i]->type;
-            if (ws[i]->packed && k->gemm[t]) {
-                compute_packed(ws[i], k->gemm[t], k->gemm_wide[t], lo, hi, xq, x_stride, n_tok, ys[i], ldys[i]);
-            } else {
-                VT_ASSERT(k->dot_rows[t]);
-                const int64_t r1 = hi * MM_ROW_TILE < ws[i]->n_out ? hi * MM_ROW_TILE : ws[i]->n_out;
-                compute_rows(ws[i], k->dot_rows[t], lo * MM_ROW_TILE, r1, xq, x_stride, n_tok, ys[i], ldys[i]);
-            }
-        }
+        if (hi > lo)
+            compute_span(j->ws[i], lo, hi, j->xq, j->x_stride, j->n_tok, j->ys[i] + lo * MM_ROW_TILE,
+                         j->ldys[i]);
         base += units;
     }
 }
@@ -336,10 +428,8 @@ static void compute_units(const mm_weight *const *ws, float *const *ys, const in
 void mm_compute_multi(const mm_weight *const *ws, float *const *ys, const int64_t *ldys, int n,
                       const void *xq, int64_t n_tok, tp_pool *pool, int ith) {
     if (n <= 0 || n_tok <= 0) return;
-    const int nth = tp_n_threads(pool);
     const vt_dtype type = ws[0]->type, dot_type = quant_traits_get(type)->dot_type;
     const int64_t n_in = ws[0]->n_in;
-    const size_t x_stride = mm_act_row_bytes(type, n_in);
     /* units of 16 rows: packed groups or file-layout tiles */
     _Static_assert(MM_ROW_TILE == PACK_ROWS, "one work unit for both layouts");
     int64_t total = 0;
@@ -347,19 +437,100 @@ void mm_compute_multi(const mm_weight *const *ws, float *const *ys, const int64_
         VT_ASSERT(quant_traits_get(ws[i]->type)->dot_type == dot_type && ws[i]->n_in == n_in);
         total += (ws[i]->n_out + MM_ROW_TILE - 1) / MM_ROW_TILE;
     }
-    /* static shares of the head, then claims of the tail (decode only) */
-    const size_t unit_bytes = MM_ROW_TILE * ws[0]->row_bytes;
-    const int64_t grain = unit_bytes >= MM_CLAIM_BYTES ? 1 : (int64_t)(MM_CLAIM_BYTES / unit_bytes);
-    const int64_t tail = nth > 1 && n_tok <= PACK_TOK_MAX ? total / MM_TAIL_DIV / grain * grain : 0;
-    const int64_t head = total - tail;
-    int64_t u0, u1;
-    tp_range(head, 1, ith, nth, &u0, &u1);
-    compute_units(ws, ys, ldys, n, xq, x_stride, n_tok, u0, u1);
-    if (tail == 0) return;
-    for (int64_t c; (c = tp_claim(pool, grain)) < tail;) {
-        const int64_t c1 = c + grain < tail ? c + grain : tail;
-        compute_units(ws, ys, ldys, n, xq, x_stride, n_tok, head + c, head + c1);
+    const multi_job job = {ws, ys, ldys, n, xq, mm_act_row_bytes(type, n_in), n_tok};
+    split_units(total, MM_ROW_TILE * ws[0]->row_bytes, n_tok, pool, ith, multi_units, &job);
+}
+
+typedef struct {
+    const mm_weight *gate, *up;
+    const uint8_t *xq;
+    size_t x_stride;
+    int64_t n_tok;
+    int64_t unit_cols; /* columns per work unit: whole row groups and whole h blocks */
+    uint8_t *hq;
+    size_t hq_stride;
+    const quant_traits *ht; /* the dot type of the down projection */
+    quant_quant_fn quantize;
+    void (*silu_mul)(float *g, const float *u, int64_t n);
+} glu_job;
+
+/* Columns [u0, u1) x unit_cols of h for every token. Blocks of tokens (their
+ * activations and xblocks in L2, computed once for both weights) against spans
+ * of columns: a chunk of gate rows (~MM_CHUNK_BYTES in prefill; decode: all of
+ * them, one stream), then the same rows of up, into two buffers, where each
+ * token's row of the span is activated and quantized. */
+static void glu_units(const void *ctx, int64_t u0, int64_t u1) {
+    const glu_job *j = ctx;
+    float bg[MM_GLU_TILE], bu[MM_GLU_TILE];
+    pack_xblock xs_g[MM_XBLOCKS_MAX], xs_u[MM_XBLOCKS_MAX];
+    const int64_t uc = j->unit_cols, n_out = j->gate->n_out, n_tok = j->n_tok;
+    const int64_t c_lo = u0 * uc, c_hi = u1 * uc < n_out ? u1 * uc : n_out;
+    tok_block kg = tok_kernels(j->gate, j->x_stride, n_tok), ku = tok_kernels(j->up, j->x_stride, n_tok);
+    const bool shared = j->gate->type == j->up->type && kg.gemm == ku.gemm && kg.wide == ku.wide;
+    int64_t span, tb;
+    if (n_tok <= PACK_TOK_MAX) {
+        tb = n_tok;
+        span = MM_GLU_TILE / n_tok / uc * uc;
+    } else {
+        const int64_t tile = kg.wide || ku.wide ? PACK_TOK_WIDE : PACK_TOK_MAX;
+        const int64_t chunk = chunk_groups(j->gate, n_tok) * MM_ROW_TILE;
+        const int64_t span_max = MM_GLU_TILE / tile / uc * uc;
+        span = (chunk + uc - 1) / uc * uc;
+        if (span > span_max) span = span_max;
+        tb = tok_block_size(j->gate, &kg, MM_ACT_BLOCK_BYTES, MM_GLU_TILE / span);
+        if (!shared) tb = tok_block_size(j->up, &ku, MM_ACT_BLOCK_BYTES, tb);
     }
+    VT_ASSERT(span >= uc && span * tb <= MM_GLU_TILE);
+    const size_t hb = (size_t)j->ht->block_bytes;
+    const int64_t he = j->ht->block_elems;
+    for (int64_t t0 = 0; t0 < n_tok; t0 += tb) {
+        const int64_t nt = t0 + tb < n_tok ? tb : n_tok - t0;
+        const uint8_t *xb = j->xq + (size_t)t0 * j->x_stride;
+        tok_block_at(j->gate, &kg, xb, nt, xs_g);
+        if (shared) ku = kg;
+        else tok_block_at(j->up, &ku, xb, nt, xs_u);
+        for (int64_t s0 = c_lo; s0 < c_hi; s0 += span) {
+            const int64_t ns = s0 + span < c_hi ? span : c_hi - s0;
+            const int64_t g0 = s0 / MM_ROW_TILE, g1 = (s0 + ns + MM_ROW_TILE - 1) / MM_ROW_TILE;
+            block_run(j->gate, &kg, g0, g1, chunk_groups(j->gate, n_tok), bg, ns);
+            block_run(j->up, &ku, g0, g1, chunk_groups(j->up, n_tok), bu, ns);
+            for (int64_t i = 0; i < nt; i++) {
+                float *h = bg + i * ns;
+                j->silu_mul(h, bu + i * ns, ns);
+                j->quantize(h, j->hq + (size_t)(t0 + i) * j->hq_stride + (size_t)(s0 / he) * hb, ns);
+            }
+        }
+    }
+}
+
+void mm_compute_glu(const mm_weight *gate, const mm_weight *up, vt_dtype down_type, const void *xq,
+                    int64_t n_tok, void *hq, tp_pool *pool, int ith) {
+    if (n_tok <= 0) return;
+    const quant_traits *gt = quant_traits_get(gate->type);
+    VT_ASSERT(gt && quant_traits_get(up->type)->dot_type == gt->dot_type && gate->n_in == up->n_in &&
+              gate->n_out == up->n_out);
+    const vt_dtype h_type = quant_traits_get(down_type)->dot_type;
+    const quant_traits *ht = quant_traits_get(h_type);
+    const cpu_kernels *k = cpu_kernels_get();
+    VT_ASSERT(ht && k->quantize_act[h_type]);
+    /* a unit: whole groups of rows and whole blocks of h; both are powers of two */
+    const int64_t uc = ht->block_elems > MM_ROW_TILE ? ht->block_elems : MM_ROW_TILE;
+    VT_ASSERT(uc % MM_ROW_TILE == 0 && uc % ht->block_elems == 0 && uc * PACK_TOK_WIDE <= MM_GLU_TILE);
+    const glu_job job = {
+        .gate = gate,
+        .up = up,
+        .xq = xq,
+        .x_stride = mm_act_row_bytes(gate->type, gate->n_in),
+        .n_tok = n_tok,
+        .unit_cols = uc,
+        .hq = hq,
+        .hq_stride = mm_act_row_bytes(down_type, gate->n_out),
+        .ht = ht,
+        .quantize = k->quantize_act[h_type],
+        .silu_mul = k->silu_mul,
+    };
+    split_units((gate->n_out + uc - 1) / uc, (size_t)uc * (gate->row_bytes + up->row_bytes), n_tok,
+                pool, ith, glu_units, &job);
 }
 
 void mm_compute(const mm_weight *w, const void *xq, int64_t n_tok, float *y, int64_t ldy,

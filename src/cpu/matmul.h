@@ -69,4 +69,14 @@ void mm_compute(const mm_weight *w, const void *xq, int64_t n_tok, float *y, int
 void mm_compute_multi(const mm_weight *const *ws, float *const *ys, const int64_t *ldys, int n,
                       const void *xq, int64_t n_tok, tp_pool *pool, int ith);
 
+/* The gated FFN's first half in one step: h = SiLU(x . Wg^T) * (x . Wu^T),
+ * quantized for weights of down_type into hq (rows of mm_act_row_bytes(down_type,
+ * gate->n_out)). Threads split h by columns; each tile of h lives in two small
+ * buffers, is activated and quantized there, and never goes to memory as
+ * floats. The bytes are those of mm_compute_multi on {gate, up}, then
+ * kernels->silu_mul and mm_quantize. gate and up have the same shape and dot
+ * type; xq is quantized for gate. */
+void mm_compute_glu(const mm_weight *gate, const mm_weight *up, vt_dtype down_type, const void *xq,
+                    int64_t n_tok, void *hq, tp_pool *pool, int ith);
+
 #endif

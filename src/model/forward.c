@@ -12,7 +12,7 @@
 #include <time.h>
 
 /* A pass whose work (mean layer weight bytes x tokens) is below this runs on
- * the calling thread alone: its 10 barriers per layer and the cache lines that
+ * the calling thread alone: its 9 barriers per layer and the cache lines that
  * cross cores cost more than a second thread saves. stories260K (about 200 KiB
  * a layer) decodes at 15.0k tokens/s on 2 threads and 26.2k on 1, and
  * prefills 128 tokens faster on 2 (37.6k against 27.6k tokens/s): both sides
@@ -31,9 +31,9 @@ typedef struct attn_item {
 /* Built with -DVT_FWD_PROFILE, thread 0 times each step of every pass (with the
  * barrier that ends it) and fwd_destroy prints the sums per token to stderr,
  * passes of one token (decode) apart from the others: where a pass's time
- * goes, by step. Steps: 0 embed, 1-10 as numbered in forward_worker (summed
- * over layers), 11 the logits. */
-#define FWD_PROF_STEPS 12
+ * goes, by step. Steps: 0 embed, 1-9 as numbered in forward_worker (summed
+ * over layers), 10 the logits. */
+#define FWD_PROF_STEPS 11
 #ifdef VT_FWD_PROFILE
 static double prof_now(void) {
     struct timespec ts;
@@ -64,18 +64,16 @@ struct fwd_ctx {
     size_t solo_bytes;  /* layer_bytes x tokens below which a pass runs solo */
     int64_t max_tokens;
     const attn_kv_ops *kops, *vops;
-    void (*silu_mul)(float *g, const float *u, int64_t n);
 
     float *x;      /* (T, n_embd) residual stream */
     float *tmp;    /* (T, n_embd) output of the attention / FFN projections */
     float *q;      /* (T, n_head * head_dim) */
     float *k, *v;  /* (T, n_head_kv * head_dim) */
     float *attn;   /* (T, n_head * head_dim) */
-    float *gate;   /* (T, n_ff), SiLU(gate) * up after step 9 */
-    float *up;     /* (T, n_ff) */
     float *rope;   /* (T, n_rot) cos, sin pairs */
     float *norm;   /* (nth_max, max(n_embd, head_dim)) per-thread row scratch */
     uint8_t *xq;   /* (T, act_row_max) quantized activations */
+    uint8_t *hq;   /* (T, act_row_max) SiLU(gate) * up quantized for the down projection */
     size_t act_row_max;
     float *parts;  /* attention partials */
     size_t parts_cap; /* floats */
@@ -97,7 +95,7 @@ struct fwd_ctx {
 #endif
 };
 
-int fwd_barriers_per_layer(void) { return 10; }
+int fwd_barriers_per_layer(void) { return 9; }
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
@@ -112,7 +110,6 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
     f->max_tokens = max_tokens;
     f->kops = attn_ops_get(kv->type_k);
     f->vops = attn_ops_get(kv->type_v);
-    f->silu_mul = cpu_kernels_get()->silu_mul;
     f->nth_max = tp_n_threads(pool);
     size_t lb = 0;
     for (int64_t il = 0; il < hp->n_layer; il++) {
@@ -135,8 +132,7 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
         }
     }
     const size_t T = (size_t)max_tokens, d = (size_t)hp->n_embd,
-                 qd = (size_t)(hp->n_head * hp->head_dim), kvd = (size_t)(hp->n_head_kv * hp->head_dim),
-                 ff = (size_t)hp->n_ff;
+                 qd = (size_t)(hp->n_head * hp->head_dim), kvd = (size_t)(hp->n_head_kv * hp->head_dim);
     const layer_weights *L = &m->layers[0];
     size_t act = mm_act_row_bytes(L->wq.type, hp->n_embd);
     for (int64_t il = 0; il < hp->n_layer; il++) {
@@ -154,14 +150,13 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
     f->k = malloc(T * kvd * sizeof(float));
     f->v = malloc(T * kvd * sizeof(float));
     f->attn = malloc(T * qd * sizeof(float));
-    f->gate = malloc(T * ff * sizeof(float));
-    f->up = malloc(T * ff * sizeof(float));
     f->rope = malloc(T * (size_t)hp->n_rot * sizeof(float));
     f->norm = malloc((size_t)f->nth_max * max_sz(d, (size_t)hp->head_dim) * sizeof(float));
     f->xq = malloc(T * f->act_row_max);
+    f->hq = malloc(T * f->act_row_max);
     f->chunk_off = malloc((T + 1) * sizeof(int64_t));
     f->groups = malloc(T * sizeof(attn_group));
-    if (!f->x || !f->tmp || !f->q || !f->k || !f->v || !f->attn || !f->gate || !f->up ||
+    if (!f->x || !f->tmp || !f->q || !f->k || !f->v || !f->attn || !f->hq ||
         !f->rope || !f->norm || !f->xq || !f->chunk_off || !f->groups) {
         fwd_destroy(f);
         return vt_errorf(VT_E_NOMEM, "out of memory for a %lld-token batch workspace",
@@ -195,11 +190,10 @@ void fwd_destroy(fwd_ctx *f) {
     free(f->k);
     free(f->v);
     free(f->attn);
-    free(f->gate);
-    free(f->up);
     free(f->rope);
     free(f->norm);
     free(f->xq);
+    free(f->hq);
     free(f->parts);
     free(f->chunk_off);
     free(f->groups);
@@ -321,7 +315,7 @@ static void forward_worker(void *arg, int ith, int nth) {
     const kv_cache *kv = f->kv;
     const int64_t T = b->n_tokens, d = hp->n_embd, hd = hp->head_dim, n_head = hp->n_head,
                   n_kv = hp->n_head_kv, n_rep = n_head / n_kv, qd = n_head * hd, kvd = n_kv * hd,
-                  ff = hp->n_ff, bs = kv->block_size, pf = attn_part_floats(hd);
+                  bs = kv->block_size, pf = attn_part_floats(hd);
     const float scale = 1.0f / sqrtf((float)hd);
     int64_t i0, i1;
     double t_prof = PROF_START(ith);
@@ -442,52 +436,25 @@ static void forward_worker(void *arg, int ith, int nth) {
         tp_barrier(f->run);
         PROF_MARK(f, ith, 7, t_prof);
 
-        /* 8: gate and up */
-        {
-            const mm_weight *ws[2] = {&L->w_gate, &L->w_up};
-            float *ys[2] = {f->gate, f->up};
-            const int64_t ld[2] = {ff, ff};
-            mm_compute_multi(ws, ys, ld, 2, f->xq, T, f->run, ith);
-        }
+        /* 8: gate and up, SiLU(gate) * up quantized for the down projection */
+        mm_compute_glu(&L->w_gate, &L->w_up, L->w_down.type, f->xq, T, f->hq, f->run, ith);
         tp_barrier(f->run);
         PROF_MARK(f, ith, 8, t_prof);
 
-        /* 9: SiLU(gate) * up, quantized in column blocks so decode spreads too. */
-        {
-            const int64_t cc = ff % 256 == 0 ? 256 : ff;
-            const int64_t n_cb = ff / cc;
-            /* Byte offset of a column block inside the quantized row: whole
-             * blocks of the dot type (rows are padded at the end only). */
-            const quant_traits *dt = quant_traits_get(quant_traits_get(L->w_down.type)->dot_type);
-            const size_t rb = mm_act_row_bytes(L->w_down.type, ff),
-                         cb = (size_t)(cc / dt->block_elems) * dt->block_bytes;
-            tp_range(T * n_cb, 1, ith, nth, &i0, &i1);
-            for (int64_t it = i0; it < i1; it++) {
-                const int64_t t = it / n_cb, c0 = (it % n_cb) * cc;
-                float *g = f->gate + t * ff + c0;
-                const float *u = f->up + t * ff + c0;
-                f->silu_mul(g, u, cc);
-                mm_quantize(L->w_down.type, g, cc, 1, cc,
-                            f->xq + (size_t)t * rb + (size_t)(c0 / cc) * cb, 0, 1);
-            }
-        }
+        /* 9: down projection */
+        mm_compute(&L->w_down, f->hq, T, f->tmp, d, f->run, ith);
         tp_barrier(f->run);
         PROF_MARK(f, ith, 9, t_prof);
-
-        /* 10: down projection */
-        mm_compute(&L->w_down, f->xq, T, f->tmp, d, f->run, ith);
-        tp_barrier(f->run);
-        PROF_MARK(f, ith, 10, t_prof);
     }
 
     /* Output: the last residual add and norm only for the rows that want logits. */
     if (b->n_logits > 0) {
         step_norm_quant(f, b->n_logits, true, m->output_norm, m->output.type, b->logit_rows, ith, nth);
         tp_barrier(f->run);
-        PROF_MARK(f, ith, 11, t_prof);
+        PROF_MARK(f, ith, 10, t_prof);
         mm_compute(&m->output, f->xq, b->n_logits, b->logits, hp->n_vocab, f->run, ith);
     }
-    PROF_MARK(f, ith, 11, t_prof);
+    PROF_MARK(f, ith, 10, t_prof);
 }
 
 vt_status fwd_run(fwd_ctx *f, const fwd_batch *b) {
