@@ -190,10 +190,8 @@ void attn_partial(const kv_cache *kv, const attn_kv_ops *kops, const attn_kv_ops
         prefetch_lines(kv_k_head(kv, layer, blocks[b], g), k_bytes, 3);
     for (int64_t p = p0; p < p1;) {
         const int64_t slot = p % bs, nr = bs - slot < p1 - p ? bs - slot : p1 - p, b = p / bs;
-        if (ATTN_PF_BLOCKS > 0 && b + ATTN_PF_BLOCKS <= b_last) {
+        if (ATTN_PF_BLOCKS > 0 && b + ATTN_PF_BLOCKS <= b_last)
             prefetch_lines(kv_k_head(kv, layer, blocks[b + ATTN_PF_BLOCKS], g), k_bytes, 3);
-            prefetch_lines(kv_v_row(kv, layer, blocks[b], g, 0), v_bytes, 2);
-        }
         kops->scores(kv_k_head(kv, layer, blocks[b], g), bs, slot, nr, q, rows, hd, scale,
                      scores + (p - p0), n);
         p += nr;
@@ -207,6 +205,8 @@ void attn_partial(const kv_cache *kv, const attn_kv_ops *kops, const attn_kv_ops
             memset(s + ni, 0, sizeof(float) * (size_t)(n - ni));
         }
     }
+    for (int64_t b = b_first; b < b_first + ATTN_PF_BLOCKS && b <= b_last; b++)
+        prefetch_lines(kv_v_row(kv, layer, blocks[b], g, 0), v_bytes, 3);
     for (int64_t k = 0; k < rows; k++)
         memset(aq->part + k * aq->part_stride + 2, 0, sizeof(float) * (size_t)hd);
     for (int64_t p = p0; p < p1;) {
