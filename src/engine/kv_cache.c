@@ -1,50 +1,11 @@
 #include "engine/kv_cache.h"
 
+#include "base/hugemem.h"
 #include "base/size.h"
 #include "base/status.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-
-/* The K and V arrays are anonymous mappings aligned to 2 MiB and advised into
- * transparent huge pages (MADV_HUGEPAGE; the kernel's default is often
- * "madvise"). A decode step reads every block of each sequence after the
- * weights have streamed through, so in 4 KiB pages nearly every block read
- * also walks the page tables (two levels of them under a VM): with huge
- * pages, attention in a 1B Q4_0 decode step at depth 512 took 1.4-2.0 ms
- * instead of 2.0-3.4 (1 thread, Zen 5 VM, three alternated runs each,
- * -DVT_FWD_PROFILE), and the K/V stores 40% less. Like calloc's, the pages are
- * zero and committed on first touch. Under AddressSanitizer, calloc, so the
- * bounds stay checked. */
-#define KV_HUGE_PAGE ((size_t)2 << 20)
-
-static void *kv_region_alloc(size_t bytes) {
-#ifdef __SANITIZE_ADDRESS__
-    return calloc(1, bytes);
-#else
-    const size_t len = size_align_up(bytes, KV_HUGE_PAGE);
-    uint8_t *p = mmap(NULL, len + KV_HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return NULL;
-    /* keep the aligned len bytes, unmap the slack on both sides */
-    uint8_t *a = (uint8_t *)size_align_up((size_t)p, KV_HUGE_PAGE);
-    if (a > p) munmap(p, (size_t)(a - p));
-    if (a + len < p + len + KV_HUGE_PAGE) munmap(a + len, (size_t)(p + KV_HUGE_PAGE - a));
-    madvise(a, len, MADV_HUGEPAGE);
-    return a;
-#endif
-}
-
-static void kv_region_free(void *p, size_t bytes) {
-    if (!p) return;
-#ifdef __SANITIZE_ADDRESS__
-    (void)bytes;
-    free(p);
-#else
-    munmap(p, size_align_up(bytes, KV_HUGE_PAGE));
-#endif
-}
-
 vt_status kv_dtype_of(vt_kv_type t, vt_dtype *out) {
     switch (t) {
     case VT_KV_F16: *out = VT_DTYPE_F16; return VT_OK;
@@ -90,9 +51,10 @@ vt_status kv_cache_init(kv_cache *kv, vt_dtype type_k, vt_dtype type_v, int64_t 
         !size_mul(kv->block_bytes_v, (size_t)(n_blocks * n_layer), &bv))
         return vt_errorf(VT_E_NOMEM, "KV cache size overflows");
     /* zeroed: the K kernels may load a whole vector of slots past the last
-     * valid one inside a block (those lanes are discarded, but are read) */
-    kv->k = kv_region_alloc(bk);
-    kv->v = kv_region_alloc(bv);
+     * valid one inside a block (those lanes are discarded, but are read); in
+     * huge pages: every decode step sweeps a sequence's blocks (base/hugemem.h) */
+    kv->k = hugemem_alloc(bk);
+    kv->v = hugemem_alloc(bv);
     kv->free_list = malloc((size_t)n_blocks * sizeof *kv->free_list);
     kv->ref = calloc((size_t)n_blocks, sizeof *kv->ref);
     if (!kv->k || !kv->v || !kv->free_list || !kv->ref) {
@@ -109,8 +71,8 @@ vt_status kv_cache_init(kv_cache *kv, vt_dtype type_k, vt_dtype type_v, int64_t 
 
 void kv_cache_free(kv_cache *kv) {
     const size_t blocks = (size_t)(kv->n_blocks * kv->n_layer);
-    kv_region_free(kv->k, kv->block_bytes_k * blocks);
-    kv_region_free(kv->v, kv->block_bytes_v * blocks);
+    hugemem_free(kv->k, kv->block_bytes_k * blocks);
+    hugemem_free(kv->v, kv->block_bytes_v * blocks);
     free(kv->free_list);
     free(kv->ref);
     memset(kv, 0, sizeof *kv);

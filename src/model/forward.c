@@ -1,6 +1,7 @@
 #include "model/forward.h"
 
 #include "cpu/attention.h"
+#include "base/hugemem.h"
 #include "base/size.h"
 #include "cpu/kernels.h"
 #include "cpu/matmul.h"
@@ -65,6 +66,8 @@ struct fwd_ctx {
     int64_t max_tokens;
     const attn_kv_ops *kops, *vops;
 
+    void *work;    /* the mapping the buffers below are carved from */
+    size_t work_bytes;
     float *x;      /* (T, n_embd) residual stream */
     float *tmp;    /* (T, n_embd) output of the attention / FFN projections */
     float *q;      /* (T, n_head * head_dim) */
@@ -144,20 +147,31 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
     }
     act = max_sz(act, mm_act_row_bytes(m->output.type, hp->n_embd));
     f->act_row_max = size_align_up(act, 64);
-    f->x = malloc(T * d * sizeof(float));
-    f->tmp = malloc(T * d * sizeof(float));
-    f->q = malloc(T * qd * sizeof(float));
-    f->k = malloc(T * kvd * sizeof(float));
-    f->v = malloc(T * kvd * sizeof(float));
-    f->attn = malloc(T * qd * sizeof(float));
-    f->rope = malloc(T * (size_t)hp->n_rot * sizeof(float));
-    f->norm = malloc((size_t)f->nth_max * max_sz(d, (size_t)hp->head_dim) * sizeof(float));
-    f->xq = malloc(T * f->act_row_max);
-    f->hq = malloc(T * f->act_row_max);
+    /* The activations: one mapping in huge pages (base/hugemem.h), carved in
+     * cache-line-aligned pieces; the order is the fields'. */
+    const size_t sizes[] = {
+        T * d * sizeof(float),   T * d * sizeof(float),    T * qd * sizeof(float),
+        T * kvd * sizeof(float), T * kvd * sizeof(float),  T * qd * sizeof(float),
+        T * (size_t)hp->n_rot * sizeof(float),
+        (size_t)f->nth_max * max_sz(d, (size_t)hp->head_dim) * sizeof(float),
+        T * f->act_row_max,      T * f->act_row_max,
+    };
+    float **floats[] = {&f->x, &f->tmp, &f->q, &f->k, &f->v, &f->attn, &f->rope, &f->norm};
+    uint8_t **bytes[] = {&f->xq, &f->hq};
+    const int n_floats = (int)(sizeof floats / sizeof floats[0]);
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) f->work_bytes += size_align_up(sizes[i], 64);
+    f->work = hugemem_alloc(f->work_bytes);
+    if (f->work) {
+        uint8_t *at = f->work;
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            if ((int)i < n_floats) *floats[i] = (float *)(void *)at;
+            else *bytes[i - (size_t)n_floats] = at;
+            at += size_align_up(sizes[i], 64);
+        }
+    }
     f->chunk_off = malloc((T + 1) * sizeof(int64_t));
     f->groups = malloc(T * sizeof(attn_group));
-    if (!f->x || !f->tmp || !f->q || !f->k || !f->v || !f->attn || !f->hq ||
-        !f->rope || !f->norm || !f->xq || !f->chunk_off || !f->groups) {
+    if (!f->work || !f->chunk_off || !f->groups) {
         fwd_destroy(f);
         return vt_errorf(VT_E_NOMEM, "out of memory for a %lld-token batch workspace",
                          (long long)max_tokens);
@@ -184,16 +198,7 @@ void fwd_destroy(fwd_ctx *f) {
     }
 #endif
     tp_destroy(f->solo);
-    free(f->x);
-    free(f->tmp);
-    free(f->q);
-    free(f->k);
-    free(f->v);
-    free(f->attn);
-    free(f->rope);
-    free(f->norm);
-    free(f->xq);
-    free(f->hq);
+    hugemem_free(f->work, f->work_bytes);
     free(f->parts);
     free(f->chunk_off);
     free(f->groups);
