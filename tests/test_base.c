@@ -1,5 +1,6 @@
-/* base/: status messages, checked size math, fp16/bf16 conversions. */
+/* base/: status messages, checked size math, fp16/bf16 conversions, hugemem. */
 #include "base/fp16.h"
+#include "base/hugemem.h"
 #include "base/size.h"
 #include "base/status.h"
 #include "test.h"
@@ -37,9 +38,32 @@ static void test_fp16(void) {
     CHECK(f32_to_bf16(1.00390625f) == 0x3f80); /* tie rounds to even */
 }
 
+/* Zeroed, writable to the last byte, 2 MiB-aligned from 2 MiB up (except under
+ * ASan, where it is calloc), and freed without error for every size class. */
+static void test_hugemem(void) {
+    static const size_t sizes[] = {0, 1, 4095, 4097, HUGEMEM_PAGE - 1, HUGEMEM_PAGE, 3 * HUGEMEM_PAGE + 5};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        const size_t n = sizes[i];
+        unsigned char *p = hugemem_alloc(n);
+        CHECK(p != NULL);
+        if (!p) continue;
+        int nonzero = 0;
+        for (size_t k = 0; k < n; k += 511) nonzero += p[k] != 0;
+        if (n) nonzero += p[n - 1] != 0;
+        CHECK_MSG(nonzero == 0, "hugemem_alloc(%zu) not zeroed", n);
+        if (n) memset(p, 0xab, n);
+#ifndef __SANITIZE_ADDRESS__
+        if (n >= HUGEMEM_PAGE) CHECK_MSG((uintptr_t)p % HUGEMEM_PAGE == 0, "hugemem_alloc(%zu) unaligned", n);
+#endif
+        hugemem_free(p, n);
+    }
+    hugemem_free(NULL, 123);
+}
+
 int main(void) {
     test_status();
     test_size();
     test_fp16();
+    test_hugemem();
     return test_finish();
 }

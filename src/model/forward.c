@@ -78,7 +78,7 @@ struct fwd_ctx {
     uint8_t *xq;   /* (T, act_row_max) quantized activations */
     uint8_t *hq;   /* (T, act_row_max) SiLU(gate) * up quantized for the down projection */
     size_t act_row_max;
-    float *parts;  /* attention partials */
+    float *parts;  /* attention partials (hugemem) */
     size_t parts_cap; /* floats */
     int64_t *chunk_off; /* (T + 1) prefix sums of chunks per token */
     /* Attention items: a group is a run of tokens of one sequence at consecutive
@@ -199,7 +199,7 @@ void fwd_destroy(fwd_ctx *f) {
 #endif
     tp_destroy(f->solo);
     hugemem_free(f->work, f->work_bytes);
-    free(f->parts);
+    hugemem_free(f->parts, f->parts_cap * sizeof(float));
     free(f->chunk_off);
     free(f->groups);
     free(f->items);
@@ -506,11 +506,12 @@ vt_status fwd_run(fwd_ctx *f, const fwd_batch *b) {
     }
     const size_t need = (size_t)f->chunk_off[b->n_tokens] * (size_t)hp->n_head *
                         (size_t)attn_part_floats(hp->head_dim);
-    if (need > f->parts_cap) {
-        float *p = realloc(f->parts, need * sizeof(float));
+    if (need > f->parts_cap) { /* scratch of one pass: nothing to keep */
+        float *p = hugemem_alloc(need * sizeof(float));
         if (!p)
             return vt_errorf(VT_E_NOMEM, "out of memory for attention scratch (%.1f MiB)",
                              (double)need * sizeof(float) / (1024.0 * 1024.0));
+        hugemem_free(f->parts, f->parts_cap * sizeof(float));
         f->parts = p;
         f->parts_cap = need;
     }
