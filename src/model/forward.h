@@ -9,9 +9,8 @@
  *   5 combine partials + quantize for the output proj.   (split by token)
  *   6 attention output projection                        (output rows split)
  *   7 residual add + RMSNorm + quantize                  (split by token)
- *   8 gate and up matmuls in one step                    (output rows split)
- *   9 SiLU(gate) * up + quantize                         (token x column block)
- *  10 down projection                                    (output rows split)
+ *   8 gate and up matmuls, SiLU(gate) * up + quantize    (columns of h split)
+ *   9 down projection                                    (output rows split)
  * and at the end the output norm and the logits of the rows that want them.
  * A pass too small to share (a tiny model's decode) runs on the calling thread
  * alone, without waking the pool (FWD_SOLO_KIB_DEFAULT in forward.c). */
