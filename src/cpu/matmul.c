@@ -21,8 +21,8 @@
  * weights, reused from L2 by every 4-token tile). mm_compute_glu runs gate and up
  * that way span by span into two small buffers and finishes h there (SiLU, then
  * the quantization for the down projection): the split it replaced wrote both
- * outputs to memory (32 MiB a layer at 512 tokens) for a second step to read. File-layout tiles are
- * MM_ROW_TILE rows x MM_TOK_TILE tokens; within a tile, groups of
+ * outputs to memory (32 MiB a layer at 512 tokens) for a second step to read.
+ * File-layout tiles are MM_ROW_TILE rows x MM_TOK_TILE tokens; within a tile, groups of
  * CPU_DOT_ROWS_MAX weight rows share each activation load (dot_rows).
  *
  * Determinism. Every output is computed by one kernel whose float steps do not
@@ -33,6 +33,7 @@
  * once per call, outside all loops. */
 #include "cpu/matmul.h"
 
+#include "base/hugemem.h"
 #include "base/size.h"
 #include "cpu/kernels.h"
 #include "cpu/pack.h"
@@ -78,7 +79,6 @@
 #define MM_GLU_TILE 16384
 /* Fewest tokens a wide (tile) call pays for. */
 #define MM_WIDE_MIN 8
-#define MM_HUGE_PAGE ((size_t)2 << 20)
 #define MM_PACKED 1 /* packed_kind: cpu/pack.h groups of PACK_ROWS rows */
 #define MM_PACK_THREADS 8
 
@@ -141,15 +141,10 @@ vt_status mm_weight_prepare(mm_weight *w) {
     if (!size_mul(group_bytes, (size_t)n_groups, &bytes))
         return vt_errorf(VT_E_RANGE, "matmul: packed copy of (%lld, %lld) overflows size_t",
                          (long long)w->n_out, (long long)w->n_in);
-    /* 2 MiB aligned, and transparent huge pages asked for: the packed weights are
-     * streamed once per token, and 4 KiB pages would cost a TLB miss every 4 KiB. */
-    void *p = NULL;
-    const size_t align = bytes >= MM_HUGE_PAGE ? MM_HUGE_PAGE : 64;
-    if (posix_memalign(&p, align, size_align_up(bytes, align)) != 0)
-        return vt_errorf(VT_E_NOMEM, "matmul: out of memory for a packed copy (%zu bytes)", bytes);
-#ifdef MADV_HUGEPAGE
-    if (align == MM_HUGE_PAGE) madvise(p, size_align_up(bytes, align), MADV_HUGEPAGE);
-#endif
+    /* In huge pages (base/hugemem.h): the packed weights are streamed once per
+     * token, and 4 KiB pages would cost a TLB miss every 4 KiB. */
+    void *p = hugemem_alloc(bytes);
+    if (!p) return vt_errorf(VT_E_NOMEM, "matmul: out of memory for a packed copy (%zu bytes)", bytes);
     /* Packing is memory-bound (and the first touch of every page of the copy):
      * large weights are split among a few short-lived threads. */
     pack_job jobs[MM_PACK_THREADS];
@@ -184,8 +179,13 @@ void mm_weight_release_source(const mm_weight *w) {
     if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
+/* Bytes of w's packed copy: whole groups of PACK_ROWS rows. */
+static size_t packed_bytes(const mm_weight *w) {
+    return PACK_ROWS * w->row_bytes * (size_t)((w->n_out + PACK_ROWS - 1) / PACK_ROWS);
+}
+
 void mm_weight_free(mm_weight *w) {
-    free(w->packed);
+    hugemem_free(w->packed, packed_bytes(w));
     w->packed = NULL;
     w->packed_kind = 0;
 }
@@ -467,13 +467,14 @@ static void glu_units(const void *ctx, int64_t u0, int64_t u1) {
     const int64_t c_lo = u0 * uc, c_hi = u1 * uc < n_out ? u1 * uc : n_out;
     tok_block kg = tok_kernels(j->gate, j->x_stride, n_tok), ku = tok_kernels(j->up, j->x_stride, n_tok);
     const bool shared = j->gate->type == j->up->type && kg.gemm == ku.gemm && kg.wide == ku.wide;
+    const int64_t chunk_g = chunk_groups(j->gate, n_tok), chunk_u = chunk_groups(j->up, n_tok);
     int64_t span, tb;
     if (n_tok <= PACK_TOK_MAX) {
         tb = n_tok;
         span = MM_GLU_TILE / n_tok / uc * uc;
     } else {
         const int64_t tile = kg.wide || ku.wide ? PACK_TOK_WIDE : PACK_TOK_MAX;
-        const int64_t chunk = chunk_groups(j->gate, n_tok) * MM_ROW_TILE;
+        const int64_t chunk = chunk_g * MM_ROW_TILE;
         const int64_t span_max = MM_GLU_TILE / tile / uc * uc;
         span = (chunk + uc - 1) / uc * uc;
         if (span > span_max) span = span_max;
@@ -492,8 +493,8 @@ static void glu_units(const void *ctx, int64_t u0, int64_t u1) {
         for (int64_t s0 = c_lo; s0 < c_hi; s0 += span) {
             const int64_t ns = s0 + span < c_hi ? span : c_hi - s0;
             const int64_t g0 = s0 / MM_ROW_TILE, g1 = (s0 + ns + MM_ROW_TILE - 1) / MM_ROW_TILE;
-            block_run(j->gate, &kg, g0, g1, chunk_groups(j->gate, n_tok), bg, ns);
-            block_run(j->up, &ku, g0, g1, chunk_groups(j->up, n_tok), bu, ns);
+            block_run(j->gate, &kg, g0, g1, chunk_g, bg, ns);
+            block_run(j->up, &ku, g0, g1, chunk_u, bu, ns);
             for (int64_t i = 0; i < nt; i++) {
                 float *h = bg + i * ns;
                 j->silu_mul(h, bu + i * ns, ns);
@@ -506,9 +507,8 @@ static void glu_units(const void *ctx, int64_t u0, int64_t u1) {
 void mm_compute_glu(const mm_weight *gate, const mm_weight *up, vt_dtype down_type, const void *xq,
                     int64_t n_tok, void *hq, tp_pool *pool, int ith) {
     if (n_tok <= 0) return;
-    const quant_traits *gt = quant_traits_get(gate->type);
-    VT_ASSERT(gt && quant_traits_get(up->type)->dot_type == gt->dot_type && gate->n_in == up->n_in &&
-              gate->n_out == up->n_out);
+    VT_ASSERT(quant_traits_get(up->type)->dot_type == quant_traits_get(gate->type)->dot_type &&
+              gate->n_in == up->n_in && gate->n_out == up->n_out);
     const vt_dtype h_type = quant_traits_get(down_type)->dot_type;
     const quant_traits *ht = quant_traits_get(h_type);
     const cpu_kernels *k = cpu_kernels_get();

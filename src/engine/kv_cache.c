@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+
 vt_status kv_dtype_of(vt_kv_type t, vt_dtype *out) {
     switch (t) {
     case VT_KV_F16: *out = VT_DTYPE_F16; return VT_OK;

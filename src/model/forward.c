@@ -102,6 +102,14 @@ int fwd_barriers_per_layer(void) { return 9; }
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
+/* The piece of `bytes` at *off from base (NULL while only sizing), and *off
+ * past it, to the next cache line. */
+static void *carve(uint8_t *base, size_t *off, size_t bytes) {
+    void *p = base ? base + *off : NULL;
+    *off += size_align_up(bytes, 64);
+    return p;
+}
+
 vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_tokens,
                      fwd_ctx **out) {
     const model_hparams *hp = &m->hp;
@@ -148,26 +156,23 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
     act = max_sz(act, mm_act_row_bytes(m->output.type, hp->n_embd));
     f->act_row_max = size_align_up(act, 64);
     /* The activations: one mapping in huge pages (base/hugemem.h), carved in
-     * cache-line-aligned pieces; the order is the fields'. */
-    const size_t sizes[] = {
-        T * d * sizeof(float),   T * d * sizeof(float),    T * qd * sizeof(float),
-        T * kvd * sizeof(float), T * kvd * sizeof(float),  T * qd * sizeof(float),
-        T * (size_t)hp->n_rot * sizeof(float),
-        (size_t)f->nth_max * max_sz(d, (size_t)hp->head_dim) * sizeof(float),
-        T * f->act_row_max,      T * f->act_row_max,
-    };
-    float **floats[] = {&f->x, &f->tmp, &f->q, &f->k, &f->v, &f->attn, &f->rope, &f->norm};
-    uint8_t **bytes[] = {&f->xq, &f->hq};
-    const int n_floats = (int)(sizeof floats / sizeof floats[0]);
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) f->work_bytes += size_align_up(sizes[i], 64);
-    f->work = hugemem_alloc(f->work_bytes);
-    if (f->work) {
-        uint8_t *at = f->work;
-        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-            if ((int)i < n_floats) *floats[i] = (float *)(void *)at;
-            else *bytes[i - (size_t)n_floats] = at;
-            at += size_align_up(sizes[i], 64);
-        }
+     * cache-line-aligned pieces. The first pass sizes it (no base yet), the
+     * second hands out the pieces. */
+    for (int pass = 0; pass < 2; pass++) {
+        uint8_t *base = f->work;
+        size_t off = 0;
+        f->x = carve(base, &off, T * d * sizeof(float));
+        f->tmp = carve(base, &off, T * d * sizeof(float));
+        f->q = carve(base, &off, T * qd * sizeof(float));
+        f->k = carve(base, &off, T * kvd * sizeof(float));
+        f->v = carve(base, &off, T * kvd * sizeof(float));
+        f->attn = carve(base, &off, T * qd * sizeof(float));
+        f->rope = carve(base, &off, T * (size_t)hp->n_rot * sizeof(float));
+        f->norm = carve(base, &off, (size_t)f->nth_max * max_sz(d, (size_t)hp->head_dim) * sizeof(float));
+        f->xq = carve(base, &off, T * f->act_row_max);
+        f->hq = carve(base, &off, T * f->act_row_max);
+        if (pass == 0 && !(f->work = hugemem_alloc(off))) break;
+        f->work_bytes = off;
     }
     f->chunk_off = malloc((T + 1) * sizeof(int64_t));
     f->groups = malloc(T * sizeof(attn_group));
