@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # vt bench end to end on stories260K, vt alone (speed is never asserted here):
 # - a run with --interleave --bandwidth --json exits 0 and prints the table,
-#   the per-pair changes and a "% of bound" for decode rows only;
+#   the per-pair changes (with no ratio change when llama.cpp did not run) and a "% of bound" for decode rows only;
 # - the JSON has one bandwidth reading per counted decode pair, none for
 #   prefill, and a fraction of the bound for vt;
 # - the JSON names llama.cpp's mmap setting;
@@ -25,6 +25,9 @@ out=$("$vt" bench -m "$m" --engine vt -w pp16,tg8,tg8@d16 -t 1,2 -r 2 --no-aa --
 [ $rc -eq 0 ] && ok || bad "bench exited $rc: $(tail -3 "$tmp/err")"
 grep -q '^| model | size | th | test | vt t/s' <<<"$out" && ok || bad "no table in: $out"
 grep -q 'tg8 -> tg8@d16' <<<"$out" && ok || bad "no per-pair change tg8 -> tg8@d16"
+# the change of the ratio needs both engines: "-" with vt alone
+grep -qE '^\| stories260K.gguf \| 1 \| tg8 -> tg8@d16 \| [-+][0-9.]+% .* \| - \| - \| - \| - \|$' <<<"$out" \
+  && ok || bad "the tg8 change row has no vt figure or claims a ratio change without llama.cpp: $out"
 # "% of bound": a number for each decode row, "-" for each prefill row
 n_dec=$(grep -cE '^\| stories260K.gguf .*\| tg8(@d16)? \|.*\| [0-9]+% \| - \|$' <<<"$out")
 n_pre=$(grep -cE '^\| stories260K.gguf .*\| pp16 \|.*\| - \| - \|$' <<<"$out")

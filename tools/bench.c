@@ -642,12 +642,35 @@ static void machine_line(char *buf, size_t n) {
              fma ? " fma" : "", f16c ? " f16c" : "", avx512 ? " avx512f" : "", vnni ? " avx512_vnni" : "");
 }
 
+/* The median (min..max) of the per-pair values in x (n of them) as "%+.1f%% (..)"
+ * of their change from 1, or "-" when there are none. */
+static void change_cell(char *buf, size_t len, const double *x, int n) {
+    if (n == 0) {
+        snprintf(buf, len, "-");
+        return;
+    }
+    double lo, hi;
+    min_max(x, n, &lo, &hi);
+    snprintf(buf, len, "%+.1f%% (%+.1f..%+.1f)", 100.0 * (median(x, n) - 1.0), 100.0 * (lo - 1.0),
+             100.0 * (hi - 1.0));
+}
+
 /* --interleave: each engine's change from the first workload of a kind (prefill or
  * decode) to each later one of that kind, as the median (min..max) of the ratios
- * of runs of the same pair index, which ran within the same minute or two. */
+ * of runs of the same pair index, which ran within the same minute or two.
+ *
+ * "vt falls no more than llama.cpp" (vt_b / vt_a >= llama_b / llama_a) is the
+ * same statement as vt/llama at b >= vt/llama at a, and that form is the one a
+ * VM whose speed flips by 1.5x within minutes can still answer: each of its
+ * ratios comes from one A/B pair run back to back, where the engines' own
+ * changes compare runs minutes apart. So the table also gives the change of
+ * the per-pair ratio (pair i of b over pair i of a) against the noise of such
+ * a change, the quotients of the two workloads' A/A bands (lo_b / hi_a ..
+ * hi_b / lo_a): above it vt falls less, below it more, inside it the same. */
 static void print_changes(const bench_cfg *c, const row *rows, int n_rows) {
     printf("\nchange from the first workload of its kind, median (min..max) of per-pair ratios:\n\n");
-    printf("| model | th | from -> to | vt | llama.cpp |\n|---|---:|---|---:|---:|\n");
+    printf("| model | th | from -> to | vt | llama.cpp | vt/llama | A/A noise | vt falls |\n"
+           "|---|---:|---|---:|---:|---:|---|---|\n");
     for (int k = 0; k < n_rows; k += c->n_work) {
         const row *g = &rows[k];
         for (int wi = 1; wi < c->n_work; wi++) {
@@ -655,21 +678,33 @@ static void print_changes(const bench_cfg *c, const row *rows, int n_rows) {
             int w0 = 0;
             while (w0 < wi && (g[w0].w->n_gen > 0) != decode) w0++;
             if (w0 == wi) continue;
-            char cell[2][64];
-            for (int e = 0; e < 2; e++) {
-                double ch[MAX_REPS];
-                int n = 0;
-                for (int i = 0; i < c->reps; i++) {
-                    const double a = g[w0].pair_tps[e][i], b = g[wi].pair_tps[e][i];
-                    if (isfinite(a) && isfinite(b) && a > 0) ch[n++] = 100.0 * (b / a - 1.0);
+            const row *a = &g[w0], *b = &g[wi];
+            char cell[3][64], noise[48] = "-", verdict[16] = "-";
+            double ch[3][MAX_REPS];
+            int n[3] = {0, 0, 0};
+            for (int i = 0; i < c->reps; i++) {
+                for (int e = 0; e < 2; e++) {
+                    const double x = a->pair_tps[e][i], y = b->pair_tps[e][i];
+                    if (isfinite(x) && isfinite(y) && x > 0) ch[e][n[e]++] = y / x;
                 }
-                double lo, hi;
-                min_max(ch, n, &lo, &hi);
-                if (n == 0) snprintf(cell[e], sizeof cell[e], "-");
-                else snprintf(cell[e], sizeof cell[e], "%+.1f%% (%+.1f..%+.1f)", median(ch, n), lo, hi);
+                const double ra = a->pair_tps[ENG_VT][i] / a->pair_tps[ENG_LLAMA][i];
+                const double rb = b->pair_tps[ENG_VT][i] / b->pair_tps[ENG_LLAMA][i];
+                if (isfinite(ra) && isfinite(rb) && ra > 0) ch[2][n[2]++] = rb / ra;
             }
-            printf("| %s | %d | %s -> %s | %s | %s |\n", base_name(g[wi].model), g[wi].threads,
-                   g[w0].w->name, g[wi].w->name, cell[ENG_VT], cell[ENG_LLAMA]);
+            for (int e = 0; e < 3; e++) change_cell(cell[e], sizeof cell[e], ch[e], n[e]);
+            if (a->n_aa > 0 && b->n_aa > 0) {
+                double alo, ahi, blo, bhi;
+                min_max(a->aa, a->n_aa, &alo, &ahi);
+                min_max(b->aa, b->n_aa, &blo, &bhi);
+                const double lo = blo / ahi, hi = bhi / alo;
+                snprintf(noise, sizeof noise, "%+.1f..%+.1f%%", 100.0 * (lo - 1.0), 100.0 * (hi - 1.0));
+                if (n[2] > 0) {
+                    const double m = median(ch[2], n[2]);
+                    snprintf(verdict, sizeof verdict, "%s", m > hi ? "less" : m < lo ? "more" : "the same");
+                }
+            }
+            printf("| %s | %d | %s -> %s | %s | %s | %s | %s | %s |\n", base_name(b->model), b->threads,
+                   a->w->name, b->w->name, cell[ENG_VT], cell[ENG_LLAMA], cell[2], noise, verdict);
         }
     }
 }
