@@ -48,6 +48,12 @@
  *   Q4_K, PF_DIST_K 5 KiB: +10..22% (2048), +13..17% (8192); 2 KiB was the old
  *     distance, 4 and 8 KiB close to 5;
  *   Q5_K, a tile + 4 KiB: +18% / +17% over a tile + 256 bytes.
+ * A second stream 16 KiB ahead with the T1 hint (into L2), on top of the
+ * 6 KiB one, read Q4_0 / Q8_0 +2..26% / 0..+10% faster in gemm_ab (more at
+ * rows of 8192), Q4_K 6-22% slower; but in the forward pass (1B, tg128, 3
+ * alternated runs each) Q4_0 decoded +1.5% / -1% at 1 / 2 threads and Q8_0
+ * -10% / -8%, so it is not used (the AVX2 tier's kernels: -12..+21% by row
+ * length in gemm_ab alone).
  * The K-quant kernels issue their prefetches a quarter super-block at a time,
  * as the work goes (one burst of 36 / 52 lines per super-block stalled on the
  * fill buffers). Q5_K reads the high bits at the end of its tile from the start
