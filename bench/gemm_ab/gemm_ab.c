@@ -11,7 +11,10 @@
  * variant must equal the first one's bit for bit (unless GEMM_AB_NO_CHECK is
  * set: gemm_ab.sh says when that is useful).
  *
- *   gemm_ab TYPE N_IN ROUNDS */
+ * N_TOK (default 1, at most PACK_TOK_MAX) tokens share the read, as in a
+ * decode step of that many sequences.
+ *
+ *   gemm_ab TYPE N_IN ROUNDS [N_TOK] */
 #include "cpu/matmul.h"
 #include "cpu/pack.h"
 #include "quant/quant.h"
@@ -49,8 +52,8 @@ static void print_spread(const char *fmt, double *v, int n) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s TYPE N_IN ROUNDS\n", argv[0]);
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: %s TYPE N_IN ROUNDS [N_TOK]\n", argv[0]);
         return 2;
     }
     vt_dtype type = VT_DTYPE_COUNT;
@@ -59,11 +62,12 @@ int main(int argc, char **argv) {
         if (tr && !strcmp(tr->name, argv[1])) type = (vt_dtype)t;
     }
     const int64_t n_in = atoll(argv[2]);
-    const int rounds = atoi(argv[3]);
+    const int rounds = atoi(argv[3]), n_tok = argc == 5 ? atoi(argv[4]) : 1;
     size_t rb;
-    if (type == VT_DTYPE_COUNT || n_in <= 0 || rounds < 1 || rounds > MAX_ROUNDS ||
-        !quant_row_bytes(type, n_in, &rb)) {
-        fprintf(stderr, "gemm_ab: bad type, row length or rounds (1..%d)\n", MAX_ROUNDS);
+    if (type == VT_DTYPE_COUNT || n_in <= 0 || rounds < 1 || rounds > MAX_ROUNDS || n_tok < 1 ||
+        n_tok > PACK_TOK_MAX || !quant_row_bytes(type, n_in, &rb)) {
+        fprintf(stderr, "gemm_ab: bad type, row length, rounds (1..%d) or tokens (1..%d)\n", MAX_ROUNDS,
+                PACK_TOK_MAX);
         return 2;
     }
     const int64_t n_out = (int64_t)(WEIGHT_BYTES / rb) / PACK_ROWS * PACK_ROWS;
@@ -72,11 +76,12 @@ int main(int argc, char **argv) {
     const quant_traits *tr = quant_traits_get(type);
     const size_t d_off = type == VT_DTYPE_Q6_K ? 208 : 0;
     uint8_t *wd = malloc(wbytes);
-    float *x = malloc(sizeof(float) * (size_t)n_in);
+    float *x = malloc(sizeof(float) * (size_t)(n_in * n_tok));
     const size_t x_stride = mm_act_row_bytes(type, n_in);
-    void *xq = malloc(x_stride);
-    pack_xblock *xs = malloc(sizeof(pack_xblock) * (size_t)(n_in / 32));
-    float *y = malloc(sizeof(float) * (size_t)n_out), *y0 = malloc(sizeof(float) * (size_t)n_out);
+    void *xq = malloc(x_stride * (size_t)n_tok);
+    pack_xblock *xs = malloc(sizeof(pack_xblock) * (size_t)(n_in / 32 * n_tok));
+    const size_t y_bytes = sizeof(float) * (size_t)(n_out * n_tok);
+    float *y = malloc(y_bytes), *y0 = malloc(y_bytes);
     if (!wd || !x || !xq || !xs || !y || !y0) return 1;
     uint64_t s = 0x9e3779b97f4a7c15ull;
     for (size_t i = 0; i < wbytes; i++) {
@@ -90,24 +95,24 @@ int main(int argc, char **argv) {
         return 1;
     }
     free(wd);
-    for (int64_t i = 0; i < n_in; i++) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
-    mm_quantize(type, x, n_in, 1, n_in, xq, 0, 1);
-    if (pack_needs_xblocks(type)) pack_xblocks(type, xq, x_stride, 1, n_in / 32, xs);
+    for (int64_t i = 0; i < n_in * n_tok; i++) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    mm_quantize(type, x, n_in, n_tok, n_in, xq, 0, 1);
+    if (pack_needs_xblocks(type)) pack_xblocks(type, xq, x_stride, n_tok, n_in / 32, xs);
 
     static double gbs[16][MAX_ROUNDS];
     for (int r = 0; r < rounds; r++)
         for (int v = 0; v < N_VAR; v++) {
             const double t0 = now_s();
-            fns[v](n_in, w.packed, n_out / PACK_ROWS, xq, x_stride, xs, 1, y, n_out);
+            fns[v](n_in, w.packed, n_out / PACK_ROWS, xq, x_stride, xs, n_tok, y, n_out);
             gbs[v][r] = (double)wbytes / (now_s() - t0) / 1e9;
-            if (v == 0) memcpy(y0, y, sizeof(float) * (size_t)n_out);
-            else if (!getenv("GEMM_AB_NO_CHECK") && memcmp(y0, y, sizeof(float) * (size_t)n_out) != 0) {
+            if (v == 0) memcpy(y0, y, y_bytes);
+            else if (!getenv("GEMM_AB_NO_CHECK") && memcmp(y0, y, y_bytes) != 0) {
                 fprintf(stderr, "gemm_ab: %s computes other bits than %s\n", names[v], names[0]);
                 return 1;
             }
         }
-    printf("%s, rows of %lld, %d MiB of groups, %d rounds\n", tr->name, (long long)n_in,
-           (int)(wbytes >> 20), rounds);
+    printf("%s, rows of %lld, %d MiB of groups, %d token%s, %d rounds\n", tr->name, (long long)n_in,
+           (int)(wbytes >> 20), n_tok, n_tok > 1 ? "s" : "", rounds);
     for (int v = 0; v < N_VAR; v++) {
         double g[MAX_ROUNDS], ratio[MAX_ROUNDS];
         for (int r = 0; r < rounds; r++) g[r] = gbs[v][r], ratio[r] = gbs[v][r] / gbs[0][r];

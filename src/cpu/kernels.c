@@ -145,6 +145,8 @@ static void fill_avx512(cpu_kernels *k) {
     SET_GEMM(Q5_K, q5_K);
     SET_GEMM(Q6_K, q6_K);
 #undef SET_GEMM
+    k->gemm_cached[VT_DTYPE_Q4_0] = gemm_q4_0_avx512_cached;
+    k->gemm_cached[VT_DTYPE_Q8_0] = gemm_q8_0_avx512_cached;
     if (cpu_features_get()->amx_int8) {
         k->gemm_wide[VT_DTYPE_Q4_0] = gemm_q4_0_amx;
         k->gemm_wide[VT_DTYPE_Q8_0] = gemm_q8_0_amx;

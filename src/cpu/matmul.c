@@ -261,12 +261,13 @@ typedef struct {
 } tok_block;
 
 /* The kernels of w for a step of n_tok tokens (wide tiles where there is a
- * kernel, enough tokens, and rows it takes), looked up once per call. */
+ * kernel, enough tokens, and rows it takes; past one tile, the kernels for
+ * weights in cache), looked up once per call. */
 static tok_block tok_kernels(const mm_weight *w, size_t x_stride, int64_t n_tok) {
     const cpu_kernels *k = cpu_kernels_get();
     tok_block b = {.x_stride = x_stride};
     if (w->packed && k->gemm[w->type]) {
-        b.gemm = k->gemm[w->type];
+        b.gemm = n_tok > PACK_TOK_MAX && k->gemm_cached[w->type] ? k->gemm_cached[w->type] : k->gemm[w->type];
         if (n_tok >= MM_WIDE_MIN && w->n_in <= PACK_WIDE_N_IN_MAX) b.wide = k->gemm_wide[w->type];
     } else {
         b.dot_rows = k->dot_rows[w->type];
@@ -357,12 +358,15 @@ static void block_run(const mm_weight *w, const tok_block *b, int64_t u0, int64_
 }
 
 /* Groups of a packed weight per chunk: in prefill ~MM_CHUNK_BYTES of weights,
- * reused from L2 by every tile of a token block; decode reads each group once,
- * in one chunk, one stream. */
+ * reused from L2 by every tile of a token block, and an even count of at least
+ * two, because the AVX-512 Q4_0 / Q8_0 kernels take their 4-token tiles two
+ * groups at a time (x86/gemm_avx512.c); Q8_0 rows of 8192 (136 KiB groups)
+ * would otherwise never pair. Decode reads each group once, in one chunk, one
+ * stream. */
 static int64_t chunk_groups(const mm_weight *w, int64_t n_tok) {
     if (n_tok <= PACK_TOK_MAX) return INT64_MAX / 2;
     const int64_t c = (int64_t)(MM_CHUNK_BYTES / (PACK_ROWS * w->row_bytes));
-    return c < 1 ? 1 : c;
+    return c < 2 ? 2 : c & ~(int64_t)1;
 }
 
 /* Units [u0, u1) of one weight for n_tok tokens: blocks of tokens against
