@@ -292,7 +292,9 @@ VT_INLINE void q8_0_group2(int64_t nb, const uint8_t *g, size_t gb, const block_
  * (decode, of up to 4 sequences); the _cached twin, for the tiles of a prefill
  * token block, which find their chunk of groups in L2 (all but the first
  * tile), issues none: there the prefetches only took load slots, and the pair
- * kernels ran 10-25% slower with them (bench_matmul -n 128, Q4_0 / Q8_0). */
+ * kernels ran 10-25% slower with them (bench_matmul -n 128, Q4_0 / Q8_0). The
+ * K-quant kernels keep theirs in prefill: without, Q4_K ran 13% slower and
+ * Q6_K the same (3 alternated runs). */
 #define LEGACY_GEMM(name, suffix, pf_on)                                                    \
     void gemm_##name##_avx512##suffix(int64_t n_in, const void *w, int64_t n_groups,         \
                                       const void *x, size_t x_stride, const pack_xblock *xs, \
