@@ -12,9 +12,12 @@
  * set: gemm_ab.sh says when that is useful).
  *
  * N_TOK (default 1, at most PACK_TOK_MAX) tokens share the read, as in a
- * decode step of that many sequences.
+ * decode step of that many sequences. KIB (default 262144: 256 MiB) sets the
+ * weights' size: a few hundred KiB stay in L2 and measure the kernels as a
+ * prefill token block runs them (each call is then repeated until 256 MiB
+ * have been read, and the figure is still GB/s of weights).
  *
- *   gemm_ab TYPE N_IN ROUNDS [N_TOK] */
+ *   gemm_ab TYPE N_IN ROUNDS [N_TOK [KIB]] */
 #include "cpu/matmul.h"
 #include "cpu/pack.h"
 #include "quant/quant.h"
@@ -52,8 +55,8 @@ static void print_spread(const char *fmt, double *v, int n) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4 && argc != 5) {
-        fprintf(stderr, "usage: %s TYPE N_IN ROUNDS [N_TOK]\n", argv[0]);
+    if (argc < 4 || argc > 6) {
+        fprintf(stderr, "usage: %s TYPE N_IN ROUNDS [N_TOK [KIB]]\n", argv[0]);
         return 2;
     }
     vt_dtype type = VT_DTYPE_COUNT;
@@ -62,16 +65,19 @@ int main(int argc, char **argv) {
         if (tr && !strcmp(tr->name, argv[1])) type = (vt_dtype)t;
     }
     const int64_t n_in = atoll(argv[2]);
-    const int rounds = atoi(argv[3]), n_tok = argc == 5 ? atoi(argv[4]) : 1;
+    const int rounds = atoi(argv[3]), n_tok = argc >= 5 ? atoi(argv[4]) : 1;
+    const long long kib = argc == 6 ? atoll(argv[5]) : (long long)(WEIGHT_BYTES >> 10);
     size_t rb;
     if (type == VT_DTYPE_COUNT || n_in <= 0 || rounds < 1 || rounds > MAX_ROUNDS || n_tok < 1 ||
-        n_tok > PACK_TOK_MAX || !quant_row_bytes(type, n_in, &rb)) {
+        n_tok > PACK_TOK_MAX || kib < 1 || kib > (long long)(WEIGHT_BYTES >> 10) ||
+        !quant_row_bytes(type, n_in, &rb) || (size_t)kib << 10 < rb * PACK_ROWS) {
         fprintf(stderr, "gemm_ab: bad type, row length, rounds (1..%d) or tokens (1..%d)\n", MAX_ROUNDS,
                 PACK_TOK_MAX);
         return 2;
     }
-    const int64_t n_out = (int64_t)(WEIGHT_BYTES / rb) / PACK_ROWS * PACK_ROWS;
+    const int64_t n_out = (int64_t)(((size_t)kib << 10) / rb) / PACK_ROWS * PACK_ROWS;
     const size_t wbytes = rb * (size_t)n_out;
+    const int calls = wbytes >= WEIGHT_BYTES ? 1 : (int)(WEIGHT_BYTES / wbytes);
     /* random quants; every block's fp16 scale (at its offset in the block) set to ~0.01 */
     const quant_traits *tr = quant_traits_get(type);
     const size_t d_off = type == VT_DTYPE_Q6_K ? 208 : 0;
@@ -103,16 +109,17 @@ int main(int argc, char **argv) {
     for (int r = 0; r < rounds; r++)
         for (int v = 0; v < N_VAR; v++) {
             const double t0 = now_s();
-            fns[v](n_in, w.packed, n_out / PACK_ROWS, xq, x_stride, xs, n_tok, y, n_out);
-            gbs[v][r] = (double)wbytes / (now_s() - t0) / 1e9;
+            for (int c = 0; c < calls; c++)
+                fns[v](n_in, w.packed, n_out / PACK_ROWS, xq, x_stride, xs, n_tok, y, n_out);
+            gbs[v][r] = (double)wbytes * calls / (now_s() - t0) / 1e9;
             if (v == 0) memcpy(y0, y, y_bytes);
             else if (!getenv("GEMM_AB_NO_CHECK") && memcmp(y0, y, y_bytes) != 0) {
                 fprintf(stderr, "gemm_ab: %s computes other bits than %s\n", names[v], names[0]);
                 return 1;
             }
         }
-    printf("%s, rows of %lld, %d MiB of groups, %d token%s, %d rounds\n", tr->name, (long long)n_in,
-           (int)(wbytes >> 20), n_tok, n_tok > 1 ? "s" : "", rounds);
+    printf("%s, rows of %lld, %.2f MiB of groups (%d calls a round), %d token%s, %d rounds\n", tr->name,
+           (long long)n_in, (double)wbytes / 1048576.0, calls, n_tok, n_tok > 1 ? "s" : "", rounds);
     for (int v = 0; v < N_VAR; v++) {
         double g[MAX_ROUNDS], ratio[MAX_ROUNDS];
         for (int r = 0; r < rounds; r++) g[r] = gbs[v][r], ratio[r] = gbs[v][r] / gbs[0][r];

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Decode GEMM variants alternated in one process (gemm_ab.c says how it measures).
 #
-#   bench/gemm_ab/gemm_ab.sh [-i avx512|avx2] [-n N_TOK] TYPE N_IN ROUNDS NAME=SOURCE[:CFLAGS] ...
+#   bench/gemm_ab/gemm_ab.sh [-i avx512|avx2] [-n N_TOK] [-k KIB] TYPE N_IN ROUNDS NAME=SOURCE[:CFLAGS] ...
 #
 # Each NAME=SOURCE is a GEMM source file (src/cpu/x86/gemm_avx512.c, or an older
 # one: git show REV:src/cpu/x86/gemm_avx512.c > /tmp/old.c) compiled with CFLAGS
@@ -17,9 +17,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 isa=avx512
-n_tok=1
-while [ "${1:-}" = -i ] || [ "${1:-}" = -n ]; do
-  case $1 in -i) isa=$2 ;; -n) n_tok=$2 ;; esac
+n_tok=1 kib=262144
+while [ "${1:-}" = -i ] || [ "${1:-}" = -n ] || [ "${1:-}" = -k ]; do
+  case $1 in -i) isa=$2 ;; -n) n_tok=$2 ;; -k) kib=$2 ;; esac
   shift 2
 done
 [ $# -ge 4 ] || { sed -n 4,16p "$0"; exit 2; }
@@ -46,4 +46,4 @@ done
 # shellcheck disable=SC2086
 cc $cflags $isa_flags -DGEMM_AB_DECLS="$decls" -DGEMM_AB_FNS="$fns" -DGEMM_AB_NAMES="$names" \
   "$root/bench/gemm_ab/gemm_ab.c" "${objs[@]}" "$root/build/libvt.a" -lm -lpthread -ldl -o "$tmp/gemm_ab"
-"$tmp/gemm_ab" "$type" "$n_in" "$rounds" "$n_tok"
+"$tmp/gemm_ab" "$type" "$n_in" "$rounds" "$n_tok" "$kib"

@@ -78,7 +78,7 @@ VT_INLINE void prefetch_to(const uint8_t **next, const uint8_t *until) {
     }
 }
 
-/* The prefetch stream of one group of a pair (the _group2 kernels): offsets
+/* The prefetch stream of one group of a pair (legacy_group2): offsets
  * *next .. until of the group at gh, where an offset past its end (gb bytes)
  * is the same group of the next pair, 2 * gb on. So each stream runs into the
  * group it reads next: one linear stream over both groups would leave the
@@ -131,72 +131,6 @@ VT_INLINE void q4_0_group(int64_t nb, const uint8_t *g, const block_q8_0 *const 
     for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
 }
 
-/* Two groups at once (rows 0..15 of g and of g + gb), for 4-token tiles: each
- * activation broadcast feeds two vpdpbusd and the float steps of a block are
- * spread over twice the integer work, 16 int32 and 8 float accumulators. Per
- * row the arithmetic of q4_0_group (integer sums are exact in any order), so
- * the same bits. The single-group kernel reads up to 2 loads per vpdpbusd
- * and ran at ~560 GFLOP/s (bench_matmul -n 128, 1 thread, Zen 5 VM); this one
- * at 640-700 (+15..25% over the shapes 2048 x 4096 .. 512 x 8192), Q8_0's twin
- * below +30..40%; a 512-token prefill of the 1B Q4_0 +7..13% at 1 and 2
- * threads (2 alternated runs each). Decode (one token) keeps the one-group
- * stream, whose prefetch was tuned for it. */
-VT_INLINE void q4_0_group2(int64_t nb, const uint8_t *g, size_t gb, const block_q8_0 *const *xr,
-                           const pack_xblock *xs, float *y, int64_t ldy, const int nt, const bool pf_on) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-    __m512 acc[2][PACK_TOK_MAX];
-    UNROLL
-    for (int h = 0; h < 2; h++)
-        UNROLL
-        for (int t = 0; t < nt; t++) acc[h][t] = _mm512_setzero_ps();
-    size_t pf[2] = {PF_DIST, PF_DIST};
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q4_0);
-        UNROLL
-        for (int h = 0; h < 2 && pf_on; h++)
-            prefetch_pair_to(g + h * gb, gb, &pf[h], PF_DIST + (size_t)(b + 1) * PACK_ROWS * sizeof(block_q4_0));
-        __m512i s0[2][PACK_TOK_MAX], s1[2][PACK_TOK_MAX];
-        UNROLL
-        for (int t = 0; t < nt; t++) {
-            s0[0][t] = s0[1][t] = _mm512_set1_epi32(xs[t * nb + b].bias);
-            s1[0][t] = s1[1][t] = _mm512_setzero_si512();
-        }
-        UNROLL
-        for (int k = 0; k < 4; k++) {
-            __m512i lo[2], hi16[2];
-            UNROLL
-            for (int h = 0; h < 2; h++) {
-                const __m512i raw = _mm512_loadu_si512(v + h * gb + k * CHUNK_VEC);
-                lo[h] = _mm512_and_si512(raw, m4);
-                hi16[h] = _mm512_andnot_si512(m4, raw);
-            }
-            UNROLL
-            for (int t = 0; t < nt; t++) {
-                const __m512i xl = bcast32(xr[t][b].qs + 4 * k), xh = bcast32(xr[t][b].qs + 16 + 4 * k);
-                UNROLL
-                for (int h = 0; h < 2; h++) {
-                    s0[h][t] = _mm512_dpbusd_epi32(s0[h][t], lo[h], xl);
-                    s1[h][t] = _mm512_dpbusd_epi32(s1[h][t], hi16[h], xh);
-                }
-            }
-        }
-        UNROLL
-        for (int h = 0; h < 2; h++) {
-            const __m512 dw = load_f16x16(g + h * gb + pack_pair_d(b, PACK_QB_Q4_0));
-            UNROLL
-            for (int t = 0; t < nt; t++) {
-                const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xs[t * nb + b].d));
-                const __m512i s = _mm512_add_epi32(s0[h][t], _mm512_srai_epi32(s1[h][t], 4));
-                acc[h][t] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(s), acc[h][t]);
-            }
-        }
-    }
-    UNROLL
-    for (int h = 0; h < 2; h++)
-        UNROLL
-        for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + h * PACK_ROWS + t * ldy, acc[h][t]);
-}
-
 /* ---- Q8_0 ------------------------------------------------------------------------ */
 
 VT_INLINE void q8_0_group(int64_t nb, const uint8_t *g, const block_q8_0 *const *xr,
@@ -231,10 +165,23 @@ VT_INLINE void q8_0_group(int64_t nb, const uint8_t *g, const block_q8_0 *const 
     for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
 }
 
-/* q8_0_group over two groups at once, as q4_0_group2. */
-VT_INLINE void q8_0_group2(int64_t nb, const uint8_t *g, size_t gb, const block_q8_0 *const *xr,
-                           const pack_xblock *xs, float *y, int64_t ldy, const int nt, const bool pf_on) {
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
+/* Two groups at once (rows 0..15 of g and of g + gb), for 4-token tiles: each
+ * activation broadcast feeds two vpdpbusd and the float steps of a block are
+ * spread over twice the integer work, 16 int32 and 8 float accumulators. Per
+ * row the arithmetic of q4_0_group / q8_0_group (q8: which; integer sums are
+ * exact in any order), so the same bits. The one-group kernels read up to 2
+ * loads per vpdpbusd and ran Q4_0 at ~560 GFLOP/s (bench_matmul -n 128, 1
+ * thread, Zen 5 VM); this one at 640-700 (+15..25% over the shapes 2048 x 4096
+ * .. 512 x 8192), Q8_0 +30..40%; a 512-token prefill of the 1B models +12..38%
+ * at 1 and 2 threads (2 alternated runs each). In decode batches of 4 it reads
+ * Q4_0 / Q8_0 as fast as one group at rows of 2048 and 17-25% faster at 8192
+ * (gemm_ab -n 4). */
+VT_INLINE void legacy_group2(int64_t nb, const uint8_t *g, size_t gb, const block_q8_0 *const *xr,
+                             const pack_xblock *xs, float *y, int64_t ldy, const int nt, const bool pf_on,
+                             const bool q8) {
+    const size_t qb = q8 ? PACK_QB_Q8_0 : PACK_QB_Q4_0;
+    const size_t blk = q8 ? sizeof(block_q8_0) : sizeof(block_q4_0);
+    const __m512i m4 = _mm512_set1_epi8(0x0f), flip = _mm512_set1_epi8((char)0x80);
     __m512 acc[2][PACK_TOK_MAX];
     UNROLL
     for (int h = 0; h < 2; h++)
@@ -242,10 +189,10 @@ VT_INLINE void q8_0_group2(int64_t nb, const uint8_t *g, size_t gb, const block_
         for (int t = 0; t < nt; t++) acc[h][t] = _mm512_setzero_ps();
     size_t pf[2] = {PF_DIST, PF_DIST};
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q8_0);
+        const uint8_t *v = g + pack_pair_qs(nb, b, qb);
         UNROLL
         for (int h = 0; h < 2 && pf_on; h++)
-            prefetch_pair_to(g + h * gb, gb, &pf[h], PF_DIST + (size_t)(b + 1) * PACK_ROWS * sizeof(block_q8_0));
+            prefetch_pair_to(g + h * gb, gb, &pf[h], PF_DIST + (size_t)(b + 1) * PACK_ROWS * blk);
         __m512i s0[2][PACK_TOK_MAX], s1[2][PACK_TOK_MAX];
         UNROLL
         for (int t = 0; t < nt; t++) {
@@ -254,29 +201,39 @@ VT_INLINE void q8_0_group2(int64_t nb, const uint8_t *g, size_t gb, const block_
         }
         UNROLL
         for (int k = 0; k < 4; k++) {
-            __m512i qa[2], qb[2];
+            /* the weights against elements 4k.. (wa) and 16 + 4k.. (wb): Q4_0's
+             * low and high nibbles (the high ones as 16 * hi), Q8_0's chunks k
+             * and 4 + k, biased by +128 */
+            __m512i wa[2], wb[2];
             UNROLL
             for (int h = 0; h < 2; h++) {
-                qa[h] = _mm512_xor_si512(_mm512_loadu_si512(v + h * gb + k * CHUNK_VEC), flip);
-                qb[h] = _mm512_xor_si512(_mm512_loadu_si512(v + h * gb + (4 + k) * CHUNK_VEC), flip);
+                const __m512i raw = _mm512_loadu_si512(v + h * gb + k * CHUNK_VEC);
+                if (q8) {
+                    wa[h] = _mm512_xor_si512(raw, flip);
+                    wb[h] = _mm512_xor_si512(_mm512_loadu_si512(v + h * gb + (4 + k) * CHUNK_VEC), flip);
+                } else {
+                    wa[h] = _mm512_and_si512(raw, m4);
+                    wb[h] = _mm512_andnot_si512(m4, raw);
+                }
             }
             UNROLL
             for (int t = 0; t < nt; t++) {
                 const __m512i xa = bcast32(xr[t][b].qs + 4 * k), xb = bcast32(xr[t][b].qs + 16 + 4 * k);
                 UNROLL
                 for (int h = 0; h < 2; h++) {
-                    s0[h][t] = _mm512_dpbusd_epi32(s0[h][t], qa[h], xa);
-                    s1[h][t] = _mm512_dpbusd_epi32(s1[h][t], qb[h], xb);
+                    s0[h][t] = _mm512_dpbusd_epi32(s0[h][t], wa[h], xa);
+                    s1[h][t] = _mm512_dpbusd_epi32(s1[h][t], wb[h], xb);
                 }
             }
         }
         UNROLL
         for (int h = 0; h < 2; h++) {
-            const __m512 dw = load_f16x16(g + h * gb + pack_pair_d(b, PACK_QB_Q8_0));
+            const __m512 dw = load_f16x16(g + h * gb + pack_pair_d(b, qb));
             UNROLL
             for (int t = 0; t < nt; t++) {
                 const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xs[t * nb + b].d));
-                acc[h][t] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(_mm512_add_epi32(s0[h][t], s1[h][t])), acc[h][t]);
+                const __m512i s = _mm512_add_epi32(s0[h][t], q8 ? s1[h][t] : _mm512_srai_epi32(s1[h][t], 4));
+                acc[h][t] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(s), acc[h][t]);
             }
         }
     }
@@ -307,8 +264,8 @@ VT_INLINE void q8_0_group2(int64_t nb, const uint8_t *g, size_t gb, const block_
         int64_t gi = 0;                                                                     \
         if (n_tok == 4)                                                                     \
             for (; gi + 2 <= n_groups; gi += 2)                                             \
-                name##_group2(nb, (const uint8_t *)w + (size_t)gi * group_bytes, group_bytes, \
-                              xr, xs, y + gi * PACK_ROWS, ldy, 4, pf_on);                   \
+                legacy_group2(nb, (const uint8_t *)w + (size_t)gi * group_bytes, group_bytes, \
+                              xr, xs, y + gi * PACK_ROWS, ldy, 4, pf_on, QB8_##name);       \
         for (; gi < n_groups; gi++) {                                                       \
             const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;               \
             float *yg = y + gi * PACK_ROWS;                                                 \
@@ -321,10 +278,14 @@ VT_INLINE void q8_0_group2(int64_t nb, const uint8_t *g, size_t gb, const block_
         }                                                                                   \
     }
 
+#define QB8_q4_0 false
+#define QB8_q8_0 true
 LEGACY_GEMM(q4_0, , true)
 LEGACY_GEMM(q8_0, , true)
 LEGACY_GEMM(q4_0, _cached, false)
 LEGACY_GEMM(q8_0, _cached, false)
+#undef QB8_q4_0
+#undef QB8_q8_0
 
 /* ---- Q4_K ------------------------------------------------------------------------ */
 
