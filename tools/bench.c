@@ -665,8 +665,10 @@ static void change_cell(char *buf, size_t len, const double *x, int n) {
  * ratios comes from one A/B pair run back to back, where the engines' own
  * changes compare runs minutes apart. So the table also gives the change of
  * the per-pair ratio (pair i of b over pair i of a) against the noise of such
- * a change, the quotients of the two workloads' A/A bands (lo_b / hi_a ..
- * hi_b / lo_a): above it vt falls less, below it more, inside it the same. */
+ * a change: the quotients of the two workloads' A/A bands (lo_b / hi_a ..
+ * hi_b / lo_a), widened to be symmetric about no change (3 A/A pairs can miss
+ * 1 on one side, which says they were few, not that one workload favours
+ * llama.cpp). Above it vt falls less, below it more, inside it the same. */
 static void print_changes(const bench_cfg *c, const row *rows, int n_rows) {
     printf("\nchange from the first workload of its kind, median (min..max) of per-pair ratios:\n\n");
     printf("| model | th | from -> to | vt | llama.cpp | vt/llama | A/A noise | vt falls |\n"
@@ -696,7 +698,8 @@ static void print_changes(const bench_cfg *c, const row *rows, int n_rows) {
                 double alo, ahi, blo, bhi;
                 min_max(a->aa, a->n_aa, &alo, &ahi);
                 min_max(b->aa, b->n_aa, &blo, &bhi);
-                const double lo = blo / ahi, hi = bhi / alo;
+                const double h = fmax(fabs(blo / ahi - 1.0), fabs(bhi / alo - 1.0));
+                const double lo = 1.0 - h, hi = 1.0 + h;
                 snprintf(noise, sizeof noise, "%+.1f..%+.1f%%", 100.0 * (lo - 1.0), 100.0 * (hi - 1.0));
                 if (n[2] > 0) {
                     const double m = median(ch[2], n[2]);
