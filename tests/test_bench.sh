@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # vt bench end to end on stories260K, vt alone (speed is never asserted here):
 # - a run with --interleave --bandwidth --json exits 0 and prints the table,
-#   the per-pair changes (with no ratio change when llama.cpp did not run) and a "% of bound" for decode rows only;
+#   the per-pair changes (with no ratio change when llama.cpp did not run) and
+#   a "% of bound" for decode rows only;
 # - the JSON has one bandwidth reading per counted decode pair, none for
 #   prefill, and a fraction of the bound for vt;
 # - the JSON names llama.cpp's mmap setting;

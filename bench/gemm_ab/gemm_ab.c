@@ -71,8 +71,9 @@ int main(int argc, char **argv) {
     if (type == VT_DTYPE_COUNT || n_in <= 0 || rounds < 1 || rounds > MAX_ROUNDS || n_tok < 1 ||
         n_tok > PACK_TOK_MAX || kib < 1 || kib > (long long)(WEIGHT_BYTES >> 10) ||
         !quant_row_bytes(type, n_in, &rb) || (size_t)kib << 10 < rb * PACK_ROWS) {
-        fprintf(stderr, "gemm_ab: bad type, row length, rounds (1..%d) or tokens (1..%d)\n", MAX_ROUNDS,
-                PACK_TOK_MAX);
+        fprintf(stderr,
+                "gemm_ab: bad type, row length, rounds (1..%d), tokens (1..%d) or KiB (one group .. %lld)\n",
+                MAX_ROUNDS, PACK_TOK_MAX, (long long)(WEIGHT_BYTES >> 10));
         return 2;
     }
     const int64_t n_out = (int64_t)(((size_t)kib << 10) / rb) / PACK_ROWS * PACK_ROWS;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Decode GEMM variants alternated in one process (gemm_ab.c says how it measures).
+# GEMM variants alternated in one process: decode from memory, or with -k a few hundred
+# KiB, the L2-resident tiles of prefill (gemm_ab.c says how it measures).
 #
 #   bench/gemm_ab/gemm_ab.sh [-i avx512|avx2] [-n N_TOK] [-k KIB] TYPE N_IN ROUNDS NAME=SOURCE[:CFLAGS] ...
 #
@@ -22,7 +23,7 @@ while [ "${1:-}" = -i ] || [ "${1:-}" = -n ] || [ "${1:-}" = -k ]; do
   case $1 in -i) isa=$2 ;; -n) n_tok=$2 ;; -k) kib=$2 ;; esac
   shift 2
 done
-[ $# -ge 4 ] || { sed -n 4,16p "$0"; exit 2; }
+[ $# -ge 4 ] || { sed -n 5,17p "$0"; exit 2; }
 type=$1 n_in=$2 rounds=$3; shift 3
 case $isa in
   avx512) isa_flags="-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni" ;;
