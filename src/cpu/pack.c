@@ -14,6 +14,9 @@
 /* The K-quant tiles hold 16 file blocks exactly (d, dmin | scales | ql [| qh]). */
 _Static_assert(4 * PACK_ROWS + 35 * CHUNK_VEC == PACK_ROWS * sizeof(block_q4_K), "Q4_K tile");
 _Static_assert(4 * PACK_ROWS + 43 * CHUNK_VEC == PACK_ROWS * sizeof(block_q5_K), "Q5_K tile");
+/* A Q6_K super-block of 16 rows is its 16 f16 scales and its tile; pairs fill whole lines */
+_Static_assert(2 * PACK_ROWS + PACK_Q6_K_TILE == PACK_ROWS * sizeof(block_q6_K), "Q6_K tile");
+_Static_assert(PACK_Q6_K_PAIR % 64 == 0 && PACK_Q6_K_QUARTER % 64 == 0, "Q6_K pairs and quarters in lines");
 /* Q4_0 / Q8_0 blocks of 16 rows (scales | quants), and pairs of them whole lines */
 _Static_assert(2 * PACK_ROWS + PACK_QB_Q4_0 == PACK_ROWS * sizeof(block_q4_0), "Q4_0 block");
 _Static_assert(2 * PACK_ROWS + PACK_QB_Q8_0 == PACK_ROWS * sizeof(block_q8_0), "Q8_0 block");
@@ -110,16 +113,18 @@ void pack_group(vt_dtype type, int64_t n_in, const void *src, size_t row_bytes, 
     }
     case VT_DTYPE_Q6_K: {
         const int64_t nb = n_in / QK_K;
-        vt_f16 *d = (vt_f16 *)g;
-        int8_t *sc = (int8_t *)(g + nb * PACK_ROWS * sizeof(vt_f16)); /* nb x 16 x 16 */
-        uint8_t *ql = (uint8_t *)sc + nb * 16 * PACK_ROWS;
         for (int r = 0; r < nr; r++) {
             const block_q6_K *row = (const block_q6_K *)(s + (size_t)r * row_bytes);
             for (int64_t b = 0; b < nb; b++) {
-                d[b * PACK_ROWS + r] = row[b].d;
-                for (int j = 0; j < 16; j++) sc[(b * 16 + j) * PACK_ROWS + r] = row[b].scales[j];
-                scatter_chunks(row[b].ql, sizeof row[b].ql, r, ql + b * 48 * CHUNK_VEC);
-                scatter_chunks(row[b].qh, sizeof row[b].qh, r, ql + b * 48 * CHUNK_VEC + 32 * CHUNK_VEC);
+                memcpy(g + pack_q6_K_d(nb, b) + 2 * (size_t)r, &row[b].d, 2);
+                for (int q = 0; q < 4; q++) {
+                    const int h = q >> 1, u = q & 1;
+                    uint8_t *qt = g + pack_q6_K_tile(nb, b) + (size_t)q * PACK_Q6_K_QUARTER;
+                    for (int m = 0; m < 4; m++) qt[PACK_Q6_K_SC(m) + r] = (uint8_t)row[b].scales[8 * h + 2 * m + u];
+                    scatter_chunks(row[b].ql + 64 * h + 16 * u, 16, r, qt + PACK_Q6_K_VEC(0));
+                    scatter_chunks(row[b].ql + 64 * h + 32 + 16 * u, 16, r, qt + PACK_Q6_K_VEC(4));
+                    scatter_chunks(row[b].qh + 32 * h + 16 * u, 16, r, qt + PACK_Q6_K_VEC(8));
+                }
             }
         }
         break;
@@ -294,33 +299,36 @@ void gemm_q6_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x,
     const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_q6_K);
     for (int64_t gi = 0; gi < n_groups; gi++) {
         const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
-        const vt_f16 *d = (const vt_f16 *)g;
-        const int8_t *sc = (const int8_t *)(g + nb * PACK_ROWS * sizeof(vt_f16));
-        const uint8_t *ql = (const uint8_t *)sc + nb * 16 * PACK_ROWS;
         for (int t = 0; t < n_tok; t++) {
             const block_q8_K *xb = (const block_q8_K *)((const uint8_t *)x + (size_t)t * x_stride);
             for (int r = 0; r < PACK_ROWS; r++) {
                 float acc = 0.0f;
                 for (int64_t b = 0; b < nb; b++) {
-                    int8_t q[QK_K];
-                    const uint8_t *vl = ql + b * 48 * CHUNK_VEC, *vh = vl + 32 * CHUNK_VEC;
-                    for (int h = 0; h < 2; h++)
-                        for (int l = 0; l < 32; l++) {
-                            const uint8_t la = chunk_byte(vl, r, 64 * h + l);
-                            const uint8_t lb = chunk_byte(vl, r, 64 * h + 32 + l);
-                            const uint8_t hb = chunk_byte(vh, r, 32 * h + l);
-                            q[128 * h + l] = (int8_t)((la & 0x0f) | ((hb & 3) << 4));
-                            q[128 * h + 32 + l] = (int8_t)((lb & 0x0f) | (((hb >> 2) & 3) << 4));
-                            q[128 * h + 64 + l] = (int8_t)((la >> 4) | (((hb >> 4) & 3) << 4));
-                            q[128 * h + 96 + l] = (int8_t)((lb >> 4) | (((hb >> 6) & 3) << 4));
+                    int8_t q[QK_K], sc[16];
+                    for (int qi = 0; qi < 4; qi++) {
+                        const int h = qi >> 1, u = qi & 1;
+                        const uint8_t *qt = g + pack_q6_K_tile(nb, b) + (size_t)qi * PACK_Q6_K_QUARTER;
+                        for (int m = 0; m < 4; m++) sc[8 * h + 2 * m + u] = (int8_t)qt[PACK_Q6_K_SC(m) + r];
+                        for (int l = 0; l < 16; l++) {
+                            const uint8_t la = chunk_byte(qt + PACK_Q6_K_VEC(0), r, l);
+                            const uint8_t lb = chunk_byte(qt + PACK_Q6_K_VEC(4), r, l);
+                            const uint8_t hb = chunk_byte(qt + PACK_Q6_K_VEC(8), r, l);
+                            const int e = 128 * h + 16 * u + l; /* element of m = 0 */
+                            q[e] = (int8_t)((la & 0x0f) | ((hb & 3) << 4));
+                            q[e + 32] = (int8_t)((lb & 0x0f) | (((hb >> 2) & 3) << 4));
+                            q[e + 64] = (int8_t)((la >> 4) | (((hb >> 4) & 3) << 4));
+                            q[e + 96] = (int8_t)((lb >> 4) | (((hb >> 6) & 3) << 4));
                         }
+                    }
                     int32_t isum = 0;
                     for (int j = 0; j < 16; j++) {
                         int32_t sj = 0;
                         for (int l = 0; l < 16; l++) sj += (q[16 * j + l] - 32) * xb[b].qs[16 * j + l];
-                        isum += sc[(b * 16 + j) * PACK_ROWS + r] * sj;
+                        isum += sc[j] * sj;
                     }
-                    const float s = f16_to_f32(d[b * PACK_ROWS + r]) * xb[b].d;
+                    vt_f16 d;
+                    memcpy(&d, g + pack_q6_K_d(nb, b) + 2 * (size_t)r, 2);
+                    const float s = f16_to_f32(d) * xb[b].d;
                     acc = fmaf(s, (float)isum, acc);
                 }
                 y[t * ldy + gi * PACK_ROWS + r] = acc;

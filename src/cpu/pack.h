@@ -45,11 +45,23 @@
  *         qh[l] is the fifth bit of the low nibble of quant byte 32j + l (element
  *         64j + l), bit 2j + 1 that of its high nibble (element 64j + 32 + l); the
  *         high bits come last so that the Q4_K part, and Q4_K code, work unchanged
- *   Q6_K  d: nb x 16 f16 | scales: nb x 16 x 16 int8 (sub-block j: 16 rows) |
- *         quants: nb x (32 chunk vectors of ql[4c..], then 16 of qh[4c..]); ql and
- *         qh of a super-block are adjacent so that the regions' read positions
- *         advance together (the x86 kernels prefetch Q6_K groups one stream
- *         per region: cpu/pack_prefetch.h)
+ *   Q6_K  per super-block 16 f16 scales d and a 3328-byte tile of four quarters,
+ *         in the order the kernels compute it. Quarter q = 2h + u (h: the half of
+ *         128 elements, u: the 16-element half of each of its four 32-element
+ *         runs m = 0..3; ql[64h + 32 (m & 1) + l] holds element 128h + 32m + l in
+ *         its low (m < 2) or high nibble, bits 2m..2m+1 of qh[32h + l] its top
+ *         two bits) is 832 bytes, 13 lines: the int8 scales of its sub-blocks
+ *         j = 8h + 2m + u, m = 0..3 (16 rows each: 64 bytes), then 12 chunk
+ *         vectors, v = 0..3 bytes ql[64h + 16u + 4v ..], v = 4..7 bytes
+ *         ql[64h + 32 + 16u + 4(v - 4) ..], v = 8..11 bytes qh[32h + 16u +
+ *         4(v - 8) ..] (pack_q6_K_* below). Super-blocks in pairs: d of 2p, d of
+ *         2p + 1 | tile of 2p | tile of 2p + 1, 6720 bytes, 105 lines; an odd
+ *         nb's last super-block is tile | d. A group reads as one stream in
+ *         address order. (Until 2026-12-05 the group held three regions, all d,
+ *         all scales, then the quants, and the kernels read each quarter's
+ *         chunks from three places: the hardware prefetcher lost the stream at
+ *         every group, and a core streamed Q6_K at about half Q4_K's rate from
+ *         memory; BENCHMARKS.md)
  *
  * Rows past n_out in the last group are zero (zero scales: they compute 0).
  *
@@ -93,6 +105,26 @@ static inline size_t pack_pair_qs(int64_t nb, int64_t b, size_t qb) {
     const size_t pair = (size_t)(b >> 1) * (4 * PACK_ROWS + 2 * qb);
     if (!(b & 1) && b == nb - 1) return pair + 2 * PACK_ROWS; /* an odd nb's last block */
     return pair + 4 * PACK_ROWS + (size_t)(b & 1) * qb;
+}
+
+/* Q6_K: bytes of a quarter, a tile and a pair of super-blocks of 16 rows; byte
+ * offsets, in a group of nb super-blocks, of super-block b's 16 f16 scales and
+ * of its tile (quarter q at + q * PACK_Q6_K_QUARTER); in a quarter, of the
+ * scales of its sub-block m and of its chunk vector v (layout above). */
+#define PACK_Q6_K_QUARTER (13 * 4 * PACK_ROWS)
+#define PACK_Q6_K_TILE (4 * PACK_Q6_K_QUARTER)
+#define PACK_Q6_K_PAIR (4 * PACK_ROWS + 2 * PACK_Q6_K_TILE)
+#define PACK_Q6_K_SC(m) ((m) * PACK_ROWS)
+#define PACK_Q6_K_VEC(v) ((1 + (v)) * 4 * PACK_ROWS)
+static inline size_t pack_q6_K_d(int64_t nb, int64_t b) {
+    const size_t pair = (size_t)(b >> 1) * PACK_Q6_K_PAIR;
+    if (!(b & 1) && b == nb - 1) return pair + PACK_Q6_K_TILE; /* an odd nb's last */
+    return pair + (size_t)(b & 1) * 2 * PACK_ROWS;
+}
+static inline size_t pack_q6_K_tile(int64_t nb, int64_t b) {
+    const size_t pair = (size_t)(b >> 1) * PACK_Q6_K_PAIR;
+    if (!(b & 1) && b == nb - 1) return pair;
+    return pair + 4 * PACK_ROWS + (size_t)(b & 1) * PACK_Q6_K_TILE;
 }
 
 /* Whether `type` has a packed layout. */

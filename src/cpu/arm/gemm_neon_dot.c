@@ -173,8 +173,7 @@ void gemm_q4_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const voi
  * per quarter of the work, from the first pass over a group only. The distance
  * is the one a Sapphire Rapids VM preferred (a Zen 5 VM prefers 5 KiB: see
  * gemm_avx512.c); it is not measured on ARM. The Q4_0, Q8_0 and Q6_K kernels
- * here issue no prefetches (x86's prefetch the Q4_0 / Q8_0 pairs as one linear
- * stream, Q6_K each region: cpu/pack_prefetch.h). */
+ * here issue no prefetches (x86's prefetch every layout as one linear stream). */
 #define PF_DIST_K 2048
 /* Q5_K reads the high bits at the end of its tile from the start of the tile's
  * work, so its stream runs a whole tile ahead (as on x86). */
@@ -335,27 +334,25 @@ VT_INLINE void q5_K_tile(int64_t nb, const uint8_t *g, const block_q8_K *const *
     q4_K_q5_K_tile(nb, g, xr, y, ldy, q0, nq, nt, pf, true);
 }
 
-/* Scale of sub-block j of rows 4q .. 4q + 3 (int8 in the layout) as int32 lanes. */
-VT_INLINE int32x4_t q6_K_scale(const int8_t *sc, const int j, const int q) {
-    const int8x16_t s = vld1q_s8(sc + j * PACK_ROWS);
+/* Scale of sub-block m of a quarter (qt), rows 4q .. 4q + 3, as int32 lanes. */
+VT_INLINE int32x4_t q6_K_scale(const uint8_t *qt, const int m, const int q) {
+    const int8x16_t s = vld1q_s8((const int8_t *)qt + PACK_Q6_K_SC(m));
     const int16x8_t h = q < 2 ? vmovl_s8(vget_low_s8(s)) : vmovl_high_s8(s);
     return q & 1 ? vmovl_high_s16(h) : vmovl_s16(vget_low_s16(h));
 }
 
 VT_INLINE void q6_K_tile(int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y,
                          int64_t ldy, const int q0, const int nq, const int nt, const bool pf) {
-    const int8_t *scp = (const int8_t *)(g + nb * 2 * PACK_ROWS);
-    const uint8_t *ql = (const uint8_t *)scp + nb * 16 * PACK_ROWS; /* ql, qh per super-block */
     const uint8x16_t m33 = vdupq_n_u8(0x33);
     float32x4_t acc[PACK_TOK_MAX][4];
     UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++) acc[t][q] = vdupq_n_f32(0);
     for (int64_t b = 0; b < nb; b++) {
-        const int8_t *sc = scp + b * 16 * PACK_ROWS;
-        const uint8_t *vl = ql + b * 48 * CHUNK_VEC, *vh = vl + 32 * CHUNK_VEC;
+        const uint8_t *tile = g + pack_q6_K_tile(nb, b);
         int32x4_t isum[PACK_TOK_MAX][4];
         UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++)
             isum[t][q] = vdupq_n_s32(0);
         UNROLL for (int h = 0; h < 2; h++) UNROLL for (int u = 0; u < 2; u++) {
+            const uint8_t *qt = tile + (2 * h + u) * PACK_Q6_K_QUARTER;
             if (pf) {
                 /* the linear position of this quarter super-block, 14 lines
                  * covering its 840 bytes (groups are 32-byte aligned, not 64) */
@@ -382,10 +379,9 @@ VT_INLINE void q6_K_tile(int64_t nb, const uint8_t *g, const block_q8_K *const *
                     }
                 }
                 UNROLL for (int c4 = 0; c4 < 4; c4++) {
-                    const int c = 4 * u + c4;
                     uint8x16_t l[4], hb[4];
-                    load_quads(vl + (16 * h + 8 * s + c) * CHUNK_VEC, q0, nq, l);
-                    load_quads(vh + (8 * h + c) * CHUNK_VEC, q0, nq, hb);
+                    load_quads(qt + PACK_Q6_K_VEC(4 * s + c4), q0, nq, l);
+                    load_quads(qt + PACK_Q6_K_VEC(8 + c4), q0, nq, hb);
                     UNROLL for (int q = 0; q < nq; q++) {
                         /* bits 0-1: the high bits of m = s, bits 4-5: of m = s + 2 */
                         const uint8x16_t hm = vandq_u8(s ? vshrq_n_u8(hb[q], 2) : hb[q], m33);
@@ -399,14 +395,14 @@ VT_INLINE void q6_K_tile(int64_t nb, const uint8_t *g, const block_q8_K *const *
                     }
                 }
                 UNROLL for (int q = 0; q < nq; q++) {
-                    const int32x4_t sa = q6_K_scale(sc, ja, q0 + q), sb = q6_K_scale(sc, jb, q0 + q);
+                    const int32x4_t sa = q6_K_scale(qt, s, q0 + q), sb = q6_K_scale(qt, s + 2, q0 + q);
                     UNROLL for (int t = 0; t < nt; t++)
                         isum[t][q] = vmlaq_s32(vmlaq_s32(isum[t][q], pa[t][q], sa), pb[t][q], sb);
                 }
             }
         }
         UNROLL for (int q = 0; q < nq; q++) {
-            const float32x4_t dw = load_f16x4(g + b * 2 * PACK_ROWS + 8 * (q0 + q));
+            const float32x4_t dw = load_f16x4(g + pack_q6_K_d(nb, b) + 8 * (q0 + q));
             UNROLL for (int t = 0; t < nt; t++) {
                 const float32x4_t s = vmulq_n_f32(dw, xr[t][b].d);
                 acc[t][q] = vfmaq_f32(acc[t][q], s, vcvtq_f32_s32(isum[t][q]));

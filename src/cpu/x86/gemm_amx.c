@@ -444,8 +444,8 @@ void gemm_q5_K_amx(int64_t n_in, const void *w, int64_t n_groups, const void *x,
 
 /* ---- Q6_K ------------------------------------------------------------------------ */
 
-/* A packed group (cpu/pack.h): d[nb][16] | scales[nb][16 sub-blocks][16 rows] |
- * per super-block 32 ql chunk vectors then 16 qh ones. As for Q4_K the
+/* A packed group (cpu/pack.h): per super-block its d[16] and a tile of four
+ * quarters (scales, ql and qh chunk vectors). As for Q4_K the
  * sub-block scales go into the B tiles, here as a 16-bit product split in two:
  *   p = sc * (q - 32) in [-4096, 4096],  p = 128 hi + lo,  lo in 0..127,
  *   hi = p >> 7 in -32..32
@@ -454,10 +454,11 @@ void gemm_q5_K_amx(int64_t n_in, const void *w, int64_t n_groups, const void *x,
  * the _ref twin's (float)isum. The products are formed per 16-bit word (even and
  * odd bytes apart) and their two bytes put back in place, so the B tiles keep
  * the chunk order. K step s (activation bytes 64s .. 64s + 63, in half h = s/2 of
- * the super-block) takes the B rows 0..7 from ql chunks 16h + r (la) and 8..15
- * from 16h + 8 + r (lb), low nibbles for even s and high for odd, with the
- * 2-bit qh field (2 (r / 8) + 4 (s & 1)) of qh chunk 8h + r % 8; B row r is in
- * sub-block 4s + r / 4. Tiles as the Q4_K kernel's; no mins. */
+ * the super-block) takes B row r from quarter (h, u = r / 4 % 2): its ql chunk
+ * vector r % 4 (r < 8) or 4 + r % 4 (r >= 8), low nibbles for even s and high
+ * for odd, with the 2-bit field (2 (r / 8) + 4 (s & 1)) of its qh vector
+ * 8 + r % 4; B row r is in sub-block 4s + r / 4, whose scales are quarter
+ * (h, r / 4 % 2)'s of m = 2 (s & 1) + r / 8. Tiles as the Q4_K kernel's; no mins. */
 #define Q6K_NB_MAX Q4K_NB_MAX
 
 /* A signed value of each 32-bit lane in both of its 16-bit words. */
@@ -465,10 +466,8 @@ VT_INLINE __m512i word_pair_signed(__m512i d) {
     return _mm512_or_si512(_mm512_and_si512(d, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(d, 16));
 }
 
-/* B_lo and B_hi of K step s of one super-block (ql, qh: its chunk vectors; sc:
- * its scales, 16 rows per sub-block). */
-VT_INLINE void widen_q6_K_step(const uint8_t *ql, const uint8_t *qh, const int8_t *sc, int s,
-                               uint8_t *blo, uint8_t *bhi) {
+/* B_lo and B_hi of K step s of one super-block (tile: its quarters). */
+VT_INLINE void widen_q6_K_step(const uint8_t *tile, int s, uint8_t *blo, uint8_t *bhi) {
     const __m512i m4 = _mm512_set1_epi8(0x0f), m3 = _mm512_set1_epi8(3), m7 = _mm512_set1_epi8(0x7f);
     const __m512i off = _mm512_set1_epi8(32);
     const __mmask64 odd = 0xaaaaaaaaaaaaaaaaull;
@@ -476,11 +475,13 @@ VT_INLINE void widen_q6_K_step(const uint8_t *ql, const uint8_t *qh, const int8_
     __m512i scw[4];
     UNROLL
     for (int i = 0; i < 4; i++)
-        scw[i] = word_pair_signed(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sc + (4 * s + i) * 16))));
+        scw[i] = word_pair_signed(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+            (const __m128i *)(tile + (2 * h + (i & 1)) * PACK_Q6_K_QUARTER + PACK_Q6_K_SC(2 * (s & 1) + (i >> 1))))));
     UNROLL
     for (int r = 0; r < 16; r++) {
-        const __m512i raw = _mm512_loadu_si512(ql + (16 * h + r) * CHUNK_VEC);
-        const __m512i hb = _mm512_loadu_si512(qh + (8 * h + (r & 7)) * CHUNK_VEC);
+        const uint8_t *qt = tile + (2 * h + ((r >> 2) & 1)) * PACK_Q6_K_QUARTER;
+        const __m512i raw = _mm512_loadu_si512(qt + PACK_Q6_K_VEC(4 * (r >> 3) + (r & 3)));
+        const __m512i hb = _mm512_loadu_si512(qt + PACK_Q6_K_VEC(8 + (r & 3)));
         const __m512i nib = _mm512_and_si512(hi_nib ? _mm512_srli_epi16(raw, 4) : raw, m4);
         const __m512i top = _mm512_and_si512(_mm512_srli_epi16(hb, 2 * (r >> 3) + 4 * hi_nib), m3);
         const __m512i q = _mm512_sub_epi8(_mm512_or_si512(nib, _mm512_slli_epi16(top, 4)), off);
@@ -511,13 +512,10 @@ static void q6_K_group_amx(int64_t nb, const uint8_t *g, const uint8_t *x, size_
     _Alignas(64) uint8_t bt[2][2][16 * CHUNK_VEC]; /* [step parity][lo, hi] */
     _Alignas(64) int32_t ct[2][2][2][16 * 16];     /* [super-block parity][token tile][lo, hi] */
     _Alignas(64) float acc[PACK_TOK_WIDE * 16];
-    const vt_f16 *d = (const vt_f16 *)g;
-    const int8_t *sc = (const int8_t *)(g + nb * PACK_ROWS * sizeof(vt_f16));
-    const uint8_t *q = (const uint8_t *)sc + nb * 16 * PACK_ROWS;
     const int nt = n0 + n1;
     memset(acc, 0, sizeof(float) * 16 * (size_t)nt);
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *ql = q + b * 48 * CHUNK_VEC, *qh = ql + 32 * CHUNK_VEC;
+        const uint8_t *tile = g + pack_q6_K_tile(nb, b);
         const uint8_t *xa = x + (size_t)b * sizeof(block_q8_K) + offsetof(block_q8_K, qs);
         _tile_zero(4);
         _tile_zero(5);
@@ -526,7 +524,7 @@ static void q6_K_group_amx(int64_t nb, const uint8_t *g, const uint8_t *x, size_
             _tile_zero(7);
         }
         for (int s = 0; s < 4; s++) {
-            widen_q6_K_step(ql, qh, sc + b * 16 * PACK_ROWS, s, bt[s & 1][0], bt[s & 1][1]);
+            widen_q6_K_step(tile, s, bt[s & 1][0], bt[s & 1][1]);
             _tile_loadd(2, bt[s & 1][0], CHUNK_VEC);
             _tile_loadd(3, bt[s & 1][1], CHUNK_VEC);
             _tile_loadd(0, xa + 64 * s, x_stride);
@@ -539,7 +537,8 @@ static void q6_K_group_amx(int64_t nb, const uint8_t *g, const uint8_t *x, size_
             }
         }
         if (b > 0) /* super-block b - 1 scales while b multiplies */
-            q6_K_scale_sb(d + (b - 1) * PACK_ROWS, ct[(b - 1) & 1], dx + (b - 1) * PACK_TOK_WIDE, nt, acc);
+            q6_K_scale_sb((const vt_f16 *)(g + pack_q6_K_d(nb, b - 1)), ct[(b - 1) & 1], dx + (b - 1) * PACK_TOK_WIDE,
+                          nt, acc);
         _tile_stored(4, ct[b & 1][0][0], 64);
         _tile_stored(5, ct[b & 1][0][1], 64);
         if (n1) {
@@ -547,7 +546,8 @@ static void q6_K_group_amx(int64_t nb, const uint8_t *g, const uint8_t *x, size_
             _tile_stored(7, ct[b & 1][1][1], 64);
         }
     }
-    q6_K_scale_sb(d + (nb - 1) * PACK_ROWS, ct[(nb - 1) & 1], dx + (nb - 1) * PACK_TOK_WIDE, nt, acc);
+    q6_K_scale_sb((const vt_f16 *)(g + pack_q6_K_d(nb, nb - 1)), ct[(nb - 1) & 1], dx + (nb - 1) * PACK_TOK_WIDE, nt,
+                  acc);
     for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ldy, _mm512_load_ps(acc + 16 * t));
 }
 

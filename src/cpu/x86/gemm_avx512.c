@@ -14,7 +14,6 @@
  * the tile (up to PACK_TOK_MAX), which is what makes prefill compute-bound
  * rather than unpack-bound. The integer math is exact and the float steps are
  * those of the _ref twins in pack.c, so results are bit-identical with them. */
-#include "cpu/pack_prefetch.h"
 #include "cpu/x86/simd_avx512.h"
 #include "cpu/x86/x86_kernels.h"
 #include "quant/blocks.h"
@@ -31,8 +30,7 @@
 /* Software prefetch. The hardware prefetcher alone leaves decode at ~50% of
  * the bandwidth a plain read loop gets (Q4_K at 25%: its regions restart every
  * 18 KiB), so every kernel also prefetches the group ahead of the block being
- * computed: Q6_K each of its regions as its own stream (cpu/pack_prefetch.h),
- * the Q4_0 / Q8_0 pairs and the K-quant tiles as one linear stream.
+ * computed, as one linear stream (every layout reads in address order).
  *
  * The distances were measured on the Zen 5 VM, decode (one token) over 256 MiB
  * of groups, rows of 2048 and 8192, 31-41 rounds in one process alternating
@@ -44,7 +42,9 @@
  *     6 KiB ahead then read +4% / +13% (2048), +4% / +3% (8192) over that in a
  *     fast hour of the VM, +9% / +21%, +8% / 0% in a slow one (4 KiB and 8 KiB
  *     within 4% of 6);
- *   Q6_K, 8 quarters (6.6 KiB): +57% (2048), +114% (8192); 3 quarters +8% / +50%;
+ *   Q6_K (old layout of three regions, each its own stream), 8 quarters
+ *     (6.6 KiB): +57% (2048), +114% (8192); 3 quarters +8% / +50%; its tiles
+ *     (2026-12-05) take PF_DIST_K: 3 and 8 KiB within 2%;
  *   Q4_K, PF_DIST_K 5 KiB: +10..22% (2048), +13..17% (8192); 2 KiB was the old
  *     distance, 4 and 8 KiB close to 5;
  *   Q5_K, a tile + 4 KiB: +18% / +17% over a tile + 256 bytes.
@@ -459,26 +459,30 @@ VT_INLINE __m512i q6_K_quants(__m512i la, __m512i lb, __m512i hb, const int m) {
     return _mm512_ternarylogic_epi32(lq, hq, m4, 0xe4); /* m4 ? lq : hq (bitwise) */
 }
 
+/* The linear prefetch stream of a Q6_K group: up to quarter q of super-block b,
+ * PF_DIST_K ahead (a super-block's bytes in the group average its 16 rows'). */
+VT_INLINE void q6_K_prefetch(const uint8_t *g, const uint8_t **pf, int64_t b, int q) {
+    prefetch_to(pf, g + PF_DIST_K + (size_t)b * PACK_ROWS * sizeof(block_q6_K) +
+                        (size_t)(q + 1) * PACK_ROWS * sizeof(block_q6_K) / 4);
+}
+
 VT_INLINE void q6_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y,
                           int64_t ldy, const int nt) {
-    const uint8_t *d = g;
-    const int8_t *scp = (const int8_t *)(g + nb * 2 * PACK_ROWS);
-    const uint8_t *ql = (const uint8_t *)scp + nb * 16 * PACK_ROWS; /* ql, qh per super-block */
+    const uint8_t *pf = g + PF_DIST_K;
     __m512 acc[PACK_TOK_MAX];
     UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const __m512 dw = load_f16x16(d + b * 2 * PACK_ROWS);
-        const int8_t *sc = scp + b * 16 * PACK_ROWS;
-        const uint8_t *vl = ql + b * 48 * CHUNK_VEC, *vh = vl + 32 * CHUNK_VEC;
-        UNROLL
-        for (int k = 0; k < 4; k++) pack_prefetch_q6_K(g, nb, b + PACK_PF_BLOCKS(PF_DIST, block_q6_K), k);
+        const __m512 dw = load_f16x16(g + pack_q6_K_d(nb, b));
+        const uint8_t *tile = g + pack_q6_K_tile(nb, b);
         __m512i isum[PACK_TOK_MAX];
         UNROLL
         for (int t = 0; t < nt; t++) isum[t] = _mm512_setzero_si512();
         for (int h = 0; h < 2; h++) {
             UNROLL
             for (int u = 0; u < 2; u++) {
+                const uint8_t *qt = tile + (2 * h + u) * PACK_Q6_K_QUARTER;
+                q6_K_prefetch(g, &pf, b, 2 * h + u);
                 UNROLL
                 for (int m = 0; m < 4; m++) {
                     /* sub-block j = 8h + 2m + u: elements 128h + 32m + 16u .. + 16, as
@@ -489,15 +493,14 @@ VT_INLINE void q6_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const 
                     for (int t = 0; t < nt; t++) sj[t] = _mm512_set1_epi32(-32 * xr[t][b].bsums[j]);
                     UNROLL
                     for (int c4 = 0; c4 < 4; c4++) {
-                        const int c = 4 * u + c4;
-                        const __m512i lsrc = _mm512_loadu_si512(vl + (16 * h + (m & 1) * 8 + c) * CHUNK_VEC);
-                        const __m512i hb = _mm512_loadu_si512(vh + (8 * h + c) * CHUNK_VEC);
+                        const __m512i lsrc = _mm512_loadu_si512(qt + PACK_Q6_K_VEC(4 * (m & 1) + c4));
+                        const __m512i hb = _mm512_loadu_si512(qt + PACK_Q6_K_VEC(8 + c4));
                         const __m512i q = q6_K_quants(lsrc, lsrc, hb, m);
                         UNROLL
                         for (int t = 0; t < nt; t++)
-                            sj[t] = _mm512_dpbusd_epi32(sj[t], q, bcast32(xr[t][b].qs + 128 * h + 32 * m + 4 * c));
+                            sj[t] = _mm512_dpbusd_epi32(sj[t], q, bcast32(xr[t][b].qs + 16 * j + 4 * c4));
                     }
-                    const __m512i scj = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sc + j * PACK_ROWS)));
+                    const __m512i scj = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(qt + PACK_Q6_K_SC(m))));
                     UNROLL
                     for (int t = 0; t < nt; t++) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(sj[t], scj));
                 }
@@ -519,16 +522,13 @@ VT_INLINE void q6_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const 
  * float steps, so the same bits. */
 VT_INLINE void q6_K_group_few(int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y,
                               int64_t ldy, const int nt) {
-    const uint8_t *d = g;
-    const int8_t *scp = (const int8_t *)(g + nb * 2 * PACK_ROWS);
-    const uint8_t *ql = (const uint8_t *)scp + nb * 16 * PACK_ROWS;
+    const uint8_t *pf = g + PF_DIST_K;
     __m512 acc[2];
     UNROLL
     for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const __m512 dw = load_f16x16(d + b * 2 * PACK_ROWS);
-        const int8_t *sc = scp + b * 16 * PACK_ROWS;
-        const uint8_t *vl = ql + b * 48 * CHUNK_VEC, *vh = vl + 32 * CHUNK_VEC;
+        const __m512 dw = load_f16x16(g + pack_q6_K_d(nb, b));
+        const uint8_t *tile = g + pack_q6_K_tile(nb, b);
         __m512i isum[2];
         UNROLL
         for (int t = 0; t < nt; t++) isum[t] = _mm512_setzero_si512();
@@ -536,10 +536,8 @@ VT_INLINE void q6_K_group_few(int64_t nb, const uint8_t *g, const block_q8_K *co
         for (int h = 0; h < 2; h++) {
             UNROLL
             for (int u = 0; u < 2; u++) {
-                /* a quarter of a super-block's lines per quarter of the work, the
-                 * quarter PF_DIST ahead */
-                const int qa = 2 * h + u + PACK_PF_QUARTERS_Q6_K(PF_DIST);
-                pack_prefetch_q6_K(g, nb, b + qa / 4, qa % 4);
+                const uint8_t *qt = tile + (2 * h + u) * PACK_Q6_K_QUARTER;
+                q6_K_prefetch(g, &pf, b, 2 * h + u);
                 __m512i s[2][4];
                 UNROLL
                 for (int t = 0; t < nt; t++)
@@ -548,9 +546,9 @@ VT_INLINE void q6_K_group_few(int64_t nb, const uint8_t *g, const block_q8_K *co
                 UNROLL
                 for (int c4 = 0; c4 < 4; c4++) {
                     const int c = 4 * u + c4;
-                    const __m512i la = _mm512_loadu_si512(vl + (16 * h + c) * CHUNK_VEC);
-                    const __m512i lb = _mm512_loadu_si512(vl + (16 * h + 8 + c) * CHUNK_VEC);
-                    const __m512i hb = _mm512_loadu_si512(vh + (8 * h + c) * CHUNK_VEC);
+                    const __m512i la = _mm512_loadu_si512(qt + PACK_Q6_K_VEC(c4));
+                    const __m512i lb = _mm512_loadu_si512(qt + PACK_Q6_K_VEC(4 + c4));
+                    const __m512i hb = _mm512_loadu_si512(qt + PACK_Q6_K_VEC(8 + c4));
                     UNROLL
                     for (int m = 0; m < 4; m++) {
                         const __m512i q = q6_K_quants(m & 1 ? lb : la, m & 1 ? lb : la, hb, m);
@@ -561,8 +559,7 @@ VT_INLINE void q6_K_group_few(int64_t nb, const uint8_t *g, const block_q8_K *co
                 }
                 UNROLL
                 for (int m = 0; m < 4; m++) {
-                    const __m512i scj =
-                        _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sc + (8 * h + 2 * m + u) * PACK_ROWS)));
+                    const __m512i scj = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(qt + PACK_Q6_K_SC(m))));
                     UNROLL
                     for (int t = 0; t < nt; t++) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(s[t][m], scj));
                 }
