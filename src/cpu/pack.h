@@ -57,7 +57,7 @@
  *         4(v - 8) ..] (pack_q6_K_* below). Super-blocks in pairs: d of 2p, d of
  *         2p + 1 | tile of 2p | tile of 2p + 1, 6720 bytes, 105 lines; an odd
  *         nb's last super-block is tile | d. A group reads as one stream in
- *         address order. (Until 2026-12-05 the group held three regions, all d,
+ *         address order. (Until 2026-12-04 the group held three regions, all d,
  *         all scales, then the quants, and the kernels read each quarter's
  *         chunks from three places: the hardware prefetcher lost the stream at
  *         every group, and a core streamed Q6_K at about half Q4_K's rate from

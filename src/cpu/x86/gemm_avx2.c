@@ -123,6 +123,75 @@ VT_INLINE void q8_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_
     for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ldy + 8 * half, acc[t]);
 }
 
+/* One token, all 16 rows in one pass (decode): the group is read once, in
+ * order, with the prefetch stream advancing as the work does, and each
+ * activation broadcast feeds both halves. Two passes of 8 rows (the tiles of
+ * 2-4 tokens below) prefetched only in the first, whose lines the second then
+ * reread from L1 / L2 while the memory stream stood idle. On the Zen 5 VM
+ * (gemm_ab, one token, 256 MiB of groups, rows of 2048 / 8192) the one-pass
+ * kernels read Q4_0 +50% / +39%, Q8_0 +60% / +50%, Q4_K +58%, Q5_K +118%,
+ * Q6_K +72% / +55% faster than the two passes (Q6_K: over its new tiles).
+ * Same integer sums and float steps, so the same bits. */
+VT_INLINE void q4_0_one(int64_t nb, const uint8_t *g, const block_q8_0 *xr, const pack_xblock *xs, float *y) {
+    const uint8_t *pf = g + PF_DIST;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q4_0);
+        prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q4_0));
+        __m256i p[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            const __m256i xlo = bcast32_256(xr[b].qs + 4 * k), xhi = bcast32_256(xr[b].qs + 16 + 4 * k);
+            UNROLL
+            for (int half = 0; half < 2; half++) {
+                const __m256i raw = _mm256_loadu_si256((const __m256i *)(v + k * CHUNK_VEC + 32 * half));
+                p[half] = _mm256_add_epi16(p[half], _mm256_maddubs_epi16(_mm256_and_si256(raw, m4), xlo));
+                p[half] = _mm256_add_epi16(p[half], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), xhi));
+            }
+        }
+        const __m256i bias = _mm256_set1_epi32(xs[b].bias);
+        const __m256 xd = _mm256_set1_ps(xs[b].d);
+        UNROLL
+        for (int half = 0; half < 2; half++) {
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + pack_pair_d(b, PACK_QB_Q4_0) + 16 * half)));
+            const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(p[half], ones), bias);
+            acc[half] = _mm256_fmadd_ps(_mm256_mul_ps(dw, xd), _mm256_cvtepi32_ps(s), acc[half]);
+        }
+    }
+    _mm256_storeu_ps(y, acc[0]);
+    _mm256_storeu_ps(y + 8, acc[1]);
+}
+
+VT_INLINE void q8_0_one(int64_t nb, const uint8_t *g, const block_q8_0 *xr, const pack_xblock *xs, float *y) {
+    const uint8_t *pf = g + PF_DIST;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q8_0);
+        prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q8_0));
+        __m256i s[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        UNROLL
+        for (int k = 0; k < 8; k++) {
+            const __m256i xb = bcast32_256(xr[b].qs + 4 * k);
+            UNROLL
+            for (int half = 0; half < 2; half++) {
+                const __m256i raw = _mm256_loadu_si256((const __m256i *)(v + k * CHUNK_VEC + 32 * half));
+                const __m256i pr = _mm256_maddubs_epi16(_mm256_sign_epi8(raw, raw), _mm256_sign_epi8(xb, raw));
+                s[half] = _mm256_add_epi32(s[half], _mm256_madd_epi16(pr, ones));
+            }
+        }
+        const __m256 xd = _mm256_set1_ps(xs[b].d);
+        UNROLL
+        for (int half = 0; half < 2; half++) {
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + pack_pair_d(b, PACK_QB_Q8_0) + 16 * half)));
+            acc[half] = _mm256_fmadd_ps(_mm256_mul_ps(dw, xd), _mm256_cvtepi32_ps(s[half]), acc[half]);
+        }
+    }
+    _mm256_storeu_ps(y, acc[0]);
+    _mm256_storeu_ps(y + 8, acc[1]);
+}
+
 #define LEGACY_GEMM(name)                                                                   \
     void gemm_##name##_avx2(int64_t n_in, const void *w, int64_t n_groups, const void *x,    \
                             size_t x_stride, const pack_xblock *xs, int n_tok, float *y,    \
@@ -135,6 +204,10 @@ VT_INLINE void q8_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_
         for (int64_t gi = 0; gi < n_groups; gi++) {                                         \
             const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;               \
             float *yg = y + gi * PACK_ROWS;                                                 \
+            if (n_tok == 1) {                                                               \
+                name##_one(nb, g, xr[0], xs, yg);                                           \
+                continue;                                                                   \
+            }                                                                               \
             for (int half = 0; half < 2; half++) {                                          \
                 switch (n_tok) {                                                            \
                 case 4: name##_half(nb, g, half, xr, xs, yg, ldy, 4); break;                \
@@ -233,6 +306,18 @@ VT_INLINE void q4_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
     for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ldy + 8 * half, acc[t]);
 }
 
+/* pshufb controls: byte k of every 32-bit lane as the int16 pair (v, v). */
+static const uint8_t lane_byte_ctrl[4][32] __attribute__((aligned(32))) = {
+#define LBC(k) {k, 0x80, k, 0x80, 4 + k, 0x80, 4 + k, 0x80, 8 + k, 0x80, 8 + k, 0x80, 12 + k, 0x80, 12 + k, 0x80, \
+                k, 0x80, k, 0x80, 4 + k, 0x80, 4 + k, 0x80, 8 + k, 0x80, 8 + k, 0x80, 12 + k, 0x80, 12 + k, 0x80}
+    LBC(0), LBC(1), LBC(2), LBC(3)
+#undef LBC
+};
+
+VT_INLINE __m256i byte_pair(const uint8_t *v, int k) {
+    return _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)v), _mm256_load_si256((const __m256i *)lane_byte_ctrl[k]));
+}
+
 /* Bit k (0..7) of every byte of qh at bit 4, the other bits cleared. 16-bit
  * shifts are fine: the bit that lands at bit 4 of a byte comes from the same
  * byte for shifts of at most 4. */
@@ -240,6 +325,94 @@ VT_INLINE __m256i q5_K_bit4(__m256i qh, const int k) {
     const __m256i s = k < 4 ? _mm256_slli_epi16(qh, 4 - k) : k > 4 ? _mm256_srli_epi16(qh, k - 4) : qh;
     return _mm256_and_si256(s, _mm256_set1_epi8(0x10));
 }
+
+/* Q4_K or Q5_K (q5: the fifth bits, and a madd every four chunks), one token,
+ * all 16 rows in one pass (decode). */
+VT_INLINE void k_one(int64_t nb, const uint8_t *g, const block_q8_K *xr, float *y, const bool q5) {
+    const size_t tile = q5 ? TILE_Q5_K : TILE_Q4_K;
+    const int run = q5 ? 4 : 8; /* chunks per int16 sum */
+    const uint8_t *dd = g, *scv = g + 4 * PACK_ROWS, *qs = scv + 3 * CHUNK_VEC; /* + b * tile */
+    const uint8_t *qhp = qs + 32 * CHUNK_VEC;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    const uint8_t *pf = g + PF_DIST;
+    _Alignas(32) uint8_t scb[2][4][32]; /* [half][sc_lo, sc_hi, mn_lo, mn_hi] */
+    for (int64_t b = 0; b < nb; b++) {
+        UNROLL
+        for (int half = 0; half < 2; half++) {
+            const uint8_t *sp = scv + b * tile + 32 * half;
+            const __m256i u0 = _mm256_loadu_si256((const __m256i *)sp);
+            const __m256i u1 = _mm256_loadu_si256((const __m256i *)(sp + CHUNK_VEC));
+            const __m256i u2 = _mm256_loadu_si256((const __m256i *)(sp + 2 * CHUNK_VEC));
+            const __m256i k6 = _mm256_set1_epi8(0x3f), k4 = _mm256_set1_epi8(0x0f), k2 = _mm256_set1_epi8(0x03);
+            _mm256_store_si256((__m256i *)scb[half][0], _mm256_and_si256(u0, k6));
+            _mm256_store_si256((__m256i *)scb[half][2], _mm256_and_si256(u1, k6));
+            _mm256_store_si256((__m256i *)scb[half][1],
+                               _mm256_or_si256(_mm256_and_si256(u2, k4),
+                                               _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), k2), 4)));
+            _mm256_store_si256((__m256i *)scb[half][3],
+                               _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), k4),
+                                               _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), k2), 4)));
+        }
+        const uint8_t *v = qs + b * tile, *vh = qhp + b * tile;
+        __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int j = 0; j < 4; j++) {
+            prefetch_to(&pf, g + PF_DIST + (size_t)(4 * b + j + 1) * tile / 4);
+            __m256i sa[2], sb[2];
+            UNROLL
+            for (int half = 0; half < 2; half++) {
+                sa[half] = byte_pair(scb[half][j >= 2], (2 * j) & 3);
+                sb[half] = byte_pair(scb[half][j >= 2], (2 * j + 1) & 3);
+            }
+            UNROLL
+            for (int c0 = 0; c0 < 8; c0 += run) {
+                __m256i plo[2], phi[2];
+                plo[0] = plo[1] = phi[0] = phi[1] = _mm256_setzero_si256();
+                UNROLL
+                for (int c = c0; c < c0 + run; c++) {
+                    const int8_t *xq = xr[b].qs + 64 * j + 4 * c;
+                    const __m256i xlo = bcast32_256(xq), xhi = bcast32_256(xq + 32);
+                    UNROLL
+                    for (int half = 0; half < 2; half++) {
+                        const __m256i raw = _mm256_loadu_si256((const __m256i *)(v + (8 * j + c) * CHUNK_VEC + 32 * half));
+                        __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+                        if (q5) {
+                            const __m256i qh = _mm256_loadu_si256((const __m256i *)(vh + c * CHUNK_VEC + 32 * half));
+                            lo = _mm256_or_si256(lo, q5_K_bit4(qh, 2 * j));
+                            hi = _mm256_or_si256(hi, q5_K_bit4(qh, 2 * j + 1));
+                        }
+                        plo[half] = _mm256_add_epi16(plo[half], _mm256_maddubs_epi16(lo, xlo));
+                        phi[half] = _mm256_add_epi16(phi[half], _mm256_maddubs_epi16(hi, xhi));
+                    }
+                }
+                UNROLL
+                for (int half = 0; half < 2; half++)
+                    isum[half] = _mm256_add_epi32(isum[half], _mm256_add_epi32(_mm256_madd_epi16(plo[half], sa[half]),
+                                                                               _mm256_madd_epi16(phi[half], sb[half])));
+            }
+        }
+        __m256i imin[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        UNROLL
+        for (int j = 0; j < 8; j++) {
+            const __m256i bs = bcast32_256(xr[b].bsums + 2 * j);
+            UNROLL
+            for (int half = 0; half < 2; half++)
+                imin[half] = _mm256_add_epi32(imin[half], _mm256_madd_epi16(byte_pair(scb[half][2 + (j >= 4)], j & 3), bs));
+        }
+        const __m256 xd = _mm256_set1_ps(xr[b].d);
+        UNROLL
+        for (int half = 0; half < 2; half++) {
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dd + b * tile + 16 * half)));
+            const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dd + b * tile + 32 + 16 * half)));
+            acc[half] = _mm256_fmadd_ps(_mm256_mul_ps(dw, xd), _mm256_cvtepi32_ps(isum[half]), acc[half]);
+            acc[half] = _mm256_fnmadd_ps(_mm256_mul_ps(dmw, xd), _mm256_cvtepi32_ps(imin[half]), acc[half]);
+        }
+    }
+    _mm256_storeu_ps(y, acc[0]);
+    _mm256_storeu_ps(y + 8, acc[1]);
+}
+VT_INLINE void q4_K_one(int64_t nb, const uint8_t *g, const block_q8_K *xr, float *y) { k_one(nb, g, xr, y, false); }
+VT_INLINE void q5_K_one(int64_t nb, const uint8_t *g, const block_q8_K *xr, float *y) { k_one(nb, g, xr, y, true); }
 
 /* q4_K_half with the fifth bit merged into each nibble before the maddubs, and
  * a madd every four chunks (see above): Q4_K's integer sums and float steps. */
@@ -338,7 +511,7 @@ VT_INLINE void q6_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
             UNROLL
             for (int u = 0; u < 2; u++) {
                 const uint8_t *qt = tile + (2 * h + u) * PACK_Q6_K_QUARTER + 32 * half;
-                /* a quarter super-block per quarter of the work (2026-12-05, tiles:
+                /* a quarter super-block per quarter of the work (2026-12-04, tiles:
                  * +61% / +7% on rows of 2048 / 8192 over the old regions; one burst
                  * per super-block read rows of 8192 27% slower than those) */
                 if (half == 0)
@@ -399,7 +572,7 @@ VT_INLINE void q6_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
     for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ldy + 8 * half, acc[t]);
 }
 
-#define KQUANT_GEMM(name)                                                                   \
+#define KQUANT_GEMM(name)                                                                    \
     void gemm_##name##_avx2(int64_t n_in, const void *w, int64_t n_groups, const void *x,    \
                             size_t x_stride, const pack_xblock *xs, int n_tok, float *y,    \
                             int64_t ldy) {                                                  \
@@ -411,6 +584,10 @@ VT_INLINE void q6_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
             xr[t] = (const block_q8_K *)((const uint8_t *)x + (size_t)t * x_stride);        \
         for (int64_t gi = 0; gi < n_groups; gi++) {                                         \
             const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;               \
+            if (n_tok == 1) {                                                               \
+                name##_one(nb, g, xr[0], y + gi * PACK_ROWS);                               \
+                continue;                                                                   \
+            }                                                                               \
             for (int t = 0; t < n_tok; t += 2) {                                            \
                 float *yg = y + t * ldy + gi * PACK_ROWS;                                   \
                 for (int half = 0; half < 2; half++) {                                      \
@@ -420,6 +597,85 @@ VT_INLINE void q6_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
             }                                                                               \
         }                                                                                   \
     }
+
+/* The 6-bit quants of run m from a ql chunk (low nibbles for m < 2, high for
+ * m >= 2) and its qh chunk (bits 2m, 2m + 1). */
+VT_INLINE __m256i q6_K_quants(__m256i ls, __m256i hb, const int m) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), top = _mm256_set1_epi8(0x30);
+    const __m256i lq = _mm256_and_si256(m < 2 ? ls : _mm256_srli_epi16(ls, 4), m4);
+    __m256i hq;
+    switch (m) {
+    case 0: hq = _mm256_slli_epi16(hb, 4); break;
+    case 1: hq = _mm256_slli_epi16(hb, 2); break;
+    case 2: hq = hb; break;
+    default: hq = _mm256_srli_epi16(hb, 2); break;
+    }
+    return _mm256_or_si256(lq, _mm256_and_si256(hq, top));
+}
+
+/* Q6_K, one token, all 16 rows in one pass (decode). */
+VT_INLINE void q6_K_one(int64_t nb, const uint8_t *g, const block_q8_K *xr, float *y) {
+    const __m256i lo16 = _mm256_set1_epi32(0xffff);
+    const uint8_t *pf = g + PF_DIST;
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *tile = g + pack_q6_K_tile(nb, b);
+        __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        __m256i corr[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int h = 0; h < 2; h++) {
+            UNROLL
+            for (int u = 0; u < 2; u++) {
+                const uint8_t *qt = tile + (2 * h + u) * PACK_Q6_K_QUARTER;
+                prefetch_to(&pf, g + PF_DIST + (size_t)(4 * b + 2 * h + u + 1) * PACK_ROWS * sizeof(block_q6_K) / 4);
+                UNROLL
+                for (int m = 0; m < 4; m++) {
+                    const int j = 8 * h + 2 * m + u;
+                    __m256i p01[2], p23[2];
+                    p01[0] = p01[1] = p23[0] = p23[1] = _mm256_setzero_si256();
+                    UNROLL
+                    for (int c4 = 0; c4 < 4; c4++) {
+                        const __m256i xv = bcast32_256(xr[b].qs + 16 * j + 4 * c4);
+                        UNROLL
+                        for (int half = 0; half < 2; half++) {
+                            const __m256i ls = _mm256_loadu_si256((const __m256i *)(qt + PACK_Q6_K_VEC(4 * (m & 1) + c4) + 32 * half));
+                            const __m256i hb = _mm256_loadu_si256((const __m256i *)(qt + PACK_Q6_K_VEC(8 + c4) + 32 * half));
+                            const __m256i p = _mm256_maddubs_epi16(q6_K_quants(ls, hb, m), xv);
+                            if (c4 < 2) p01[half] = _mm256_add_epi16(p01[half], p);
+                            else p23[half] = _mm256_add_epi16(p23[half], p);
+                        }
+                    }
+                    UNROLL
+                    for (int half = 0; half < 2; half++) {
+                        const __m256i scj = q6_K_scale(qt, m, half);
+                        const __m256i pair = _mm256_or_si256(_mm256_and_si256(scj, lo16), _mm256_slli_epi32(scj, 16));
+                        isum[half] = _mm256_add_epi32(isum[half], _mm256_add_epi32(_mm256_madd_epi16(p01[half], pair),
+                                                                                   _mm256_madd_epi16(p23[half], pair)));
+                    }
+                }
+            }
+            const uint8_t *q0 = tile + 2 * h * PACK_Q6_K_QUARTER, *q1 = q0 + PACK_Q6_K_QUARTER;
+            UNROLL
+            for (int m = 0; m < 4; m++) {
+                const __m256i bs = bcast32_256(xr[b].bsums + 8 * h + 2 * m);
+                UNROLL
+                for (int half = 0; half < 2; half++) {
+                    const __m256i sc2 = _mm256_or_si256(_mm256_and_si256(q6_K_scale(q0, m, half), lo16),
+                                                        _mm256_slli_epi32(q6_K_scale(q1, m, half), 16));
+                    corr[half] = _mm256_add_epi32(corr[half], _mm256_madd_epi16(sc2, bs));
+                }
+            }
+        }
+        const __m256 xd = _mm256_set1_ps(xr[b].d);
+        UNROLL
+        for (int half = 0; half < 2; half++) {
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + pack_q6_K_d(nb, b) + 16 * half)));
+            const __m256i s = _mm256_sub_epi32(isum[half], _mm256_slli_epi32(corr[half], 5));
+            acc[half] = _mm256_fmadd_ps(_mm256_mul_ps(dw, xd), _mm256_cvtepi32_ps(s), acc[half]);
+        }
+    }
+    _mm256_storeu_ps(y, acc[0]);
+    _mm256_storeu_ps(y + 8, acc[1]);
+}
 
 KQUANT_GEMM(q4_K)
 KQUANT_GEMM(q5_K)

@@ -44,7 +44,7 @@
  *     within 4% of 6);
  *   Q6_K (old layout of three regions, each its own stream), 8 quarters
  *     (6.6 KiB): +57% (2048), +114% (8192); 3 quarters +8% / +50%; its tiles
- *     (2026-12-05) take PF_DIST_K: 3 and 8 KiB within 2%;
+ *     (2026-12-04) take PF_DIST_K: 3 and 8 KiB within 2%;
  *   Q4_K, PF_DIST_K 5 KiB: +10..22% (2048), +13..17% (8192); 2 KiB was the old
  *     distance, 4 and 8 KiB close to 5;
  *   Q5_K, a tile + 4 KiB: +18% / +17% over a tile + 256 bytes.
