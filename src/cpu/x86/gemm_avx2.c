@@ -75,6 +75,7 @@ VT_INLINE void q4_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_
                 const int8_t *xq = xr[t][b].qs + 4 * k;
                 p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(lo, bcast32_256(xq)));
                 p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(hi, bcast32_256(xq + 16)));
+                KEEP_REG(p[t]);
             }
         }
         UNROLL
@@ -111,6 +112,7 @@ VT_INLINE void q8_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_
             for (int t = 0; t < nt; t++) {
                 const __m256i xv = _mm256_sign_epi8(bcast32_256(xr[t][b].qs + 4 * k), raw);
                 s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xv), ones));
+                KEEP_REG(s[t]);
             }
         }
         UNROLL
@@ -277,6 +279,8 @@ VT_INLINE void q4_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
                     const int8_t *xq = xr[t][b].qs + 64 * j + 4 * c;
                     plo[t] = _mm256_add_epi16(plo[t], _mm256_maddubs_epi16(lo, bcast32_256(xq)));
                     phi[t] = _mm256_add_epi16(phi[t], _mm256_maddubs_epi16(hi, bcast32_256(xq + 32)));
+                    KEEP_REG(plo[t]);
+                    KEEP_REG(phi[t]);
                 }
             }
             const __m256i sa = lane_byte_pair(2 * j < 4 ? sc_lo : sc_hi, (2 * j) & 3);
@@ -462,6 +466,8 @@ VT_INLINE void q5_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
                         const int8_t *xq = xr[t][b].qs + 64 * j + 4 * c;
                         plo[t] = _mm256_add_epi16(plo[t], _mm256_maddubs_epi16(lo, bcast32_256(xq)));
                         phi[t] = _mm256_add_epi16(phi[t], _mm256_maddubs_epi16(hi, bcast32_256(xq + 32)));
+                        KEEP_REG(plo[t]);
+                        KEEP_REG(phi[t]);
                     }
                 }
                 UNROLL
@@ -495,9 +501,24 @@ VT_INLINE __m256i q6_K_scale(const uint8_t *qt, int m, int half) {
     return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(qt + PACK_Q6_K_SC(m) + 8 * half)));
 }
 
+/* The 6-bit quants of run m from a ql chunk (low nibbles for m < 2, high for
+ * m >= 2) and its qh chunk (bits 2m, 2m + 1). */
+VT_INLINE __m256i q6_K_quants(__m256i ls, __m256i hb, const int m) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), top = _mm256_set1_epi8(0x30);
+    const __m256i lq = _mm256_and_si256(m < 2 ? ls : _mm256_srli_epi16(ls, 4), m4);
+    __m256i hq;
+    switch (m) {
+    case 0: hq = _mm256_slli_epi16(hb, 4); break;
+    case 1: hq = _mm256_slli_epi16(hb, 2); break;
+    case 2: hq = hb; break;
+    default: hq = _mm256_srli_epi16(hb, 2); break;
+    }
+    return _mm256_or_si256(lq, _mm256_and_si256(hq, top));
+}
+
 VT_INLINE void q6_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_K *const *xr,
                          float *y, int64_t ldy, const int nt) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), lo16 = _mm256_set1_epi32(0xffff);
+    const __m256i lo16 = _mm256_set1_epi32(0xffff);
     const uint8_t *pf = g + PF_DIST;
     __m256 acc[2];
     UNROLL
@@ -525,15 +546,7 @@ VT_INLINE void q6_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
                     for (int c4 = 0; c4 < 4; c4++) {
                         const __m256i ls = _mm256_loadu_si256((const __m256i *)(qt + PACK_Q6_K_VEC(4 * (m & 1) + c4)));
                         const __m256i hb = _mm256_loadu_si256((const __m256i *)(qt + PACK_Q6_K_VEC(8 + c4)));
-                        const __m256i lq = m < 2 ? ls : _mm256_srli_epi16(ls, 4);
-                        __m256i hq;
-                        switch (m) {
-                        case 0: hq = _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(0x03)), 4); break;
-                        case 1: hq = _mm256_slli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8(0x0c)), 2); break;
-                        case 2: hq = _mm256_and_si256(hb, _mm256_set1_epi8(0x30)); break;
-                        default: hq = _mm256_srli_epi16(_mm256_and_si256(hb, _mm256_set1_epi8((char)0xc0)), 2); break;
-                        }
-                        const __m256i q = _mm256_or_si256(_mm256_and_si256(lq, m4), hq);
+                        const __m256i q = q6_K_quants(ls, hb, m);
                         UNROLL
                         for (int t = 0; t < nt; t++) {
                             const __m256i p = _mm256_maddubs_epi16(q, bcast32_256(xr[t][b].qs + 16 * j + 4 * c4));
@@ -597,21 +610,6 @@ VT_INLINE void q6_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
             }                                                                               \
         }                                                                                   \
     }
-
-/* The 6-bit quants of run m from a ql chunk (low nibbles for m < 2, high for
- * m >= 2) and its qh chunk (bits 2m, 2m + 1). */
-VT_INLINE __m256i q6_K_quants(__m256i ls, __m256i hb, const int m) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), top = _mm256_set1_epi8(0x30);
-    const __m256i lq = _mm256_and_si256(m < 2 ? ls : _mm256_srli_epi16(ls, 4), m4);
-    __m256i hq;
-    switch (m) {
-    case 0: hq = _mm256_slli_epi16(hb, 4); break;
-    case 1: hq = _mm256_slli_epi16(hb, 2); break;
-    case 2: hq = hb; break;
-    default: hq = _mm256_srli_epi16(hb, 2); break;
-    }
-    return _mm256_or_si256(lq, _mm256_and_si256(hq, top));
-}
 
 /* Q6_K, one token, all 16 rows in one pass (decode). */
 VT_INLINE void q6_K_one(int64_t nb, const uint8_t *g, const block_q8_K *xr, float *y) {
