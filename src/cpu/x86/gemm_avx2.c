@@ -125,73 +125,103 @@ VT_INLINE void q8_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_
     for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ldy + 8 * half, acc[t]);
 }
 
-/* One token, all 16 rows in one pass (decode): the group is read once, in
- * order, with the prefetch stream advancing as the work does, and each
- * activation broadcast feeds both halves. Two passes of 8 rows (the tiles of
- * 2-4 tokens below) prefetched only in the first, whose lines the second then
- * reread from L1 / L2 while the memory stream stood idle. On the Zen 5 VM
- * (gemm_ab, one token, 256 MiB of groups, rows of 2048 / 8192) the one-pass
- * kernels read Q4_0 +50% / +39%, Q8_0 +60% / +50%, Q4_K +58%, Q5_K +118%,
- * Q6_K +72% / +55% faster than the two passes (Q6_K: over its new tiles).
+/* Decode: one token (the K-quants) or up to two (Q4_0, Q8_0), all 16 rows in
+ * one pass. The group is read once, in order, with the prefetch stream
+ * advancing as the work does, and each activation broadcast feeds both halves.
+ * Two passes of 8 rows (the tiles of more tokens) prefetch only in the first,
+ * whose lines the second then rereads from L1 / L2 while the memory stream
+ * stands idle. On the Zen 5 VM (gemm_ab, 256 MiB of groups, rows of 2048 /
+ * 8192) the one-pass kernels read, one token: Q4_0 +50% / +39%, Q8_0 +60% /
+ * +50%, Q4_K +58%, Q5_K +118%, Q6_K +72% / +55% (over its new tiles); two
+ * tokens: Q4_0 +78%, Q8_0 +72% (rows of 2048), faster than the two passes.
  * Same integer sums and float steps, so the same bits. */
-VT_INLINE void q4_0_one(int64_t nb, const uint8_t *g, const block_q8_0 *xr, const pack_xblock *xs, float *y) {
+VT_INLINE void q4_0_one(int64_t nb, const uint8_t *g, const block_q8_0 *const *xr, const pack_xblock *xs,
+                        float *y, int64_t ldy, const int nt) {
     const uint8_t *pf = g + PF_DIST;
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 acc[2][2];
+    UNROLL
+    for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q4_0);
         prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q4_0));
-        __m256i p[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        __m256i p[2][2];
+        UNROLL
+        for (int t = 0; t < nt; t++) p[t][0] = p[t][1] = _mm256_setzero_si256();
         UNROLL
         for (int k = 0; k < 4; k++) {
-            const __m256i xlo = bcast32_256(xr[b].qs + 4 * k), xhi = bcast32_256(xr[b].qs + 16 + 4 * k);
             UNROLL
             for (int half = 0; half < 2; half++) {
                 const __m256i raw = _mm256_loadu_si256((const __m256i *)(v + k * CHUNK_VEC + 32 * half));
-                p[half] = _mm256_add_epi16(p[half], _mm256_maddubs_epi16(_mm256_and_si256(raw, m4), xlo));
-                p[half] = _mm256_add_epi16(p[half], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), xhi));
+                const __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+                UNROLL
+                for (int t = 0; t < nt; t++) {
+                    p[t][half] = _mm256_add_epi16(p[t][half], _mm256_maddubs_epi16(lo, bcast32_256(xr[t][b].qs + 4 * k)));
+                    p[t][half] = _mm256_add_epi16(p[t][half], _mm256_maddubs_epi16(hi, bcast32_256(xr[t][b].qs + 16 + 4 * k)));
+                    KEEP_REG(p[t][half]);
+                }
             }
         }
-        const __m256i bias = _mm256_set1_epi32(xs[b].bias);
-        const __m256 xd = _mm256_set1_ps(xs[b].d);
         UNROLL
         for (int half = 0; half < 2; half++) {
             const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + pack_pair_d(b, PACK_QB_Q4_0) + 16 * half)));
-            const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(p[half], ones), bias);
-            acc[half] = _mm256_fmadd_ps(_mm256_mul_ps(dw, xd), _mm256_cvtepi32_ps(s), acc[half]);
+            UNROLL
+            for (int t = 0; t < nt; t++) {
+                const pack_xblock *xi = xs + t * nb + b;
+                const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(p[t][half], ones), _mm256_set1_epi32(xi->bias));
+                acc[t][half] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(xi->d)), _mm256_cvtepi32_ps(s), acc[t][half]);
+            }
         }
     }
-    _mm256_storeu_ps(y, acc[0]);
-    _mm256_storeu_ps(y + 8, acc[1]);
+    UNROLL
+    for (int t = 0; t < nt; t++) {
+        _mm256_storeu_ps(y + t * ldy, acc[t][0]);
+        _mm256_storeu_ps(y + t * ldy + 8, acc[t][1]);
+    }
 }
 
-VT_INLINE void q8_0_one(int64_t nb, const uint8_t *g, const block_q8_0 *xr, const pack_xblock *xs, float *y) {
+VT_INLINE void q8_0_one(int64_t nb, const uint8_t *g, const block_q8_0 *const *xr, const pack_xblock *xs,
+                        float *y, int64_t ldy, const int nt) {
     const uint8_t *pf = g + PF_DIST;
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 acc[2][2];
+    UNROLL
+    for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q8_0);
         prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q8_0));
-        __m256i s[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        __m256i s[2][2];
+        UNROLL
+        for (int t = 0; t < nt; t++) s[t][0] = s[t][1] = _mm256_setzero_si256();
         UNROLL
         for (int k = 0; k < 8; k++) {
-            const __m256i xb = bcast32_256(xr[b].qs + 4 * k);
             UNROLL
             for (int half = 0; half < 2; half++) {
                 const __m256i raw = _mm256_loadu_si256((const __m256i *)(v + k * CHUNK_VEC + 32 * half));
-                const __m256i pr = _mm256_maddubs_epi16(_mm256_sign_epi8(raw, raw), _mm256_sign_epi8(xb, raw));
-                s[half] = _mm256_add_epi32(s[half], _mm256_madd_epi16(pr, ones));
+                const __m256i aw = _mm256_sign_epi8(raw, raw);
+                UNROLL
+                for (int t = 0; t < nt; t++) {
+                    const __m256i xv = _mm256_sign_epi8(bcast32_256(xr[t][b].qs + 4 * k), raw);
+                    s[t][half] = _mm256_add_epi32(s[t][half], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xv), ones));
+                    KEEP_REG(s[t][half]);
+                }
             }
         }
-        const __m256 xd = _mm256_set1_ps(xs[b].d);
         UNROLL
         for (int half = 0; half < 2; half++) {
             const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + pack_pair_d(b, PACK_QB_Q8_0) + 16 * half)));
-            acc[half] = _mm256_fmadd_ps(_mm256_mul_ps(dw, xd), _mm256_cvtepi32_ps(s[half]), acc[half]);
+            UNROLL
+            for (int t = 0; t < nt; t++) {
+                const __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(xs[t * nb + b].d));
+                acc[t][half] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(s[t][half]), acc[t][half]);
+            }
         }
     }
-    _mm256_storeu_ps(y, acc[0]);
-    _mm256_storeu_ps(y + 8, acc[1]);
+    UNROLL
+    for (int t = 0; t < nt; t++) {
+        _mm256_storeu_ps(y + t * ldy, acc[t][0]);
+        _mm256_storeu_ps(y + t * ldy + 8, acc[t][1]);
+    }
 }
 
 #define LEGACY_GEMM(name)                                                                   \
@@ -206,8 +236,9 @@ VT_INLINE void q8_0_one(int64_t nb, const uint8_t *g, const block_q8_0 *xr, cons
         for (int64_t gi = 0; gi < n_groups; gi++) {                                         \
             const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;               \
             float *yg = y + gi * PACK_ROWS;                                                 \
-            if (n_tok == 1) {                                                               \
-                name##_one(nb, g, xr[0], xs, yg);                                           \
+            if (n_tok <= 2) {                                                               \
+                if (n_tok == 2) name##_one(nb, g, xr, xs, yg, ldy, 2);                      \
+                else name##_one(nb, g, xr, xs, yg, ldy, 1);                                 \
                 continue;                                                                   \
             }                                                                               \
             for (int half = 0; half < 2; half++) {                                          \
