@@ -1,8 +1,9 @@
 /* AVX2 GEMMs over the packed layouts of cpu/pack.h (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K).
  *
  * A 64-byte chunk vector holds 4 quant bytes of each of the 16 rows of a group;
- * here it is two ymm halves of 8 rows, processed one half at a time (AVX2 has
- * 16 registers). maddubs against the broadcast 4 activation bytes gives two
+ * here it is two ymm halves of 8 rows, both in one pass for decode (one token;
+ * two for Q4_0 / Q8_0), one half at a time for larger token tiles (AVX2 has 16
+ * registers). maddubs against the broadcast 4 activation bytes gives two
  * int16 pair sums per row lane; madd with ones finishes the row's 32-bit lane.
  * Q4_0 nibbles are unsigned (0..15) and the -8 offset is taken out exactly with
  * the block's activation sum, so all 8 chunk products of a block fit int16
@@ -263,13 +264,25 @@ LEGACY_GEMM(q8_0)
  * share an int16 sum (4 * 2 * 31 * 128 < 2^15); Q6_K quants reach 63, so only
  * two. The -32 offset of Q6_K and the mins of Q4_K and Q5_K come from the
  * activation's bsums with madd against int16 pairs of the rows' scales or mins.
- * 16 registers hold the tiles of two tokens; a 4-token call makes two passes
- * over the group (the second from L1). */
+ * 16 registers hold the tiles of two tokens and 8 rows; a 4-token call makes
+ * four passes over the group (all but the first from L1 / L2). One token takes
+ * all 16 rows in one pass (k_one, q6_K_one). */
 
-/* Byte j (0..3) of every 32-bit lane as the int16 pair (v, v). */
+/* Byte j (0..3) of every 32-bit lane as the int16 pair (v, v): one pshufb. */
+static const uint8_t lane_byte_ctrl[4][32] __attribute__((aligned(32))) = {
+#define LBC(k) {k, 0x80, k, 0x80, 4 + k, 0x80, 4 + k, 0x80, 8 + k, 0x80, 8 + k, 0x80, 12 + k, 0x80, 12 + k, 0x80, \
+                k, 0x80, k, 0x80, 4 + k, 0x80, 4 + k, 0x80, 8 + k, 0x80, 8 + k, 0x80, 12 + k, 0x80, 12 + k, 0x80}
+    LBC(0), LBC(1), LBC(2), LBC(3)
+#undef LBC
+};
+
 VT_INLINE __m256i lane_byte_pair(__m256i v, int j) {
-    const __m256i b = _mm256_and_si256(_mm256_srli_epi32(v, 8 * j), _mm256_set1_epi32(0xff));
-    return _mm256_or_si256(b, _mm256_slli_epi32(b, 16));
+    return _mm256_shuffle_epi8(v, _mm256_load_si256((const __m256i *)lane_byte_ctrl[j]));
+}
+
+/* The same of 32 bytes at p (32-byte aligned). */
+VT_INLINE __m256i byte_pair(const uint8_t *p, int j) {
+    return lane_byte_pair(_mm256_load_si256((const __m256i *)p), j);
 }
 
 VT_INLINE void q4_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_K *const *xr,
@@ -339,18 +352,6 @@ VT_INLINE void q4_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
     }
     UNROLL
     for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ldy + 8 * half, acc[t]);
-}
-
-/* pshufb controls: byte k of every 32-bit lane as the int16 pair (v, v). */
-static const uint8_t lane_byte_ctrl[4][32] __attribute__((aligned(32))) = {
-#define LBC(k) {k, 0x80, k, 0x80, 4 + k, 0x80, 4 + k, 0x80, 8 + k, 0x80, 8 + k, 0x80, 12 + k, 0x80, 12 + k, 0x80, \
-                k, 0x80, k, 0x80, 4 + k, 0x80, 4 + k, 0x80, 8 + k, 0x80, 8 + k, 0x80, 12 + k, 0x80, 12 + k, 0x80}
-    LBC(0), LBC(1), LBC(2), LBC(3)
-#undef LBC
-};
-
-VT_INLINE __m256i byte_pair(const uint8_t *v, int k) {
-    return _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)v), _mm256_load_si256((const __m256i *)lane_byte_ctrl[k]));
 }
 
 /* Bit k (0..7) of every byte of qh at bit 4, the other bits cleared. 16-bit
