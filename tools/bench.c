@@ -343,19 +343,27 @@ typedef struct row {
 typedef struct bw_job {
     const uint64_t *p;
     size_t n;
+    int streams; /* 1 or BW_STREAMS */
     uint64_t sum;
 } bw_job;
 
 /* One 8-byte load per 64-byte line: the memory system still moves every line,
  * and the loop's own work stays far below it, so this reads the line-fill
  * bandwidth a streaming kernel can get (a sum of every word would measure the
- * adder at one thread). Four streams per thread, each prefetched 16 lines
- * ahead, as a decode GEMM reads: on the Zen 5 VM that read 41.5 / 71.4 GB/s at
- * 1 / 2 threads where one plain stream read 31.9 / 58.9, and vt's 100M decode
- * had already streamed more than the one-stream figure. */
+ * adder at one thread). Two patterns, the better one counts: four streams per
+ * thread, each prefetched 16 lines ahead, as a decode GEMM reads (on the Zen 5
+ * VM that read 41.5 / 71.4 GB/s at 1 / 2 threads where one plain stream read
+ * 31.9 / 58.9, and vt's 100M decode had already streamed more than the
+ * one-stream figure), and one plain stream (later the same VM read 15 GB/s with
+ * four streams at 1 thread and 28 with one, while vt's decode streamed 24). */
 #define BW_STREAMS 4
 static void *bw_sum(void *arg) {
     bw_job *j = arg;
+    j->sum = 0;
+    if (j->streams == 1) {
+        for (size_t i = 0; i < j->n; i += 8) j->sum += j->p[i];
+        return NULL;
+    }
     const size_t per = j->n / BW_STREAMS / 8 * 8;
     const uint64_t *s[BW_STREAMS];
     uint64_t a[BW_STREAMS] = {0};
@@ -365,21 +373,20 @@ static void *bw_sum(void *arg) {
             __builtin_prefetch(s[k] + i + 8 * 16);
             a[k] += s[k][i];
         }
-    j->sum = 0;
     for (int k = 0; k < BW_STREAMS; k++) j->sum += a[k];
     return NULL;
 }
 
-/* Best of 5 passes over 1 GiB with nth threads, in GB/s (1e9 bytes). */
+/* Best of 3 passes of each pattern over 1 GiB with nth threads, in GB/s (1e9 bytes). */
 static double measure_bandwidth(uint64_t *buf, size_t n_words, int nth) {
     double best = 0;
-    for (int rep = 0; rep < 5; rep++) {
+    for (int rep = 0; rep < 6; rep++) {
         pthread_t th[MAX_THREADS];
         bw_job jobs[MAX_THREADS];
         size_t per = n_words / (size_t)nth / (8 * BW_STREAMS) * (8 * BW_STREAMS);
         double t0 = now_s();
         for (int i = 0; i < nth; i++) {
-            jobs[i] = (bw_job){.p = buf + (size_t)i * per, .n = per};
+            jobs[i] = (bw_job){.p = buf + (size_t)i * per, .n = per, .streams = rep % 2 ? 1 : BW_STREAMS};
             if (i > 0) pthread_create(&th[i], NULL, bw_sum, &jobs[i]);
         }
         bw_sum(&jobs[0]);
