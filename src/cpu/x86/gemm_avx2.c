@@ -285,6 +285,22 @@ VT_INLINE __m256i byte_pair(const uint8_t *p, int j) {
     return lane_byte_pair(_mm256_load_si256((const __m256i *)p), j);
 }
 
+/* The 6-bit scales and mins of the 8 rows whose three scale words start at sp
+ * (a K-quant tile's scale vectors + 32 * half), a byte per sub-block in each
+ * row's 32-bit lane: ks[0] scales of sub-blocks 0..3, ks[1] of 4..7, ks[2] mins
+ * of 0..3, ks[3] of 4..7. */
+VT_INLINE void k_scales(const uint8_t *sp, __m256i ks[4]) {
+    const __m256i u0 = _mm256_loadu_si256((const __m256i *)sp);
+    const __m256i u1 = _mm256_loadu_si256((const __m256i *)(sp + CHUNK_VEC));
+    const __m256i u2 = _mm256_loadu_si256((const __m256i *)(sp + 2 * CHUNK_VEC));
+    const __m256i k6 = _mm256_set1_epi8(0x3f), k4 = _mm256_set1_epi8(0x0f), k2 = _mm256_set1_epi8(0x03);
+    ks[0] = _mm256_and_si256(u0, k6);
+    ks[1] = _mm256_or_si256(_mm256_and_si256(u2, k4), _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), k2), 4));
+    ks[2] = _mm256_and_si256(u1, k6);
+    ks[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), k4),
+                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), k2), 4));
+}
+
 VT_INLINE void q4_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_K *const *xr,
                          float *y, int64_t ldy, const int nt) {
     const uint8_t *dd = g, *scv = g + 4 * PACK_ROWS, *qs = scv + 3 * CHUNK_VEC; /* + b * TILE_Q4_K */
@@ -294,16 +310,9 @@ VT_INLINE void q4_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     const uint8_t *pf = g + PF_DIST;
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *sp = scv + b * TILE_Q4_K + 32 * half;
-        const __m256i u0 = _mm256_loadu_si256((const __m256i *)sp);
-        const __m256i u1 = _mm256_loadu_si256((const __m256i *)(sp + CHUNK_VEC));
-        const __m256i u2 = _mm256_loadu_si256((const __m256i *)(sp + 2 * CHUNK_VEC));
-        const __m256i k6 = _mm256_set1_epi8(0x3f), k4 = _mm256_set1_epi8(0x0f), k2 = _mm256_set1_epi8(0x03);
-        const __m256i sc_lo = _mm256_and_si256(u0, k6), mn_lo = _mm256_and_si256(u1, k6);
-        const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(u2, k4),
-                                              _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), k2), 4));
-        const __m256i mn_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), k4),
-                                              _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), k2), 4));
+        __m256i ks[4];
+        k_scales(scv + b * TILE_Q4_K + 32 * half, ks);
+        const __m256i sc_lo = ks[0], sc_hi = ks[1], mn_lo = ks[2], mn_hi = ks[3];
         const uint8_t *v = qs + b * TILE_Q4_K + 32 * half;
         if (half == 0) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q4_K));
         __m256i isum[2], imin[2];
@@ -376,19 +385,10 @@ VT_INLINE void k_one(int64_t nb, const uint8_t *g, const block_q8_K *xr, float *
     for (int64_t b = 0; b < nb; b++) {
         UNROLL
         for (int half = 0; half < 2; half++) {
-            const uint8_t *sp = scv + b * tile + 32 * half;
-            const __m256i u0 = _mm256_loadu_si256((const __m256i *)sp);
-            const __m256i u1 = _mm256_loadu_si256((const __m256i *)(sp + CHUNK_VEC));
-            const __m256i u2 = _mm256_loadu_si256((const __m256i *)(sp + 2 * CHUNK_VEC));
-            const __m256i k6 = _mm256_set1_epi8(0x3f), k4 = _mm256_set1_epi8(0x0f), k2 = _mm256_set1_epi8(0x03);
-            _mm256_store_si256((__m256i *)scb[half][0], _mm256_and_si256(u0, k6));
-            _mm256_store_si256((__m256i *)scb[half][2], _mm256_and_si256(u1, k6));
-            _mm256_store_si256((__m256i *)scb[half][1],
-                               _mm256_or_si256(_mm256_and_si256(u2, k4),
-                                               _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), k2), 4)));
-            _mm256_store_si256((__m256i *)scb[half][3],
-                               _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), k4),
-                                               _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), k2), 4)));
+            __m256i ks[4];
+            k_scales(scv + b * tile + 32 * half, ks);
+            UNROLL
+            for (int i = 0; i < 4; i++) _mm256_store_si256((__m256i *)scb[half][i], ks[i]);
         }
         const uint8_t *v = qs + b * tile, *vh = qhp + b * tile;
         __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
@@ -462,16 +462,9 @@ VT_INLINE void q5_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     const uint8_t *pf = g + PF_DIST;
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *sp = scv + b * TILE_Q5_K + 32 * half;
-        const __m256i u0 = _mm256_loadu_si256((const __m256i *)sp);
-        const __m256i u1 = _mm256_loadu_si256((const __m256i *)(sp + CHUNK_VEC));
-        const __m256i u2 = _mm256_loadu_si256((const __m256i *)(sp + 2 * CHUNK_VEC));
-        const __m256i k6 = _mm256_set1_epi8(0x3f), k4 = _mm256_set1_epi8(0x0f), k2 = _mm256_set1_epi8(0x03);
-        const __m256i sc_lo = _mm256_and_si256(u0, k6), mn_lo = _mm256_and_si256(u1, k6);
-        const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(u2, k4),
-                                              _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), k2), 4));
-        const __m256i mn_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), k4),
-                                              _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), k2), 4));
+        __m256i ks[4];
+        k_scales(scv + b * TILE_Q5_K + 32 * half, ks);
+        const __m256i sc_lo = ks[0], sc_hi = ks[1], mn_lo = ks[2], mn_hi = ks[3];
         const uint8_t *v = qs + b * TILE_Q5_K + 32 * half, *vh = qhp + b * TILE_Q5_K + 32 * half;
         if (half == 0) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q5_K));
         __m256i isum[2], imin[2];
