@@ -256,7 +256,7 @@ VT_INLINE void q8_0_one(int64_t nb, const uint8_t *g, const block_q8_0 *const *x
 LEGACY_GEMM(q4_0)
 LEGACY_GEMM(q8_0)
 
-/* ---- K-quants (Q4_K, Q5_K, Q6_K x Q8_K), 8 rows x up to 2 tokens per pass -------------
+/* ---- K-quants (Q4_K, Q5_K, Q6_K x Q8_K), 8 rows x up to 2 (Q6_K: 4) tokens a pass ------
  *
  * Per 32-element sub-block the maddubs pair sums of the 8 chunks fit int16
  * (Q4_K: 8 * 2 * 15 * 128 < 2^15), so one madd with the row's scale as an int16
@@ -264,9 +264,10 @@ LEGACY_GEMM(q8_0)
  * share an int16 sum (4 * 2 * 31 * 128 < 2^15); Q6_K quants reach 63, so only
  * two. The -32 offset of Q6_K and the mins of Q4_K and Q5_K come from the
  * activation's bsums with madd against int16 pairs of the rows' scales or mins.
- * 16 registers hold the tiles of two tokens and 8 rows; a 4-token call makes
- * four passes over the group (all but the first from L1 / L2). One token takes
- * all 16 rows in one pass (k_one, q6_K_one). */
+ * 16 registers hold the Q4_K / Q5_K tiles of two tokens and 8 rows, so a
+ * 4-token call makes four passes over the group (all but the first from L1 /
+ * L2); Q6_K madds every product sum at once and takes four tokens a pass
+ * (q6_K_half). One token takes all 16 rows in one pass (k_one, q6_K_one). */
 
 /* Byte j (0..3) of every 32-bit lane as the int16 pair (v, v): one pshufb. */
 static const uint8_t lane_byte_ctrl[4][32] __attribute__((aligned(32))) = {
