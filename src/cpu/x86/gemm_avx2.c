@@ -633,7 +633,7 @@ VT_INLINE void q6_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
                 continue;                                                                   \
             }                                                                               \
             for (int t = 0; t < n_tok; t += tok) {                                          \
-                const int nt = n_tok - t < tok ? n_tok - t : tok;                           \
+                const int nt = TILE_NT(n_tok - t, tok);                                     \
                 float *yg = y + t * ldy + gi * PACK_ROWS;                                   \
                 for (int half = 0; half < 2; half++) {                                      \
                     switch (nt) {                                                           \

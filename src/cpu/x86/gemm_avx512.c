@@ -167,10 +167,10 @@ VT_INLINE void q8_0_group(int64_t nb, const uint8_t *g, const block_q8_0 *const 
 
 /* Q8_0 for one or two tokens (decode), in 256-bit halves of the group (rows
  * 0..7, 8..15): the same integer sums and float steps as q8_0_group, so the same
- * bits. From memory it read 7-9% faster than the 512-bit kernel (gemm_ab, rows
- * of 2048 and 8192, 1 and 2 tokens, Zen 5 VM, 2026-12-05: 25.6 -> 27.9 GB/s at
- * one token, rows of 2048), as fast as the AVX2 tier's kernel or faster; Q4_0
- * in halves read the same as its 512-bit kernel, so it keeps that. */
+ * bits. From memory it read +8% / +11% over the 512-bit kernel at one token
+ * (gemm_ab, rows of 2048 / 8192, Zen 5 VM, 2026-12-05) and +16% at two, as fast
+ * as the AVX2 tier's kernel or faster, which had read 9% faster than the 512-bit
+ * one; Q4_0 in halves read the same as its 512-bit kernel, so it keeps that. */
 VT_INLINE void q8_0_few(int64_t nb, const uint8_t *g, const block_q8_0 *const *xr,
                         const pack_xblock *xs, float *y, int64_t ldy, const int nt, const bool pf_on) {
     const __m256i flip = _mm256_set1_epi8((char)0x80);
