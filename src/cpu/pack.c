@@ -46,8 +46,11 @@ void pack_xblocks(vt_dtype type, const void *x, size_t x_stride, int64_t n_tok, 
 
 /* Copy `len` bytes (a multiple of 4) of one row into chunk vectors: 4 bytes
  * each, at dst + chunk * CHUNK_VEC + 4 * r. */
+static void scatter_strided(const uint8_t *src, size_t len, int r, uint8_t *dst, size_t stride) {
+    for (size_t c = 0; c < len / 4; c++) memcpy(dst + c * stride + 4 * (size_t)r, src + 4 * c, 4);
+}
 static void scatter_chunks(const uint8_t *src, size_t len, int r, uint8_t *dst) {
-    for (size_t c = 0; c < len / 4; c++) memcpy(dst + c * CHUNK_VEC + 4 * (size_t)r, src + 4 * c, 4);
+    scatter_strided(src, len, r, dst, CHUNK_VEC);
 }
 
 void pack_group(vt_dtype type, int64_t n_in, const void *src, size_t row_bytes, int nr, void *dst) {
@@ -121,9 +124,10 @@ void pack_group(vt_dtype type, int64_t n_in, const void *src, size_t row_bytes, 
                     const int h = q >> 1, u = q & 1;
                     uint8_t *qt = g + pack_q6_K_tile(nb, b) + (size_t)q * PACK_Q6_K_QUARTER;
                     for (int m = 0; m < 4; m++) qt[PACK_Q6_K_SC(m) + r] = (uint8_t)row[b].scales[8 * h + 2 * m + u];
-                    scatter_chunks(row[b].ql + 64 * h + 16 * u, 16, r, qt + PACK_Q6_K_VEC(0));
-                    scatter_chunks(row[b].ql + 64 * h + 32 + 16 * u, 16, r, qt + PACK_Q6_K_VEC(4));
-                    scatter_chunks(row[b].qh + 32 * h + 16 * u, 16, r, qt + PACK_Q6_K_VEC(8));
+                    const size_t stride = PACK_Q6_K_VEC(0, 1) - PACK_Q6_K_VEC(0, 0);
+                    scatter_strided(row[b].ql + 64 * h + 16 * u, 16, r, qt + PACK_Q6_K_VEC(0, 0), stride);
+                    scatter_strided(row[b].ql + 64 * h + 32 + 16 * u, 16, r, qt + PACK_Q6_K_VEC(1, 0), stride);
+                    scatter_strided(row[b].qh + 32 * h + 16 * u, 16, r, qt + PACK_Q6_K_VEC(2, 0), stride);
                 }
             }
         }
@@ -310,9 +314,10 @@ void gemm_q6_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x,
                         const uint8_t *qt = g + pack_q6_K_tile(nb, b) + (size_t)qi * PACK_Q6_K_QUARTER;
                         for (int m = 0; m < 4; m++) sc[8 * h + 2 * m + u] = (int8_t)qt[PACK_Q6_K_SC(m) + r];
                         for (int l = 0; l < 16; l++) {
-                            const uint8_t la = chunk_byte(qt + PACK_Q6_K_VEC(0), r, l);
-                            const uint8_t lb = chunk_byte(qt + PACK_Q6_K_VEC(4), r, l);
-                            const uint8_t hb = chunk_byte(qt + PACK_Q6_K_VEC(8), r, l);
+                            const size_t at = 4 * (size_t)r + (size_t)(l % 4); /* byte of row r */
+                            const uint8_t la = qt[PACK_Q6_K_VEC(0, l / 4) + at];
+                            const uint8_t lb = qt[PACK_Q6_K_VEC(1, l / 4) + at];
+                            const uint8_t hb = qt[PACK_Q6_K_VEC(2, l / 4) + at];
                             const int e = 128 * h + 16 * u + l; /* element of m = 0 */
                             q[e] = (int8_t)((la & 0x0f) | ((hb & 3) << 4));
                             q[e + 32] = (int8_t)((lb & 0x0f) | (((hb >> 2) & 3) << 4));

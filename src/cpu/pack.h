@@ -51,10 +51,13 @@
  *         runs m = 0..3; ql[64h + 32 (m & 1) + l] holds element 128h + 32m + l in
  *         its low (m < 2) or high nibble, bits 2m..2m+1 of qh[32h + l] its top
  *         two bits) is 832 bytes, 13 lines: the int8 scales of its sub-blocks
- *         j = 8h + 2m + u, m = 0..3 (16 rows each: 64 bytes), then 12 chunk
- *         vectors, v = 0..3 bytes ql[64h + 16u + 4v ..], v = 4..7 bytes
- *         ql[64h + 32 + 16u + 4(v - 4) ..], v = 8..11 bytes qh[32h + 16u +
- *         4(v - 8) ..] (pack_q6_K_* below). Super-blocks in pairs: d of 2p, d of
+ *         j = 8h + 2m + u, m = 0..3 (16 rows each: 64 bytes), then for c = 0..3
+ *         three chunk vectors, the ones the decode kernels load together: bytes
+ *         ql[64h + 16u + 4c ..] (k = 0), ql[64h + 32 + 16u + 4c ..] (k = 1),
+ *         qh[32h + 16u + 4c ..] (k = 2) (pack_q6_K_*, PACK_Q6_K_VEC below; with
+ *         the four of each k in a row, which the kernels then read out of
+ *         order, a core streamed Q6_K 16% slower from memory on the Zen 5 VM,
+ *         bench/gemm_ab, 2026-12-05). Super-blocks in pairs: d of 2p, d of
  *         2p + 1 | tile of 2p | tile of 2p + 1, 6720 bytes, 105 lines; an odd
  *         nb's last super-block is tile | d. A group reads as one stream in
  *         address order. (Until 2026-12-04 the group held three regions, all d,
@@ -110,12 +113,12 @@ static inline size_t pack_pair_qs(int64_t nb, int64_t b, size_t qb) {
 /* Q6_K: bytes of a quarter, a tile and a pair of super-blocks of 16 rows; byte
  * offsets, in a group of nb super-blocks, of super-block b's 16 f16 scales and
  * of its tile (quarter q at + q * PACK_Q6_K_QUARTER); in a quarter, of the
- * scales of its sub-block m and of its chunk vector v (layout above). */
+ * scales of its sub-block m and of its chunk vector (k, c) (layout above). */
 #define PACK_Q6_K_QUARTER (13 * 4 * PACK_ROWS)
 #define PACK_Q6_K_TILE (4 * PACK_Q6_K_QUARTER)
 #define PACK_Q6_K_PAIR (4 * PACK_ROWS + 2 * PACK_Q6_K_TILE)
 #define PACK_Q6_K_SC(m) ((m) * PACK_ROWS)
-#define PACK_Q6_K_VEC(v) ((1 + (v)) * 4 * PACK_ROWS)
+#define PACK_Q6_K_VEC(k, c) ((1 + 3 * (c) + (k)) * 4 * PACK_ROWS)
 static inline size_t pack_q6_K_d(int64_t nb, int64_t b) {
     const size_t pair = (size_t)(b >> 1) * PACK_Q6_K_PAIR;
     if (!(b & 1) && b == nb - 1) return pair + PACK_Q6_K_TILE; /* an odd nb's last */

@@ -380,8 +380,8 @@ VT_INLINE void q6_K_tile(int64_t nb, const uint8_t *g, const block_q8_K *const *
                 }
                 UNROLL for (int c4 = 0; c4 < 4; c4++) {
                     uint8x16_t l[4], hb[4];
-                    load_quads(qt + PACK_Q6_K_VEC(4 * s + c4), q0, nq, l);
-                    load_quads(qt + PACK_Q6_K_VEC(8 + c4), q0, nq, hb);
+                    load_quads(qt + PACK_Q6_K_VEC(s, c4), q0, nq, l);
+                    load_quads(qt + PACK_Q6_K_VEC(2, c4), q0, nq, hb);
                     UNROLL for (int q = 0; q < nq; q++) {
                         /* bits 0-1: the high bits of m = s, bits 4-5: of m = s + 2 */
                         const uint8x16_t hm = vandq_u8(s ? vshrq_n_u8(hb[q], 2) : hb[q], m33);

@@ -480,8 +480,8 @@ VT_INLINE void widen_q6_K_step(const uint8_t *tile, int s, uint8_t *blo, uint8_t
     UNROLL
     for (int r = 0; r < 16; r++) {
         const uint8_t *qt = tile + (2 * h + ((r >> 2) & 1)) * PACK_Q6_K_QUARTER;
-        const __m512i raw = _mm512_loadu_si512(qt + PACK_Q6_K_VEC(4 * (r >> 3) + (r & 3)));
-        const __m512i hb = _mm512_loadu_si512(qt + PACK_Q6_K_VEC(8 + (r & 3)));
+        const __m512i raw = _mm512_loadu_si512(qt + PACK_Q6_K_VEC(r >> 3, r & 3));
+        const __m512i hb = _mm512_loadu_si512(qt + PACK_Q6_K_VEC(2, r & 3));
         const __m512i nib = _mm512_and_si512(hi_nib ? _mm512_srli_epi16(raw, 4) : raw, m4);
         const __m512i top = _mm512_and_si512(_mm512_srli_epi16(hb, 2 * (r >> 3) + 4 * hi_nib), m3);
         const __m512i q = _mm512_sub_epi8(_mm512_or_si512(nib, _mm512_slli_epi16(top, 4)), off);

@@ -579,8 +579,8 @@ VT_INLINE void q6_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
                     const __m256i pair = _mm256_or_si256(_mm256_and_si256(scj, lo16), _mm256_slli_epi32(scj, 16));
                     UNROLL
                     for (int c4 = 0; c4 < 4; c4++) {
-                        const __m256i ls = _mm256_loadu_si256((const __m256i *)(qt + PACK_Q6_K_VEC(4 * (m & 1) + c4)));
-                        const __m256i hb = _mm256_loadu_si256((const __m256i *)(qt + PACK_Q6_K_VEC(8 + c4)));
+                        const __m256i ls = _mm256_loadu_si256((const __m256i *)(qt + PACK_Q6_K_VEC(m & 1, c4)));
+                        const __m256i hb = _mm256_loadu_si256((const __m256i *)(qt + PACK_Q6_K_VEC(2, c4)));
                         const __m256i q = q6_K_quants(ls, hb, m);
                         UNROLL
                         for (int t = 0; t < nt; t++) {
@@ -671,8 +671,8 @@ VT_INLINE void q6_K_one(int64_t nb, const uint8_t *g, const block_q8_K *xr, floa
                         const __m256i xv = bcast32_256(xr[b].qs + 16 * j + 4 * c4);
                         UNROLL
                         for (int half = 0; half < 2; half++) {
-                            const __m256i ls = _mm256_loadu_si256((const __m256i *)(qt + PACK_Q6_K_VEC(4 * (m & 1) + c4) + 32 * half));
-                            const __m256i hb = _mm256_loadu_si256((const __m256i *)(qt + PACK_Q6_K_VEC(8 + c4) + 32 * half));
+                            const __m256i ls = _mm256_loadu_si256((const __m256i *)(qt + PACK_Q6_K_VEC(m & 1, c4) + 32 * half));
+                            const __m256i hb = _mm256_loadu_si256((const __m256i *)(qt + PACK_Q6_K_VEC(2, c4) + 32 * half));
                             const __m256i p = _mm256_maddubs_epi16(q6_K_quants(ls, hb, m), xv);
                             if (c4 < 2) p01[half] = _mm256_add_epi16(p01[half], p);
                             else p23[half] = _mm256_add_epi16(p23[half], p);

@@ -548,8 +548,8 @@ VT_INLINE void q6_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const 
                     for (int t = 0; t < nt; t++) sj[t] = _mm512_set1_epi32(-32 * xr[t][b].bsums[j]);
                     UNROLL
                     for (int c4 = 0; c4 < 4; c4++) {
-                        const __m512i lsrc = _mm512_loadu_si512(qt + PACK_Q6_K_VEC(4 * (m & 1) + c4));
-                        const __m512i hb = _mm512_loadu_si512(qt + PACK_Q6_K_VEC(8 + c4));
+                        const __m512i lsrc = _mm512_loadu_si512(qt + PACK_Q6_K_VEC(m & 1, c4));
+                        const __m512i hb = _mm512_loadu_si512(qt + PACK_Q6_K_VEC(2, c4));
                         const __m512i q = q6_K_quants(lsrc, lsrc, hb, m);
                         UNROLL
                         for (int t = 0; t < nt; t++)
@@ -601,9 +601,9 @@ VT_INLINE void q6_K_group_few(int64_t nb, const uint8_t *g, const block_q8_K *co
                 UNROLL
                 for (int c4 = 0; c4 < 4; c4++) {
                     const int c = 4 * u + c4;
-                    const __m512i la = _mm512_loadu_si512(qt + PACK_Q6_K_VEC(c4));
-                    const __m512i lb = _mm512_loadu_si512(qt + PACK_Q6_K_VEC(4 + c4));
-                    const __m512i hb = _mm512_loadu_si512(qt + PACK_Q6_K_VEC(8 + c4));
+                    const __m512i la = _mm512_loadu_si512(qt + PACK_Q6_K_VEC(0, c4));
+                    const __m512i lb = _mm512_loadu_si512(qt + PACK_Q6_K_VEC(1, c4));
+                    const __m512i hb = _mm512_loadu_si512(qt + PACK_Q6_K_VEC(2, c4));
                     UNROLL
                     for (int m = 0; m < 4; m++) {
                         const __m512i q = q6_K_quants(m & 1 ? lb : la, m & 1 ? lb : la, hb, m);
