@@ -276,6 +276,7 @@ static void check_gemm_type(const cpu_kernels *simd, vt_dtype t) {
     }
     check_gemm_kernel(simd->gemm[t], cpu_isa_str(simd->gemm_isa[t]), t, PACK_TOK_MAX);
     if (simd->gemm_cached[t]) check_gemm_kernel(simd->gemm_cached[t], "cached", t, PACK_TOK_MAX);
+    if (simd->gemm_nopf[t]) check_gemm_kernel(simd->gemm_nopf[t], "nopf", t, PACK_TOK_MAX);
     if (simd->gemm_wide[t]) check_gemm_kernel(simd->gemm_wide[t], "amx", t, PACK_TOK_WIDE);
 }
 
@@ -480,7 +481,8 @@ int main(int argc, char **argv) {
     }
     if (cpu_isa_detected() < CPU_ISA_NEON)
         for (int i = 0; i < N_WEIGHT_TYPES; i++)
-            CHECK(ref.gemm[weight_types[i]] == NULL && ref.gemm_cached[weight_types[i]] == NULL);
+            CHECK(ref.gemm[weight_types[i]] == NULL && ref.gemm_cached[weight_types[i]] == NULL &&
+                  ref.gemm_nopf[weight_types[i]] == NULL);
     static const vt_dtype act_types[] = {VT_DTYPE_Q8_0, VT_DTYPE_Q8_1, VT_DTYPE_Q8_K,
                                          VT_DTYPE_F16, VT_DTYPE_BF16};
     for (size_t i = 0; i < sizeof act_types / sizeof act_types[0]; i++)

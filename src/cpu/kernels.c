@@ -137,6 +137,7 @@ static void fill_avx512(cpu_kernels *k) {
 #define SET_GEMM(T, t)                                                                     \
     do {                                                                                   \
         k->gemm[VT_DTYPE_##T] = gemm_##t##_avx512;                                         \
+        k->gemm_nopf[VT_DTYPE_##T] = gemm_##t##_avx512_nopf;                               \
         k->gemm_isa[VT_DTYPE_##T] = CPU_ISA_AVX512;                                        \
     } while (0)
     SET_GEMM(Q4_0, q4_0);

@@ -29,6 +29,9 @@
  *    the file layout and dot_rows). The ref tier has none.
  *  - gemm_cached[t]: as gemm[t] (same bits), for prefill's token blocks, whose
  *    tiles find the weights in cache: no software prefetch. NULL: gemm[t] serves.
+ *  - gemm_nopf[t]: as gemm[t] (same bits) without software prefetch, for decode
+ *    on a machine whose hardware prefetcher streams the weights faster alone
+ *    (mm_set_prefetch in cpu/matmul.h). NULL: gemm[t] serves.
  *  - gemm_wide[t]: as gemm[t] for up to PACK_TOK_WIDE tokens per call and
  *    n_in <= PACK_WIDE_N_IN_MAX, also bit-identical with the ref twin; where the CPU has a tile unit (AMX) that
  *    prefill's token tiles use. NULL elsewhere.
@@ -61,6 +64,7 @@ typedef struct cpu_kernels {
     cpu_isa quantize_isa[VT_DTYPE_COUNT];     /* tier each quantize entry came from */
     pack_gemm_fn gemm[VT_DTYPE_COUNT];        /* packed GEMM by weight type, or NULL */
     pack_gemm_fn gemm_cached[VT_DTYPE_COUNT]; /* the same for prefill blocks, or NULL */
+    pack_gemm_fn gemm_nopf[VT_DTYPE_COUNT];   /* the same, no software prefetch, or NULL */
     pack_gemm_fn gemm_wide[VT_DTYPE_COUNT];   /* the same for n_tok <= PACK_TOK_WIDE, or NULL */
     cpu_isa gemm_isa[VT_DTYPE_COUNT];         /* tier each gemm entry came from */
     /* g[i] = silu(g[i]) * u[i] = g[i] / (1 + exp(-g[i])) * u[i]; SIMD tiers use a

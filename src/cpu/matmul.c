@@ -40,6 +40,7 @@
 #include "cpu/threadpool.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -260,17 +261,25 @@ typedef struct {
     const pack_xblock *xs;
 } tok_block;
 
+static atomic_bool sw_prefetch = true; /* mm_set_prefetch */
+
+void mm_set_prefetch(bool software) { atomic_store_explicit(&sw_prefetch, software, memory_order_relaxed); }
+bool mm_get_prefetch(void) { return atomic_load_explicit(&sw_prefetch, memory_order_relaxed); }
+
 /* The kernels of w for a step of n_tok tokens (wide tiles where there is a
  * kernel, enough tokens, and rows it takes; past one tile, the kernels for
- * weights in cache), looked up once per call. */
+ * weights in cache; in decode, without software prefetch if so set), looked up
+ * once per call. */
 static tok_block tok_kernels(const mm_weight *w, size_t x_stride, int64_t n_tok) {
     const cpu_kernels *k = cpu_kernels_get();
     tok_block b = {.x_stride = x_stride};
-    if (w->packed && k->gemm[w->type]) {
-        b.gemm = n_tok > PACK_TOK_MAX && k->gemm_cached[w->type] ? k->gemm_cached[w->type] : k->gemm[w->type];
-        if (n_tok >= MM_WIDE_MIN && w->n_in <= PACK_WIDE_N_IN_MAX) b.wide = k->gemm_wide[w->type];
+    const vt_dtype t = w->type;
+    if (w->packed && k->gemm[t]) {
+        if (n_tok > PACK_TOK_MAX) b.gemm = k->gemm_cached[t] ? k->gemm_cached[t] : k->gemm[t];
+        else b.gemm = k->gemm_nopf[t] && !mm_get_prefetch() ? k->gemm_nopf[t] : k->gemm[t];
+        if (n_tok >= MM_WIDE_MIN && w->n_in <= PACK_WIDE_N_IN_MAX) b.wide = k->gemm_wide[t];
     } else {
-        b.dot_rows = k->dot_rows[w->type];
+        b.dot_rows = k->dot_rows[t];
         VT_ASSERT(b.dot_rows);
     }
     return b;

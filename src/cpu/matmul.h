@@ -79,4 +79,14 @@ void mm_compute_multi(const mm_weight *const *ws, float *const *ys, const int64_
 void mm_compute_glu(const mm_weight *gate, const mm_weight *up, vt_dtype down_type, const void *xq,
                     int64_t n_tok, void *hq, tp_pool *pool, int ith);
 
+/* Whether decode steps (up to PACK_TOK_MAX tokens) use the GEMMs with software
+ * prefetch (the default) or, where the tier has them (cpu/kernels.h gemm_nopf),
+ * those that leave the streaming to the hardware prefetcher. Process-wide, the
+ * same bits either way. Which is faster depends on the machine, and on a VM on
+ * the hour: on the Zen 5 VM the kernels once streamed 9-114% faster with
+ * software prefetch, and on another day 8-18% faster without (BENCHMARKS.md);
+ * fwd_create times both on the model's weights and sets the faster. */
+void mm_set_prefetch(bool software);
+bool mm_get_prefetch(void);
+
 #endif

@@ -2,11 +2,13 @@
 
 #include "cpu/attention.h"
 #include "base/hugemem.h"
+#include "base/log.h"
 #include "base/size.h"
 #include "cpu/kernels.h"
 #include "cpu/matmul.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,21 +37,21 @@ typedef struct attn_item {
  * goes, by step. Steps: 0 embed, 1-9 as numbered in forward_worker (summed
  * over layers), 10 the logits. */
 #define FWD_PROF_STEPS 11
-#ifdef VT_FWD_PROFILE
-static double prof_now(void) {
+static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+#ifdef VT_FWD_PROFILE
 #define PROF_MARK(f, ith, step, t_prev)                                     \
     do {                                                                    \
         if ((ith) == 0) {                                                   \
-            const double now_ = prof_now();                                 \
+            const double now_ = now_s();                                 \
             (f)->prof_s[(f)->batch->n_tokens > 1][step] += now_ - (t_prev); \
             (t_prev) = now_;                                                \
         }                                                                   \
     } while (0)
-#define PROF_START(ith) ((ith) == 0 ? prof_now() : 0)
+#define PROF_START(ith) ((ith) == 0 ? now_s() : 0)
 #else
 #define PROF_MARK(f, ith, step, t_prev) ((void)(t_prev))
 #define PROF_START(ith) 0.0
@@ -108,6 +110,86 @@ static void *carve(uint8_t *base, size_t *off, size_t bytes) {
     void *p = base ? base + *off : NULL;
     *off += size_align_up(bytes, 64);
     return p;
+}
+
+/* ---- software prefetch or not (mm_set_prefetch) -------------------------------------------- */
+
+/* The first forward context of a process times one-token GEMMs over the FFN
+ * weights of its first layers (PREFETCH_PROBE_MIN..MAX bytes, far past any
+ * L3), alternating decode kernels with and without software prefetch, and
+ * keeps the kernels without only when they were faster by more than
+ * PREFETCH_PROBE_MARGIN (best of PREFETCH_PROBE_ROUNDS each): with the packed
+ * layouts read in address order the hardware prefetcher may stream them
+ * alone, and on the Zen 5 VM some days it streamed them faster that way and
+ * some days slower (cpu/matmul.h). About 0.1 s for a 1B model. VT_PREFETCH=sw
+ * or hw sets the choice instead; smaller models keep software prefetch. */
+#define PREFETCH_PROBE_MIN ((size_t)64 << 20)
+#define PREFETCH_PROBE_MAX ((size_t)256 << 20)
+#define PREFETCH_PROBE_ROUNDS 3
+#define PREFETCH_PROBE_MARGIN 0.97
+
+typedef struct prefetch_probe {
+    const model *m;
+    tp_pool *pool;
+    int64_t n_layer; /* FFN weights of layers 0 .. n_layer - 1 */
+    const void *xq;  /* zero activations, quantized for either input width */
+    float *y;
+} prefetch_probe;
+
+static void prefetch_probe_worker(void *arg, int ith, int nth) {
+    (void)nth;
+    const prefetch_probe *p = arg;
+    for (int64_t il = 0; il < p->n_layer; il++) {
+        const layer_weights *L = &p->m->layers[il];
+        const mm_weight *ws[3] = {&L->w_gate, &L->w_up, &L->w_down};
+        for (int i = 0; i < 3; i++) {
+            mm_compute(ws[i], p->xq, 1, p->y, 0, p->pool, ith);
+            tp_barrier(p->pool);
+        }
+    }
+}
+
+static void choose_prefetch(const model *m, tp_pool *pool) {
+    static atomic_flag done = ATOMIC_FLAG_INIT;
+    if (atomic_flag_test_and_set(&done)) return;
+    const char *env = getenv("VT_PREFETCH");
+    if (env && (!strcmp(env, "sw") || !strcmp(env, "hw"))) {
+        mm_set_prefetch(!strcmp(env, "sw"));
+        return;
+    }
+    const model_hparams *hp = &m->hp;
+    const cpu_kernels *k = cpu_kernels_get();
+    if (hp->n_layer == 0 || !m->layers[0].w_up.packed || !k->gemm_nopf[m->layers[0].w_up.type]) return;
+    prefetch_probe p = {.m = m, .pool = pool};
+    size_t bytes = 0;
+    while (p.n_layer < hp->n_layer && bytes < PREFETCH_PROBE_MAX) {
+        const layer_weights *L = &m->layers[p.n_layer++];
+        bytes += (L->w_gate.row_bytes + L->w_up.row_bytes) * (size_t)hp->n_ff + L->w_down.row_bytes * (size_t)hp->n_embd;
+    }
+    if (bytes < PREFETCH_PROBE_MIN) return;
+    const vt_dtype dt = m->layers[0].w_down.type;
+    const size_t xb = max_sz(mm_act_row_bytes(m->layers[0].w_up.type, hp->n_embd), mm_act_row_bytes(dt, hp->n_ff));
+    void *xq = calloc(1, xb);
+    p.y = malloc(sizeof(float) * (size_t)max_sz((size_t)hp->n_ff, (size_t)hp->n_embd));
+    if (xq && p.y) {
+        p.xq = xq;
+        double best[2] = {1e30, 1e30}; /* [software prefetch] */
+        for (int r = 0; r < 2 * PREFETCH_PROBE_ROUNDS; r++) {
+            const bool sw = r % 2 == 0;
+            mm_set_prefetch(sw);
+            const double t0 = now_s();
+            tp_run(pool, prefetch_probe_worker, &p);
+            const double dt_s = now_s() - t0;
+            if (dt_s < best[sw]) best[sw] = dt_s;
+        }
+        const bool sw = !(best[0] < PREFETCH_PROBE_MARGIN * best[1]);
+        mm_set_prefetch(sw);
+        log_info("decode GEMMs %s software prefetch: %.1f GB/s with, %.1f without (%d thread%s)",
+                 sw ? "with" : "without", (double)bytes / best[1] / 1e9, (double)bytes / best[0] / 1e9,
+                 tp_n_threads(pool), tp_n_threads(pool) > 1 ? "s" : "");
+    }
+    free(xq);
+    free(p.y);
 }
 
 vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_tokens,
@@ -181,6 +263,7 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
         return vt_errorf(VT_E_NOMEM, "out of memory for a %lld-token batch workspace",
                          (long long)max_tokens);
     }
+    choose_prefetch(m, pool);
     *out = f;
     return VT_OK;
 }

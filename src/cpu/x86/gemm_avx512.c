@@ -339,13 +339,15 @@ LEGACY_GEMM(q4_0, , true, q4_0_group)
 LEGACY_GEMM(q8_0, , true, q8_0_few)
 LEGACY_GEMM(q4_0, _cached, false, q4_0_group)
 LEGACY_GEMM(q8_0, _cached, false, q8_0_group)
+LEGACY_GEMM(q4_0, _nopf, false, q4_0_group)
+LEGACY_GEMM(q8_0, _nopf, false, q8_0_few)
 #undef QB8_q4_0
 #undef QB8_q8_0
 
 /* ---- Q4_K ------------------------------------------------------------------------ */
 
 VT_INLINE void q4_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y,
-                          int64_t ldy, const int nt) {
+                          int64_t ldy, const int nt, const bool pf_on) {
     const uint8_t *dd = g, *scv = g + 4 * PACK_ROWS, *qs = scv + 3 * CHUNK_VEC; /* + b * TILE_Q4_K */
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512 acc[PACK_TOK_MAX];
@@ -365,7 +367,7 @@ VT_INLINE void q4_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const 
         UNROLL
         for (int j = 0; j < 4; j++) {
             /* a quarter of the super-block's lines per quarter of its work */
-            prefetch_to(&pf, g + PF_DIST_K + b * TILE_Q4_K + (j + 1) * TILE_Q4_K / 4);
+            if (pf_on) prefetch_to(&pf, g + PF_DIST_K + b * TILE_Q4_K + (j + 1) * TILE_Q4_K / 4);
             __m512i slo[PACK_TOK_MAX], shi[PACK_TOK_MAX];
             UNROLL
             for (int t = 0; t < nt; t++) slo[t] = shi[t] = _mm512_setzero_si512();
@@ -427,7 +429,7 @@ VT_INLINE __m512i q5_K_bit4(__m512i qh, const int k) {
  * Against a shift per nibble: +6% at 1 token, +3% at 4 with the weights in L2
  * (bench_matmul 256x2048); the same within noise when they stream from L3. */
 VT_INLINE void q5_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y,
-                          int64_t ldy, const int nt) {
+                          int64_t ldy, const int nt, const bool pf_on) {
     const uint8_t *dd = g, *scv = g + 4 * PACK_ROWS, *qs = scv + 3 * CHUNK_VEC; /* + b * TILE_Q5_K */
     const uint8_t *qhp = qs + 32 * CHUNK_VEC;
     const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
@@ -448,7 +450,7 @@ VT_INLINE void q5_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const 
         UNROLL
         for (int j = 0; j < 4; j++) {
             /* a quarter of the super-block's lines per quarter of its work */
-            prefetch_to(&pf, g + PF_DIST_Q5_K + b * TILE_Q5_K + (j + 1) * TILE_Q5_K / 4);
+            if (pf_on) prefetch_to(&pf, g + PF_DIST_Q5_K + b * TILE_Q5_K + (j + 1) * TILE_Q5_K / 4);
             __m512i slo[PACK_TOK_MAX], shi[PACK_TOK_MAX];
             UNROLL
             for (int t = 0; t < nt; t++) slo[t] = shi[t] = _mm512_setzero_si512();
@@ -522,7 +524,7 @@ VT_INLINE void q6_K_prefetch(const uint8_t *g, const uint8_t **pf, int64_t b, in
 }
 
 VT_INLINE void q6_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y,
-                          int64_t ldy, const int nt) {
+                          int64_t ldy, const int nt, const bool pf_on) {
     const uint8_t *pf = g + PF_DIST_K;
     __m512 acc[PACK_TOK_MAX];
     UNROLL
@@ -537,7 +539,7 @@ VT_INLINE void q6_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const 
             UNROLL
             for (int u = 0; u < 2; u++) {
                 const uint8_t *qt = tile + (2 * h + u) * PACK_Q6_K_QUARTER;
-                q6_K_prefetch(g, &pf, b, 2 * h + u);
+                if (pf_on) q6_K_prefetch(g, &pf, b, 2 * h + u);
                 UNROLL
                 for (int m = 0; m < 4; m++) {
                     /* sub-block j = 8h + 2m + u: elements 128h + 32m + 16u .. + 16, as
@@ -576,7 +578,7 @@ VT_INLINE void q6_K_group(int64_t nb, const uint8_t *g, const block_q8_K *const 
  * live (the 4-token tile above would spill with sixteen). Same integer sums and
  * float steps, so the same bits. */
 VT_INLINE void q6_K_group_few(int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y,
-                              int64_t ldy, const int nt) {
+                              int64_t ldy, const int nt, const bool pf_on) {
     const uint8_t *pf = g + PF_DIST_K;
     __m512 acc[2];
     UNROLL
@@ -592,7 +594,7 @@ VT_INLINE void q6_K_group_few(int64_t nb, const uint8_t *g, const block_q8_K *co
             UNROLL
             for (int u = 0; u < 2; u++) {
                 const uint8_t *qt = tile + (2 * h + u) * PACK_Q6_K_QUARTER;
-                q6_K_prefetch(g, &pf, b, 2 * h + u);
+                if (pf_on) q6_K_prefetch(g, &pf, b, 2 * h + u);
                 __m512i s[2][4];
                 UNROLL
                 for (int t = 0; t < nt; t++)
@@ -630,10 +632,10 @@ VT_INLINE void q6_K_group_few(int64_t nb, const uint8_t *g, const block_q8_K *co
     for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
 }
 
-#define KQUANT_GEMM(name, few) /* few: the group kernel for 1-2 tokens */          \
-    void gemm_##name##_avx512(int64_t n_in, const void *w, int64_t n_groups, const void *x,  \
-                              size_t x_stride, const pack_xblock *xs, int n_tok, float *y,  \
-                              int64_t ldy) {                                                \
+#define KQUANT_GEMM(name, suffix, pf_on, few) /* few: the group kernel for 1-2 tokens */ \
+    void gemm_##name##_avx512##suffix(int64_t n_in, const void *w, int64_t n_groups,         \
+                                      const void *x, size_t x_stride, const pack_xblock *xs, \
+                                      int n_tok, float *y, int64_t ldy) {                   \
         (void)xs;                                                                           \
         const int64_t nb = n_in / QK_K;                                                     \
         const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_##name);           \
@@ -644,14 +646,17 @@ VT_INLINE void q6_K_group_few(int64_t nb, const uint8_t *g, const block_q8_K *co
             const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;               \
             float *yg = y + gi * PACK_ROWS;                                                 \
             switch (n_tok) {                                                                \
-            case 4: name##_group(nb, g, xr, yg, ldy, 4); break;                             \
-            case 3: name##_group(nb, g, xr, yg, ldy, 3); break;                             \
-            case 2: few(nb, g, xr, yg, ldy, 2); break;                                      \
-            default: few(nb, g, xr, yg, ldy, 1); break;                                     \
+            case 4: name##_group(nb, g, xr, yg, ldy, 4, pf_on); break;                      \
+            case 3: name##_group(nb, g, xr, yg, ldy, 3, pf_on); break;                      \
+            case 2: few(nb, g, xr, yg, ldy, 2, pf_on); break;                               \
+            default: few(nb, g, xr, yg, ldy, 1, pf_on); break;                              \
             }                                                                               \
         }                                                                                   \
     }
 
-KQUANT_GEMM(q4_K, q4_K_group)
-KQUANT_GEMM(q5_K, q5_K_group)
-KQUANT_GEMM(q6_K, q6_K_group_few)
+KQUANT_GEMM(q4_K, , true, q4_K_group)
+KQUANT_GEMM(q5_K, , true, q5_K_group)
+KQUANT_GEMM(q6_K, , true, q6_K_group_few)
+KQUANT_GEMM(q4_K, _nopf, false, q4_K_group)
+KQUANT_GEMM(q5_K, _nopf, false, q5_K_group)
+KQUANT_GEMM(q6_K, _nopf, false, q6_K_group_few)

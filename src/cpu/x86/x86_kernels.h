@@ -72,6 +72,12 @@ X86_DECLARE_GEMM(q6_K, avx512)
 /* ... and for prefill token blocks, without software prefetch (gemm_cached) */
 X86_DECLARE_GEMM(q4_0, avx512_cached)
 X86_DECLARE_GEMM(q8_0, avx512_cached)
+/* ... and for decode without software prefetch (gemm_nopf) */
+X86_DECLARE_GEMM(q4_0, avx512_nopf)
+X86_DECLARE_GEMM(q8_0, avx512_nopf)
+X86_DECLARE_GEMM(q4_K, avx512_nopf)
+X86_DECLARE_GEMM(q5_K, avx512_nopf)
+X86_DECLARE_GEMM(q6_K, avx512_nopf)
 /* gemm_amx.c: AMX-INT8 tile GEMMs for n_tok <= PACK_TOK_WIDE (two 16-token tiles) */
 X86_DECLARE_GEMM(q4_0, amx)
 X86_DECLARE_GEMM(q8_0, amx)
