@@ -111,7 +111,7 @@ static void check_type(vt_dtype type, tp_pool *const *pools, int n_pools) {
             y[1][i] = malloc(n_tok * ldys[i] * sizeof(float));
         }
         for (int p = 0; p < n_pools; p++) {
-            mm_set_prefetch(p % 2 == 0); /* 2 and 4 threads: the decode kernels without, same bits */
+            mm_set_prefetch(type, p % 2 == 0); /* 2 and 4 threads: the decode kernels without, same bits */
             for (int multi = 0; multi < 2; multi++) {
                 const int slot = (p == 0 && multi == 0) ? 0 : 1;
                 for (int i = 0; i < N_W; i++) memset(y[slot][i], 0xff, n_tok * ldys[i] * sizeof(float));
@@ -126,7 +126,7 @@ static void check_type(vt_dtype type, tp_pool *const *pools, int n_pools) {
                         }
             }
         }
-        mm_set_prefetch(true);
+        mm_set_prefetch(type, true);
         /* values of the 1-thread result against the scalar reference */
         uint8_t *xr = malloc(act_min);
         float *wd = malloc(n_in * sizeof(float)), *xd = malloc(n_in * sizeof(float));

@@ -21,6 +21,7 @@
  * pair, bandwidth / weight bytes per token: on a VM whose speed drifts by
  * minutes, a bound measured once is not the bound of a later run. */
 #include "cmds.h"
+#include "cpu/matmul.h"
 #include "llama_dl.h"
 #include "vt.h"
 
@@ -82,6 +83,7 @@ typedef struct meas {
     int32_t tokens;
     uint64_t weight_bytes;
     uint64_t step_bytes; /* vt only: weight bytes one decode step reads */
+    int nopf;            /* vt only: weight types whose decode GEMMs run without software prefetch */
     char desc[96];
     char err[256];
 } meas;
@@ -134,6 +136,8 @@ static bool engine_open(engine *e, engine_id id, const bench_cfg *c, const char 
     if (vt_context_create(e->vm, &cp, &e->vc) != VT_OK) goto vt_fail;
     m->weight_bytes = vt_model_weight_bytes(e->vm);
     m->step_bytes = vt_model_step_bytes(e->vm);
+    for (int t = 0; t < VT_DTYPE_COUNT; t++) /* set by the context's probe */
+        if (!mm_get_prefetch((vt_dtype)t)) m->nopf++;
     snprintf(m->desc, sizeof m->desc, "%s", vt_model_desc(e->vm));
     return true;
 vt_fail:
@@ -309,6 +313,7 @@ typedef struct engine_stats {
     double tps[MAX_REPS], cpu_per_tok[MAX_REPS];
     long max_rss_kb;
     uint64_t weight_bytes, step_bytes;
+    int n_nopf; /* measurements with a type whose decode GEMMs ran without software prefetch */
     char desc[96];
     char err[256];
 } engine_stats;
@@ -324,6 +329,7 @@ static void stats_add(engine_stats *s, const meas *m) {
     if (m->max_rss_kb > s->max_rss_kb) s->max_rss_kb = m->max_rss_kb;
     s->weight_bytes = m->weight_bytes;
     s->step_bytes = m->step_bytes;
+    s->n_nopf += m->nopf > 0;
     snprintf(s->desc, sizeof s->desc, "%s", m->desc);
 }
 
@@ -780,6 +786,12 @@ static void print_table(const bench_cfg *c, const row *rows, int n_rows) {
         for (int e = 0; e < 2; e++)
             if (r->st[e].err[0]) printf("  %s error: %s\n", engine_name[e], r->st[e].err);
     }
+    int n_vt = 0, n_nopf = 0;
+    for (int i = 0; i < n_rows; i++)
+        if (rows[i].w->n_gen > 0) n_vt += rows[i].st[ENG_VT].n, n_nopf += rows[i].st[ENG_VT].n_nopf;
+    if (n_vt > 0)
+        printf("\nvt decode GEMMs without software prefetch for some weight type (the load-time probe, "
+               "VT_PREFETCH): %d of %d decode measurements\n", n_nopf, n_vt);
 }
 
 static void json_array(FILE *f, const double *x, int n) {
@@ -832,6 +844,7 @@ static void write_json(const bench_cfg *c, const row *rows, int n_rows, const ch
                 fprintf(f, ", \"peak_rss_kb\": %ld, \"weight_bytes\": %llu, \"desc\": ", s->max_rss_kb,
                         (unsigned long long)s->weight_bytes);
                 json_string(f, s->desc);
+                if (e == ENG_VT) fprintf(f, ", \"decode_nopf\": %d", s->n_nopf);
             }
             if (s->err[0]) {
                 fprintf(f, ", \"error\": ");

@@ -123,6 +123,11 @@ static void fill_avx2(cpu_kernels *k) {
     k->gemm[VT_DTYPE_Q4_K] = gemm_q4_K_avx2;
     k->gemm[VT_DTYPE_Q5_K] = gemm_q5_K_avx2;
     k->gemm[VT_DTYPE_Q6_K] = gemm_q6_K_avx2;
+    k->gemm_nopf[VT_DTYPE_Q4_0] = gemm_q4_0_avx2_nopf;
+    k->gemm_nopf[VT_DTYPE_Q8_0] = gemm_q8_0_avx2_nopf;
+    k->gemm_nopf[VT_DTYPE_Q4_K] = gemm_q4_K_avx2_nopf;
+    k->gemm_nopf[VT_DTYPE_Q5_K] = gemm_q5_K_avx2_nopf;
+    k->gemm_nopf[VT_DTYPE_Q6_K] = gemm_q6_K_avx2_nopf;
     for (int t = 0; t < VT_DTYPE_COUNT; t++)
         if (k->gemm[t]) k->gemm_isa[t] = CPU_ISA_AVX2;
 }

@@ -261,10 +261,12 @@ typedef struct {
     const pack_xblock *xs;
 } tok_block;
 
-static atomic_bool sw_prefetch = true; /* mm_set_prefetch */
+static atomic_bool no_prefetch[VT_DTYPE_COUNT]; /* mm_set_prefetch: false (the default) = software */
 
-void mm_set_prefetch(bool software) { atomic_store_explicit(&sw_prefetch, software, memory_order_relaxed); }
-bool mm_get_prefetch(void) { return atomic_load_explicit(&sw_prefetch, memory_order_relaxed); }
+void mm_set_prefetch(vt_dtype type, bool software) {
+    atomic_store_explicit(&no_prefetch[type], !software, memory_order_relaxed);
+}
+bool mm_get_prefetch(vt_dtype type) { return !atomic_load_explicit(&no_prefetch[type], memory_order_relaxed); }
 
 /* The kernels of w for a step of n_tok tokens (wide tiles where there is a
  * kernel, enough tokens, and rows it takes; past one tile, the kernels for
@@ -276,7 +278,7 @@ static tok_block tok_kernels(const mm_weight *w, size_t x_stride, int64_t n_tok)
     const vt_dtype t = w->type;
     if (w->packed && k->gemm[t]) {
         if (n_tok > PACK_TOK_MAX) b.gemm = k->gemm_cached[t] ? k->gemm_cached[t] : k->gemm[t];
-        else b.gemm = k->gemm_nopf[t] && !mm_get_prefetch() ? k->gemm_nopf[t] : k->gemm[t];
+        else b.gemm = k->gemm_nopf[t] && !mm_get_prefetch(t) ? k->gemm_nopf[t] : k->gemm[t];
         if (n_tok >= MM_WIDE_MIN && w->n_in <= PACK_WIDE_N_IN_MAX) b.wide = k->gemm_wide[t];
     } else {
         b.dot_rows = k->dot_rows[t];

@@ -79,14 +79,16 @@ void mm_compute_multi(const mm_weight *const *ws, float *const *ys, const int64_
 void mm_compute_glu(const mm_weight *gate, const mm_weight *up, vt_dtype down_type, const void *xq,
                     int64_t n_tok, void *hq, tp_pool *pool, int ith);
 
-/* Whether decode steps (up to PACK_TOK_MAX tokens) use the GEMMs with software
- * prefetch (the default) or, where the tier has them (cpu/kernels.h gemm_nopf),
- * those that leave the streaming to the hardware prefetcher. Process-wide, the
- * same bits either way. Which is faster depends on the machine, and on a VM on
- * the hour: on the Zen 5 VM the kernels once streamed 9-114% faster with
- * software prefetch, and on another day 8-18% faster without (BENCHMARKS.md);
- * fwd_create times both on the model's weights and sets the faster. */
-void mm_set_prefetch(bool software);
-bool mm_get_prefetch(void);
+/* Whether decode steps (up to PACK_TOK_MAX tokens) with weights of `type` use
+ * the GEMMs with software prefetch (the default) or, where the tier has them
+ * (cpu/kernels.h gemm_nopf), those that leave the streaming to the hardware
+ * prefetcher. Process-wide, the same bits either way. Which is faster depends on the machine, and on a VM on
+ * the hour: on the Zen 5 VM software prefetch once made the kernels stream
+ * 4-114% faster (the layouts of several regions then), and on another day the
+ * address-ordered layouts streamed 8-18% faster without it at one thread, and
+ * the same at two (cpu/x86/gemm_avx512.c, BENCHMARKS.md). fwd_create times
+ * both on the model's weights, type by type, and sets the faster. */
+void mm_set_prefetch(vt_dtype type, bool software);
+bool mm_get_prefetch(vt_dtype type);
 
 #endif

@@ -30,7 +30,8 @@
  * stream 4 KiB ahead: Q4_0 / Q8_0 / Q6_K / Q4_K -3% / -1% / -12% / +5% on rows
  * of 2048, +33% / +13% / +64% / +1% on rows of 8192 (Q4_0 and Q8_0 then in two
  * regions, one stream each). The Q4_0 / Q8_0 pair layout against that: +5% /
- * +2% on rows of 2048, -3% / +2% on rows of 8192. */
+ * +2% on rows of 2048, -3% / +2% on rows of 8192. Every kernel also comes
+ * without software prefetch (_nopf), as in gemm_avx512.c. */
 #ifndef PF_DIST /* can be set with -D to compare distances (bench/gemm_ab) */
 #define PF_DIST 6144
 #endif
@@ -53,7 +54,7 @@ VT_INLINE __m256i bcast32_256(const void *p) {
 
 /* Rows 8 * half .. 8 * half + 7 of one group, nt tokens. */
 VT_INLINE void q4_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_0 *const *xr,
-                         const pack_xblock *xs, float *y, int64_t ldy, const int nt) {
+                         const pack_xblock *xs, float *y, int64_t ldy, const int nt, const bool pf_on) {
     const uint8_t *pf = g + PF_DIST;
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
     __m256 acc[PACK_TOK_MAX];
@@ -62,7 +63,7 @@ VT_INLINE void q4_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_
     for (int64_t b = 0; b < nb; b++) {
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + pack_pair_d(b, PACK_QB_Q4_0) + 16 * half)));
         const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q4_0) + 32 * half;
-        if (half == 0) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q4_0));
+        if (pf_on && half == 0) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q4_0));
         __m256i p[PACK_TOK_MAX];
         UNROLL
         for (int t = 0; t < nt; t++) p[t] = _mm256_setzero_si256();
@@ -92,7 +93,7 @@ VT_INLINE void q4_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_
 }
 
 VT_INLINE void q8_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_0 *const *xr,
-                         const pack_xblock *xs, float *y, int64_t ldy, const int nt) {
+                         const pack_xblock *xs, float *y, int64_t ldy, const int nt, const bool pf_on) {
     const uint8_t *pf = g + PF_DIST;
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[PACK_TOK_MAX];
@@ -101,7 +102,7 @@ VT_INLINE void q8_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_
     for (int64_t b = 0; b < nb; b++) {
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + pack_pair_d(b, PACK_QB_Q8_0) + 16 * half)));
         const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q8_0) + 32 * half;
-        if (half == 0) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q8_0));
+        if (pf_on && half == 0) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q8_0));
         __m256i s[PACK_TOK_MAX];
         UNROLL
         for (int t = 0; t < nt; t++) s[t] = _mm256_setzero_si256();
@@ -137,7 +138,7 @@ VT_INLINE void q8_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_
  * tokens: Q4_0 +78%, Q8_0 +72% (rows of 2048), faster than the two passes.
  * Same integer sums and float steps, so the same bits. */
 VT_INLINE void q4_0_one(int64_t nb, const uint8_t *g, const block_q8_0 *const *xr, const pack_xblock *xs,
-                        float *y, int64_t ldy, const int nt) {
+                        float *y, int64_t ldy, const int nt, const bool pf_on) {
     const uint8_t *pf = g + PF_DIST;
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
     __m256 acc[2][2];
@@ -145,7 +146,7 @@ VT_INLINE void q4_0_one(int64_t nb, const uint8_t *g, const block_q8_0 *const *x
     for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q4_0);
-        prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q4_0));
+        if (pf_on) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q4_0));
         __m256i p[2][2];
         UNROLL
         for (int t = 0; t < nt; t++) p[t][0] = p[t][1] = _mm256_setzero_si256();
@@ -182,7 +183,7 @@ VT_INLINE void q4_0_one(int64_t nb, const uint8_t *g, const block_q8_0 *const *x
 }
 
 VT_INLINE void q8_0_one(int64_t nb, const uint8_t *g, const block_q8_0 *const *xr, const pack_xblock *xs,
-                        float *y, int64_t ldy, const int nt) {
+                        float *y, int64_t ldy, const int nt, const bool pf_on) {
     const uint8_t *pf = g + PF_DIST;
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[2][2];
@@ -190,7 +191,7 @@ VT_INLINE void q8_0_one(int64_t nb, const uint8_t *g, const block_q8_0 *const *x
     for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q8_0);
-        prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q8_0));
+        if (pf_on) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q8_0));
         __m256i s[2][2];
         UNROLL
         for (int t = 0; t < nt; t++) s[t][0] = s[t][1] = _mm256_setzero_si256();
@@ -225,10 +226,12 @@ VT_INLINE void q8_0_one(int64_t nb, const uint8_t *g, const block_q8_0 *const *x
     }
 }
 
-#define LEGACY_GEMM(name)                                                                   \
-    void gemm_##name##_avx2(int64_t n_in, const void *w, int64_t n_groups, const void *x,    \
-                            size_t x_stride, const pack_xblock *xs, int n_tok, float *y,    \
-                            int64_t ldy) {                                                  \
+/* suffix, pf_on: the kernels with software prefetch (gemm_<type>_avx2) and
+ * without (_nopf, cpu/kernels.h) */
+#define LEGACY_GEMM(name, suffix, pf_on)                                                    \
+    void gemm_##name##_avx2##suffix(int64_t n_in, const void *w, int64_t n_groups,           \
+                                    const void *x, size_t x_stride, const pack_xblock *xs,   \
+                                    int n_tok, float *y, int64_t ldy) {                     \
         const int64_t nb = n_in / 32;                                                       \
         const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_##name);           \
         const block_q8_0 *xr[PACK_TOK_MAX];                                                 \
@@ -238,23 +241,25 @@ VT_INLINE void q8_0_one(int64_t nb, const uint8_t *g, const block_q8_0 *const *x
             const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;               \
             float *yg = y + gi * PACK_ROWS;                                                 \
             if (n_tok <= 2) {                                                               \
-                if (n_tok == 2) name##_one(nb, g, xr, xs, yg, ldy, 2);                      \
-                else name##_one(nb, g, xr, xs, yg, ldy, 1);                                 \
+                if (n_tok == 2) name##_one(nb, g, xr, xs, yg, ldy, 2, pf_on);               \
+                else name##_one(nb, g, xr, xs, yg, ldy, 1, pf_on);                          \
                 continue;                                                                   \
             }                                                                               \
             for (int half = 0; half < 2; half++) {                                          \
                 switch (n_tok) {                                                            \
-                case 4: name##_half(nb, g, half, xr, xs, yg, ldy, 4); break;                \
-                case 3: name##_half(nb, g, half, xr, xs, yg, ldy, 3); break;                \
-                case 2: name##_half(nb, g, half, xr, xs, yg, ldy, 2); break;                \
-                default: name##_half(nb, g, half, xr, xs, yg, ldy, 1); break;               \
+                case 4: name##_half(nb, g, half, xr, xs, yg, ldy, 4, pf_on); break;         \
+                case 3: name##_half(nb, g, half, xr, xs, yg, ldy, 3, pf_on); break;         \
+                case 2: name##_half(nb, g, half, xr, xs, yg, ldy, 2, pf_on); break;         \
+                default: name##_half(nb, g, half, xr, xs, yg, ldy, 1, pf_on); break;        \
                 }                                                                           \
             }                                                                               \
         }                                                                                   \
     }
 
-LEGACY_GEMM(q4_0)
-LEGACY_GEMM(q8_0)
+LEGACY_GEMM(q4_0, , true)
+LEGACY_GEMM(q8_0, , true)
+LEGACY_GEMM(q4_0, _nopf, false)
+LEGACY_GEMM(q8_0, _nopf, false)
 
 /* ---- K-quants (Q4_K, Q5_K, Q6_K x Q8_K), 8 rows x up to 2 (Q6_K: 4) tokens a pass ------
  *
@@ -303,7 +308,7 @@ VT_INLINE void k_scales(const uint8_t *sp, __m256i ks[4]) {
 }
 
 VT_INLINE void q4_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_K *const *xr,
-                         float *y, int64_t ldy, const int nt) {
+                         float *y, int64_t ldy, const int nt, const bool pf_on) {
     const uint8_t *dd = g, *scv = g + 4 * PACK_ROWS, *qs = scv + 3 * CHUNK_VEC; /* + b * TILE_Q4_K */
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256 acc[2];
@@ -315,7 +320,7 @@ VT_INLINE void q4_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
         k_scales(scv + b * TILE_Q4_K + 32 * half, ks);
         const __m256i sc_lo = ks[0], sc_hi = ks[1], mn_lo = ks[2], mn_hi = ks[3];
         const uint8_t *v = qs + b * TILE_Q4_K + 32 * half;
-        if (half == 0) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q4_K));
+        if (pf_on && half == 0) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q4_K));
         __m256i isum[2], imin[2];
         UNROLL
         for (int t = 0; t < nt; t++) isum[t] = imin[t] = _mm256_setzero_si256();
@@ -374,7 +379,7 @@ VT_INLINE __m256i q5_K_bit4(__m256i qh, const int k) {
 
 /* Q4_K or Q5_K (q5: the fifth bits, and a madd every four chunks), one token,
  * all 16 rows in one pass (decode). */
-VT_INLINE void k_one(int64_t nb, const uint8_t *g, const block_q8_K *xr, float *y, const bool q5) {
+VT_INLINE void k_one(int64_t nb, const uint8_t *g, const block_q8_K *xr, float *y, const bool q5, const bool pf_on) {
     const size_t tile = q5 ? TILE_Q5_K : TILE_Q4_K;
     const int run = q5 ? 4 : 8; /* chunks per int16 sum */
     const uint8_t *dd = g, *scv = g + 4 * PACK_ROWS, *qs = scv + 3 * CHUNK_VEC; /* + b * tile */
@@ -394,7 +399,7 @@ VT_INLINE void k_one(int64_t nb, const uint8_t *g, const block_q8_K *xr, float *
         const uint8_t *v = qs + b * tile, *vh = qhp + b * tile;
         __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
         for (int j = 0; j < 4; j++) {
-            prefetch_to(&pf, g + PF_DIST + (size_t)(4 * b + j + 1) * tile / 4);
+            if (pf_on) prefetch_to(&pf, g + PF_DIST + (size_t)(4 * b + j + 1) * tile / 4);
             __m256i sa[2], sb[2];
             UNROLL
             for (int half = 0; half < 2; half++) {
@@ -448,13 +453,17 @@ VT_INLINE void k_one(int64_t nb, const uint8_t *g, const block_q8_K *xr, float *
     _mm256_storeu_ps(y, acc[0]);
     _mm256_storeu_ps(y + 8, acc[1]);
 }
-VT_INLINE void q4_K_one(int64_t nb, const uint8_t *g, const block_q8_K *xr, float *y) { k_one(nb, g, xr, y, false); }
-VT_INLINE void q5_K_one(int64_t nb, const uint8_t *g, const block_q8_K *xr, float *y) { k_one(nb, g, xr, y, true); }
+VT_INLINE void q4_K_one(int64_t nb, const uint8_t *g, const block_q8_K *xr, float *y, const bool pf_on) {
+    k_one(nb, g, xr, y, false, pf_on);
+}
+VT_INLINE void q5_K_one(int64_t nb, const uint8_t *g, const block_q8_K *xr, float *y, const bool pf_on) {
+    k_one(nb, g, xr, y, true, pf_on);
+}
 
 /* q4_K_half with the fifth bit merged into each nibble before the maddubs, and
  * a madd every four chunks (see above): Q4_K's integer sums and float steps. */
 VT_INLINE void q5_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_K *const *xr,
-                         float *y, int64_t ldy, const int nt) {
+                         float *y, int64_t ldy, const int nt, const bool pf_on) {
     const uint8_t *dd = g, *scv = g + 4 * PACK_ROWS, *qs = scv + 3 * CHUNK_VEC; /* + b * TILE_Q5_K */
     const uint8_t *qhp = qs + 32 * CHUNK_VEC;
     const __m256i m4 = _mm256_set1_epi8(0x0f);
@@ -467,7 +476,7 @@ VT_INLINE void q5_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
         k_scales(scv + b * TILE_Q5_K + 32 * half, ks);
         const __m256i sc_lo = ks[0], sc_hi = ks[1], mn_lo = ks[2], mn_hi = ks[3];
         const uint8_t *v = qs + b * TILE_Q5_K + 32 * half, *vh = qhp + b * TILE_Q5_K + 32 * half;
-        if (half == 0) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q5_K));
+        if (pf_on && half == 0) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q5_K));
         __m256i isum[2], imin[2];
         UNROLL
         for (int t = 0; t < nt; t++) isum[t] = imin[t] = _mm256_setzero_si256();
@@ -553,7 +562,7 @@ VT_INLINE __m256i q6_K_quants(__m256i ls, __m256i hb, const int m) {
  * every chunk twice and ran 91 GFLOP/s (bench_matmul -n 128, 5632 x 2048, one
  * thread, Zen 5 VM). */
 VT_INLINE void q6_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_K *const *xr,
-                         float *y, int64_t ldy, const int nt) {
+                         float *y, int64_t ldy, const int nt, const bool pf_on) {
     const __m256i lo16 = _mm256_set1_epi32(0xffff);
     const uint8_t *pf = g + PF_DIST;
     __m256 acc[PACK_TOK_MAX];
@@ -571,7 +580,7 @@ VT_INLINE void q6_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
                 /* a quarter super-block per quarter of the work (2026-12-04, tiles:
                  * +61% / +7% on rows of 2048 / 8192 over the old regions; one burst
                  * per super-block read rows of 8192 27% slower than those) */
-                if (half == 0)
+                if (pf_on && half == 0)
                     prefetch_to(&pf, g + PF_DIST + (size_t)(4 * b + 2 * h + u + 1) * PACK_ROWS * sizeof(block_q6_K) / 4);
                 for (int m = 0; m < 4; m++) {
                     const int j = 8 * h + 2 * m + u;
@@ -616,10 +625,10 @@ VT_INLINE void q6_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
 /* tok: the tokens a pass over a group takes (the register tile of name##_half);
  * TILE_NT keeps the cases past it, never taken, within the tile's arrays. */
 #define TILE_NT(n, tok) ((n) < (tok) ? (n) : (tok))
-#define KQUANT_GEMM(name, tok)                                                               \
-    void gemm_##name##_avx2(int64_t n_in, const void *w, int64_t n_groups, const void *x,    \
-                            size_t x_stride, const pack_xblock *xs, int n_tok, float *y,    \
-                            int64_t ldy) {                                                  \
+#define KQUANT_GEMM(name, suffix, pf_on, tok)                                                \
+    void gemm_##name##_avx2##suffix(int64_t n_in, const void *w, int64_t n_groups,           \
+                                    const void *x, size_t x_stride, const pack_xblock *xs,   \
+                                    int n_tok, float *y, int64_t ldy) {                     \
         (void)xs;                                                                           \
         const int64_t nb = n_in / QK_K;                                                     \
         const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_##name);           \
@@ -629,7 +638,7 @@ VT_INLINE void q6_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
         for (int64_t gi = 0; gi < n_groups; gi++) {                                         \
             const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;               \
             if (n_tok == 1) {                                                               \
-                name##_one(nb, g, xr[0], y + gi * PACK_ROWS);                               \
+                name##_one(nb, g, xr[0], y + gi * PACK_ROWS, pf_on);                        \
                 continue;                                                                   \
             }                                                                               \
             for (int t = 0; t < n_tok; t += tok) {                                          \
@@ -637,18 +646,19 @@ VT_INLINE void q6_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
                 float *yg = y + t * ldy + gi * PACK_ROWS;                                   \
                 for (int half = 0; half < 2; half++) {                                      \
                     switch (nt) {                                                           \
-                    case 4: name##_half(nb, g, half, xr + t, yg, ldy, TILE_NT(4, tok)); break; \
-                    case 3: name##_half(nb, g, half, xr + t, yg, ldy, TILE_NT(3, tok)); break; \
-                    case 2: name##_half(nb, g, half, xr + t, yg, ldy, 2); break;            \
-                    default: name##_half(nb, g, half, xr + t, yg, ldy, 1); break;           \
+                    case 4: name##_half(nb, g, half, xr + t, yg, ldy, TILE_NT(4, tok), pf_on); break; \
+                    case 3: name##_half(nb, g, half, xr + t, yg, ldy, TILE_NT(3, tok), pf_on); break; \
+                    case 2: name##_half(nb, g, half, xr + t, yg, ldy, 2, pf_on); break;     \
+                    default: name##_half(nb, g, half, xr + t, yg, ldy, 1, pf_on); break;    \
                     }                                                                       \
                 }                                                                           \
             }                                                                               \
         }                                                                                   \
     }
 
+
 /* Q6_K, one token, all 16 rows in one pass (decode). */
-VT_INLINE void q6_K_one(int64_t nb, const uint8_t *g, const block_q8_K *xr, float *y) {
+VT_INLINE void q6_K_one(int64_t nb, const uint8_t *g, const block_q8_K *xr, float *y, const bool pf_on) {
     const __m256i lo16 = _mm256_set1_epi32(0xffff);
     const uint8_t *pf = g + PF_DIST;
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -660,7 +670,7 @@ VT_INLINE void q6_K_one(int64_t nb, const uint8_t *g, const block_q8_K *xr, floa
             UNROLL
             for (int u = 0; u < 2; u++) {
                 const uint8_t *qt = tile + (2 * h + u) * PACK_Q6_K_QUARTER;
-                prefetch_to(&pf, g + PF_DIST + (size_t)(4 * b + 2 * h + u + 1) * PACK_ROWS * sizeof(block_q6_K) / 4);
+                if (pf_on) prefetch_to(&pf, g + PF_DIST + (size_t)(4 * b + 2 * h + u + 1) * PACK_ROWS * sizeof(block_q6_K) / 4);
                 UNROLL
                 for (int m = 0; m < 4; m++) {
                     const int j = 8 * h + 2 * m + u;
@@ -711,6 +721,9 @@ VT_INLINE void q6_K_one(int64_t nb, const uint8_t *g, const block_q8_K *xr, floa
     _mm256_storeu_ps(y + 8, acc[1]);
 }
 
-KQUANT_GEMM(q4_K, 2)
-KQUANT_GEMM(q5_K, 2)
-KQUANT_GEMM(q6_K, 4)
+KQUANT_GEMM(q4_K, , true, 2)
+KQUANT_GEMM(q5_K, , true, 2)
+KQUANT_GEMM(q6_K, , true, 4)
+KQUANT_GEMM(q4_K, _nopf, false, 2)
+KQUANT_GEMM(q5_K, _nopf, false, 2)
+KQUANT_GEMM(q6_K, _nopf, false, 4)

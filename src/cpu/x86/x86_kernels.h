@@ -63,6 +63,12 @@ X86_DECLARE_GEMM(q8_0, avx2)
 X86_DECLARE_GEMM(q4_K, avx2)
 X86_DECLARE_GEMM(q5_K, avx2)
 X86_DECLARE_GEMM(q6_K, avx2)
+/* ... and without software prefetch (gemm_nopf) */
+X86_DECLARE_GEMM(q4_0, avx2_nopf)
+X86_DECLARE_GEMM(q8_0, avx2_nopf)
+X86_DECLARE_GEMM(q4_K, avx2_nopf)
+X86_DECLARE_GEMM(q5_K, avx2_nopf)
+X86_DECLARE_GEMM(q6_K, avx2_nopf)
 /* gemm_avx512.c: the same with AVX-512 VNNI */
 X86_DECLARE_GEMM(q4_0, avx512)
 X86_DECLARE_GEMM(q8_0, avx512)
@@ -72,7 +78,7 @@ X86_DECLARE_GEMM(q6_K, avx512)
 /* ... and for prefill token blocks, without software prefetch (gemm_cached) */
 X86_DECLARE_GEMM(q4_0, avx512_cached)
 X86_DECLARE_GEMM(q8_0, avx512_cached)
-/* ... and for decode without software prefetch (gemm_nopf) */
+/* ... without software prefetch (gemm_nopf) */
 X86_DECLARE_GEMM(q4_0, avx512_nopf)
 X86_DECLARE_GEMM(q8_0, avx512_nopf)
 X86_DECLARE_GEMM(q4_K, avx512_nopf)
