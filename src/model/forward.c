@@ -46,7 +46,7 @@ static double now_s(void) {
 #define PROF_MARK(f, ith, step, t_prev)                                     \
     do {                                                                    \
         if ((ith) == 0) {                                                   \
-            const double now_ = now_s();                                 \
+            const double now_ = now_s();                                    \
             (f)->prof_s[(f)->batch->n_tokens > 1][step] += now_ - (t_prev); \
             (t_prev) = now_;                                                \
         }                                                                   \
@@ -197,7 +197,7 @@ static void choose_prefetch(const model *m, tp_pool *pool) {
     }
     prefetch_probe p = {.ws = ws, .pool = pool, .xq = calloc(1, x_bytes + 1)};
     p.y = malloc(sizeof(float) * (y_len + 1));
-    int most = -1; /* the type with the most bytes, and its choice */
+    int most = -1; /* the probed type with the most bytes */
     for (int t = 0; t < VT_DTYPE_COUNT && p.xq && p.y; t++) {
         if (type_bytes[t] < PREFETCH_PROBE_MIN) continue;
         size_t bytes = 0;
