@@ -153,7 +153,7 @@ static void prefetch_probe_worker(void *arg, int ith, int nth) {
 static void probe_type(prefetch_probe *p, vt_dtype t, size_t bytes) {
     double best[2] = {1e30, 1e30}; /* [software prefetch] */
     for (int r = 0; r < 2 * PREFETCH_PROBE_ROUNDS; r++) {
-        const bool sw = r % 2 == 0;
+        const bool sw = (r % 2 == 0) == (r / 2 % 2 == 0); /* with, without, without, with, ... */
         mm_set_prefetch(t, sw);
         const double t0 = now_s();
         tp_run(p->pool, prefetch_probe_worker, p);
