@@ -142,7 +142,6 @@ static void fill_avx512(cpu_kernels *k) {
 #define SET_GEMM(T, t)                                                                     \
     do {                                                                                   \
         k->gemm[VT_DTYPE_##T] = gemm_##t##_avx512;                                         \
-        k->gemm_nopf[VT_DTYPE_##T] = gemm_##t##_avx512_nopf;                               \
         k->gemm_isa[VT_DTYPE_##T] = CPU_ISA_AVX512;                                        \
     } while (0)
     SET_GEMM(Q4_0, q4_0);
@@ -151,6 +150,13 @@ static void fill_avx512(cpu_kernels *k) {
     SET_GEMM(Q5_K, q5_K);
     SET_GEMM(Q6_K, q6_K);
 #undef SET_GEMM
+    /* Q4_0's decode kernel without software prefetch is its prefill one; Q8_0's differ at
+     * 1-2 tokens (q8_0_few in decode) */
+    k->gemm_nopf[VT_DTYPE_Q4_0] = gemm_q4_0_avx512_cached;
+    k->gemm_nopf[VT_DTYPE_Q8_0] = gemm_q8_0_avx512_nopf;
+    k->gemm_nopf[VT_DTYPE_Q4_K] = gemm_q4_K_avx512_nopf;
+    k->gemm_nopf[VT_DTYPE_Q5_K] = gemm_q5_K_avx512_nopf;
+    k->gemm_nopf[VT_DTYPE_Q6_K] = gemm_q6_K_avx512_nopf;
     k->gemm_cached[VT_DTYPE_Q4_0] = gemm_q4_0_avx512_cached;
     k->gemm_cached[VT_DTYPE_Q8_0] = gemm_q8_0_avx512_cached;
     if (cpu_features_get()->amx_int8) {

@@ -195,10 +195,10 @@ static void choose_prefetch(const model *m, tp_pool *pool) {
         x_bytes = max_sz(x_bytes, mm_act_row_bytes(w->type, w->n_in));
         y_len = max_sz(y_len, (size_t)w->n_out);
     }
-    prefetch_probe p = {.ws = ws, .pool = pool, .xq = calloc(1, x_bytes + 1)};
-    p.y = malloc(sizeof(float) * (y_len + 1));
+    void *xq = calloc(1, x_bytes + 1);
+    prefetch_probe p = {.ws = ws, .pool = pool, .xq = xq, .y = malloc(sizeof(float) * (y_len + 1))};
     int most = -1; /* the probed type with the most bytes */
-    for (int t = 0; t < VT_DTYPE_COUNT && p.xq && p.y; t++) {
+    for (int t = 0; t < VT_DTYPE_COUNT && xq && p.y; t++) {
         if (type_bytes[t] < PREFETCH_PROBE_MIN) continue;
         size_t bytes = 0;
         p.n = 0;
@@ -212,7 +212,7 @@ static void choose_prefetch(const model *m, tp_pool *pool) {
     }
     for (int t = 0; most >= 0 && t < VT_DTYPE_COUNT; t++)
         if (type_bytes[t] < PREFETCH_PROBE_MIN) mm_set_prefetch((vt_dtype)t, mm_get_prefetch((vt_dtype)most));
-    free((void *)p.xq);
+    free(xq);
     free(p.y);
 done:
     free(all);

@@ -656,7 +656,6 @@ VT_INLINE void q6_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_
         }                                                                                   \
     }
 
-
 /* Q6_K, one token, all 16 rows in one pass (decode). */
 VT_INLINE void q6_K_one(int64_t nb, const uint8_t *g, const block_q8_K *xr, float *y, const bool pf_on) {
     const __m256i lo16 = _mm256_set1_epi32(0xffff);

@@ -345,7 +345,6 @@ LEGACY_GEMM(q4_0, , true, q4_0_group)
 LEGACY_GEMM(q8_0, , true, q8_0_few)
 LEGACY_GEMM(q4_0, _cached, false, q4_0_group)
 LEGACY_GEMM(q8_0, _cached, false, q8_0_group)
-LEGACY_GEMM(q4_0, _nopf, false, q4_0_group)
 LEGACY_GEMM(q8_0, _nopf, false, q8_0_few)
 #undef QB8_q4_0
 #undef QB8_q8_0

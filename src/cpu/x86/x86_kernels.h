@@ -78,8 +78,7 @@ X86_DECLARE_GEMM(q6_K, avx512)
 /* ... and for prefill token blocks, without software prefetch (gemm_cached) */
 X86_DECLARE_GEMM(q4_0, avx512_cached)
 X86_DECLARE_GEMM(q8_0, avx512_cached)
-/* ... without software prefetch (gemm_nopf) */
-X86_DECLARE_GEMM(q4_0, avx512_nopf)
+/* ... without software prefetch (gemm_nopf; Q4_0's is avx512_cached) */
 X86_DECLARE_GEMM(q8_0, avx512_nopf)
 X86_DECLARE_GEMM(q4_K, avx512_nopf)
 X86_DECLARE_GEMM(q5_K, avx512_nopf)
