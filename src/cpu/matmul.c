@@ -130,22 +130,63 @@ static void *pack_run(void *arg) {
     return NULL;
 }
 
-vt_status mm_weight_prepare(mm_weight *w) {
-    if (w->packed) return VT_OK;
+/* Whether w gets a packed copy on this CPU. */
+static bool packs(const mm_weight *w) {
     const cpu_kernels *k = cpu_kernels_get();
-    if (!k->gemm[w->type] || !pack_has_layout(w->type)) return VT_OK;
+    if (!k->gemm[w->type] || !pack_has_layout(w->type)) return false;
     /* rows too long for compute_packed's xblock buffer keep the file layout */
-    if (pack_needs_xblocks(w->type) && w->n_in / 32 * PACK_TOK_MAX > MM_XBLOCKS_MAX) return VT_OK;
+    return !(pack_needs_xblocks(w->type) && w->n_in / 32 * PACK_TOK_MAX > MM_XBLOCKS_MAX);
+}
+
+/* Bytes of w's packed copy: whole groups of PACK_ROWS rows (0 on overflow). */
+static size_t packed_bytes(const mm_weight *w) {
     const int64_t n_groups = (w->n_out + PACK_ROWS - 1) / PACK_ROWS;
-    const size_t group_bytes = PACK_ROWS * w->row_bytes;
     size_t bytes;
-    if (!size_mul(group_bytes, (size_t)n_groups, &bytes))
+    if (!size_mul(PACK_ROWS * w->row_bytes, (size_t)n_groups, &bytes)) return 0;
+    return bytes;
+}
+
+size_t mm_weight_packed_size(const mm_weight *w) {
+    return packs(w) ? size_align_up(packed_bytes(w), 64) : 0;
+}
+
+vt_status mm_arena_init(mm_arena *a, size_t bytes) {
+    memset(a, 0, sizeof *a);
+    if (bytes == 0) return VT_OK;
+    if (!(a->base = hugemem_alloc(bytes)))
+        return vt_errorf(VT_E_NOMEM, "matmul: out of memory for the packed weights (%zu MiB)",
+                         bytes >> 20);
+    a->cap = bytes;
+    return VT_OK;
+}
+
+void mm_arena_free(mm_arena *a) {
+    hugemem_free(a->base, a->cap);
+    memset(a, 0, sizeof *a);
+}
+
+vt_status mm_weight_prepare(mm_weight *w) { return mm_weight_prepare_in(w, NULL); }
+
+vt_status mm_weight_prepare_in(mm_weight *w, mm_arena *a) {
+    if (w->packed || !packs(w)) return VT_OK;
+    const int64_t n_groups = (w->n_out + PACK_ROWS - 1) / PACK_ROWS;
+    const size_t bytes = packed_bytes(w);
+    if (bytes == 0)
         return vt_errorf(VT_E_RANGE, "matmul: packed copy of (%lld, %lld) overflows size_t",
                          (long long)w->n_out, (long long)w->n_in);
     /* In huge pages (base/hugemem.h): the packed weights are streamed once per
      * token, and 4 KiB pages would cost a TLB miss every 4 KiB. */
-    void *p = hugemem_alloc(bytes);
-    if (!p) return vt_errorf(VT_E_NOMEM, "matmul: out of memory for a packed copy (%zu bytes)", bytes);
+    uint8_t *p;
+    if (a) {
+        const size_t take = size_align_up(bytes, 64);
+        if (take > a->cap - a->used)
+            return vt_errorf(VT_E_NOMEM, "matmul: the arena has %zu bytes left, the packed copy needs %zu",
+                             a->cap - a->used, take);
+        p = a->base + a->used;
+        a->used += take;
+    } else if (!(p = hugemem_alloc(bytes))) {
+        return vt_errorf(VT_E_NOMEM, "matmul: out of memory for a packed copy (%zu bytes)", bytes);
+    }
     /* Packing is memory-bound (and the first touch of every page of the copy):
      * large weights are split among a few short-lived threads. */
     pack_job jobs[MM_PACK_THREADS];
@@ -168,6 +209,7 @@ vt_status mm_weight_prepare(mm_weight *w) {
     for (int i = 1; i <= started; i++) pthread_join(tids[i], NULL);
     w->packed = p;
     w->packed_kind = MM_PACKED;
+    w->packed_owned = a == NULL;
     return VT_OK;
 }
 
@@ -180,15 +222,11 @@ void mm_weight_release_source(const mm_weight *w) {
     if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
-/* Bytes of w's packed copy: whole groups of PACK_ROWS rows. */
-static size_t packed_bytes(const mm_weight *w) {
-    return PACK_ROWS * w->row_bytes * (size_t)((w->n_out + PACK_ROWS - 1) / PACK_ROWS);
-}
-
 void mm_weight_free(mm_weight *w) {
-    hugemem_free(w->packed, packed_bytes(w));
+    if (w->packed_owned) hugemem_free(w->packed, packed_bytes(w));
     w->packed = NULL;
     w->packed_kind = 0;
+    w->packed_owned = false;
 }
 
 size_t mm_act_row_bytes(vt_dtype w_type, int64_t n_in) {

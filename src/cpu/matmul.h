@@ -17,6 +17,7 @@
 #include "cpu/threadpool.h"
 #include "quant/quant.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,9 +27,27 @@ typedef struct mm_weight {
     int64_t n_out;     /* number of rows */
     const void *data;  /* (n_out, row_bytes), usually inside the mmap'd file */
     size_t row_bytes;
-    void *packed;      /* optional repacked copy made at load (owned), or NULL */
+    void *packed;      /* optional repacked copy made at load, or NULL */
     int packed_kind;   /* layout tag of `packed`, 0 = none */
+    bool packed_owned; /* `packed` is w's own mapping (not an mm_arena's) */
 } mm_weight;
+
+/* One huge-page mapping (base/hugemem.h) that holds the packed copies of many
+ * weights back to back, carved in the order they are prepared. A model packs
+ * its weights into one in the order a forward pass reads them, so decode
+ * streams one run of memory per token: no weight is left in base pages, none
+ * rounds its mapping up to a whole huge page. */
+typedef struct mm_arena {
+    uint8_t *base;
+    size_t cap, used;
+} mm_arena;
+
+/* Map an arena of `bytes` (sum of mm_weight_packed_size). VT_E_NOMEM if it
+ * cannot be mapped. */
+vt_status mm_arena_init(mm_arena *a, size_t bytes);
+/* Unmap a's memory; a zeroed or freed arena is a no-op. Every weight prepared
+ * in it must be out of use. */
+void mm_arena_free(mm_arena *a);
 
 /* Fill *w for a weight of `type` with shape (n_out, n_in). VT_E_FORMAT if n_in
  * is not a multiple of the type's block size. */
@@ -39,12 +58,20 @@ vt_status mm_weight_init(mm_weight *w, vt_dtype type, int64_t n_in, int64_t n_ou
  * copy in cpu/pack.h groups (owned; the kernels read only it afterwards, w->data
  * stays valid). VT_E_NOMEM if the copy cannot be allocated. */
 vt_status mm_weight_prepare(mm_weight *w);
+/* Bytes of the packed copy mm_weight_prepare makes of w on this CPU, in whole
+ * cache lines; 0 where w keeps the file layout. */
+size_t mm_weight_packed_size(const mm_weight *w);
+/* mm_weight_prepare with the copy carved from arena a (its next
+ * mm_weight_packed_size(w) bytes) instead of a mapping of its own; a NULL is
+ * mm_weight_prepare. VT_E_NOMEM if a has too little room left. */
+vt_status mm_weight_prepare_in(mm_weight *w, mm_arena *a);
 /* After a successful mm_weight_prepare that packed w: drop the pages of w->data
  * (its page-aligned interior) from the resident set with MADV_DONTNEED, so a
  * model keeps one copy of its weights in memory. Only for data inside a
  * read-only MAP_PRIVATE file mapping that is never written (reading it again
  * re-faults the file pages); never for heap memory. No-op when not packed. */
 void mm_weight_release_source(const mm_weight *w);
+/* Release w's own packed copy (one in an arena stays for mm_arena_free). */
 void mm_weight_free(mm_weight *w);
 
 /* Bytes of scratch for n_tok activation rows of n_in quantized for weights of

@@ -205,12 +205,6 @@ static vt_status load_mat(model *m, const char *name, int64_t n_in, int64_t n_ou
                          tr ? tr->name : "unknown");
     vt_status s = mm_weight_init(w, t->type, n_in, n_out, t->data);
     if (s != VT_OK) return vt_error_prefix(s, name);
-    s = mm_weight_prepare(w);
-    if (s != VT_OK) return vt_error_prefix(s, name);
-    /* The packed copy is all the kernels read: give the file pages back, so RSS
-     * holds the weights once. (Not for the tied head: token_embd rows are still
-     * read from the file for embedding lookups.) */
-    mm_weight_release_source(w);
     m->weight_bytes += t->bytes;
     return VT_OK;
 }
@@ -226,6 +220,44 @@ static void progress_draw(const model *m, int64_t done, int64_t total) {
             (int)(100 * done / (total > 0 ? total : 1)));
     if (done == total) fputc('\n', stderr);
     fflush(stderr);
+}
+
+/* The model's matrices in the order a forward pass reads them, into out where it
+ * is not NULL; returns how many. */
+static int64_t forward_order(model *m, mm_weight **out) {
+    int64_t n = 0;
+    for (int64_t il = 0; il < m->hp.n_layer; il++) {
+        layer_weights *L = &m->layers[il];
+        mm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++, n++)
+            if (out) out[n] = ws[i];
+    }
+    if (out) out[n] = &m->output;
+    return n + 1;
+}
+
+/* Repack the matrices into one arena (mm_arena) in forward order, a progress
+ * bar over it. Each packed source's file pages are given back as soon as it is
+ * copied, so RSS holds the weights once, and at most one matrix twice. (Not the
+ * tied head's: token_embd rows are still read from the file for lookups.) */
+static vt_status pack_weights(model *m, bool progress) {
+    const int64_t n = forward_order(m, NULL);
+    mm_weight **ws = malloc((size_t)n * sizeof *ws);
+    if (!ws) return vt_errorf(VT_E_NOMEM, "out of memory");
+    forward_order(m, ws);
+    size_t total = 0;
+    for (int64_t i = 0; i < n; i++) total += mm_weight_packed_size(ws[i]);
+    vt_status s = mm_arena_init(&m->arena, total);
+    size_t done = 0;
+    for (int64_t i = 0; s == VT_OK && i < n; i++) {
+        if (progress) progress_draw(m, (int64_t)(done >> 20), (int64_t)(total >> 20) + 1);
+        s = mm_weight_prepare_in(ws[i], &m->arena);
+        done += mm_weight_packed_size(ws[i]);
+        if (s == VT_OK && ws[i]->data != m->embd) mm_weight_release_source(ws[i]);
+    }
+    if (progress && s == VT_OK) progress_draw(m, 1, 1);
+    free(ws);
+    return s;
 }
 
 static vt_status load_weights(model *m, bool progress) {
@@ -252,7 +284,6 @@ static vt_status load_weights(model *m, bool progress) {
         if (!et->dot_ref)
             return vt_errorf(VT_E_UNSUPPORTED, "tied output head of type %s is not supported", et->name);
         VT_TRY(mm_weight_init(&m->output, embd->type, d, hp->n_vocab, embd->data));
-        VT_TRY(mm_weight_prepare(&m->output));
     }
     VT_TRY(load_vec(m, "rope_freqs.weight", hp->n_rot / 2, false, &m->rope_freqs));
 
@@ -262,7 +293,6 @@ static vt_status load_weights(model *m, bool progress) {
 #define LNAME(fmt) (snprintf(name, sizeof name, "blk.%lld." fmt, (long long)il), name)
     for (int64_t il = 0; il < hp->n_layer; il++) {
         layer_weights *L = &m->layers[il];
-        if (progress) progress_draw(m, il, hp->n_layer);
         VT_TRY(load_vec(m, LNAME("attn_norm.weight"), d, true, &L->attn_norm));
         VT_TRY(load_mat(m, LNAME("attn_q.weight"), d, q_dim, true, &L->wq));
         VT_TRY(load_mat(m, LNAME("attn_k.weight"), d, kv_dim, true, &L->wk));
@@ -293,8 +323,7 @@ static vt_status load_weights(model *m, bool progress) {
     }
 #undef DOT
 #undef LNAME
-    if (progress) progress_draw(m, hp->n_layer, hp->n_layer);
-    return VT_OK;
+    return pack_weights(m, progress);
 }
 
 vt_model_params vt_model_default_params(void) {
@@ -353,6 +382,7 @@ void vt_model_free(vt_model *m) {
         }
     }
     mm_weight_free(&m->output);
+    mm_arena_free(&m->arena);
     free(m->layers);
     for (int64_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);

@@ -64,6 +64,7 @@ struct vt_model {
     mm_weight output;              /* (n_vocab, n_embd), token_embd when tied */
     const float *rope_freqs;       /* (n_rot / 2) llama3 frequency factors, or NULL */
     layer_weights *layers;         /* (n_layer) */
+    mm_arena arena;                /* the packed copies of the matrices, in forward order */
 
     void **owned;                  /* buffers the model allocated (converted norms) */
     int64_t n_owned, cap_owned;
