@@ -62,8 +62,16 @@ static void silu_mul_ref(float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+static void rms_norm_ref(const float *x, const float *w, int64_t n, float eps, float *out) {
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float scale = 1.0f / sqrtf((float)(sum / (double)n) + eps);
+    for (int64_t i = 0; i < n; i++) out[i] = (x[i] * scale) * w[i];
+}
+
 static void fill_ref(cpu_kernels *k) {
     k->silu_mul = silu_mul_ref;
+    k->rms_norm = rms_norm_ref;
     for (int t = 0; t < VT_DTYPE_COUNT; t++) {
         const quant_traits *tr = quant_traits_get((vt_dtype)t);
         if (!tr) continue;
@@ -118,6 +126,7 @@ static void fill_avx2(cpu_kernels *k) {
 #undef SET_DOT
 #undef SET_QUANT
     k->silu_mul = silu_mul_avx2;
+    k->rms_norm = rms_norm_avx2;
     k->gemm[VT_DTYPE_Q4_0] = gemm_q4_0_avx2;
     k->gemm[VT_DTYPE_Q8_0] = gemm_q8_0_avx2;
     k->gemm[VT_DTYPE_Q4_K] = gemm_q4_K_avx2;

@@ -70,6 +70,12 @@ typedef struct cpu_kernels {
     /* g[i] = silu(g[i]) * u[i] = g[i] / (1 + exp(-g[i])) * u[i]; SIMD tiers use a
      * polynomial exp (about 1 ulp), so they differ from the ref in the last bits. */
     void (*silu_mul)(float *g, const float *u, int64_t n);
+    /* out[i] = (x[i] * s) * w[i], s = 1 / sqrtf(mean(x^2) + eps), the mean as
+     * ggml takes it: float squares summed in double. The ref sums them in order;
+     * SIMD tiers in a fixed number of double lanes, so s can differ by an ulp
+     * (about once in 10^5 rows of 2048; never in the test models' outputs), and
+     * out then by the same. */
+    void (*rms_norm)(const float *x, const float *w, int64_t n, float eps, float *out);
 } cpu_kernels;
 
 /* The table for this CPU (after VT_ISA). Built once, thread-safe, never NULL. */

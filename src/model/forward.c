@@ -67,6 +67,7 @@ struct fwd_ctx {
     size_t solo_bytes;  /* layer_bytes x tokens below which a pass runs solo */
     int64_t max_tokens;
     const attn_kv_ops *kops, *vops;
+    void (*rms_norm)(const float *x, const float *w, int64_t n, float eps, float *out);
 
     void *work;    /* the mapping the buffers below are carved from */
     size_t work_bytes;
@@ -229,6 +230,7 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
     f->pool = pool;
     f->max_tokens = max_tokens;
     f->kops = attn_ops_get(kv->type_k);
+    f->rms_norm = cpu_kernels_get()->rms_norm;
     f->vops = attn_ops_get(kv->type_v);
     f->nth_max = tp_n_threads(pool);
     size_t lb = 0;
@@ -325,14 +327,6 @@ void fwd_destroy(fwd_ctx *f) {
 /* ---- small fused ops ------------------------------------------------------------ */
 
 /* out = x / rms(x) * w, with the sum of squares in double like ggml. */
-static void rms_norm(const float *x, const float *w, int64_t n, float eps, float *out) {
-    double sum = 0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
-    const float mean = (float)(sum / (double)n);
-    const float scale = 1.0f / sqrtf(mean + eps);
-    for (int64_t i = 0; i < n; i++) out[i] = (x[i] * scale) * w[i];
-}
-
 static void rope_apply(float *x, const float *cs, int64_t n_rot, model_rope mode) {
     const int64_t half = n_rot / 2;
     if (mode == MODEL_ROPE_NORM) {
@@ -422,7 +416,7 @@ static void step_norm_quant(fwd_ctx *f, int64_t T, bool add, const float *w, vt_
         float *x = f->x + t * d;
         if (add)
             for (int64_t j = 0; j < d; j++) x[j] += f->tmp[t * d + j];
-        rms_norm(x, w, d, hp->rms_eps, scratch);
+        f->rms_norm(x, w, d, hp->rms_eps, scratch);
         mm_quantize(w_type, scratch, d, 1, d, f->xq + (size_t)i * rb, 0, 1);
     }
 }
@@ -484,7 +478,7 @@ static void forward_worker(void *arg, int ith, int nth) {
                     vr[j] += L->bv[g * hd + j];
                 }
             if (L->k_norm) {
-                rms_norm(kr, L->k_norm, hd, hp->rms_eps, scratch);
+                f->rms_norm(kr, L->k_norm, hd, hp->rms_eps, scratch);
                 memcpy(kr, scratch, sizeof(float) * (size_t)hd);
             }
             rope_apply(kr, cs, hp->n_rot, hp->rope);
@@ -497,7 +491,7 @@ static void forward_worker(void *arg, int ith, int nth) {
                 if (L->bq)
                     for (int64_t j = 0; j < hd; j++) qr[j] += L->bq[h * hd + j];
                 if (L->q_norm) {
-                    rms_norm(qr, L->q_norm, hd, hp->rms_eps, scratch);
+                    f->rms_norm(qr, L->q_norm, hd, hp->rms_eps, scratch);
                     memcpy(qr, scratch, sizeof(float) * (size_t)hd);
                 }
                 rope_apply(qr, cs, hp->n_rot, hp->rope);

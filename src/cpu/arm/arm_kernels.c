@@ -45,6 +45,7 @@ void cpu_kernels_fill_arm(cpu_kernels *k, cpu_isa isa) {
     SET_QUANT(F16, f16);
     SET_QUANT(BF16, bf16);
     k->silu_mul = silu_mul_neon;
+    k->rms_norm = rms_norm_neon;
     k->isa = CPU_ISA_NEON;
     if (isa >= CPU_ISA_NEON_DOT) {
         SET_INT8_DOTS(neon_dot);

@@ -49,6 +49,7 @@ ARM_DECLARE_DOT(bf16, neon)
 /* quant_act_neon.c: bit-identical with quant_row_*_ref */
 /* vec_neon.c */
 void silu_mul_neon(float *g, const float *u, int64_t n);
+void rms_norm_neon(const float *x, const float *w, int64_t n, float eps, float *out);
 float exp_sum_neon(float *s, int64_t n, float *m); /* attn_kv_ops.exp_sum */
 
 void quantize_q8_0_neon(const float *x, void *y, int64_t n);

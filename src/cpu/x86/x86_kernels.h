@@ -51,6 +51,7 @@ void store_v_bf16_avx2(void *vrow, const float *src, int64_t hd);
 
 /* vec_avx2.c: small vector ops */
 void silu_mul_avx2(float *g, const float *u, int64_t n);
+void rms_norm_avx2(const float *x, const float *w, int64_t n, float eps, float *out);
 
 #define X86_DECLARE_GEMM(t, isa)                                                           \
     void gemm_##t##_##isa(int64_t n_in, const void *w, int64_t n_groups, const void *x,    \
