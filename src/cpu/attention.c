@@ -136,23 +136,26 @@ const attn_kv_ops *attn_ops_get(vt_dtype type) { return attn_ops_get_isa(type, c
 /* ---- partials and combine ---------------------------------------------------------- */
 
 /* KV blocks the prefetch runs ahead of the one being read (ATTN_PF_BLOCKS
- * blocks of one head: 4 KiB of f16 K at head size 64 and 16 slots). On the
- * Zen 5 VM, a 1B Q8_0 decode step at depth 512 spent 22% less in attention
- * with it (3 runs each, -DVT_FWD_PROFILE); 4 blocks ran the same, 8 and 16
- * slower in bench_attention. Prefetching V towards L2 during the scores as
- * well, as the first version did, gained nothing (5 runs each). With the
- * cache in huge pages (base/hugemem.h), 1B Q4_0, 1 thread, 3 alternated runs
- * each: 2 blocks 1.2-1.5 ms a token; 1 block 1.34-1.41, 4 blocks 1.52-1.60,
- * none 2.13-2.61. 0: no prefetch. */
+ * blocks of one head: 4 KiB of f16 K at head size 64 and 16 slots), towards
+ * L2 (ATTN_PF_LOCALITY, __builtin_prefetch's: prefetcht1 on x86, pldl2keep on
+ * ARM). Into L1 (prefetcht0), as before, it was slower than no prefetch at
+ * all: bench_attention -D 16 on the Zen 5 VM, one token against 576, KV cold /
+ * warm, us a token: none 2357 / 2243, t0 2 blocks 2617 / 2516, t1 2 blocks
+ * 1532 / 1447 (3 blocks the same, 4 slower, 8 slower still; t2 as t1, nta as
+ * none); at 2048 t0 10480 / 9969, t1 5449 / 5293. In the forward pass (1B
+ * Q4_0, tg128 at depth 512, 1 thread, -DVT_FWD_PROFILE, 3 alternated runs)
+ * attention 2.91-3.15 -> 1.54-1.65 ms a token. Prefetching V during the scores
+ * as well gained nothing (5 runs each, with t0). 0 blocks: no prefetch. */
 #ifndef ATTN_PF_BLOCKS
 #define ATTN_PF_BLOCKS 2
 #endif
+#define ATTN_PF_LOCALITY 2
 
-/* Prefetch the lines of [p, p + bytes) (locality as __builtin_prefetch's). */
-#define prefetch_lines(p, bytes, locality)                                                  \
-    do {                                                                                    \
-        const uint8_t *pl_ = (const uint8_t *)(p);                                          \
-        for (size_t o_ = 0; o_ < (bytes); o_ += 64) __builtin_prefetch(pl_ + o_, 0, locality); \
+/* Prefetch the lines of [p, p + bytes) for reading. */
+#define prefetch_lines(p, bytes)                                                                    \
+    do {                                                                                            \
+        const uint8_t *pl_ = (const uint8_t *)(p);                                                  \
+        for (size_t o_ = 0; o_ < (bytes); o_ += 64) __builtin_prefetch(pl_ + o_, 0, ATTN_PF_LOCALITY); \
     } while (0)
 
 void attn_partial(const kv_cache *kv, const attn_kv_ops *kops, const attn_kv_ops *vops,
@@ -189,11 +192,11 @@ void attn_partial(const kv_cache *kv, const attn_kv_ops *kops, const attn_kv_ops
     const size_t k_bytes = (size_t)bs * kv->row_bytes_k, v_bytes = (size_t)bs * kv->row_bytes_v;
     const int64_t b_first = p0 / bs, b_last = (p1 - 1) / bs;
     for (int64_t b = b_first; b < b_first + ATTN_PF_BLOCKS && b <= b_last; b++)
-        prefetch_lines(kv_k_head(kv, layer, blocks[b], g), k_bytes, 3);
+        prefetch_lines(kv_k_head(kv, layer, blocks[b], g), k_bytes);
     for (int64_t p = p0; p < p1;) {
         const int64_t slot = p % bs, nr = bs - slot < p1 - p ? bs - slot : p1 - p, b = p / bs;
         if (ATTN_PF_BLOCKS > 0 && b + ATTN_PF_BLOCKS <= b_last)
-            prefetch_lines(kv_k_head(kv, layer, blocks[b + ATTN_PF_BLOCKS], g), k_bytes, 3);
+            prefetch_lines(kv_k_head(kv, layer, blocks[b + ATTN_PF_BLOCKS], g), k_bytes);
         kops->scores(kv_k_head(kv, layer, blocks[b], g), bs, slot, nr, q, rows, hd, scale,
                      scores + (p - p0), n);
         p += nr;
@@ -208,13 +211,13 @@ void attn_partial(const kv_cache *kv, const attn_kv_ops *kops, const attn_kv_ops
         }
     }
     for (int64_t b = b_first; b < b_first + ATTN_PF_BLOCKS && b <= b_last; b++)
-        prefetch_lines(kv_v_row(kv, layer, blocks[b], g, 0), v_bytes, 3);
+        prefetch_lines(kv_v_row(kv, layer, blocks[b], g, 0), v_bytes);
     for (int64_t k = 0; k < rows; k++)
         memset(aq->part + k * aq->part_stride + 2, 0, sizeof(float) * (size_t)hd);
     for (int64_t p = p0; p < p1;) {
         const int64_t slot = p % bs, nr = bs - slot < p1 - p ? bs - slot : p1 - p, b = p / bs;
         if (ATTN_PF_BLOCKS > 0 && b + ATTN_PF_BLOCKS <= b_last)
-            prefetch_lines(kv_v_row(kv, layer, blocks[b + ATTN_PF_BLOCKS], g, 0), v_bytes, 3);
+            prefetch_lines(kv_v_row(kv, layer, blocks[b + ATTN_PF_BLOCKS], g, 0), v_bytes);
         vops->accum(aq->part + 2, aq->part_stride, rows, kv_v_row(kv, layer, blocks[b], g, slot),
                     nr, hd, scores + (p - p0), n);
         p += nr;
