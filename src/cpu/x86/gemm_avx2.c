@@ -36,7 +36,11 @@
 #define PF_DIST 6144
 #endif
 
-VT_INLINE void prefetch(const void *p) { _mm_prefetch((const char *)p, _MM_HINT_T0); }
+/* Into L1 (gemm_avx512.c has T1 against T0). */
+#ifndef PF_HINT
+#define PF_HINT _MM_HINT_T0
+#endif
+VT_INLINE void prefetch(const void *p) { _mm_prefetch((const char *)p, PF_HINT); }
 
 VT_INLINE void prefetch_to(const uint8_t **next, const uint8_t *until) {
     while (*next < until) {

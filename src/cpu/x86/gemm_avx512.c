@@ -74,7 +74,14 @@
 #define PF_DIST_Q5_K (TILE_Q5_K + 4096)
 #endif
 
-VT_INLINE void prefetch(const void *p) { _mm_prefetch((const char *)p, _MM_HINT_T0); }
+/* Into L1. The decode attention's KV prefetch went twice as fast with T1
+ * (cpu/attention.c); these streams do not: T1 instead of T0 read Q4_0 / Q8_0 /
+ * Q4_K / Q6_K at 0.78 / 0.82 / 0.85 / 0.93 (gemm_ab, rows of 2048, 11 rounds,
+ * 2026-12-05). #ifndef-guarded to compare them again. */
+#ifndef PF_HINT
+#define PF_HINT _MM_HINT_T0
+#endif
+VT_INLINE void prefetch(const void *p) { _mm_prefetch((const char *)p, PF_HINT); }
 
 /* Prefetch every line from *next up to `until`. */
 VT_INLINE void prefetch_to(const uint8_t **next, const uint8_t *until) {
