@@ -21,6 +21,11 @@
  *   silu_mul and mm_quantize, for 1..4 threads, h blocks of Q8_0, Q8_K and F16,
  *   partial row groups, token blocks and tiles with tails, file-layout weights,
  *   and a decode step long enough for claimed units.
+ * - Arena (mm_arena): weights packed into one arena give the bytes of weights
+ *   packed alone, take exactly mm_weight_packed_size each (0 for the file
+ *   layout), and an arena short by a byte refuses the last one with
+ *   VT_E_NOMEM and leaves it unpacked; mm_weight_free leaves arena memory to
+ *   mm_arena_free (under ASan a free of it would be reported).
  * - Errors: bad row length, unknown and activation-only types. */
 #include "base/size.h"
 #include "cpu/kernels.h"
@@ -312,6 +317,68 @@ static void check_errors(void) {
     CHECK(mm_act_row_bytes(VT_DTYPE_Q4_0, 33) == 0);
 }
 
+/* Four weights of mixed types (one in the file layout) in an arena against the
+ * same weights packed alone, at 2 threads and 3 tokens. */
+static void check_arena(tp_pool *pool) {
+    enum { N = 4 };
+    static const vt_dtype types[N] = {VT_DTYPE_Q4_0, VT_DTYPE_Q4_K, VT_DTYPE_Q5_0, VT_DTYPE_Q6_K};
+    const int64_t n_in = 512, n_out = 37, n_tok = 3;
+    uint8_t *wd[N];
+    mm_weight alone[N], in[N], short_w;
+    size_t need = 0;
+    for (int i = 0; i < N; i++) {
+        const quant_traits *tr = quant_traits_get(types[i]);
+        size_t rb;
+        VT_ASSERT(quant_row_bytes(types[i], n_in, &rb));
+        wd[i] = malloc(rb * n_out);
+        float f[512];
+        for (int64_t o = 0; o < n_out; o++) {
+            for (int64_t k = 0; k < n_in; k++) f[k] = rng_uniform();
+            tr->quant_ref(f, wd[i] + o * rb, n_in);
+        }
+        CHECK_OK(mm_weight_init(&alone[i], types[i], n_in, n_out, wd[i]));
+        CHECK_OK(mm_weight_prepare(&alone[i]));
+        CHECK_OK(mm_weight_init(&in[i], types[i], n_in, n_out, wd[i]));
+        const size_t sz = mm_weight_packed_size(&in[i]);
+        CHECK_MSG((sz > 0) == (alone[i].packed != NULL) && sz % 64 == 0,
+                  "%s: packed size %zu against a packed copy %p", tr->name, sz, alone[i].packed);
+        need += sz;
+    }
+    mm_arena a;
+    CHECK_OK(mm_arena_init(&a, need));
+    for (int i = 0; i < N; i++) CHECK_OK(mm_weight_prepare_in(&in[i], &a));
+    CHECK_MSG(a.used == need, "arena: %zu bytes used, %zu expected", a.used, need);
+    float x[3 * 512], y0[3 * 37], y1[3 * 37];
+    for (int64_t k = 0; k < n_tok * n_in; k++) x[k] = rng_uniform();
+    void *xq = malloc(mm_act_row_bytes(VT_DTYPE_Q4_K, n_in) * n_tok);
+    const int64_t ld[1] = {n_out};
+    for (int i = 0; i < N; i++) {
+        const mm_weight *w0[1] = {&alone[i]}, *w1[1] = {&in[i]};
+        float *ys0[1] = {y0}, *ys1[1] = {y1};
+        memset(y0, 0xff, sizeof y0);
+        memset(y1, 0, sizeof y1);
+        step_ctx c0 = {w0, ys0, ld, 1, x, n_in, n_tok, xq, pool, 0}, c1 = {w1, ys1, ld, 1, x, n_in, n_tok, xq, pool, 0};
+        tp_run(pool, step_fn, &c0);
+        tp_run(pool, step_fn, &c1);
+        CHECK_MSG(!memcmp(y0, y1, sizeof y0), "%s: in an arena, outputs differ from packed alone",
+                  quant_traits_get(types[i])->name);
+    }
+    /* room for all but the last byte of the last weight (where it is packed:
+     * the ref and plain NEON tiers pack nothing) */
+    CHECK_OK(mm_weight_init(&short_w, types[N - 1], n_in, n_out, wd[N - 1]));
+    const size_t last = mm_weight_packed_size(&short_w);
+    if (last > 0) {
+        mm_arena small;
+        CHECK_OK(mm_arena_init(&small, last - 1));
+        CHECK(mm_weight_prepare_in(&short_w, &small) == VT_E_NOMEM && short_w.packed == NULL);
+        mm_arena_free(&small);
+    }
+    for (int i = 0; i < N; i++) mm_weight_free(&alone[i]), mm_weight_free(&in[i]), free(wd[i]);
+    mm_arena_free(&a);
+    CHECK(a.base == NULL && a.cap == 0);
+    free(xq);
+}
+
 int main(void) {
     printf("kernels: %s\n", cpu_isa_name());
     check_errors();
@@ -342,6 +409,7 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof glus / sizeof glus[0]; i++)
         check_glu(glus[i].type, glus[i].down, glus[i].n_in, glus[i].ff, glus[i].n_tok, pools);
+    check_arena(pools[1]);
     for (int i = 0; i < 4; i++) tp_destroy(pools[i]);
     return test_finish();
 }
