@@ -137,8 +137,8 @@ const attn_kv_ops *attn_ops_get(vt_dtype type) { return attn_ops_get_isa(type, c
 
 /* KV blocks the prefetch runs ahead of the one being read (ATTN_PF_BLOCKS
  * blocks of one head: 4 KiB of f16 K at head size 64 and 16 slots), towards
- * L2 (ATTN_PF_LOCALITY, __builtin_prefetch's: prefetcht1 on x86, pldl2keep on
- * ARM). Into L1 (prefetcht0), as before, it was slower than no prefetch at
+ * L2 in decode (prefetcht1 on x86, pldl2keep on ARM; prefetch_lines says when
+ * into L1). Into L1 (prefetcht0), as before, decode was slower than no prefetch at
  * all: bench_attention -D 16 on the Zen 5 VM, one token against 576, KV cold /
  * warm, us a token: none 2357 / 2243, t0 2 blocks 2617 / 2516, t1 2 blocks
  * 1532 / 1447 (3 blocks the same, 4 slower, 8 slower still; t2 as t1, nta as
@@ -149,13 +149,20 @@ const attn_kv_ops *attn_ops_get(vt_dtype type) { return attn_ops_get_isa(type, c
 #ifndef ATTN_PF_BLOCKS
 #define ATTN_PF_BLOCKS 2
 #endif
-#define ATTN_PF_LOCALITY 2
 
-/* Prefetch the lines of [p, p + bytes) for reading. */
-#define prefetch_lines(p, bytes)                                                                    \
-    do {                                                                                            \
-        const uint8_t *pl_ = (const uint8_t *)(p);                                                  \
-        for (size_t o_ = 0; o_ < (bytes); o_ += 64) __builtin_prefetch(pl_ + o_, 0, ATTN_PF_LOCALITY); \
+/* Prefetch the lines of [p, p + bytes) for reading: into L2 where the item is
+ * one token's (decode: the blocks are cold, the weights streamed through since),
+ * into L1, as before, where several tokens share it (prefill: the blocks were
+ * just written, or read by the item before). For prefill the two measured
+ * alike: Q4_K_M pp1024, 1 thread, 2 alternated profile runs, attention 876-881
+ * us a token with t0 everywhere, 875-888 with t1, 867-871 with this split. */
+#define prefetch_lines(p, bytes, to_l1)                                                        \
+    do {                                                                                       \
+        const uint8_t *pl_ = (const uint8_t *)(p);                                             \
+        if (to_l1)                                                                             \
+            for (size_t o_ = 0; o_ < (bytes); o_ += 64) __builtin_prefetch(pl_ + o_, 0, 3);    \
+        else                                                                                   \
+            for (size_t o_ = 0; o_ < (bytes); o_ += 64) __builtin_prefetch(pl_ + o_, 0, 2);    \
     } while (0)
 
 void attn_partial(const kv_cache *kv, const attn_kv_ops *kops, const attn_kv_ops *vops,
@@ -190,13 +197,14 @@ void attn_partial(const kv_cache *kv, const attn_kv_ops *kops, const attn_kv_ops
      * since), so both passes prefetch the block ATTN_PF_BLOCKS ahead: here K,
      * in the accumulation V. */
     const size_t k_bytes = (size_t)bs * kv->row_bytes_k, v_bytes = (size_t)bs * kv->row_bytes_v;
+    const bool to_l1 = aq->n_tok > 1;
     const int64_t b_first = p0 / bs, b_last = (p1 - 1) / bs;
     for (int64_t b = b_first; b < b_first + ATTN_PF_BLOCKS && b <= b_last; b++)
-        prefetch_lines(kv_k_head(kv, layer, blocks[b], g), k_bytes);
+        prefetch_lines(kv_k_head(kv, layer, blocks[b], g), k_bytes, to_l1);
     for (int64_t p = p0; p < p1;) {
         const int64_t slot = p % bs, nr = bs - slot < p1 - p ? bs - slot : p1 - p, b = p / bs;
         if (ATTN_PF_BLOCKS > 0 && b + ATTN_PF_BLOCKS <= b_last)
-            prefetch_lines(kv_k_head(kv, layer, blocks[b + ATTN_PF_BLOCKS], g), k_bytes);
+            prefetch_lines(kv_k_head(kv, layer, blocks[b + ATTN_PF_BLOCKS], g), k_bytes, to_l1);
         kops->scores(kv_k_head(kv, layer, blocks[b], g), bs, slot, nr, q, rows, hd, scale,
                      scores + (p - p0), n);
         p += nr;
@@ -211,13 +219,13 @@ void attn_partial(const kv_cache *kv, const attn_kv_ops *kops, const attn_kv_ops
         }
     }
     for (int64_t b = b_first; b < b_first + ATTN_PF_BLOCKS && b <= b_last; b++)
-        prefetch_lines(kv_v_row(kv, layer, blocks[b], g, 0), v_bytes);
+        prefetch_lines(kv_v_row(kv, layer, blocks[b], g, 0), v_bytes, to_l1);
     for (int64_t k = 0; k < rows; k++)
         memset(aq->part + k * aq->part_stride + 2, 0, sizeof(float) * (size_t)hd);
     for (int64_t p = p0; p < p1;) {
         const int64_t slot = p % bs, nr = bs - slot < p1 - p ? bs - slot : p1 - p, b = p / bs;
         if (ATTN_PF_BLOCKS > 0 && b + ATTN_PF_BLOCKS <= b_last)
-            prefetch_lines(kv_v_row(kv, layer, blocks[b + ATTN_PF_BLOCKS], g, 0), v_bytes);
+            prefetch_lines(kv_v_row(kv, layer, blocks[b + ATTN_PF_BLOCKS], g, 0), v_bytes, to_l1);
         vops->accum(aq->part + 2, aq->part_stride, rows, kv_v_row(kv, layer, blocks[b], g, slot),
                     nr, hd, scores + (p - p0), n);
         p += nr;
