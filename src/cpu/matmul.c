@@ -178,7 +178,7 @@ vt_status mm_weight_prepare_in(mm_weight *w, mm_arena *a) {
      * token, and 4 KiB pages would cost a TLB miss every 4 KiB. */
     uint8_t *p;
     if (a) {
-        const size_t take = size_align_up(bytes, 64);
+        const size_t take = mm_weight_packed_size(w); /* bytes, in whole cache lines */
         if (take > a->cap - a->used)
             return vt_errorf(VT_E_NOMEM, "matmul: the arena has %zu bytes left, the packed copy needs %zu",
                              a->cap - a->used, take);

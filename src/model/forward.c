@@ -326,7 +326,6 @@ void fwd_destroy(fwd_ctx *f) {
 
 /* ---- small fused ops ------------------------------------------------------------ */
 
-/* out = x / rms(x) * w, with the sum of squares in double like ggml. */
 static void rope_apply(float *x, const float *cs, int64_t n_rot, model_rope mode) {
     const int64_t half = n_rot / 2;
     if (mode == MODEL_ROPE_NORM) {

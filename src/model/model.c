@@ -248,11 +248,9 @@ static vt_status pack_weights(model *m, bool progress) {
     size_t total = 0;
     for (int64_t i = 0; i < n; i++) total += mm_weight_packed_size(ws[i]);
     vt_status s = mm_arena_init(&m->arena, total);
-    size_t done = 0;
     for (int64_t i = 0; s == VT_OK && i < n; i++) {
-        if (progress) progress_draw(m, (int64_t)(done >> 20), (int64_t)(total >> 20) + 1);
+        if (progress) progress_draw(m, (int64_t)(m->arena.used >> 20), (int64_t)(total >> 20) + 1);
         s = mm_weight_prepare_in(ws[i], &m->arena);
-        done += mm_weight_packed_size(ws[i]);
         if (s == VT_OK && ws[i]->data != m->embd) mm_weight_release_source(ws[i]);
     }
     if (progress && s == VT_OK) progress_draw(m, 1, 1);
