@@ -15,7 +15,7 @@
  * -D: decode instead (decode_bench): one token against the -n others, over
  * LAYERS layers of cache, in cache and after streaming -e MiB (default 64). */
 #include "cpu/attention.h"
-#include "engine/kv_cache.h"
+#include "kvcache/kv_cache.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * reference for every KV dtype, with a shuffled block table and contexts that
  * span several chunks. */
 #include "cpu/attention.h"
-#include "engine/kv_cache.h"
+#include "kvcache/kv_cache.h"
 #include "test.h"
 
 #include <math.h>

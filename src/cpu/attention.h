@@ -23,7 +23,7 @@
 #define VT_CPU_ATTENTION_H
 
 #include "cpu/cpu_features.h"
-#include "engine/kv_cache.h"
+#include "kvcache/kv_cache.h"
 
 #include <stdint.h>
 

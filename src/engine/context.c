@@ -2,7 +2,7 @@
  * a fixed share of the paged KV cache per sequence. */
 #include "base/size.h"
 #include "cpu/threadpool.h"
-#include "engine/kv_cache.h"
+#include "kvcache/kv_cache.h"
 #include "model/forward.h"
 
 #include <stdlib.h>

@@ -13,7 +13,7 @@
 #define VT_ENGINE_ENGINE_H
 
 #include "cpu/threadpool.h"
-#include "engine/kv_cache.h"
+#include "kvcache/kv_cache.h"
 #include "engine/prefix_cache.h"
 #include "engine/sampler.h"
 #include "model/forward.h"

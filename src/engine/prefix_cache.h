@@ -20,7 +20,7 @@
 #ifndef VT_ENGINE_PREFIX_CACHE_H
 #define VT_ENGINE_PREFIX_CACHE_H
 
-#include "engine/kv_cache.h"
+#include "kvcache/kv_cache.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -18,7 +18,7 @@
 #define VT_MODEL_FORWARD_H
 
 #include "cpu/threadpool.h"
-#include "engine/kv_cache.h"
+#include "kvcache/kv_cache.h"
 #include "model/model.h"
 
 typedef struct fwd_seq {

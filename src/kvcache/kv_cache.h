@@ -9,8 +9,8 @@
  *
  * Blocks are reference counted so that the prefix cache can share full blocks
  * between sequences; a block returns to the free list when its count drops to 0. */
-#ifndef VT_ENGINE_KV_CACHE_H
-#define VT_ENGINE_KV_CACHE_H
+#ifndef VT_KVCACHE_KV_CACHE_H
+#define VT_KVCACHE_KV_CACHE_H
 
 #include "quant/quant.h"
 #include "vt.h"

@@ -1,4 +1,4 @@
-#include "engine/kv_cache.h"
+#include "kvcache/kv_cache.h"
 
 #include "base/hugemem.h"
 #include "base/size.h"
