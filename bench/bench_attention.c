@@ -61,6 +61,7 @@ static void run_decode(const bench_layer *L) {
     const int64_t hd = L->hd, n_rep = L->n_rep, qd = L->n_kv * n_rep * hd, pf = attn_part_floats(hd);
     const int64_t n_ch = (L->n_ctx + ATTN_CHUNK - 1) / ATTN_CHUNK, t = L->n_ctx - 1;
     const float scale = 1.0f / sqrtf((float)hd);
+    const kv_layer lv = kv_layer_of(L->kv, L->layer);
     for (int64_t g = 0; g < L->n_kv; g++)
         for (int64_t c = 0; c < n_ch; c++) {
             const attn_query aq = {
@@ -72,10 +73,10 @@ static void run_decode(const bench_layer *L) {
                 .part = L->parts + (g * n_rep * n_ch + c) * pf,
                 .part_stride = n_ch * pf,
             };
-            attn_partial(L->kv, L->ops, L->ops, L->layer, L->table, g, &aq, c * ATTN_CHUNK, scale);
+            attn_partial(&lv, L->ops, L->ops, L->table, g, &aq, c * ATTN_CHUNK, 0, scale);
         }
     for (int64_t h = 0; h < L->n_kv * n_rep; h++)
-        attn_combine(L->parts + h * n_ch * pf, n_ch, pf, hd, L->out + h * hd);
+        attn_combine(L->parts + h * n_ch * pf, n_ch, pf, hd, NULL, L->out + h * hd);
 }
 
 /* One layer's attention with items of up to `tpi` tokens. Partials of token t,
@@ -85,6 +86,7 @@ static void run_layer(const bench_layer *L, int64_t tpi) {
     const int64_t hd = L->hd, n_rep = L->n_rep, qd = L->n_kv * n_rep * hd, pf = attn_part_floats(hd);
     const int64_t n_ch = (L->n_ctx + ATTN_CHUNK - 1) / ATTN_CHUNK;
     const float scale = 1.0f / sqrtf((float)hd);
+    const kv_layer lv = kv_layer_of(L->kv, L->layer);
     for (int64_t g = 0; g < L->n_kv; g++)
         for (int64_t t0 = 0; t0 < L->n_ctx;) {
             /* a group: consecutive tokens inside one chunk */
@@ -101,14 +103,14 @@ static void run_layer(const bench_layer *L, int64_t tpi) {
                     .part = L->parts + ((g * L->n_ctx + t0) * n_rep * n_ch + c) * pf,
                     .part_stride = n_ch * pf,
                 };
-                attn_partial(L->kv, L->ops, L->ops, L->layer, L->table, g, &aq, c * ATTN_CHUNK, scale);
+                attn_partial(&lv, L->ops, L->ops, L->table, g, &aq, c * ATTN_CHUNK, 0, scale);
             }
             t0 += nt;
         }
     for (int64_t t = 0; t < L->n_ctx; t++)
         for (int64_t h = 0; h < L->n_kv * n_rep; h++)
             attn_combine(L->parts + ((h / n_rep * L->n_ctx + t) * n_rep + h % n_rep) * n_ch * pf,
-                         t / ATTN_CHUNK + 1, pf, hd, L->out + t * qd + h * hd);
+                         t / ATTN_CHUNK + 1, pf, hd, NULL, L->out + t * qd + h * hd);
 }
 
 /* -D: a decode step's attention over n_layer layers (rounds of them), each
@@ -217,14 +219,16 @@ int main(int argc, char **argv) {
     }
     uint64_t seed = 1;
     for (int64_t b = 0; b < n_blocks; b++) table[b] = (int32_t)b; /* a fresh cache's order */
-    for (int64_t il = 0; il < n_layer; il++)
+    for (int64_t il = 0; il < n_layer; il++) {
+        const kv_layer lv = kv_layer_of(&kv, il);
         for (int64_t p = 0; p < n_ctx; p++)
             for (int64_t g = 0; g < n_kv; g++) {
                 for (int64_t j = 0; j < hd; j++) row[j] = frand(&seed);
-                ops->store_k(kv_k_head(&kv, il, table[p / bs], g), bs, p % bs, row, hd);
+                ops->store_k(kv_k_head(&lv, table[p / bs], g), bs, p % bs, row, hd);
                 for (int64_t j = 0; j < hd; j++) row[j] = frand(&seed);
-                ops->store_v(kv_v_row(&kv, il, table[p / bs], g, p % bs), row, hd);
+                ops->store_v(kv_v_row(&lv, table[p / bs], g, p % bs), row, hd);
             }
+    }
     for (int64_t i = 0; i < n_ctx * qd; i++) q[i] = frand(&seed) * 2;
     const bench_layer L = {&kv, ops, table, q, parts, out, n_ctx, n_kv, n_rep, hd, 0};
     if (decode_layers > 0) return decode_bench(&L, n_layer, rounds, evict_mib, type_name, bs);

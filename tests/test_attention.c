@@ -1,4 +1,4 @@
-/* cpu/attention over engine/kv_cache: paged attention equals a contiguous f32
+/* cpu/attention over kvcache/kv_cache: paged attention equals a contiguous f32
  * reference for every KV dtype, with a shuffled block table and contexts that
  * span several chunks. */
 #include "cpu/attention.h"
@@ -22,6 +22,7 @@ static void run_case(vt_dtype type, double bound, const attn_kv_ops *ops, int64_
     const int64_t n_kv = 2, n_blocks = (n_ctx + bs - 1) / bs + 3;
     kv_cache kv;
     CHECK_OK(kv_cache_init(&kv, type, type, 1, n_kv, hd, bs, n_blocks));
+    const kv_layer lv = kv_layer_of(&kv, 0);
     /* A scrambled block table, as after many allocations and frees. */
     int32_t *table = malloc(sizeof(int32_t) * (size_t)n_blocks);
     uint64_t shuffle = (uint64_t)n_blocks;
@@ -44,8 +45,8 @@ static void run_case(vt_dtype type, double bound, const attn_kv_ops *ops, int64_
     for (int64_t i = 0; i < n_rep * hd; i++) q[i] = frand(&seed) * 2;
     for (int64_t p = 0; p < n_ctx; p++)
         for (int64_t g = 0; g < n_kv; g++) {
-            ops->store_k(kv_k_head(&kv, 0, table[p / bs], g), bs, p % bs, K + (p * n_kv + g) * hd, hd);
-            ops->store_v(kv_v_row(&kv, 0, table[p / bs], g, p % bs), V + (p * n_kv + g) * hd, hd);
+            ops->store_k(kv_k_head(&lv, table[p / bs], g), bs, p % bs, K + (p * n_kv + g) * hd, hd);
+            ops->store_v(kv_v_row(&lv, table[p / bs], g, p % bs), V + (p * n_kv + g) * hd, hd);
         }
     const float scale = 1.0f / sqrtf((float)hd);
     const int64_t n_ch = (n_ctx + ATTN_CHUNK - 1) / ATTN_CHUNK, pf = attn_part_floats(hd);
@@ -57,10 +58,10 @@ static void run_case(vt_dtype type, double bound, const attn_kv_ops *ops, int64_
         for (int64_t c = 0; c < n_ch; c++) {
             const attn_query aq = {.q = q, .q_tok_stride = n_rep * hd, .n_tok = 1, .n_rep = n_rep,
                                    .pos0 = n_ctx - 1, .part = parts + c * pf, .part_stride = n_ch * pf};
-            attn_partial(&kv, ops, ops, 0, table, g, &aq, c * ATTN_CHUNK, scale);
+            attn_partial(&lv, ops, ops, table, g, &aq, c * ATTN_CHUNK, 0, scale);
         }
         for (int64_t r = 0; r < n_rep; r++) {
-            attn_combine(parts + r * n_ch * pf, n_ch, pf, hd, out);
+            attn_combine(parts + r * n_ch * pf, n_ch, pf, hd, NULL, out);
             double mx = -1e300, sum = 0;
             for (int64_t p = 0; p < n_ctx; p++) {
                 double d = 0;
@@ -101,15 +102,16 @@ static void run_group_case(vt_dtype type, const attn_kv_ops *ops, int64_t n_ctx,
     VT_ASSERT(pos0 / ATTN_CHUNK == (n_ctx - 1) / ATTN_CHUNK);
     kv_cache kv;
     CHECK_OK(kv_cache_init(&kv, type, type, 1, 1, hd, bs, n_blocks));
+    const kv_layer lv = kv_layer_of(&kv, 0);
     int32_t *table = malloc(sizeof(int32_t) * (size_t)n_blocks);
     for (int64_t i = 0; i < n_blocks; i++) table[i] = (int32_t)(n_blocks - 1 - i);
     uint64_t seed = (uint64_t)(n_ctx * 7 + n_tok);
     float *row = malloc(sizeof(float) * (size_t)hd);
     for (int64_t p = 0; p < n_ctx; p++) {
         for (int64_t j = 0; j < hd; j++) row[j] = frand(&seed);
-        ops->store_k(kv_k_head(&kv, 0, table[p / bs], 0), bs, p % bs, row, hd);
+        ops->store_k(kv_k_head(&lv, table[p / bs], 0), bs, p % bs, row, hd);
         for (int64_t j = 0; j < hd; j++) row[j] = frand(&seed);
-        ops->store_v(kv_v_row(&kv, 0, table[p / bs], 0, p % bs), row, hd);
+        ops->store_v(kv_v_row(&lv, table[p / bs], 0, p % bs), row, hd);
     }
     const int64_t q_stride = n_rep * hd + 5, pf = attn_part_floats(hd);
     const int64_t n_ch = (n_ctx - 1) / ATTN_CHUNK + 1;
@@ -122,11 +124,11 @@ static void run_group_case(vt_dtype type, const attn_kv_ops *ops, int64_t n_ctx,
     for (int64_t c = 0; c < n_ch; c++) {
         const attn_query aq = {.q = q, .q_tok_stride = q_stride, .n_tok = n_tok, .n_rep = n_rep,
                                .pos0 = pos0, .part = grp, .part_stride = pf};
-        attn_partial(&kv, ops, ops, 0, table, 0, &aq, c * ATTN_CHUNK, scale);
+        attn_partial(&lv, ops, ops, table, 0, &aq, c * ATTN_CHUNK, 0, scale);
         for (int64_t i = 0; i < n_tok; i++) {
             const attn_query a1 = {.q = q + i * q_stride, .q_tok_stride = q_stride, .n_tok = 1,
                                    .n_rep = n_rep, .pos0 = pos0 + i, .part = one, .part_stride = pf};
-            attn_partial(&kv, ops, ops, 0, table, 0, &a1, c * ATTN_CHUNK, scale);
+            attn_partial(&lv, ops, ops, table, 0, &a1, c * ATTN_CHUNK, 0, scale);
             bad += memcmp(one, grp + i * n_rep * pf, sizeof(float) * (size_t)(n_rep * pf)) != 0;
         }
     }
@@ -149,9 +151,9 @@ static void test_block_pool(void) {
     CHECK_EQ_INT(kv_block_alloc(&kv), -1);
     kv_block_retain(&kv, b);
     CHECK_EQ_INT(kv_block_release(&kv, b), 1);
-    CHECK_EQ_INT(kv.n_free, 0);
+    CHECK_EQ_INT(kv_pool0(&kv)->n_free, 0);
     CHECK_EQ_INT(kv_block_release(&kv, b), 0);
-    CHECK_EQ_INT(kv.n_free, 1);
+    CHECK_EQ_INT(kv_pool0(&kv)->n_free, 1);
     CHECK_EQ_INT(kv_block_alloc(&kv), b);
     kv_cache_free(&kv);
     /* Q8_0 needs head sizes in multiples of 32. */

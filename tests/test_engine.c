@@ -264,9 +264,12 @@ static void test_prefix_cache(void) {
     CHECK(same_tokens(&again, &without[1]));
 
     /* every cached block can be evicted; then nothing is referenced at all */
-    pcache_evict_all(&e->pc);
-    CHECK_EQ_INT(e->kv.n_free, e->kv.n_blocks);
-    for (int64_t b = 0; b < e->kv.n_blocks; b++) CHECK(e->kv.ref[b] == 0);
+    for (int32_t g = 0; g < e->kv.n_groups; g++) {
+        const kv_pool *p = &e->kv.groups[g].pool;
+        pcache_evict_all(&e->pc[g]);
+        CHECK_EQ_INT(p->n_free, p->n_blocks);
+        for (int64_t b = 0; b < p->n_blocks; b++) CHECK(p->ref[b] == 0);
+    }
     vt_engine_free(e);
     printf("prefix cache: n_cached %d, hits %lld of %lld queried blocks\n", with[1].n_cached,
            (long long)st.prefix_hits, (long long)st.prefix_queries);

@@ -26,20 +26,24 @@ typedef struct track {
     bool finished;
 } track;
 
-/* The block accounting must add up after every step. */
+/* The block accounting must add up after every step, in every group of the cache. */
 static void check_blocks(vt_engine *e) {
-    int64_t refs = 0, held = 0;
-    for (int64_t b = 0; b < e->kv.n_blocks; b++) {
-        refs += e->kv.ref[b];
-        if (e->kv.ref[b] < 0) CHECK(0);
+    for (int32_t g = 0; g < e->kv.n_groups; g++) {
+        const kv_pool *p = &e->kv.groups[g].pool;
+        int64_t refs = 0, held = 0;
+        for (int64_t b = 0; b < p->n_blocks; b++) {
+            refs += p->ref[b];
+            if (p->ref[b] < 0) CHECK(0);
+        }
+        for (int32_t i = 0; i < e->n_running; i++)
+            held += e->running[i]->n_blocks - e->running[i]->n_released[g];
+        for (int32_t i = 0; i < e->n_waiting; i++) CHECK(e->waiting[i]->n_blocks == 0);
+        CHECK_MSG(refs == held + e->pc[g].n_indexed, "group %d: refs %lld, held %lld, indexed %lld", g,
+                  (long long)refs, (long long)held, (long long)e->pc[g].n_indexed);
+        int64_t zero = 0;
+        for (int64_t b = 0; b < p->n_blocks; b++) zero += p->ref[b] == 0;
+        CHECK_EQ_INT(zero, p->n_free);
     }
-    for (int32_t i = 0; i < e->n_running; i++) held += e->running[i]->n_blocks;
-    for (int32_t i = 0; i < e->n_waiting; i++) CHECK(e->waiting[i]->n_blocks == 0);
-    CHECK_MSG(refs == held + e->pc.n_indexed, "refs %lld, held %lld, indexed %lld",
-              (long long)refs, (long long)held, (long long)e->pc.n_indexed);
-    int64_t zero = 0;
-    for (int64_t b = 0; b < e->kv.n_blocks; b++) zero += e->kv.ref[b] == 0;
-    CHECK_EQ_INT(zero, e->kv.n_free);
 }
 
 static int64_t soak_engine(vt_model *m, int32_t n_requests, int64_t *total_tokens,
@@ -150,12 +154,16 @@ static int64_t soak_engine(vt_model *m, int32_t n_requests, int64_t *total_token
     vt_engine_stats_get(e, &st);
     CHECK_EQ_INT(st.running + st.waiting, 0);
     CHECK_EQ_INT(st.kv_blocks_free, st.kv_blocks_total);
-    CHECK_EQ_INT(e->kv.n_free + e->pc.n_lru, e->kv.n_blocks);
-    for (int64_t b = 0; b < e->kv.n_blocks; b++)
-        CHECK(e->kv.ref[b] == 0 || (e->kv.ref[b] == 1 && e->pc.indexed[b] && e->pc.in_lru[b]));
-    pcache_evict_all(&e->pc);
-    CHECK_EQ_INT(e->kv.n_free, e->kv.n_blocks);
-    for (int64_t b = 0; b < e->kv.n_blocks; b++) CHECK(e->kv.ref[b] == 0);
+    for (int32_t g = 0; g < e->kv.n_groups; g++) {
+        const kv_pool *p = &e->kv.groups[g].pool;
+        const pcache *pc = &e->pc[g];
+        CHECK_EQ_INT(p->n_free + pc->n_lru, p->n_blocks);
+        for (int64_t b = 0; b < p->n_blocks; b++)
+            CHECK(p->ref[b] == 0 || (p->ref[b] == 1 && pc->indexed[b] && pc->in_lru[b]));
+        pcache_evict_all(&e->pc[g]);
+        CHECK_EQ_INT(p->n_free, p->n_blocks);
+        for (int64_t b = 0; b < p->n_blocks; b++) CHECK(p->ref[b] == 0);
+    }
     *n_aborted += aborted;
     *st_out = st;
     free(tr);

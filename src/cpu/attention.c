@@ -165,17 +165,28 @@ const attn_kv_ops *attn_ops_get(vt_dtype type) { return attn_ops_get_isa(type, c
             for (size_t o_ = 0; o_ < (bytes); o_ += 64) __builtin_prefetch(pl_ + o_, 0, 2);    \
     } while (0)
 
-void attn_partial(const kv_cache *kv, const attn_kv_ops *kops, const attn_kv_ops *vops,
-                  int64_t layer, const int32_t *blocks, int64_t g, const attn_query *aq,
-                  int64_t p0, float scale) {
-    const int64_t hd = kv->head_dim, bs = kv->block_size, n_rep = aq->n_rep;
+void attn_partial(const kv_layer *L, const attn_kv_ops *kops, const attn_kv_ops *vops,
+                  const int32_t *blocks, int64_t g, const attn_query *aq, int64_t p0,
+                  int64_t window, float scale) {
+    const int64_t hd = L->head_dim, bs = L->block_size, n_rep = aq->n_rep;
     const int64_t rows = aq->n_tok * n_rep;
-    /* The last token sees the most keys; the others' extra scores become zero
-     * weights, which leave an accumulator's bits as they are (acc + 0 * v == acc
-     * for finite v, and +0 stays +0). */
+    /* The last token sees the most keys, the first the earliest; the others'
+     * extra scores become zero weights, which leave an accumulator's bits as they
+     * are (acc + 0 * v == acc for finite v, and +0 stays +0). */
     const int64_t end = p0 + ATTN_CHUNK, p_last = aq->pos0 + aq->n_tok;
-    const int64_t p1 = p_last < end ? p_last : end, n = p1 - p0;
-    VT_ASSERT(n > 0 && aq->pos0 + 1 > p0 && hd <= ATTN_HEAD_DIM_MAX);
+    const int64_t p1 = p_last < end ? p_last : end;
+    const int64_t lo = window > 0 && aq->pos0 - window + 1 > p0 ? aq->pos0 - window + 1 : p0;
+    VT_ASSERT(p1 > p0 && aq->pos0 + 1 > p0 && hd <= ATTN_HEAD_DIM_MAX);
+    if (lo >= p1) { /* the chunk is before every token's window */
+        for (int64_t k = 0; k < rows; k++) {
+            float *out = aq->part + k * aq->part_stride;
+            out[0] = -INFINITY;
+            out[1] = 0;
+            memset(out + 2, 0, sizeof(float) * (size_t)hd);
+        }
+        return;
+    }
+    const int64_t n = p1 - lo;
     /* q rows on the stack up to head size 256 (the heap past that, per item) */
     float scores_buf[ATTN_ROWS * ATTN_CHUNK], q_buf[ATTN_ROWS * 256];
     float *scores = rows <= ATTN_ROWS ? scores_buf : malloc(sizeof(float) * (size_t)(rows * n));
@@ -196,38 +207,47 @@ void attn_partial(const kv_cache *kv, const attn_kv_ops *kops, const attn_kv_ops
      * step finds a sequence's blocks cold (the weights streamed through
      * since), so both passes prefetch the block ATTN_PF_BLOCKS ahead: here K,
      * in the accumulation V. */
-    const size_t k_bytes = (size_t)bs * kv->row_bytes_k, v_bytes = (size_t)bs * kv->row_bytes_v;
+    const size_t k_bytes = (size_t)bs * L->row_bytes_k, v_bytes = (size_t)bs * L->row_bytes_v;
     const bool to_l1 = aq->n_tok > 1;
-    const int64_t b_first = p0 / bs, b_last = (p1 - 1) / bs;
+    const int64_t b_first = lo / bs, b_last = (p1 - 1) / bs;
     for (int64_t b = b_first; b < b_first + ATTN_PF_BLOCKS && b <= b_last; b++)
-        prefetch_lines(kv_k_head(kv, layer, blocks[b], g), k_bytes, to_l1);
-    for (int64_t p = p0; p < p1;) {
+        prefetch_lines(kv_k_head(L, blocks[b], g), k_bytes, to_l1);
+    for (int64_t p = lo; p < p1;) {
         const int64_t slot = p % bs, nr = bs - slot < p1 - p ? bs - slot : p1 - p, b = p / bs;
         if (ATTN_PF_BLOCKS > 0 && b + ATTN_PF_BLOCKS <= b_last)
-            prefetch_lines(kv_k_head(kv, layer, blocks[b + ATTN_PF_BLOCKS], g), k_bytes, to_l1);
-        kops->scores(kv_k_head(kv, layer, blocks[b], g), bs, slot, nr, q, rows, hd, scale,
-                     scores + (p - p0), n);
+            prefetch_lines(kv_k_head(L, blocks[b + ATTN_PF_BLOCKS], g), k_bytes, to_l1);
+        kops->scores(kv_k_head(L, blocks[b], g), bs, slot, nr, q, rows, hd, scale,
+                     scores + (p - lo), n);
         p += nr;
     }
     for (int64_t i = 0; i < aq->n_tok; i++) {
-        const int64_t pi = aq->pos0 + i + 1, ni = (pi < p1 ? pi : p1) - p0;
+        /* token i's keys: [a, e) of the scores */
+        const int64_t pi = aq->pos0 + i, e = (pi + 1 < p1 ? pi + 1 : p1) - lo;
+        const int64_t a = window > 0 && pi - window + 1 > lo ? pi - window + 1 - lo : 0;
         for (int64_t r = 0; r < n_rep; r++) {
             float *s = scores + (i * n_rep + r) * n;
             float *out = aq->part + (i * n_rep + r) * aq->part_stride;
-            out[1] = kops->exp_sum(s, ni, &out[0]);
-            memset(s + ni, 0, sizeof(float) * (size_t)(n - ni));
+            if (a < e) {
+                out[1] = kops->exp_sum(s + a, e - a, &out[0]);
+                memset(s, 0, sizeof(float) * (size_t)a);
+                memset(s + e, 0, sizeof(float) * (size_t)(n - e));
+            } else {
+                out[0] = -INFINITY;
+                out[1] = 0;
+                memset(s, 0, sizeof(float) * (size_t)n);
+            }
         }
     }
     for (int64_t b = b_first; b < b_first + ATTN_PF_BLOCKS && b <= b_last; b++)
-        prefetch_lines(kv_v_row(kv, layer, blocks[b], g, 0), v_bytes, to_l1);
+        prefetch_lines(kv_v_row(L, blocks[b], g, 0), v_bytes, to_l1);
     for (int64_t k = 0; k < rows; k++)
         memset(aq->part + k * aq->part_stride + 2, 0, sizeof(float) * (size_t)hd);
-    for (int64_t p = p0; p < p1;) {
+    for (int64_t p = lo; p < p1;) {
         const int64_t slot = p % bs, nr = bs - slot < p1 - p ? bs - slot : p1 - p, b = p / bs;
         if (ATTN_PF_BLOCKS > 0 && b + ATTN_PF_BLOCKS <= b_last)
-            prefetch_lines(kv_v_row(kv, layer, blocks[b + ATTN_PF_BLOCKS], g, 0), v_bytes, to_l1);
-        vops->accum(aq->part + 2, aq->part_stride, rows, kv_v_row(kv, layer, blocks[b], g, slot),
-                    nr, hd, scores + (p - p0), n);
+            prefetch_lines(kv_v_row(L, blocks[b + ATTN_PF_BLOCKS], g, 0), v_bytes, to_l1);
+        vops->accum(aq->part + 2, aq->part_stride, rows, kv_v_row(L, blocks[b], g, slot),
+                    nr, hd, scores + (p - lo), n);
         p += nr;
     }
     if (scores != scores_buf) free(scores);
@@ -239,9 +259,9 @@ void attn_partial(const kv_cache *kv, const attn_kv_ops *kops, const attn_kv_ops
 #define COMBINE_LANES 8
 
 void attn_combine(const float *restrict parts, int64_t n_chunks, int64_t stride, int64_t head_dim,
-                  float *restrict out) {
+                  const float *sink, float *restrict out) {
     const int64_t hv = head_dim / COMBINE_LANES * COMBINE_LANES;
-    if (n_chunks == 1) { /* the general path with w = 1, exactly */
+    if (n_chunks == 1 && !sink) { /* the general path with w = 1, exactly */
         const float inv = 1.0f / parts[1];
         for (int64_t i = 0; i < hv; i += COMBINE_LANES)
             for (int k = 0; k < COMBINE_LANES; k++) out[i + k] = parts[2 + i + k] * inv;
@@ -250,6 +270,8 @@ void attn_combine(const float *restrict parts, int64_t n_chunks, int64_t stride,
     }
     float m = -INFINITY;
     for (int64_t c = 0; c < n_chunks; c++) m = parts[c * stride] > m ? parts[c * stride] : m;
+    /* a sink joins the max and the denominator, as ggml_soft_max_add_sinks */
+    if (sink) m = *sink > m ? *sink : m;
     float l = 0;
     memset(out, 0, sizeof(float) * (size_t)head_dim);
     for (int64_t c = 0; c < n_chunks; c++) {
@@ -260,6 +282,7 @@ void attn_combine(const float *restrict parts, int64_t n_chunks, int64_t stride,
             for (int k = 0; k < COMBINE_LANES; k++) out[i + k] += w * p[2 + i + k];
         for (int64_t i = hv; i < head_dim; i++) out[i] += w * p[2 + i];
     }
+    if (sink) l += expf(*sink - m);
     const float inv = 1.0f / l;
     for (int64_t i = 0; i < hv; i += COMBINE_LANES)
         for (int k = 0; k < COMBINE_LANES; k++) out[i + k] *= inv;

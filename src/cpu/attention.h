@@ -82,22 +82,48 @@ typedef struct attn_query {
     int64_t part_stride;
 } attn_query;
 
+/* How one layer attends, decided once per layer (the model fills it in per
+ * layer, the forward pass hands it to the kernels, the engine sizes the KV
+ * cache's groups from the windows):
+ *   window  sliding window: a token at position p sees keys in (p - window, p]
+ *           (llama.cpp's LLAMA_SWA_TYPE_STANDARD); 0: every key before it;
+ *   sinks   (n_head) learned logits, one per query head, that join the softmax
+ *           denominator and nothing else (gpt-oss: ggml_soft_max_add_sinks); NULL:
+ *           none.
+ * A window is a range of positions, not a mask: the items skip the chunks
+ * before it and the kernels score only the keys inside it, so no inner loop
+ * tests a position. */
+typedef struct attn_layer_cfg {
+    int64_t window;
+    const float *sinks;
+} attn_layer_cfg;
+
 /* Partial attention for one item: the queries of aq against kv head g over the
  * chunk of positions that starts at p0 (a multiple of ATTN_CHUNK), of the
- * sequence whose block table is `blocks`. Token i sees positions [p0, p1_i),
- * p1_i = min(p0 + ATTN_CHUNK, pos0 + i + 1) > p0 (causal), and gets the partial
- * {m, l, acc[head_dim]} of exactly those keys: its bits do not depend on which
- * other tokens share the item. */
-void attn_partial(const kv_cache *kv, const attn_kv_ops *kops, const attn_kv_ops *vops,
-                  int64_t layer, const int32_t *blocks, int64_t g, const attn_query *aq,
-                  int64_t p0, float scale);
+ * sequence whose block table in layer L's group is `blocks`. Token i (at pi =
+ * pos0 + i) sees positions [lo_i, p1_i): p1_i = min(p0 + ATTN_CHUNK, pi + 1)
+ * (causal), lo_i = p0, or with a window > 0, max(p0, pi - window + 1); it gets
+ * the partial {m, l, acc[head_dim]} of exactly those keys, or the empty partial
+ * {-inf, 0, 0} when the range is empty. Its bits do not depend on which other
+ * tokens share the item, and a window that reaches p0 leaves them as without
+ * one. Blocks wholly before lo_0 are never read (a SWA group may have released
+ * them). */
+void attn_partial(const kv_layer *L, const attn_kv_ops *kops, const attn_kv_ops *vops,
+                  const int32_t *blocks, int64_t g, const attn_query *aq, int64_t p0,
+                  int64_t window, float scale);
+
+/* The first chunk a token at pos sees with this window (0 without one). */
+static inline int64_t attn_first_chunk(int64_t pos, int64_t window) {
+    return window > 0 && pos - window + 1 > 0 ? (pos - window + 1) / ATTN_CHUNK : 0;
+}
 
 /* Floats of one partial: m, l, acc[head_dim]. */
 static inline int64_t attn_part_floats(int64_t head_dim) { return head_dim + 2; }
 
 /* Merge n_chunks partials (in order) into out[head_dim]; out does not overlap
- * the partials (restrict: the loops over head_dim vectorize). */
+ * the partials (restrict: the loops over head_dim vectorize). sink: the head's
+ * sink logit, or NULL. No partial may be empty unless another is not. */
 void attn_combine(const float *restrict parts, int64_t n_chunks, int64_t stride, int64_t head_dim,
-                  float *restrict out);
+                  const float *sink, float *restrict out);
 
 #endif

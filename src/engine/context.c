@@ -1,5 +1,7 @@
 /* vt_context: the low-level evaluation API of vt.h over the forward pass, with
- * a fixed share of the paged KV cache per sequence. */
+ * a fixed share of the paged KV cache per sequence: n_ctx tokens of blocks in
+ * every group of the cache (a sliding-window group keeps them all here; the
+ * serving engine is the one that releases what a window has passed). */
 #include "base/size.h"
 #include "cpu/threadpool.h"
 #include "kvcache/kv_cache.h"
@@ -15,7 +17,8 @@ struct vt_context {
     kv_cache kv;
     fwd_ctx *fwd;
     int64_t max_blocks_per_seq;
-    int32_t *tables;   /* (n_seq, max_blocks_per_seq) */
+    int32_t n_groups;
+    int32_t *tables;   /* (n_groups, n_seq, max_blocks_per_seq) */
     int64_t *n_blocks; /* (n_seq) blocks held */
     int32_t *len;      /* (n_seq) tokens in the cache */
     float *logits;     /* (n_logits, n_vocab) of the last batch */
@@ -69,11 +72,21 @@ vt_status vt_context_create(vt_model *model, const vt_context_params *params, vt
     if ((s = tp_create(p.n_threads, &c->pool)) != VT_OK) goto fail;
     c->max_blocks_per_seq = (p.n_ctx + p.kv_block - 1) / p.kv_block;
     const model_hparams *hp = &model->hp;
-    s = kv_cache_init(&c->kv, tk, tv, hp->n_layer, hp->n_head_kv, hp->head_dim, p.kv_block,
-                      c->max_blocks_per_seq * p.n_seq);
+    kv_group_spec specs[KV_MAX_GROUPS];
+    int32_t *layer_group = malloc(sizeof(int32_t) * (size_t)hp->n_layer);
+    if (!layer_group) {
+        s = vt_errorf(VT_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    s = fwd_kv_groups(model, specs, layer_group, &c->n_groups);
+    for (int32_t g = 0; g < c->n_groups; g++) specs[g].n_blocks = c->max_blocks_per_seq * p.n_seq;
+    if (s == VT_OK)
+        s = kv_cache_init_groups(&c->kv, tk, tv, hp->n_layer, hp->n_head_kv, hp->head_dim,
+                                 p.kv_block, specs, c->n_groups, layer_group);
+    free(layer_group);
     if (s != VT_OK) goto fail;
     if ((s = fwd_create(model, &c->kv, c->pool, p.n_batch, &c->fwd)) != VT_OK) goto fail;
-    c->tables = malloc(sizeof(int32_t) * (size_t)(c->max_blocks_per_seq * p.n_seq));
+    c->tables = malloc(sizeof(int32_t) * (size_t)(c->n_groups * c->max_blocks_per_seq * p.n_seq));
     c->n_blocks = calloc((size_t)p.n_seq, sizeof(int64_t));
     c->len = calloc((size_t)p.n_seq, sizeof(int32_t));
     c->rows = malloc(sizeof(int32_t) * (size_t)p.n_batch);
@@ -125,12 +138,14 @@ vt_status vt_decode(vt_context *c, const vt_batch *b) {
     /* Blocks: each sequence's share is reserved up front, so this cannot fail. */
     for (int32_t q = 0; q < c->p.n_seq; q++) {
         const int64_t need = (next[q] + c->p.kv_block - 1) / c->p.kv_block;
-        while (c->n_blocks[q] < need) {
-            int32_t blk = kv_block_alloc(&c->kv);
-            VT_ASSERT(blk >= 0);
-            c->tables[q * c->max_blocks_per_seq + c->n_blocks[q]++] = blk;
-        }
-        c->seqs[q].blocks = c->tables + q * c->max_blocks_per_seq;
+        for (; c->n_blocks[q] < need; c->n_blocks[q]++)
+            for (int32_t g = 0; g < c->n_groups; g++) {
+                int32_t blk = kv_pool_alloc(&c->kv.groups[g].pool);
+                VT_ASSERT(blk >= 0);
+                c->tables[(g * c->p.n_seq + q) * c->max_blocks_per_seq + c->n_blocks[q]] = blk;
+            }
+        for (int32_t g = 0; g < c->n_groups; g++)
+            c->seqs[q].blocks[g] = c->tables + (g * c->p.n_seq + q) * c->max_blocks_per_seq;
         c->seqs[q].n_blocks = c->n_blocks[q];
     }
 
@@ -178,8 +193,10 @@ const float *vt_get_logits(vt_context *c, int32_t i) {
 
 void vt_seq_clear(vt_context *c, int32_t seq) {
     if (seq < 0 || seq >= c->p.n_seq) return;
-    for (int64_t i = 0; i < c->n_blocks[seq]; i++)
-        kv_block_release(&c->kv, c->tables[seq * c->max_blocks_per_seq + i]);
+    for (int32_t g = 0; g < c->n_groups; g++)
+        for (int64_t i = 0; i < c->n_blocks[seq]; i++)
+            kv_pool_release(&c->kv.groups[g].pool,
+                            c->tables[(g * c->p.n_seq + seq) * c->max_blocks_per_seq + i]);
     c->n_blocks[seq] = 0;
     c->len[seq] = 0;
 }

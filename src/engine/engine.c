@@ -60,7 +60,7 @@ static bool grow32(void **p, int32_t *cap, int64_t need, size_t elem) {
 static void request_free(request *r) {
     if (!r) return;
     free(r->tokens);
-    free(r->blocks);
+    free(r->blocks[0]);
     free(r->block_hash);
     sampler_free(r->smp);
     for (int32_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
@@ -140,9 +140,11 @@ static vt_status request_create(vt_engine *e, const vt_request_params *q, reques
     if (!r) goto oom;
     r->cap_tokens = e->n_ctx + 1;
     r->tokens = malloc(sizeof(int32_t) * (size_t)r->cap_tokens);
-    r->blocks = malloc(sizeof(int32_t) * (size_t)e->max_blocks_per_seq);
+    r->blocks[0] = malloc(sizeof(int32_t) * (size_t)(e->max_blocks_per_seq * e->kv.n_groups));
+    for (int32_t g = 1; r->blocks[0] && g < e->kv.n_groups; g++)
+        r->blocks[g] = r->blocks[0] + g * e->max_blocks_per_seq;
     r->block_hash = malloc(sizeof(uint64_t) * (size_t)e->max_blocks_per_seq);
-    if (!r->tokens || !r->blocks || !r->block_hash) goto oom;
+    if (!r->tokens || !r->blocks[0] || !r->block_hash) goto oom;
     memcpy(r->tokens, prompt, sizeof(int32_t) * (size_t)n_ids);
     r->n_tokens = n_ids;
     r->n_prompt = (int32_t)n_ids;
@@ -184,7 +186,7 @@ void vt_engine_free(vt_engine *e) {
     for (int32_t i = 0; i < e->n_waiting; i++) request_free(e->waiting[i]);
     for (int32_t i = 0; i < e->n_inbox; i++) request_free(e->inbox[i]);
     fwd_destroy(e->fwd);
-    pcache_free(&e->pc);
+    for (int32_t g = 0; g < KV_MAX_GROUPS; g++) pcache_free(&e->pc[g]);
     kv_cache_free(&e->kv);
     tp_destroy(e->pool);
     free(e->running);
@@ -232,20 +234,58 @@ vt_status vt_engine_create(vt_model *model, const vt_engine_params *params, vt_e
     VT_TRY(kv_dtype_of(p.type_v, &tv));
     const model_hparams *hp = &model->hp;
 
+    /* The groups of the cache. A sliding-window group needs, per running
+     * sequence, the blocks its window spans plus one it may straddle, and a
+     * step's new tokens at most max_batch_tokens more: so many blocks, never
+     * more than the full groups have; the budget (kv_tokens, kv_bytes) is what
+     * remains for the full-attention layers. */
+    kv_group_spec specs[KV_MAX_GROUPS];
+    int32_t n_groups;
+    int32_t *layer_group = malloc(sizeof(int32_t) * (size_t)hp->n_layer);
+    if (!layer_group) return vt_errorf(VT_E_NOMEM, "out of memory");
+    vt_status s = fwd_kv_groups(model, specs, layer_group, &n_groups);
+    if (s != VT_OK) {
+        free(layer_group);
+        return s;
+    }
+    int64_t n_full_layers = 0;
+    for (int64_t il = 0; il < hp->n_layer; il++)
+        n_full_layers += specs[layer_group[il]].kind == KV_GROUP_FULL;
+    const int64_t bs = p.kv_block;
+    int64_t swa_blocks[KV_MAX_GROUPS] = {0};
+    size_t swa_bytes = 0;
+    for (int32_t g = 0; g < n_groups; g++) {
+        if (specs[g].kind != KV_GROUP_SWA) continue;
+        int64_t n_layer_g = 0;
+        for (int64_t il = 0; il < hp->n_layer; il++) n_layer_g += layer_group[il] == g;
+        swa_blocks[g] = (int64_t)p.max_seqs * ((specs[g].window - 1 + bs - 1) / bs + 2) +
+                        (p.max_batch_tokens + bs - 1) / bs;
+        swa_bytes += (size_t)swa_blocks[g] * (size_t)bs *
+                     kv_bytes_per_token(tk, tv, n_layer_g, hp->n_head_kv, hp->head_dim);
+    }
+
     int64_t kv_tokens = p.kv_tokens;
     if (kv_tokens <= 0 && p.kv_bytes > 0) {
-        const size_t per = kv_bytes_per_token(tk, tv, hp->n_layer, hp->n_head_kv, hp->head_dim);
-        kv_tokens = per ? (int64_t)(p.kv_bytes / per) : 0;
-        if (kv_tokens < p.kv_block)
+        const size_t per = kv_bytes_per_token(tk, tv, n_full_layers, hp->n_head_kv, hp->head_dim);
+        const size_t left = p.kv_bytes > swa_bytes ? p.kv_bytes - swa_bytes : 0;
+        kv_tokens = per ? (int64_t)(left / per) : (int64_t)p.max_seqs * p.n_ctx;
+        if (kv_tokens < p.kv_block) {
+            free(layer_group);
             return vt_errorf(VT_E_RANGE, "KV budget of %zu bytes holds %lld tokens, less than one block of %d",
                              p.kv_bytes, (long long)kv_tokens, p.kv_block);
+        }
     }
     if (kv_tokens <= 0) kv_tokens = (int64_t)p.max_seqs * p.n_ctx;
     int64_t n_blocks = (kv_tokens + p.kv_block - 1) / p.kv_block;
     if (n_blocks > INT32_MAX / 2) n_blocks = INT32_MAX / 2;
+    for (int32_t g = 0; g < n_groups; g++)
+        specs[g].n_blocks = specs[g].kind == KV_GROUP_SWA && swa_blocks[g] < n_blocks ? swa_blocks[g] : n_blocks;
 
     vt_engine *e = calloc(1, sizeof *e);
-    if (!e) return vt_errorf(VT_E_NOMEM, "out of memory");
+    if (!e) {
+        free(layer_group);
+        return vt_errorf(VT_E_NOMEM, "out of memory");
+    }
     pthread_mutex_init(&e->mu, NULL);
     e->model = model;
     e->tok = model->tok;
@@ -257,12 +297,13 @@ vt_status vt_engine_create(vt_model *model, const vt_engine_params *params, vt_e
     e->max_blocks_per_seq = (e->n_ctx + p.kv_block - 1) / p.kv_block;
     e->next_id = 1;
 
-    vt_status s;
     if ((s = tp_create(p.n_threads, &e->pool)) != VT_OK) goto fail;
-    if ((s = kv_cache_init(&e->kv, tk, tv, hp->n_layer, hp->n_head_kv, hp->head_dim, p.kv_block,
-                           n_blocks)) != VT_OK)
+    if ((s = kv_cache_init_groups(&e->kv, tk, tv, hp->n_layer, hp->n_head_kv, hp->head_dim,
+                                  p.kv_block, specs, n_groups, layer_group)) != VT_OK)
         goto fail;
-    if ((s = pcache_init(&e->pc, &e->kv, p.prefix_cache)) != VT_OK) goto fail;
+    for (int32_t g = 0; g < n_groups; g++)
+        if ((s = pcache_init(&e->pc[g], &e->kv.groups[g].pool, p.kv_block, p.prefix_cache)) != VT_OK)
+            goto fail;
     if ((s = fwd_create(model, &e->kv, e->pool, p.max_batch_tokens, &e->fwd)) != VT_OK) goto fail;
     const size_t ms = (size_t)p.max_seqs, mb = (size_t)p.max_batch_tokens;
     e->running = malloc(ms * sizeof *e->running);
@@ -279,10 +320,12 @@ vt_status vt_engine_create(vt_model *model, const vt_engine_params *params, vt_e
         s = vt_errorf(VT_E_NOMEM, "out of memory for the engine's batch buffers");
         goto fail;
     }
-    e->st.kv_blocks_total = n_blocks;
+    e->st.kv_blocks_total = sched_blocks_total(e);
+    free(layer_group);
     *out = e;
     return VT_OK;
 fail:
+    free(layer_group);
     vt_engine_free(e);
     return s;
 }
@@ -344,7 +387,7 @@ void vt_engine_stats_get(vt_engine *e, vt_engine_stats *out) {
     *out = e->shared_st;
     out->waiting += e->n_inbox;
     if (out->kv_blocks_total == 0) {
-        out->kv_blocks_total = out->kv_blocks_free = e->kv.n_blocks;
+        out->kv_blocks_total = out->kv_blocks_free = sched_blocks_total(e);
     }
     pthread_mutex_unlock(&e->mu);
 }
@@ -642,9 +685,9 @@ static bool sample_one(vt_engine *e, request *r, const float *l) {
 static void publish_stats(vt_engine *e) {
     e->st.running = e->n_running;
     e->st.waiting = e->n_waiting;
-    e->st.kv_blocks_total = e->kv.n_blocks;
-    e->st.kv_blocks_free = pcache_available(&e->pc);
-    e->st.kv_blocks_cached = e->pc.n_lru;
+    e->st.kv_blocks_total = sched_blocks_total(e);
+    e->st.kv_blocks_free = sched_blocks_available(e);
+    e->st.kv_blocks_cached = sched_blocks_cached(e);
     pthread_mutex_lock(&e->mu);
     e->shared_st = e->st;
     e->active = e->n_running + e->n_waiting;
@@ -681,7 +724,8 @@ vt_status vt_engine_step(vt_engine *e, const vt_output **outs, int32_t *n_outs) 
                 nt++;
             }
             if (r->n_computed + n == r->n_tokens) e->b_rows[n_rows++] = (int32_t)(nt - 1);
-            e->b_seqs[k] = (fwd_seq){.blocks = r->blocks, .n_blocks = r->n_blocks};
+            e->b_seqs[k] = (fwd_seq){.n_blocks = r->n_blocks};
+            for (int32_t g = 0; g < e->kv.n_groups; g++) e->b_seqs[k].blocks[g] = r->blocks[g];
         }
         fwd_batch fb = {.n_tokens = nt, .token = e->b_token, .pos = e->b_pos, .seq = e->b_seq,
                         .seqs = e->b_seqs, .n_seqs = e->n_items, .logit_rows = e->b_rows,
@@ -702,13 +746,16 @@ vt_status vt_engine_step(vt_engine *e, const vt_output **outs, int32_t *n_outs) 
             for (int32_t k = 0; k < e->n_items; k++) {
                 request *r = e->items[k].req;
                 r->n_computed += e->items[k].n;
-                /* offer newly completed full blocks to the prefix cache */
-                while (e->pc.enabled && (r->n_hashed + 1) * bs <= r->n_computed) {
+                /* offer newly completed full blocks to the prefix cache of
+                 * each group (a SWA group's released ones are gone) */
+                while (e->pc[0].enabled && (r->n_hashed + 1) * bs <= r->n_computed) {
                     const int64_t b = r->n_hashed;
                     const uint64_t parent = b ? r->block_hash[b - 1] : 0;
                     const int32_t *t = r->tokens + b * bs;
                     r->block_hash[b] = pcache_hash(parent, t, bs);
-                    pcache_insert(&e->pc, r->blocks[b], parent, r->block_hash[b], t);
+                    for (int32_t g = 0; g < e->kv.n_groups; g++)
+                        if (r->blocks[g][b] >= 0)
+                            pcache_insert(&e->pc[g], r->blocks[g][b], parent, r->block_hash[b], t);
                     r->n_hashed++;
                 }
                 if (r->n_computed == r->n_tokens) {

@@ -31,8 +31,12 @@ typedef struct request {
     int64_t n_tokens, cap_tokens;
     int32_t n_prompt;     /* of the original request */
     int64_t n_computed;   /* tokens whose K/V are in the cache */
-    int32_t *blocks;      /* (engine max_blocks_per_seq) block table */
+    /* One block table per group of the KV cache, (max_blocks_per_seq) each, all
+     * n_blocks long; a SWA group's blocks [0, n_released[g]) were released as its
+     * window passed them (entries -1). */
+    int32_t *blocks[KV_MAX_GROUPS];
     int64_t n_blocks;
+    int64_t n_released[KV_MAX_GROUPS];
     uint64_t *block_hash; /* (max_blocks_per_seq) chain hashes of full blocks */
     int64_t n_hashed;     /* full blocks hashed (and offered to the prefix cache) */
     int32_t n_cached;     /* prompt tokens served by the prefix cache (first admission) */
@@ -67,8 +71,8 @@ struct vt_engine {
     int32_t n_vocab;
 
     tp_pool *pool;
-    kv_cache kv;
-    pcache pc;
+    kv_cache kv;                /* its groups: kv.n_groups, FULL (if any) first */
+    pcache pc[KV_MAX_GROUPS];   /* one index and allocator per group */
     fwd_ctx *fwd;
 
     /* owned by the engine loop (vt_engine_step) */
@@ -117,7 +121,12 @@ struct vt_engine {
  * blocks waits. */
 void sched_plan(vt_engine *e);
 
-/* Free a request's blocks (back to the prefix cache / free list). */
+/* Free a request's blocks in every group (back to the prefix cache / free list). */
 void sched_release_blocks(vt_engine *e, request *r);
+
+/* The KV blocks of the engine's cache: all groups together. */
+int64_t sched_blocks_total(const vt_engine *e);
+int64_t sched_blocks_available(const vt_engine *e); /* free + cached */
+int64_t sched_blocks_cached(const vt_engine *e);
 
 #endif

@@ -19,12 +19,12 @@ uint64_t pcache_hash(uint64_t parent, const int32_t *tokens, int64_t n) {
     return h ? h : 1;
 }
 
-vt_status pcache_init(pcache *c, kv_cache *kv, bool enabled) {
+vt_status pcache_init(pcache *c, kv_pool *pool, int64_t block_size, bool enabled) {
     memset(c, 0, sizeof *c);
-    c->kv = kv;
+    c->pool = pool;
     c->enabled = enabled;
-    c->block_size = kv->block_size;
-    const size_t nb = (size_t)kv->n_blocks;
+    c->block_size = block_size;
+    const size_t nb = (size_t)pool->n_blocks;
     uint64_t cap = 16;
     while (cap < 2 * (uint64_t)nb) cap <<= 1;
     c->table_mask = cap - 1;
@@ -117,28 +117,28 @@ static void unindex(pcache *c, int32_t block) {
 }
 
 int32_t pcache_alloc(pcache *c) {
-    int32_t b = kv_block_alloc(c->kv);
+    int32_t b = kv_pool_alloc(c->pool);
     if (b >= 0) return b;
     if (c->lru_head < 0) return -1;
     const int32_t victim = c->lru_head;
     lru_remove(c, victim);
     unindex(c, victim);
-    VT_ASSERT(kv_block_release(c->kv, victim) == 0);
+    VT_ASSERT(kv_pool_release(c->pool, victim) == 0);
     c->evictions++;
-    b = kv_block_alloc(c->kv);
+    b = kv_pool_alloc(c->pool);
     VT_ASSERT(b >= 0);
     return b;
 }
 
-int64_t pcache_available(const pcache *c) { return c->kv->n_free + c->n_lru; }
+int64_t pcache_available(const pcache *c) { return c->pool->n_free + c->n_lru; }
 
 void pcache_retain(pcache *c, int32_t block) {
     if (c->in_lru[block]) lru_remove(c, block);
-    kv_block_retain(c->kv, block);
+    kv_pool_retain(c->pool, block);
 }
 
 void pcache_release(pcache *c, int32_t block) {
-    const int32_t left = kv_block_release(c->kv, block);
+    const int32_t left = kv_pool_release(c->pool, block);
     if (left == 1 && c->indexed[block]) lru_push(c, block);
 }
 
@@ -163,7 +163,7 @@ bool pcache_insert(pcache *c, int32_t block, uint64_t parent, uint64_t hash,
         if (b < 0) break;
         if (c->hash[b] == hash) return false; /* same key (or a collision): keep the first */
     }
-    VT_ASSERT(c->n_indexed < c->kv->n_blocks);
+    VT_ASSERT(c->n_indexed < c->pool->n_blocks);
     c->table[i] = block;
     c->hash[block] = hash;
     c->parent[block] = parent;
@@ -171,7 +171,7 @@ bool pcache_insert(pcache *c, int32_t block, uint64_t parent, uint64_t hash,
            (size_t)c->block_size * sizeof(int32_t));
     c->indexed[block] = 1;
     c->n_indexed++;
-    kv_block_retain(c->kv, block); /* the cache's own reference */
+    kv_pool_retain(c->pool, block); /* the cache's own reference */
     return true;
 }
 
@@ -180,7 +180,7 @@ void pcache_evict_all(pcache *c) {
         const int32_t b = c->lru_head;
         lru_remove(c, b);
         unindex(c, b);
-        VT_ASSERT(kv_block_release(c->kv, b) == 0);
+        VT_ASSERT(kv_pool_release(c->pool, b) == 0);
         c->evictions++;
     }
 }

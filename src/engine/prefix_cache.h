@@ -10,13 +10,15 @@
  * Ownership: an indexed block carries one reference held by the cache itself, on
  * top of one per sequence whose block table lists it. A block whose only holder is
  * the cache is "cached": free for all purposes but still reusable; such blocks sit
- * on an LRU list. kv_cache's free list holds exactly the blocks nobody (not even
+ * on an LRU list. The pool's free list holds exactly the blocks nobody (not even
  * the cache) references, so the two never disagree. pcache_alloc takes a block
  * from the free list and, when that is empty, evicts the least recently released
  * cached block (unindexes it and drops the cache's reference).
  *
  * With the cache disabled (enabled = false) nothing is ever indexed and this is a
- * plain allocator over kv_cache. Not thread-safe: the engine loop owns it. */
+ * plain allocator over the pool. One pcache serves one group of the KV cache
+ * (kvcache/kv_cache.h): each group has its own pool, and its own index of the
+ * same chain hashes. Not thread-safe: the engine loop owns it. */
 #ifndef VT_ENGINE_PREFIX_CACHE_H
 #define VT_ENGINE_PREFIX_CACHE_H
 
@@ -26,10 +28,10 @@
 #include <stdint.h>
 
 typedef struct pcache {
-    kv_cache *kv;
+    kv_pool *pool;
     bool enabled;
     int64_t block_size;
-    /* per block (kv->n_blocks) */
+    /* per block (pool->n_blocks) */
     uint64_t *hash;        /* chain hash of the indexed block */
     uint64_t *parent;      /* hash of the block before it (0 for the first) */
     int32_t *tokens;       /* (n_blocks, block_size) token ids of the indexed block */
@@ -48,7 +50,8 @@ typedef struct pcache {
 /* Chain hash of one block: parent hash and n token ids. */
 uint64_t pcache_hash(uint64_t parent, const int32_t *tokens, int64_t n);
 
-vt_status pcache_init(pcache *c, kv_cache *kv, bool enabled);
+/* An index over pool, whose blocks hold block_size tokens each. */
+vt_status pcache_init(pcache *c, kv_pool *pool, int64_t block_size, bool enabled);
 void pcache_free(pcache *c);
 
 /* A block for new KV (ref 1, owned by the caller), evicting the least recently

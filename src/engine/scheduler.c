@@ -11,8 +11,17 @@
  *      gives logits) and gets blocks for its first chunk; the first one that
  *      does not fit stops admission (FCFS: nobody overtakes it).
  *
- * A request never needs more than max_blocks_per_seq blocks and the pool has at
- * least that many, so a request running alone always fits. */
+ * Every group of the KV cache has its own pool and block table: a step takes
+ * blocks for the new tokens in all of them or in none, and a sliding-window
+ * group first releases the blocks its window has passed (vLLM's
+ * SlidingWindowManager), so it holds about window / block_size + 1 blocks per
+ * sequence however long the sequence grows. A prefix hit must hold in every
+ * group: the full group's run of cached blocks, and in each SWA group the blocks
+ * that the window of the first token to compute reaches.
+ *
+ * A request never needs more than max_blocks_per_seq blocks and each pool has
+ * at least that many (a SWA pool at least its window's worth for every
+ * sequence), so a request running alone always fits. */
 #include "engine/engine.h"
 
 #include <string.h>
@@ -21,25 +30,71 @@ static int64_t blocks_for(const vt_engine *e, int64_t n_tokens) {
     return (n_tokens + e->p.kv_block - 1) / e->p.kv_block;
 }
 
+int64_t sched_blocks_total(const vt_engine *e) {
+    int64_t n = 0;
+    for (int32_t g = 0; g < e->kv.n_groups; g++) n += e->kv.groups[g].pool.n_blocks;
+    return n;
+}
+
+int64_t sched_blocks_available(const vt_engine *e) {
+    int64_t n = 0;
+    for (int32_t g = 0; g < e->kv.n_groups; g++) n += pcache_available(&e->pc[g]);
+    return n;
+}
+
+int64_t sched_blocks_cached(const vt_engine *e) {
+    int64_t n = 0;
+    for (int32_t g = 0; g < e->kv.n_groups; g++) n += e->pc[g].n_lru;
+    return n;
+}
+
+/* The first block of group g that a sequence with n_computed tokens in the
+ * cache still reads (0 but for SWA groups). */
+static int64_t first_needed(const vt_engine *e, int32_t g, int64_t n_computed) {
+    const kv_group_spec *sp = &e->kv.groups[g].spec;
+    return kv_first_needed_block(sp->kind, sp->window, e->p.kv_block, n_computed);
+}
+
 void sched_release_blocks(vt_engine *e, request *r) {
     /* Release the newest first: the LRU then evicts a sequence's tail before its
      * head, which keeps the reusable prefix longest. */
-    for (int64_t i = r->n_blocks; i-- > 0;) pcache_release(&e->pc, r->blocks[i]);
+    for (int32_t g = 0; g < e->kv.n_groups; g++) {
+        for (int64_t i = r->n_blocks; i-- > r->n_released[g];) pcache_release(&e->pc[g], r->blocks[g][i]);
+        r->n_released[g] = 0;
+    }
     r->n_blocks = 0;
     r->n_computed = 0;
     r->n_hashed = 0;
 }
 
-/* Blocks so that the first n_tokens tokens have a slot; all or nothing. */
+/* Release the blocks of r's SWA groups that the window of its next token has
+ * passed: they become free, or cached when the prefix cache indexed them. */
+static void release_passed(vt_engine *e, request *r) {
+    for (int32_t g = 0; g < e->kv.n_groups; g++) {
+        int64_t end = first_needed(e, g, r->n_computed);
+        if (end > r->n_blocks) end = r->n_blocks;
+        for (int64_t i = r->n_released[g]; i < end; i++) {
+            pcache_release(&e->pc[g], r->blocks[g][i]);
+            r->blocks[g][i] = -1;
+        }
+        if (end > r->n_released[g]) r->n_released[g] = end;
+    }
+}
+
+/* Blocks so that the first n_tokens tokens have a slot, in every group; all or
+ * nothing. */
 static bool grow_blocks(vt_engine *e, request *r, int64_t n_tokens) {
     const int64_t need = blocks_for(e, n_tokens) - r->n_blocks;
     if (need <= 0) return true;
-    if (pcache_available(&e->pc) < need) return false;
-    for (int64_t i = 0; i < need; i++) {
-        const int32_t b = pcache_alloc(&e->pc);
-        VT_ASSERT(b >= 0);
-        r->blocks[r->n_blocks++] = b;
-    }
+    for (int32_t g = 0; g < e->kv.n_groups; g++)
+        if (pcache_available(&e->pc[g]) < need) return false;
+    for (int32_t g = 0; g < e->kv.n_groups; g++)
+        for (int64_t i = 0; i < need; i++) {
+            const int32_t b = pcache_alloc(&e->pc[g]);
+            VT_ASSERT(b >= 0);
+            r->blocks[g][r->n_blocks + i] = b;
+        }
+    r->n_blocks += need;
     return true;
 }
 
@@ -59,23 +114,47 @@ static void preempt_newest(vt_engine *e) {
     e->step_preemptions++;
 }
 
-/* Longest cached prefix of r's tokens, in whole blocks: fills r->blocks and
- * r->block_hash with the hits (without taking references) and returns their count. */
+/* Longest cached prefix of r's tokens, in whole blocks, that every group can
+ * serve: fills r->block_hash, and r->blocks and r->n_released of each group with
+ * the hits (without taking references), and returns their count. The full group
+ * (group 0 when there is one) needs every block of the prefix, a SWA group those
+ * from the first one the window of the next token reaches. */
 static int64_t lookup_prefix(vt_engine *e, request *r, int64_t *n_queried) {
     const int64_t bs = e->p.kv_block;
     const int64_t max_blocks = (r->n_tokens - 1) / bs;
-    *n_queried = e->pc.enabled ? max_blocks : 0;
-    if (!e->pc.enabled) return 0;
+    const bool enabled = e->pc[0].enabled;
+    const bool has_full = e->kv.groups[0].spec.kind == KV_GROUP_FULL;
+    for (int32_t g = 0; g < e->kv.n_groups; g++) r->n_released[g] = 0;
+    *n_queried = enabled ? max_blocks : 0;
+    if (!enabled) return 0;
     uint64_t parent = 0;
     int64_t hits = 0;
     for (; hits < max_blocks; hits++) {
         const int32_t *t = r->tokens + hits * bs;
         const uint64_t h = pcache_hash(parent, t, bs);
-        const int32_t b = pcache_lookup(&e->pc, parent, h, t);
-        if (b < 0) break;
-        r->blocks[hits] = b;
+        if (has_full) {
+            const int32_t b = pcache_lookup(&e->pc[0], parent, h, t);
+            if (b < 0) break;
+            r->blocks[0][hits] = b;
+        }
         r->block_hash[hits] = h;
         parent = h;
+    }
+    /* the longest run of those whose window blocks every SWA group holds */
+    for (; hits > 0; hits--) {
+        bool all = true;
+        for (int32_t g = has_full; g < e->kv.n_groups && all; g++)
+            for (int64_t i = first_needed(e, g, hits * bs); i < hits && all; i++) {
+                const int32_t b = pcache_lookup(&e->pc[g], i ? r->block_hash[i - 1] : 0,
+                                                r->block_hash[i], r->tokens + i * bs);
+                r->blocks[g][i] = b;
+                all = b >= 0;
+            }
+        if (all) break;
+    }
+    for (int32_t g = has_full; g < e->kv.n_groups; g++) {
+        r->n_released[g] = first_needed(e, g, hits * bs);
+        for (int64_t i = 0; i < r->n_released[g]; i++) r->blocks[g][i] = -1;
     }
     return hits;
 }
@@ -87,12 +166,15 @@ static bool admit(vt_engine *e, request *r, int64_t budget, int64_t *n_sched) {
     const int64_t cached = hits * e->p.kv_block;
     const int64_t n = r->n_tokens - cached < budget ? r->n_tokens - cached : budget;
     /* Hits that sit on the LRU stop being available once we hold them. */
-    int64_t hits_in_lru = 0;
-    for (int64_t i = 0; i < hits; i++) hits_in_lru += e->pc.in_lru[r->blocks[i]];
     const int64_t need = blocks_for(e, cached + n) - hits;
-    if (pcache_available(&e->pc) - hits_in_lru < need) return false;
+    for (int32_t g = 0; g < e->kv.n_groups; g++) {
+        int64_t hits_in_lru = 0;
+        for (int64_t i = r->n_released[g]; i < hits; i++) hits_in_lru += e->pc[g].in_lru[r->blocks[g][i]];
+        if (pcache_available(&e->pc[g]) - hits_in_lru < need) return false;
+    }
 
-    for (int64_t i = 0; i < hits; i++) pcache_retain(&e->pc, r->blocks[i]);
+    for (int32_t g = 0; g < e->kv.n_groups; g++)
+        for (int64_t i = r->n_released[g]; i < hits; i++) pcache_retain(&e->pc[g], r->blocks[g][i]);
     r->n_blocks = hits;
     r->n_hashed = hits;
     r->n_computed = cached;
@@ -118,6 +200,7 @@ void sched_plan(vt_engine *e) {
         const int64_t left = r->n_tokens - r->n_computed;
         VT_ASSERT(left > 0);
         const int64_t n = left < budget ? left : budget;
+        release_passed(e, r);
         bool fits = true;
         while (!grow_blocks(e, r, r->n_computed + n)) {
             const bool self = e->running[e->n_running - 1] == r;

@@ -30,6 +30,16 @@ typedef struct attn_group {
 typedef struct attn_item {
     int32_t group, chunk;
 } attn_item;
+/* The attention items of the layers with one window (0: full attention): an item
+ * is a (group, chunk) for every chunk from the first the group's first token sees
+ * with that window. cost_off: prefix sums of the items' costs, for a split that
+ * gives each thread the same work, not the same count. */
+typedef struct attn_plan {
+    int64_t window;
+    attn_item *items;
+    int64_t *cost_off; /* (n_items + 1) */
+    int64_t n_items, items_cap;
+} attn_plan;
 
 /* Built with -DVT_FWD_PROFILE, thread 0 times each step of every pass (with the
  * barrier that ends it) and fwd_destroy prints the sums per token to stderr,
@@ -60,6 +70,7 @@ static double now_s(void) {
 struct fwd_ctx {
     const model *m;
     kv_cache *kv;
+    kv_layer *lv;    /* (n_layer) each layer's storage in the cache */
     tp_pool *pool;   /* all threads */
     tp_pool *solo;   /* the caller alone, for passes too small to share (NULL: 1 thread) */
     tp_pool *run;    /* the pool of the pass in flight: pool or solo */
@@ -86,12 +97,12 @@ struct fwd_ctx {
     int64_t *chunk_off; /* (T + 1) prefix sums of chunks per token */
     /* Attention items: a group is a run of tokens of one sequence at consecutive
      * positions inside one chunk (they share their chunk count); an item is a
-     * (group, chunk), done for every kv head. cost_off: prefix sums of the items'
-     * costs, for a split that gives each thread the same work, not the same count. */
+     * (group, chunk), done for every kv head, planned once per pass for each
+     * distinct window of the layers (layer il uses plans[layer_plan[il]]). */
     attn_group *groups; /* (T) */
-    attn_item *items;
-    int64_t *cost_off; /* (n_items + 1) */
-    int64_t n_items, items_cap;
+    attn_plan plans[KV_MAX_GROUPS];
+    int n_plans;
+    int8_t *layer_plan; /* (n_layer) */
     int nth_max;
 
     const fwd_batch *batch; /* the batch being run */
@@ -220,6 +231,17 @@ done:
     free(ws);
 }
 
+vt_status fwd_kv_groups(const model *m, kv_group_spec specs[KV_MAX_GROUPS],
+                        int32_t *layer_group, int32_t *n_groups) {
+    const int64_t n_layer = m->hp.n_layer;
+    int64_t *w = malloc(sizeof(int64_t) * (size_t)n_layer);
+    if (!w) return vt_errorf(VT_E_NOMEM, "out of memory");
+    for (int64_t il = 0; il < n_layer; il++) w[il] = m->layers[il].attn.window;
+    const vt_status s = kv_groups_from_windows(n_layer, w, specs, layer_group, n_groups);
+    free(w);
+    return s;
+}
+
 vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_tokens,
                      fwd_ctx **out) {
     const model_hparams *hp = &m->hp;
@@ -228,6 +250,32 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
     f->m = m;
     f->kv = kv;
     f->pool = pool;
+    f->lv = malloc(sizeof *f->lv * (size_t)hp->n_layer);
+    f->layer_plan = malloc((size_t)hp->n_layer);
+    if (!f->lv || !f->layer_plan) {
+        fwd_destroy(f);
+        return vt_errorf(VT_E_NOMEM, "out of memory");
+    }
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        const int64_t w = m->layers[il].attn.window;
+        const kv_group_spec *gs = &kv->groups[kv->layer_group[il]].spec;
+        if (w < 0 || gs->kind == KV_GROUP_STATE || (gs->kind == KV_GROUP_SWA && (w == 0 || w > gs->window))) {
+            fwd_destroy(f);
+            return vt_errorf(VT_E_INVALID, "layer %lld attends over a window of %lld positions, its KV cache group keeps %lld",
+                             (long long)il, (long long)w, gs->kind == KV_GROUP_SWA ? (long long)gs->window : -1LL);
+        }
+        f->lv[il] = kv_layer_of(kv, il);
+        int p = 0;
+        while (p < f->n_plans && f->plans[p].window != w) p++;
+        if (p == f->n_plans) {
+            if (f->n_plans == KV_MAX_GROUPS) {
+                fwd_destroy(f);
+                return vt_errorf(VT_E_UNSUPPORTED, "the layers have more than %d distinct windows", KV_MAX_GROUPS);
+            }
+            f->plans[f->n_plans++].window = w;
+        }
+        f->layer_plan[il] = (int8_t)p;
+    }
     f->max_tokens = max_tokens;
     f->kops = attn_ops_get(kv->type_k);
     f->rms_norm = cpu_kernels_get()->rms_norm;
@@ -319,8 +367,12 @@ void fwd_destroy(fwd_ctx *f) {
     hugemem_free(f->parts, f->parts_cap * sizeof(float));
     free(f->chunk_off);
     free(f->groups);
-    free(f->items);
-    free(f->cost_off);
+    for (int p = 0; p < f->n_plans; p++) {
+        free(f->plans[p].items);
+        free(f->plans[p].cost_off);
+    }
+    free(f->lv);
+    free(f->layer_plan);
     free(f);
 }
 
@@ -425,10 +477,9 @@ static void forward_worker(void *arg, int ith, int nth) {
     const fwd_batch *b = f->batch;
     const model *m = f->m;
     const model_hparams *hp = &m->hp;
-    const kv_cache *kv = f->kv;
     const int64_t T = b->n_tokens, d = hp->n_embd, hd = hp->head_dim, n_head = hp->n_head,
                   n_kv = hp->n_head_kv, n_rep = n_head / n_kv, qd = n_head * hd, kvd = n_kv * hd,
-                  bs = kv->block_size, pf = attn_part_floats(hd);
+                  bs = f->kv->block_size, pf = attn_part_floats(hd);
     const float scale = 1.0f / sqrtf((float)hd);
     int64_t i0, i1;
     double t_prof = PROF_START(ith);
@@ -440,12 +491,16 @@ static void forward_worker(void *arg, int ith, int nth) {
     tp_barrier(f->run);
     PROF_MARK(f, ith, 0, t_prof);
 
-    /* This thread's attention units, the same in every layer. */
-    int64_t u0, u1;
-    split_by_cost(f->cost_off, f->n_items, n_kv, ith, nth, &u0, &u1);
+    /* This thread's attention units of each plan, the same in every layer. */
+    int64_t u0s[KV_MAX_GROUPS], u1s[KV_MAX_GROUPS];
+    for (int p = 0; p < f->n_plans; p++)
+        split_by_cost(f->plans[p].cost_off, f->plans[p].n_items, n_kv, ith, nth, &u0s[p], &u1s[p]);
 
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const layer_weights *L = &m->layers[il];
+        const kv_layer *lv = &f->lv[il];
+        const attn_plan *plan = &f->plans[f->layer_plan[il]];
+        const int64_t u0 = u0s[f->layer_plan[il]], u1 = u1s[f->layer_plan[il]];
 
         /* 1: residual + norm + quantize */
         step_norm_quant(f, T, il > 0, L->attn_norm, L->wq.type, NULL, ith, nth);
@@ -481,9 +536,9 @@ static void forward_worker(void *arg, int ith, int nth) {
                 memcpy(kr, scratch, sizeof(float) * (size_t)hd);
             }
             rope_apply(kr, cs, hp->n_rot, hp->rope);
-            const int32_t blk = sq->blocks[pos / bs];
-            f->kops->store_k(kv_k_head(kv, il, blk, g), bs, pos % bs, kr, hd);
-            f->vops->store_v(kv_v_row(kv, il, blk, g, pos % bs), vr, hd);
+            const int32_t blk = sq->blocks[lv->group][pos / bs];
+            f->kops->store_k(kv_k_head(lv, blk, g), bs, pos % bs, kr, hd);
+            f->vops->store_v(kv_v_row(lv, blk, g, pos % bs), vr, hd);
             for (int64_t r = 0; r < n_rep; r++) {
                 const int64_t h = g * n_rep + r;
                 float *qr = f->q + t * qd + h * hd;
@@ -503,9 +558,9 @@ static void forward_worker(void *arg, int ith, int nth) {
         {
             const int64_t C = f->chunk_off[T];
             for (int64_t u = u0; u < u1; u++) {
-                const attn_item *item = &f->items[u % f->n_items];
+                const attn_item *item = &plan->items[u % plan->n_items];
                 const attn_group *gr = &f->groups[item->group];
-                const int64_t g = u / f->n_items, t0 = gr->t0, nch = gr->n_chunks;
+                const int64_t g = u / plan->n_items, t0 = gr->t0, nch = gr->n_chunks;
                 const int64_t row0 = part_row(C, f->chunk_off[t0], g, 0, n_rep, nch) + item->chunk;
                 const attn_query aq = {
                     .q = f->q + t0 * qd + g * n_rep * hd,
@@ -516,23 +571,26 @@ static void forward_worker(void *arg, int ith, int nth) {
                     .part = f->parts + row0 * pf,
                     .part_stride = nch * pf,
                 };
-                attn_partial(kv, f->kops, f->vops, il, b->seqs[b->seq[t0]].blocks, g, &aq,
-                             (int64_t)item->chunk * ATTN_CHUNK, scale);
+                attn_partial(lv, f->kops, f->vops, b->seqs[b->seq[t0]].blocks[lv->group], g, &aq,
+                             (int64_t)item->chunk * ATTN_CHUNK, L->attn.window, scale);
             }
         }
         tp_barrier(f->run);
         PROF_MARK(f, ith, 4, t_prof);
 
-        /* 5: combine chunks per head; quantize the row for the output projection. */
+        /* 5: combine chunks per head (those the token's window reaches; the sink
+         * of the head, if any); quantize the row for the output projection. */
         {
             const size_t rb = mm_act_row_bytes(L->wo.type, qd);
             tp_range(T, 1, ith, nth, &i0, &i1);
             for (int64_t t = i0; t < i1; t++) {
                 const int64_t nch = f->chunk_off[t + 1] - f->chunk_off[t];
+                const int64_t c0 = attn_first_chunk(b->pos[t], L->attn.window);
                 for (int64_t h = 0; h < n_head; h++)
-                    attn_combine(f->parts + part_row(f->chunk_off[T], f->chunk_off[t], h / n_rep,
-                                                     h % n_rep, n_rep, nch) * pf,
-                                 nch, pf, hd, f->attn + t * qd + h * hd);
+                    attn_combine(f->parts + (part_row(f->chunk_off[T], f->chunk_off[t], h / n_rep,
+                                                      h % n_rep, n_rep, nch) + c0) * pf,
+                                 nch - c0, pf, hd, L->attn.sinks ? &L->attn.sinks[h] : NULL,
+                                 f->attn + t * qd + h * hd);
                 mm_quantize(L->wo.type, f->attn + t * qd, qd, 1, qd, f->xq + (size_t)t * rb, 0, 1);
             }
         }
@@ -589,27 +647,32 @@ vt_status fwd_run(fwd_ctx *f, const fwd_batch *b) {
             f->groups[n_groups++] = (attn_group){(int32_t)t, 1, (int32_t)nch};
     }
     const int64_t n_items = f->chunk_off[T]; /* at most: one per chunk of each group */
-    if (n_items > f->items_cap) {
-        attn_item *it = realloc(f->items, (size_t)n_items * sizeof *it);
-        if (it) f->items = it;
-        int64_t *co = realloc(f->cost_off, (size_t)(n_items + 1) * sizeof *co);
-        if (co) f->cost_off = co;
-        if (!it || !co)
-            return vt_errorf(VT_E_NOMEM, "out of memory for %lld attention items", (long long)n_items);
-        f->items_cap = n_items;
-    }
-    f->n_items = 0;
-    f->cost_off[0] = 0;
-    for (int64_t i = 0; i < n_groups; i++) {
-        const attn_group *gr = &f->groups[i];
-        const int64_t p_last = b->pos[gr->t0 + gr->n_tok - 1];
-        for (int32_t c = 0; c < gr->n_chunks; c++) {
-            const int64_t p0 = (int64_t)c * ATTN_CHUNK;
-            const int64_t p1 = p_last + 1 < p0 + ATTN_CHUNK ? p_last + 1 : p0 + ATTN_CHUNK;
-            f->items[f->n_items] = (attn_item){(int32_t)i, c};
-            /* keys x tokens, plus a fixed cost per item */
-            f->cost_off[f->n_items + 1] = f->cost_off[f->n_items] + (p1 - p0) * gr->n_tok + 32;
-            f->n_items++;
+    for (int p = 0; p < f->n_plans; p++) {
+        attn_plan *pl = &f->plans[p];
+        if (n_items > pl->items_cap) {
+            attn_item *it = realloc(pl->items, (size_t)n_items * sizeof *it);
+            if (it) pl->items = it;
+            int64_t *co = realloc(pl->cost_off, (size_t)(n_items + 1) * sizeof *co);
+            if (co) pl->cost_off = co;
+            if (!it || !co)
+                return vt_errorf(VT_E_NOMEM, "out of memory for %lld attention items", (long long)n_items);
+            pl->items_cap = n_items;
+        }
+        pl->n_items = 0;
+        pl->cost_off[0] = 0;
+        for (int64_t i = 0; i < n_groups; i++) {
+            const attn_group *gr = &f->groups[i];
+            const int64_t p_first = b->pos[gr->t0], p_last = b->pos[gr->t0 + gr->n_tok - 1];
+            const int64_t lo = pl->window > 0 ? p_first - pl->window + 1 : 0;
+            for (int32_t c = (int32_t)attn_first_chunk(p_first, pl->window); c < gr->n_chunks; c++) {
+                const int64_t p0 = (int64_t)c * ATTN_CHUNK;
+                const int64_t p1 = p_last + 1 < p0 + ATTN_CHUNK ? p_last + 1 : p0 + ATTN_CHUNK;
+                pl->items[pl->n_items] = (attn_item){(int32_t)i, c};
+                /* keys x tokens, plus a fixed cost per item */
+                pl->cost_off[pl->n_items + 1] =
+                    pl->cost_off[pl->n_items] + (p1 - (lo > p0 ? lo : p0)) * gr->n_tok + 32;
+                pl->n_items++;
+            }
         }
     }
     const size_t need = (size_t)f->chunk_off[b->n_tokens] * (size_t)hp->n_head *

@@ -21,8 +21,11 @@
 #include "kvcache/kv_cache.h"
 #include "model/model.h"
 
+/* A sequence's block tables, one per group of the KV cache: in the layers of
+ * group g, position p is in blocks[g][p / block_size]. Entries a SWA group has
+ * released (before the window of every token in the batch) may be -1. */
 typedef struct fwd_seq {
-    const int32_t *blocks; /* block table: position p is in blocks[p / block_size] */
+    const int32_t *blocks[KV_MAX_GROUPS];
     int64_t n_blocks;
 } fwd_seq;
 
@@ -40,7 +43,14 @@ typedef struct fwd_batch {
 
 typedef struct fwd_ctx fwd_ctx;
 
-/* Workspace for batches of up to max_tokens tokens and max_logits logit rows. */
+/* The groups of the KV cache that m's layers need (kv_groups_from_windows over
+ * each layer's attn.window); the caller sets each spec's n_blocks. */
+vt_status fwd_kv_groups(const model *m, kv_group_spec specs[KV_MAX_GROUPS],
+                        int32_t *layer_group, int32_t *n_groups);
+
+/* Workspace for batches of up to max_tokens tokens and max_logits logit rows.
+ * VT_E_INVALID when a layer's window does not fit its group of kv (a SWA group
+ * narrower than the layer's window, or a STATE group). */
 vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_tokens,
                      fwd_ctx **out);
 void fwd_destroy(fwd_ctx *f);

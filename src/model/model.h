@@ -6,6 +6,7 @@
 #define VT_MODEL_MODEL_H
 
 #include "base/mapfile.h"
+#include "cpu/attention.h"
 #include "cpu/matmul.h"
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
@@ -48,6 +49,7 @@ typedef struct layer_weights {
     const float *ffn_norm;         /* (n_embd) */
     mm_weight w_gate, w_up;        /* (n_ff, n_embd) */
     mm_weight w_down;              /* (n_embd, n_ff) */
+    attn_layer_cfg attn;           /* sliding window, sinks: how this layer attends */
 } layer_weights;
 
 struct vt_model {
