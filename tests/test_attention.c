@@ -1,6 +1,7 @@
 /* cpu/attention over kvcache/kv_cache: paged attention equals a contiguous f32
  * reference for every KV dtype, with a shuffled block table and contexts that
- * span several chunks. */
+ * span several chunks; sliding windows and sinks against a dense masked softmax,
+ * every SIMD tier against the scalar one. */
 #include "cpu/attention.h"
 #include "kvcache/kv_cache.h"
 #include "test.h"
@@ -143,6 +144,107 @@ static void run_group_case(vt_dtype type, const attn_kv_ops *ops, int64_t n_ctx,
     free(one);
 }
 
+/* A sliding window and a sink: n_tok tokens ending at n_ctx - 1, each through
+ * the items the forward pass would make (chunks from the first the group's first
+ * token sees, combined from each token's own first chunk), against a dense f64
+ * softmax over the keys in (p - window, p] with the sink in the denominator;
+ * and the tier's outputs against the scalar tier's, which must agree within
+ * the same bound (scores of f32 keys in another summation order). */
+static void run_window_case(vt_dtype type, double bound, const attn_kv_ops *ops, int64_t n_ctx,
+                            int64_t n_tok, int64_t window, bool with_sink, int64_t n_rep, int64_t hd,
+                            int64_t bs, float *out_tier /* (n_tok, n_rep, hd) */) {
+    const int64_t n_blocks = (n_ctx + bs - 1) / bs, pos0 = n_ctx - n_tok;
+    kv_cache kv;
+    CHECK_OK(kv_cache_init(&kv, type, type, 1, 1, hd, bs, n_blocks));
+    const kv_layer lv = kv_layer_of(&kv, 0);
+    int32_t *table = malloc(sizeof(int32_t) * (size_t)n_blocks);
+    /* blocks wholly before every token's window are released (-1): never read */
+    const int64_t first_blk = window > 0 && pos0 - window + 1 > 0 ? (pos0 - window + 1) / bs : 0;
+    for (int64_t i = 0; i < n_blocks; i++) table[i] = i < first_blk ? -1 : (int32_t)(n_blocks - 1 - i);
+    float *K = malloc(sizeof(float) * (size_t)(n_ctx * hd)), *V = malloc(sizeof(float) * (size_t)(n_ctx * hd));
+    uint64_t seed = (uint64_t)(n_ctx * 13 + n_tok);
+    for (int64_t i = 0; i < n_ctx * hd; i++) {
+        K[i] = frand(&seed);
+        V[i] = frand(&seed);
+    }
+    for (int64_t p = first_blk * bs; p < n_ctx; p++) {
+        ops->store_k(kv_k_head(&lv, table[p / bs], 0), bs, p % bs, K + p * hd, hd);
+        ops->store_v(kv_v_row(&lv, table[p / bs], 0, p % bs), V + p * hd, hd);
+    }
+    float sinks[8];
+    for (int64_t r = 0; r < n_rep; r++) sinks[r] = 1.5f * frand(&seed) + 0.5f;
+    const int64_t pf = attn_part_floats(hd), n_ch = (n_ctx - 1) / ATTN_CHUNK + 1;
+    float *q = malloc(sizeof(float) * (size_t)(n_tok * n_rep * hd));
+    for (int64_t i = 0; i < n_tok * n_rep * hd; i++) q[i] = frand(&seed) * 2;
+    float *parts = malloc(sizeof(float) * (size_t)(n_tok * n_rep * n_ch * pf));
+    float *ref = malloc(sizeof(float) * (size_t)hd);
+    double *sc = malloc(sizeof(double) * (size_t)n_ctx);
+    const float scale = 1.0f / sqrtf((float)hd);
+    /* items of tokens inside one chunk, as fwd_run groups them */
+    for (int64_t t0 = 0; t0 < n_tok;) {
+        const int64_t p_first = pos0 + t0, chunk_end = (p_first / ATTN_CHUNK + 1) * ATTN_CHUNK;
+        int64_t nt = n_tok - t0 < 8 ? n_tok - t0 : 8;
+        if (p_first + nt > chunk_end) nt = chunk_end - p_first;
+        for (int64_t c = attn_first_chunk(p_first, window); c <= p_first / ATTN_CHUNK; c++) {
+            const attn_query aq = {.q = q + t0 * n_rep * hd, .q_tok_stride = n_rep * hd, .n_tok = nt,
+                                   .n_rep = n_rep, .pos0 = p_first,
+                                   .part = parts + (t0 * n_rep * n_ch + c) * pf, .part_stride = n_ch * pf};
+            attn_partial(&lv, ops, ops, table, 0, &aq, c * ATTN_CHUNK, window, scale);
+        }
+        t0 += nt;
+    }
+    double worst = 0;
+    for (int64_t i = 0; i < n_tok; i++) {
+        const int64_t p = pos0 + i, lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+        const int64_t c0 = attn_first_chunk(p, window), nch = p / ATTN_CHUNK + 1;
+        for (int64_t r = 0; r < n_rep; r++) {
+            float *out = out_tier + (i * n_rep + r) * hd;
+            attn_combine(parts + ((i * n_rep + r) * n_ch + c0) * pf, nch - c0, pf, hd,
+                         with_sink ? &sinks[r] : NULL, out);
+            double mx = with_sink ? sinks[r] : -1e300, sum = 0;
+            for (int64_t k = lo; k <= p; k++) {
+                double d = 0;
+                for (int64_t j = 0; j < hd; j++) d += (double)q[(i * n_rep + r) * hd + j] * K[k * hd + j];
+                sc[k] = d * scale;
+                mx = sc[k] > mx ? sc[k] : mx;
+            }
+            for (int64_t k = lo; k <= p; k++) sum += (sc[k] = exp(sc[k] - mx));
+            if (with_sink) sum += exp(sinks[r] - mx);
+            for (int64_t j = 0; j < hd; j++) {
+                double a = 0;
+                for (int64_t k = lo; k <= p; k++) a += sc[k] * V[k * hd + j];
+                ref[j] = (float)(a / sum);
+            }
+            const double e = test_nmse(out, ref, hd);
+            worst = e > worst ? e : worst;
+        }
+    }
+    CHECK_MSG(worst < bound, "%s window %lld sink %d n_ctx %lld n_tok %lld: NMSE %.3g >= %.3g",
+              quant_traits_get(type)->name, (long long)window, with_sink, (long long)n_ctx,
+              (long long)n_tok, worst, bound);
+    kv_cache_free(&kv);
+    free(table);
+    free(K);
+    free(V);
+    free(q);
+    free(parts);
+    free(ref);
+    free(sc);
+}
+
+/* A window that reaches position 0 gives the bits of no window: what a SWA
+ * layer with a window as long as the context relies on. */
+static void check_window_neutral(const attn_kv_ops *ops) {
+    const int64_t n_ctx = ATTN_CHUNK + 40, hd = 64, n_rep = 2, n_tok = 3;
+    float *a = malloc(sizeof(float) * (size_t)(n_tok * n_rep * hd));
+    float *b = malloc(sizeof(float) * (size_t)(n_tok * n_rep * hd));
+    run_window_case(VT_DTYPE_F16, 1e-6, ops, n_ctx, n_tok, 0, false, n_rep, hd, 16, a);
+    run_window_case(VT_DTYPE_F16, 1e-6, ops, n_ctx, n_tok, n_ctx, false, n_rep, hd, 16, b);
+    CHECK(memcmp(a, b, sizeof(float) * (size_t)(n_tok * n_rep * hd)) == 0);
+    free(a);
+    free(b);
+}
+
 static void test_block_pool(void) {
     kv_cache kv;
     CHECK_OK(kv_cache_init(&kv, VT_DTYPE_F16, VT_DTYPE_F16, 2, 2, 64, 16, 4));
@@ -195,6 +297,34 @@ int main(void) {
             /* more rows than ATTN_ROWS, q rows past the stack buffer: the heap paths */
             run_group_case(kv_types[t].type, tiers[tier], 2 * ATTN_CHUNK + 28, 20, 3, 96, 16);
         }
+        /* sliding windows (inside a block, across blocks and chunks, past the
+         * start) and sinks: every tier against the dense reference and against
+         * the scalar tier */
+        {
+            static const struct { int64_t n_ctx, n_tok, window, bs; } wc[] = {
+                {40, 1, 1, 16},  {40, 4, 5, 16},   {100, 20, 17, 16},  {3 * ATTN_CHUNK + 7, 9, 300, 16},
+                {ATTN_CHUNK + 5, 12, ATTN_CHUNK, 24}, {2 * ATTN_CHUNK + 3, 6, 64, 16}, {30, 30, 8, 16},
+            };
+            const int64_t hd = kv_types[t].type == VT_DTYPE_Q8_0 ? 96 : 44, n_rep = 3;
+            for (size_t k = 0; k < sizeof wc / sizeof wc[0]; k++)
+                for (int sink = 0; sink < 2; sink++) {
+                    const size_t n_out = (size_t)(wc[k].n_tok * n_rep * hd);
+                    float *ref_out = malloc(sizeof(float) * n_out), *tier_out = malloc(sizeof(float) * n_out);
+                    for (int tier = 0; tier < n_tiers; tier++) {
+                        run_window_case(kv_types[t].type, kv_types[t].bound, tiers[tier], wc[k].n_ctx,
+                                        wc[k].n_tok, wc[k].window, sink, n_rep, hd, wc[k].bs,
+                                        tier ? tier_out : ref_out);
+                        if (tier)
+                            CHECK_MSG(test_nmse(tier_out, ref_out, (int64_t)n_out) < kv_types[t].bound,
+                                      "%s tier %d window %lld: against the scalar tier",
+                                      quant_traits_get(kv_types[t].type)->name, tier, (long long)wc[k].window);
+                    }
+                    free(ref_out);
+                    free(tier_out);
+                }
+        }
+        if (kv_types[t].type == VT_DTYPE_F16)
+            for (int tier = 0; tier < n_tiers; tier++) check_window_neutral(tiers[tier]);
     }
     return test_finish();
 }
