@@ -23,6 +23,8 @@ static void print_usage(FILE *f) {
             "  --head-dim N      per-head width (default embd / heads)\n"
             "  --ff N            feed-forward width (default 512)\n"
             "  --ctx N           context_length (default 256)\n"
+            "  --swa N           llama: a sliding window of N positions (default none)\n"
+            "  --swa-pattern N   ... on layers il %% N < N - 1 (0, the default: every layer)\n"
             "  --vocab-from F    copy the tokenizer.* keys of GGUF F (vocab size from it)\n"
             "  --vocab N         generated SentencePiece vocabulary of N tokens (default 512)\n"
             "  --type T          matrices: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k\n"
@@ -115,6 +117,8 @@ int cmd_synth(int argc, char **argv) {
             else if (!strcmp(a, "--head-dim")) p.head_dim = n;
             else if (!strcmp(a, "--ff")) p.n_ff = n;
             else if (!strcmp(a, "--ctx")) p.n_ctx = n;
+            else if (!strcmp(a, "--swa")) p.n_swa = n;
+            else if (!strcmp(a, "--swa-pattern")) p.swa_pattern = n;
             else if (!strcmp(a, "--vocab")) p.n_vocab = n;
             else if (!strcmp(a, "-t")) p.n_threads = (int)(n < 0 || n > 1024 ? -1 : n), ok = ok && n >= 0 && n <= 1024;
             else {

@@ -142,6 +142,21 @@ static vt_status load_hparams(model *m) {
     if (scale == 0.0f) VT_TRY(get_f32_opt(m, "rope.scale_linear", 1.0f, &scale));
     if (!(scale > 0.0f && isfinite(scale))) return vt_errorf(VT_E_RANGE, "rope scaling factor %g is invalid", scale);
     hp->rope_freq_scale = 1.0f / scale;
+    if (hp->arch == MODEL_ARCH_LLAMA && gguf_find(&m->gguf, arch_key(m, "attention.sliding_window"))) {
+        /* present: a window of 0 is an error here, not "none" */
+        VT_TRY(get_i64_req(m, "attention.sliding_window", &hp->n_swa));
+        if (hp->n_swa > hp->n_ctx_train)
+            return vt_errorf(VT_E_RANGE, "key '%s' = %lld is larger than the context_length %lld",
+                             arch_key(m, "attention.sliding_window"), (long long)hp->n_swa,
+                             (long long)hp->n_ctx_train);
+        s = gguf_get_i64(&m->gguf, arch_key(m, "attention.sliding_window_pattern"), &hp->swa_pattern);
+        if (s == VT_E_NOT_FOUND) hp->swa_pattern = 0;
+        else if (s != VT_OK) return s;
+        else if (hp->swa_pattern < 0 || hp->swa_pattern > hp->n_layer)
+            return vt_errorf(VT_E_RANGE, "key '%s' = %lld is outside 0..block_count (%lld)",
+                             arch_key(m, "attention.sliding_window_pattern"), (long long)hp->swa_pattern,
+                             (long long)hp->n_layer);
+    }
     return VT_OK;
 }
 
@@ -291,6 +306,8 @@ static vt_status load_weights(model *m, bool progress) {
 #define LNAME(fmt) (snprintf(name, sizeof name, "blk.%lld." fmt, (long long)il), name)
     for (int64_t il = 0; il < hp->n_layer; il++) {
         layer_weights *L = &m->layers[il];
+        const int64_t n = hp->swa_pattern;
+        L->attn.window = hp->n_swa > 0 && (n == 0 || il % n < n - 1) ? hp->n_swa : 0;
         VT_TRY(load_vec(m, LNAME("attn_norm.weight"), d, true, &L->attn_norm));
         VT_TRY(load_mat(m, LNAME("attn_q.weight"), d, q_dim, true, &L->wq));
         VT_TRY(load_mat(m, LNAME("attn_k.weight"), d, kv_dim, true, &L->wk));

@@ -37,6 +37,12 @@ typedef struct model_hparams {
     float rope_freq_base;
     float rope_freq_scale; /* 1 / linear scaling factor */
     float rms_eps;
+    /* llama with <arch>.attention.sliding_window: n_swa > 0 positions, on the
+     * layers swa_pattern picks (llama.cpp's set_swa_pattern: with a period n > 0
+     * layer il slides when il % n < n - 1, the last of each period attends
+     * fully; 0: every layer slides). n_swa 0: no sliding window. */
+    int64_t n_swa;
+    int64_t swa_pattern;
 } model_hparams;
 
 typedef struct layer_weights {

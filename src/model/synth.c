@@ -381,6 +381,10 @@ vt_status synth_write(const synth_params *p, const char *path) {
     }
     TRY(gguf_writer_set_f32(w, KEY("rope.freq_base"), rope_base));
     TRY(gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)head_dim));
+    if (p->n_swa > 0) {
+        TRY(gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)p->n_swa));
+        TRY(gguf_writer_set_u32(w, KEY("attention.sliding_window_pattern"), (uint32_t)p->swa_pattern));
+    }
 #undef KEY
 
     /* tensors */

@@ -51,6 +51,8 @@ typedef struct synth_params {
     bool tied;              /* no output.weight: the head reuses token_embd */
     float rope_freq_base;   /* 0: 10000 (llama) or 1e6 (qwen) */
     float rms_eps;          /* 0: 1e-5 (llama) or 1e-6 (qwen) */
+    int64_t n_swa;          /* > 0: attention.sliding_window (llama), on the layers of */
+    int64_t swa_pattern;    /* attention.sliding_window_pattern (model_hparams) */
     uint64_t seed;
     int n_threads;          /* 0: physical cores */
     bool progress;          /* progress line on stderr */
