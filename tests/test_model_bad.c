@@ -7,9 +7,16 @@
  * without a crash and without a huge allocation (peak RSS is bounded at the
  * end, and ASan aborts on any allocation past its limit).
  *
- * The unedited rewrite must load: a case can only fail for its own edit. */
+ * The unedited rewrite must load: a case can only fail for its own edit.
+ *
+ * Mixture of experts: the same on small synthetic qwen3moe and Mixtral-style
+ * llama files (src/model/synth.c): expert counts of 0, more used experts
+ * than experts, expert tensors of the wrong shape or missing, and expert
+ * tensors in a file that declares no experts (refused as mixture-of-experts,
+ * never as a missing ffn_gate). */
 #include "base/mapfile.h"
 #include "gguf/gguf.h"
+#include "model/synth.h"
 #include "quant/quant.h"
 #include "test.h"
 #include "vt.h"
@@ -35,7 +42,7 @@ typedef struct tedit {
     const char *name;
     vt_dtype type;
     uint32_t n_dims;
-    int64_t ne[2];
+    int64_t ne[3];
 } tedit;
 
 typedef struct bad_case {
@@ -67,7 +74,7 @@ static void add_zero_tensor(gguf_writer *w, const tedit *e) {
     if (e->n_dims == 0) return; /* dropped */
     size_t row = 0;
     CHECK(quant_row_bytes(e->type, e->ne[0], &row));
-    const size_t bytes = row * (size_t)(e->n_dims > 1 ? e->ne[1] : 1);
+    const size_t bytes = row * (size_t)(e->n_dims > 1 ? e->ne[1] : 1) * (size_t)(e->n_dims > 2 ? e->ne[2] : 1);
     CHECK(bytes <= sizeof zeros);
     CHECK_OK(gguf_writer_add_tensor(w, e->name, e->type, e->n_dims, e->ne, zeros, bytes));
 }
@@ -133,6 +140,96 @@ static void check_case(const gguf_file *src, const bad_case *c) {
 #define KU64(k, v) {K_U64, "llama." k, (v), 0, NULL}
 #define KF32(k, v) {K_F32, "llama." k, 0, (v), NULL}
 #define KDROP(k) {K_DROP, k, 0, 0, NULL}
+
+#define Q32(k, v) {K_U32, "qwen3moe." k, (v), 0, NULL}
+
+/* A small synthetic MoE file of arch (n_embd 64, 4 heads of 16, 2 KV heads, 2
+ * layers, 4 experts of 32 rows, 2 used, F32) at path. */
+static bool write_moe(const char *arch, const char *path) {
+    synth_params sp = synth_default_params();
+    sp.arch = arch;
+    sp.n_embd = 64;
+    sp.n_head = 4;
+    sp.n_head_kv = 2;
+    sp.n_ff = 32;
+    sp.n_ff_exp = 32;
+    sp.n_expert = 4;
+    sp.n_expert_used = 2;
+    sp.n_threads = 1;
+    vt_status s = synth_write(&sp, path);
+    CHECK_MSG(s == VT_OK, "synth %s: %s", arch, vt_last_error());
+    return s == VT_OK;
+}
+
+static size_t check_moe_cases(const char *arch, const bad_case *cases, size_t n) {
+    char path[] = "/tmp/vt_model_bad_moe_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    if (write_moe(arch, path)) {
+        mapfile mf;
+        gguf_file f;
+        CHECK_OK(mapfile_open(path, &mf));
+        CHECK_OK(gguf_parse(mf.data, mf.size, path, &f));
+        for (size_t i = 0; i < n; i++) check_case(&f, &cases[i]);
+        gguf_free(&f);
+        mapfile_close(&mf);
+    }
+    unlink(path);
+    return n;
+}
+
+static size_t check_moe(void) {
+    const bad_case qwen[] = {
+        {"qwen3moe unedited", {{0}}, {{0}}, NULL},
+        {"expert_count 0", {Q32("expert_count", 0)}, {{0}}, "'qwen3moe.expert_count' = 0 is out of range"},
+        {"expert_count missing", {KDROP("qwen3moe.expert_count")}, {{0}}, "required key 'qwen3moe.expert_count' is missing"},
+        {"expert_count 2048", {Q32("expert_count", 2048)}, {{0}},
+         "'qwen3moe.expert_count' = 2048: mixture-of-experts layers of more than 1024 experts are not supported"},
+        {"expert_count 8 (tensors hold 4)", {Q32("expert_count", 8)}, {{0}},
+         "tensor 'blk.0.ffn_gate_inp.weight' has shape [64, 4, 1], expected [64, 8]"},
+        {"expert_used_count 5 > expert_count 4", {Q32("expert_used_count", 5)}, {{0}},
+         "'qwen3moe.expert_used_count' = 5 is more than expert_count 4"},
+        {"expert_used_count 0", {Q32("expert_used_count", 0)}, {{0}}, "'qwen3moe.expert_used_count' = 0 is out of range"},
+        {"expert_used_count missing", {KDROP("qwen3moe.expert_used_count")}, {{0}},
+         "required key 'qwen3moe.expert_used_count' is missing"},
+        {"expert_feed_forward_length 48", {Q32("expert_feed_forward_length", 48)}, {{0}},
+         "tensor 'blk.0.ffn_gate_exps.weight' has shape [64, 32, 4, 1], expected [64, 48, 4]"},
+        {"no expert or dense ff length", {KDROP("qwen3moe.expert_feed_forward_length"), KDROP("qwen3moe.feed_forward_length")},
+         {{0}}, "required key 'qwen3moe.expert_feed_forward_length' is missing"},
+        {"ffn_gate_exps of 3 experts", {{0}}, {{"blk.1.ffn_gate_exps.weight", VT_DTYPE_F32, 3, {64, 32, 3}}},
+         "tensor 'blk.1.ffn_gate_exps.weight' has shape [64, 32, 3, 1], expected [64, 32, 4]"},
+        {"ffn_down_exps transposed", {{0}}, {{"blk.0.ffn_down_exps.weight", VT_DTYPE_F32, 3, {64, 32, 4}}},
+         "tensor 'blk.0.ffn_down_exps.weight' has shape [64, 32, 4, 1], expected [32, 64, 4]"},
+        {"ffn_up_exps 2-D", {{0}}, {{"blk.1.ffn_up_exps.weight", VT_DTYPE_F32, 2, {64, 128}}},
+         "tensor 'blk.1.ffn_up_exps.weight' has shape [64, 128, 1, 1], expected [64, 32, 4]"},
+        {"ffn_up_exps missing", {{0}}, {{"blk.0.ffn_up_exps.weight", VT_DTYPE_F32, 0, {0}}},
+         "required tensor 'blk.0.ffn_up_exps.weight' is missing"},
+        {"ffn_gate_exps missing", {{0}}, {{"blk.1.ffn_gate_exps.weight", VT_DTYPE_F32, 0, {0}}},
+         "'blk.1.ffn_gate_exps.weight' is missing: mixture-of-experts FFNs without a gate are not supported"},
+        {"router missing", {{0}}, {{"blk.0.ffn_gate_inp.weight", VT_DTYPE_F32, 0, {0}}},
+         "required tensor 'blk.0.ffn_gate_inp.weight' is missing"},
+        {"router of 3 experts", {{0}}, {{"blk.0.ffn_gate_inp.weight", VT_DTYPE_F32, 2, {64, 3}}},
+         "tensor 'blk.0.ffn_gate_inp.weight' has shape [64, 3, 1], expected [64, 4]"},
+        {"ffn_up_exps F16 beside F32 gate", {{0}}, {{"blk.1.ffn_up_exps.weight", VT_DTYPE_F16, 3, {64, 32, 4}}},
+         "blk.1: ffn_gate_exps/up_exps need one activation type (f32/f16)"},
+    };
+    const bad_case llama[] = {
+        {"llama with experts unedited", {{0}}, {{0}}, NULL},
+        {"llama experts, expert_count dropped", {KDROP("llama.expert_count")}, {{0}},
+         "blk.0 has mixture-of-experts tensors (ffn_*_exps) but key 'llama.expert_count' is missing"},
+        {"llama experts, expert_count 0", {KU32("expert_count", 0)}, {{0}},
+         "blk.0 has mixture-of-experts tensors (ffn_*_exps) but key 'llama.expert_count' is missing"},
+        {"llama experts, expert_used_count 9", {KU32("expert_used_count", 9)}, {{0}},
+         "'llama.expert_used_count' = 9 is more than expert_count 4"},
+        {"llama experts, gate missing", {{0}}, {{"blk.0.ffn_gate_exps.weight", VT_DTYPE_F32, 0, {0}}},
+         "mixture-of-experts FFNs without a gate are not supported"},
+        {"llama experts, down of 5 experts", {{0}}, {{"blk.1.ffn_down_exps.weight", VT_DTYPE_F32, 3, {32, 64, 5}}},
+         "tensor 'blk.1.ffn_down_exps.weight' has shape [32, 64, 5, 1], expected [32, 64, 4]"},
+    };
+    return check_moe_cases("qwen3moe", qwen, sizeof qwen / sizeof qwen[0]) +
+           check_moe_cases("llama", llama, sizeof llama / sizeof llama[0]);
+}
 
 int main(void) {
     const char *p = test_model_path("stories260K.gguf");
@@ -223,11 +320,12 @@ int main(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&f, &cases[i]);
     gguf_free(&f);
     mapfile_close(&mf);
+    const size_t n_moe = check_moe();
 
     /* No case may have allocated anything near its absurd sizes. */
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     CHECK_MSG(ru.ru_maxrss < 512 * 1024, "peak RSS %ld KiB", ru.ru_maxrss);
-    printf("%zu model cases\n", sizeof cases / sizeof cases[0]);
+    printf("%zu model cases, %zu mixture-of-experts cases\n", sizeof cases / sizeof cases[0], n_moe);
     return test_finish();
 }

@@ -15,13 +15,17 @@ static void print_usage(FILE *f) {
             "Write a model with random N(0, 0.02) weights and norms of 1.0, reproducible from\n"
             "the seed, in the shape and weight type given.\n\n"
             "options:\n"
-            "  --arch A          llama | qwen2 | qwen3 (default llama)\n"
+            "  --arch A          llama | qwen2 | qwen3 | qwen3moe (default llama)\n"
             "  --layers N        blocks (default 2)\n"
             "  --embd N          embedding width (default 256)\n"
             "  --heads N         attention heads (default 4)\n"
             "  --kv-heads N      KV heads (default 2)\n"
             "  --head-dim N      per-head width (default embd / heads)\n"
             "  --ff N            feed-forward width (default 512)\n"
+            "  --experts N       mixture of experts: N experts per layer (qwen3moe; llama:\n"
+            "                    Mixtral's layout, experts --ff wide)\n"
+            "  --experts-used N  experts per token (default 2)\n"
+            "  --expert-ff N     qwen3moe: rows of an expert's gate/up (default --ff)\n"
             "  --ctx N           context_length (default 256)\n"
             "  --swa N           llama: a sliding window of N positions (default none)\n"
             "  --swa-pattern N   ... on layers il %% N < N - 1 (0, the default: every layer)\n"
@@ -39,7 +43,11 @@ static void print_usage(FILE *f) {
             "  -o OUT            output file (required)\n\n"
             "The 1B-class benchmark shape:\n"
             "  vt synth --layers 16 --embd 2048 --heads 32 --kv-heads 8 --ff 8192 --ctx 2048 \\\n"
-            "     --vocab-from ../shared/models/vocab/ggml-vocab-llama-spm.gguf --type q4_0 -o 1b-q4_0.gguf\n");
+            "     --vocab-from ../shared/models/vocab/ggml-vocab-llama-spm.gguf --type q4_0 -o 1b-q4_0.gguf\n"
+            "Qwen3-30B-A3B's layer shape, 4 layers:\n"
+            "  vt synth --arch qwen3moe --layers 4 --embd 2048 --heads 32 --kv-heads 4 --head-dim 128 \\\n"
+            "     --ff 6144 --experts 128 --experts-used 8 --expert-ff 768 --ctx 4096 \\\n"
+            "     --vocab-from ../shared/models/vocab/ggml-vocab-qwen2.gguf --type q4_k -o moe.gguf\n");
 }
 
 static bool parse_i64(const char *s, int64_t *out) {
@@ -116,6 +124,9 @@ int cmd_synth(int argc, char **argv) {
             else if (!strcmp(a, "--kv-heads")) p.n_head_kv = n;
             else if (!strcmp(a, "--head-dim")) p.head_dim = n;
             else if (!strcmp(a, "--ff")) p.n_ff = n;
+            else if (!strcmp(a, "--experts")) p.n_expert = n;
+            else if (!strcmp(a, "--experts-used")) p.n_expert_used = n;
+            else if (!strcmp(a, "--expert-ff")) p.n_ff_exp = n;
             else if (!strcmp(a, "--ctx")) p.n_ctx = n;
             else if (!strcmp(a, "--swa")) p.n_swa = n;
             else if (!strcmp(a, "--swa-pattern")) p.swa_pattern = n;

@@ -105,6 +105,28 @@ struct fwd_ctx {
     int8_t *layer_plan; /* (n_layer) */
     int nth_max;
 
+    /* Mixture of experts (model.h), rebuilt per layer: the tokens each expert
+     * was chosen by, as "grouped rows" (an expert's tokens in order, experts in
+     * index order), and the (expert, slice) work items of the gate/up and down
+     * steps, which threads claim one at a time. */
+    tp_pool *one;      /* a pool of one: mm_* calls that compute a whole weight on the calling thread */
+    float *router;     /* (T, n_expert) router logits */
+    int32_t *sel;      /* (T, n_expert_used) chosen experts per token, best first */
+    float *sel_w;      /* (T, n_expert_used) their renormalised weights */
+    int32_t *slot;     /* (T, n_expert_used) grouped row of each choice */
+    int32_t *row_tok;  /* (T * n_expert_used) token of each grouped row */
+    int64_t *exp_off;  /* (n_expert + 1) first grouped row of each expert */
+    int32_t *exp_fill; /* (n_expert) scratch while grouping */
+    int32_t *exp_order; /* (n_expert) experts with tokens, the most tokens first */
+    int64_t n_active;  /* experts with tokens in this layer */
+    bool gather;       /* some expert has several tokens: xe holds the grouped rows */
+    uint8_t *xe;       /* (T * n_expert_used, act_row_max) grouped input rows */
+    uint8_t *he;       /* (T * n_expert_used, he_stride) quantized SiLU(gate) * up, grouped */
+    size_t he_stride;  /* room per row of he: the widest layer's mm_act_row_bytes(down type, n_ff_exp) */
+    uint8_t *hs;       /* (nth_max, T * hs_stride) per-thread rows of one gate/up slice */
+    size_t hs_stride;
+    float *ye;         /* (T * n_expert_used, n_embd) expert outputs, grouped */
+
     const fwd_batch *batch; /* the batch being run */
 #ifdef VT_FWD_PROFILE
     double prof_s[2][FWD_PROF_STEPS]; /* thread 0's seconds per step: decode, others */
@@ -284,8 +306,15 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
     size_t lb = 0;
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const layer_weights *Li = &m->layers[il];
-        const mm_weight *ws[] = {&Li->wq, &Li->wk, &Li->wv, &Li->wo, &Li->w_gate, &Li->w_up, &Li->w_down};
+        const mm_weight *ws[] = {&Li->wq, &Li->wk, &Li->wv, &Li->wo, &Li->w_gate, &Li->w_up, &Li->w_down, &Li->router};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) lb += ws[i]->row_bytes * (size_t)ws[i]->n_out;
+    }
+    /* the experts a token reads */
+    if (hp->n_expert > 0 && hp->n_layer > 0) {
+        const layer_weights *L0 = &m->layers[0];
+        lb += (size_t)(hp->n_layer * hp->n_expert_used) *
+              ((L0->exp_gate[0].row_bytes + L0->exp_up[0].row_bytes) * (size_t)hp->n_ff_exp +
+               L0->exp_down[0].row_bytes * (size_t)hp->n_embd);
     }
     f->layer_bytes = hp->n_layer > 0 ? lb / (size_t)hp->n_layer : 0;
     f->solo_bytes = (size_t)FWD_SOLO_KIB_DEFAULT << 10;
@@ -304,14 +333,24 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
     const size_t T = (size_t)max_tokens, d = (size_t)hp->n_embd,
                  qd = (size_t)(hp->n_head * hp->head_dim), kvd = (size_t)(hp->n_head_kv * hp->head_dim);
     const layer_weights *L = &m->layers[0];
-    size_t act = mm_act_row_bytes(L->wq.type, hp->n_embd);
+    size_t act = mm_act_row_bytes(L->wq.type, hp->n_embd), he = 0, hs = 0;
     for (int64_t il = 0; il < hp->n_layer; il++) {
         L = &m->layers[il];
         act = max_sz(act, mm_act_row_bytes(L->wq.type, hp->n_embd));
         act = max_sz(act, mm_act_row_bytes(L->wo.type, (int64_t)qd));
-        act = max_sz(act, mm_act_row_bytes(L->w_gate.type, hp->n_embd));
-        act = max_sz(act, mm_act_row_bytes(L->w_down.type, hp->n_ff));
+        if (hp->n_expert == 0) {
+            act = max_sz(act, mm_act_row_bytes(L->w_gate.type, hp->n_embd));
+            act = max_sz(act, mm_act_row_bytes(L->w_down.type, hp->n_ff));
+        } else {
+            act = max_sz(act, mm_act_row_bytes(L->router.type, hp->n_embd));
+            act = max_sz(act, mm_act_row_bytes(L->exp_gate[0].type, hp->n_embd));
+            he = max_sz(he, mm_act_row_bytes(L->exp_down[0].type, hp->n_ff_exp));
+            hs = max_sz(hs, mm_act_row_bytes(L->exp_down[0].type, m->moe_ff_slice));
+        }
     }
+    f->he_stride = size_align_up(he, 64);
+    f->hs_stride = size_align_up(hs, 64);
+    const size_t TK = T * (size_t)hp->n_expert_used; /* grouped rows */
     act = max_sz(act, mm_act_row_bytes(m->output.type, hp->n_embd));
     f->act_row_max = size_align_up(act, 64);
     /* The activations: one mapping in huge pages (base/hugemem.h), carved in
@@ -330,12 +369,30 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
         f->norm = carve(base, &off, (size_t)f->nth_max * max_sz(d, (size_t)hp->head_dim) * sizeof(float));
         f->xq = carve(base, &off, T * f->act_row_max);
         f->hq = carve(base, &off, T * f->act_row_max);
+        f->xe = carve(base, &off, TK * f->act_row_max);
+        f->he = carve(base, &off, TK * f->he_stride);
+        f->hs = carve(base, &off, (size_t)f->nth_max * T * f->hs_stride);
+        f->ye = carve(base, &off, TK * d * sizeof(float));
         if (pass == 0 && !(f->work = hugemem_alloc(off))) break;
         f->work_bytes = off;
     }
     f->chunk_off = malloc((T + 1) * sizeof(int64_t));
     f->groups = malloc(T * sizeof(attn_group));
-    if (!f->work || !f->chunk_off || !f->groups) {
+    bool moe_ok = true;
+    if (hp->n_expert > 0) {
+        const size_t ne = (size_t)hp->n_expert;
+        f->router = malloc(T * ne * sizeof(float));
+        f->sel = malloc(TK * sizeof(int32_t));
+        f->sel_w = malloc(TK * sizeof(float));
+        f->slot = malloc(TK * sizeof(int32_t));
+        f->row_tok = malloc(TK * sizeof(int32_t));
+        f->exp_off = malloc((ne + 1) * sizeof(int64_t));
+        f->exp_fill = malloc(ne * sizeof(int32_t));
+        f->exp_order = malloc(ne * sizeof(int32_t));
+        moe_ok = f->router && f->sel && f->sel_w && f->slot && f->row_tok && f->exp_off && f->exp_fill &&
+                 f->exp_order && tp_create(1, &f->one) == VT_OK;
+    }
+    if (!f->work || !f->chunk_off || !f->groups || !moe_ok) {
         fwd_destroy(f);
         return vt_errorf(VT_E_NOMEM, "out of memory for a %lld-token batch workspace",
                          (long long)max_tokens);
@@ -363,6 +420,15 @@ void fwd_destroy(fwd_ctx *f) {
     }
 #endif
     tp_destroy(f->solo);
+    tp_destroy(f->one);
+    free(f->router);
+    free(f->sel);
+    free(f->sel_w);
+    free(f->slot);
+    free(f->row_tok);
+    free(f->exp_off);
+    free(f->exp_fill);
+    free(f->exp_order);
     hugemem_free(f->work, f->work_bytes);
     hugemem_free(f->parts, f->parts_cap * sizeof(float));
     free(f->chunk_off);
@@ -451,25 +517,205 @@ static void split_by_cost(const int64_t *cost_off, int64_t n_items, int64_t n_kv
     *u1 = ith == nth - 1 ? n_units : bound[1];
 }
 
-/* Residual add (when `add`), RMSNorm with w, quantize for weights of w_type:
- * token rows split among threads. Rows listed in `rows` (NULL: all T) go to xq
- * row i. */
-static void step_norm_quant(fwd_ctx *f, int64_t T, bool add, const float *w, vt_dtype w_type,
-                            const int32_t *rows, int ith, int nth) {
+/* What step_norm_quant adds to the residual first. */
+typedef enum { RESID_NONE, RESID_TMP, RESID_MOE } resid_kind;
+
+/* The MoE output of token t, sum over its choices j (best first) of
+ * sel_w[t, j] * ye[slot[t, j]], into out (n_embd): each product rounded, then
+ * added in that order, as llama.cpp's build_moe_ffn (ggml_mul, then ggml_add of
+ * the views in order). */
+static void moe_combine(const fwd_ctx *f, int64_t t, float *out) {
+    const int64_t d = f->m->hp.n_embd, k = f->m->hp.n_expert_used;
+    const float w0 = f->sel_w[t * k];
+    const float *y0 = f->ye + (size_t)f->slot[t * k] * (size_t)d;
+    for (int64_t i = 0; i < d; i++) out[i] = w0 * y0[i];
+    for (int64_t j = 1; j < k; j++) {
+        const float w = f->sel_w[t * k + j];
+        const float *y = f->ye + (size_t)f->slot[t * k + j] * (size_t)d;
+        for (int64_t i = 0; i < d; i++) {
+            const float p = w * y[i];
+            out[i] += p;
+        }
+    }
+}
+
+/* Residual add (tmp, or the last layer's experts), RMSNorm with w, quantize for
+ * weights of w_type (and, where xq2 is not NULL, also for weights of type2 into
+ * xq2): token rows split among threads. Rows listed in `rows` (NULL: all T) go
+ * to xq row i. */
+static void step_norm_quant(fwd_ctx *f, int64_t T, resid_kind add, const float *w, vt_dtype w_type,
+                            vt_dtype type2, uint8_t *xq2, const int32_t *rows, int ith, int nth) {
     const model_hparams *hp = &f->m->hp;
     const int64_t d = hp->n_embd;
-    const size_t rb = mm_act_row_bytes(w_type, d);
+    const size_t rb = mm_act_row_bytes(w_type, d), rb2 = xq2 ? mm_act_row_bytes(type2, d) : 0;
     float *scratch = f->norm + (size_t)ith * (size_t)(d > hp->head_dim ? d : hp->head_dim);
     int64_t i0, i1;
     tp_range(T, 1, ith, nth, &i0, &i1);
     for (int64_t i = i0; i < i1; i++) {
         const int64_t t = rows ? rows[i] : i;
         float *x = f->x + t * d;
-        if (add)
+        if (add == RESID_TMP)
             for (int64_t j = 0; j < d; j++) x[j] += f->tmp[t * d + j];
+        if (add == RESID_MOE) {
+            moe_combine(f, t, scratch);
+            for (int64_t j = 0; j < d; j++) x[j] += scratch[j];
+        }
         f->rms_norm(x, w, d, hp->rms_eps, scratch);
         mm_quantize(w_type, scratch, d, 1, d, f->xq + (size_t)i * rb, 0, 1);
+        if (xq2) mm_quantize(type2, scratch, d, 1, d, xq2 + (size_t)i * rb2, 0, 1);
     }
+}
+
+/* ---- mixture of experts ------------------------------------------------------------- */
+
+/* Thread 0, between barriers: each token's experts from its router logits, as
+ * llama.cpp's build_moe_ffn (softmax gating, norm_w): softmax over all experts
+ * (max subtracted, the sum in double, then scaled by 1 / sum), the
+ * n_expert_used largest (the lower index first on a tie), their probabilities
+ * divided by their sum (clamped below at 2^-14). Then the grouped rows: each
+ * expert's tokens in token order, experts in index order, and the experts with
+ * tokens by count, most first (the work items' order: the longest first). */
+static void moe_route(fwd_ctx *f, int64_t T) {
+    const model_hparams *hp = &f->m->hp;
+    const int64_t ne = hp->n_expert, k = hp->n_expert_used;
+    for (int64_t e = 0; e < ne; e++) f->exp_fill[e] = 0;
+    for (int64_t t = 0; t < T; t++) {
+        float *p = f->router + t * ne;
+        float mx = -INFINITY;
+        for (int64_t e = 0; e < ne; e++) mx = p[e] > mx ? p[e] : mx;
+        double sum = 0;
+        for (int64_t e = 0; e < ne; e++) {
+            p[e] = expf(p[e] - mx);
+            sum += (double)p[e];
+        }
+        const float inv = (float)(1.0 / sum);
+        for (int64_t e = 0; e < ne; e++) p[e] *= inv;
+        int32_t *sel = f->sel + t * k;
+        float *w = f->sel_w + t * k;
+        double wsum = 0;
+        for (int64_t j = 0; j < k; j++) {
+            int32_t best = -1;
+            for (int64_t e = 0; e < ne; e++) {
+                bool taken = false;
+                for (int64_t i = 0; i < j && !taken; i++) taken = sel[i] == e;
+                if (!taken && (best < 0 || p[e] > p[best])) best = (int32_t)e;
+            }
+            sel[j] = best;
+            w[j] = p[best];
+            wsum += (double)w[j];
+            f->exp_fill[best]++;
+        }
+        float ws = (float)wsum;
+        if (ws < 6.103515625e-5f) ws = 6.103515625e-5f;
+        for (int64_t j = 0; j < k; j++) w[j] /= ws;
+    }
+    f->exp_off[0] = 0;
+    f->n_active = 0;
+    f->gather = false;
+    for (int64_t e = 0; e < ne; e++) {
+        f->exp_off[e + 1] = f->exp_off[e] + f->exp_fill[e];
+        if (f->exp_fill[e] > 1) f->gather = true;
+        if (f->exp_fill[e] == 0) continue;
+        /* insertion into exp_order by count (descending), index ascending on ties */
+        int64_t i = f->n_active++;
+        while (i > 0 && f->exp_fill[f->exp_order[i - 1]] < f->exp_fill[e]) {
+            f->exp_order[i] = f->exp_order[i - 1];
+            i--;
+        }
+        f->exp_order[i] = (int32_t)e;
+        f->exp_fill[e] = 0;
+    }
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t j = 0; j < k; j++) {
+            const int32_t e = f->sel[t * k + j];
+            const int64_t r = f->exp_off[e] + f->exp_fill[e]++;
+            f->row_tok[r] = (int32_t)t;
+            f->slot[t * k + j] = (int32_t)r;
+        }
+}
+
+/* The input rows of expert e: its grouped rows in xe, or for a lone token its
+ * row of xq. */
+static const uint8_t *moe_input(const fwd_ctx *f, int32_t e, size_t x_stride) {
+    const int64_t r0 = f->exp_off[e];
+    if (f->exp_off[e + 1] - r0 == 1) return f->xq + (size_t)f->row_tok[r0] * x_stride;
+    return f->xe + (size_t)r0 * x_stride;
+}
+
+/* Gate/up item i: slice s of expert e, h = SiLU(x Wg^T) * (x Wu^T) for the
+ * expert's tokens, quantized into its columns of their grouped rows of he.
+ * One token, or one slice per expert, writes there directly; otherwise the
+ * rows go through the thread's hs and are copied (whole activation blocks). */
+static void moe_gate_up_item(fwd_ctx *f, const layer_weights *L, int64_t i, int ith) {
+    const model *m = f->m;
+    const int64_t nf = m->moe_n_ff_slices;
+    const int32_t e = f->exp_order[i / nf];
+    const int64_t s = i % nf, r0 = f->exp_off[e], n = f->exp_off[e + 1] - r0;
+    const mm_weight *g = &L->exp_gate[e * nf + s], *u = &L->exp_up[e * nf + s];
+    const vt_dtype down = L->exp_down[0].type;
+    const quant_traits *ht = quant_traits_get(quant_traits_get(down)->dot_type);
+    const size_t col_off = (size_t)(s * m->moe_ff_slice / ht->block_elems) * ht->block_bytes;
+    const uint8_t *x = moe_input(f, e, mm_act_row_bytes(g->type, g->n_in));
+    const size_t he_stride = mm_act_row_bytes(down, m->hp.n_ff_exp);
+    uint8_t *he = f->he + (size_t)r0 * he_stride + col_off;
+    if (n == 1 || nf == 1) {
+        mm_compute_glu(g, u, down, x, n, he, f->one, 0);
+        return;
+    }
+    uint8_t *hs = f->hs + (size_t)ith * (size_t)f->max_tokens * f->hs_stride;
+    mm_compute_glu(g, u, down, x, n, hs, f->one, 0);
+    const size_t stride = mm_act_row_bytes(down, g->n_out),
+                 bytes = (size_t)(g->n_out / ht->block_elems) * ht->block_bytes;
+    for (int64_t t = 0; t < n; t++) memcpy(he + (size_t)t * he_stride, hs + (size_t)t * stride, bytes);
+}
+
+/* Down item i: slice s (rows of n_embd) of expert e for its tokens into ye. */
+static void moe_down_item(fwd_ctx *f, const layer_weights *L, int64_t i) {
+    const model *m = f->m;
+    const int64_t nd = m->moe_n_down_slices, d = m->hp.n_embd;
+    const int32_t e = f->exp_order[i / nd];
+    const int64_t s = i % nd, r0 = f->exp_off[e], n = f->exp_off[e + 1] - r0;
+    const mm_weight *w = &L->exp_down[e * nd + s];
+    mm_compute(w, f->he + (size_t)r0 * mm_act_row_bytes(w->type, w->n_in), n,
+               f->ye + r0 * d + s * m->moe_down_slice, d, f->one, 0);
+}
+
+/* The MoE FFN of layer L for the T tokens whose normed rows are in xq (for
+ * the experts) and xr (for the router): router, routing, the grouped inputs,
+ * gate/up items, down items, each step ending in a barrier; the weighted sum
+ * is left to the next step_norm_quant (RESID_MOE). Items are claimed one at a
+ * time, so a thread never waits for a pool wake-up, and which thread runs an
+ * item changes nothing in its bits: each output row is computed by one mm_*
+ * call on one thread whatever the split. */
+static void moe_ffn(fwd_ctx *f, const layer_weights *L, const uint8_t *xr, int64_t T, int ith, int nth) {
+    const model *m = f->m;
+    const int64_t ne = m->hp.n_expert;
+    mm_compute(&L->router, xr, T, f->router, ne, f->run, ith);
+    tp_barrier(f->run);
+    if (ith == 0) moe_route(f, T);
+    tp_barrier(f->run);
+    if (f->gather) {
+        const size_t xs = mm_act_row_bytes(L->exp_gate[0].type, m->hp.n_embd);
+        int64_t r0, r1;
+        tp_range(T * m->hp.n_expert_used, 1, ith, nth, &r0, &r1);
+        for (int64_t r = r0; r < r1; r++)
+            memcpy(f->xe + (size_t)r * xs, f->xq + (size_t)f->row_tok[r] * xs, xs);
+        tp_barrier(f->run);
+    }
+    const int64_t n_ff_items = f->n_active * m->moe_n_ff_slices;
+    if (nth == 1) {
+        for (int64_t i = 0; i < n_ff_items; i++) moe_gate_up_item(f, L, i, ith);
+    } else {
+        for (int64_t i; (i = tp_claim(f->run, 1)) < n_ff_items;) moe_gate_up_item(f, L, i, ith);
+    }
+    tp_barrier(f->run);
+    const int64_t n_down_items = f->n_active * m->moe_n_down_slices;
+    if (nth == 1) {
+        for (int64_t i = 0; i < n_down_items; i++) moe_down_item(f, L, i);
+    } else {
+        for (int64_t i; (i = tp_claim(f->run, 1)) < n_down_items;) moe_down_item(f, L, i);
+    }
+    tp_barrier(f->run);
 }
 
 static void forward_worker(void *arg, int ith, int nth) {
@@ -503,7 +749,8 @@ static void forward_worker(void *arg, int ith, int nth) {
         const int64_t u0 = u0s[f->layer_plan[il]], u1 = u1s[f->layer_plan[il]];
 
         /* 1: residual + norm + quantize */
-        step_norm_quant(f, T, il > 0, L->attn_norm, L->wq.type, NULL, ith, nth);
+        const resid_kind prev = il == 0 ? RESID_NONE : hp->n_expert ? RESID_MOE : RESID_TMP;
+        step_norm_quant(f, T, prev, L->attn_norm, L->wq.type, VT_DTYPE_COUNT, NULL, NULL, ith, nth);
         tp_barrier(f->run);
         PROF_MARK(f, ith, 1, t_prof);
 
@@ -602,8 +849,22 @@ static void forward_worker(void *arg, int ith, int nth) {
         tp_barrier(f->run);
         PROF_MARK(f, ith, 6, t_prof);
 
+        if (hp->n_expert > 0) {
+            /* 7: residual + norm + quantize, for the experts and (in its own
+             * activation type, where that differs) the router; 8, 9: the experts */
+            const bool own = quant_traits_get(L->router.type)->dot_type !=
+                             quant_traits_get(L->exp_gate[0].type)->dot_type;
+            step_norm_quant(f, T, RESID_TMP, L->ffn_norm, L->exp_gate[0].type, L->router.type,
+                            own ? f->hq : NULL, NULL, ith, nth);
+            tp_barrier(f->run);
+            PROF_MARK(f, ith, 7, t_prof);
+            moe_ffn(f, L, own ? f->hq : f->xq, T, ith, nth);
+            PROF_MARK(f, ith, 8, t_prof);
+            continue;
+        }
+
         /* 7: residual + norm + quantize */
-        step_norm_quant(f, T, true, L->ffn_norm, L->w_gate.type, NULL, ith, nth);
+        step_norm_quant(f, T, RESID_TMP, L->ffn_norm, L->w_gate.type, VT_DTYPE_COUNT, NULL, NULL, ith, nth);
         tp_barrier(f->run);
         PROF_MARK(f, ith, 7, t_prof);
 
@@ -620,7 +881,8 @@ static void forward_worker(void *arg, int ith, int nth) {
 
     /* Output: the last residual add and norm only for the rows that want logits. */
     if (b->n_logits > 0) {
-        step_norm_quant(f, b->n_logits, true, m->output_norm, m->output.type, b->logit_rows, ith, nth);
+        step_norm_quant(f, b->n_logits, hp->n_expert ? RESID_MOE : RESID_TMP, m->output_norm, m->output.type,
+                        VT_DTYPE_COUNT, NULL, b->logit_rows, ith, nth);
         tp_barrier(f->run);
         PROF_MARK(f, ith, 10, t_prof);
         mm_compute(&m->output, f->xq, b->n_logits, b->logits, hp->n_vocab, f->run, ith);

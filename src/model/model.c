@@ -23,11 +23,23 @@ static vt_status model_own(model *m, void *p) {
     return VT_OK;
 }
 
+static const char *const arch_names[] = {
+    [MODEL_ARCH_LLAMA] = "llama",
+    [MODEL_ARCH_QWEN2] = "qwen2",
+    [MODEL_ARCH_QWEN3] = "qwen3",
+    [MODEL_ARCH_QWEN3MOE] = "qwen3moe",
+};
+
+/* Expert gate/up and down rows per slice (model.h): a multiple of every
+ * activation block (at most 256 elements), so each slice's share of a token's
+ * quantized h is whole blocks, and of the 16-row packed groups. */
+#define MOE_FF_SLICE 256
+#define MOE_DOWN_SLICE 256
+
 /* "<arch>.<suffix>" */
 static const char *arch_key(const model *m, const char *suffix) {
     static _Thread_local char buf[256];
-    static const char *const names[] = {"llama", "qwen2", "qwen3"};
-    snprintf(buf, sizeof buf, "%s.%s", names[m->hp.arch], suffix);
+    snprintf(buf, sizeof buf, "%s.%s", arch_names[m->hp.arch], suffix);
     return buf;
 }
 
@@ -64,6 +76,33 @@ static vt_status get_f32_opt(const model *m, const char *suffix, float dflt, flo
     return s;
 }
 
+/* expert_count and expert_used_count: required by qwen3moe, optional (0: a
+ * dense FFN) for llama, absent elsewhere. */
+static vt_status load_experts_hparams(model *m) {
+    model_hparams *hp = &m->hp;
+    hp->n_expert = hp->n_expert_used = 0;
+    if (hp->arch == MODEL_ARCH_QWEN3MOE) {
+        VT_TRY(get_i64_req(m, "expert_count", &hp->n_expert));
+    } else if (hp->arch == MODEL_ARCH_LLAMA) {
+        int64_t n = 0;
+        vt_status s = gguf_get_i64(&m->gguf, arch_key(m, "expert_count"), &n);
+        if (s == VT_E_NOT_FOUND || (s == VT_OK && n == 0)) return VT_OK; /* llama.cpp: 0 is dense */
+        VT_TRY(s);
+        VT_TRY(get_i64_req(m, "expert_count", &hp->n_expert));
+    } else {
+        return VT_OK;
+    }
+    if (hp->n_expert > MODEL_MAX_EXPERTS)
+        return vt_errorf(VT_E_RANGE, "key '%s' = %lld: mixture-of-experts layers of more than %d experts are not supported",
+                         arch_key(m, "expert_count"), (long long)hp->n_expert, MODEL_MAX_EXPERTS);
+    vt_status s = get_i64_req(m, "expert_used_count", &hp->n_expert_used);
+    if (s != VT_OK) return s;
+    if (hp->n_expert_used > hp->n_expert)
+        return vt_errorf(VT_E_RANGE, "key '%s' = %lld is more than expert_count %lld",
+                         arch_key(m, "expert_used_count"), (long long)hp->n_expert_used, (long long)hp->n_expert);
+    return VT_OK;
+}
+
 static vt_status load_hparams(model *m) {
     gguf_str arch;
     vt_status s = gguf_get_str(&m->gguf, "general.architecture", &arch);
@@ -80,14 +119,30 @@ static vt_status load_hparams(model *m) {
     } else if (gguf_str_eq(arch, "qwen3")) {
         hp->arch = MODEL_ARCH_QWEN3;
         hp->rope = MODEL_ROPE_NEOX;
+    } else if (gguf_str_eq(arch, "qwen3moe")) {
+        hp->arch = MODEL_ARCH_QWEN3MOE;
+        hp->rope = MODEL_ROPE_NEOX;
     } else {
         return vt_errorf(VT_E_UNSUPPORTED,
-                         "architecture '%.*s' is not supported (vt runs llama, qwen2, qwen3)",
+                         "architecture '%.*s' is not supported (vt runs llama, qwen2, qwen3, qwen3moe)",
                          (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
     }
     VT_TRY(get_i64_req(m, "block_count", &hp->n_layer));
     VT_TRY(get_i64_req(m, "embedding_length", &hp->n_embd));
-    VT_TRY(get_i64_req(m, "feed_forward_length", &hp->n_ff));
+    VT_TRY(load_experts_hparams(m));
+    if (hp->n_expert == 0 || gguf_find(&m->gguf, arch_key(m, "feed_forward_length")))
+        VT_TRY(get_i64_req(m, "feed_forward_length", &hp->n_ff));
+    if (hp->n_expert > 0) {
+        /* qwen3moe: expert_feed_forward_length, else n_ff / n_expert_used (llama.cpp);
+         * llama's experts are feed_forward_length wide */
+        if (hp->arch == MODEL_ARCH_QWEN3MOE)
+            VT_TRY(get_i64_opt(m, "expert_feed_forward_length", hp->n_ff / hp->n_expert_used, &hp->n_ff_exp));
+        else
+            hp->n_ff_exp = hp->n_ff;
+        if (hp->n_ff_exp <= 0)
+            return vt_errorf(VT_E_FORMAT, "required key '%s' is missing",
+                             arch_key(m, "expert_feed_forward_length"));
+    }
     VT_TRY(get_i64_req(m, "attention.head_count", &hp->n_head));
     VT_TRY(get_i64_opt(m, "attention.head_count_kv", hp->n_head, &hp->n_head_kv));
     VT_TRY(get_i64_opt(m, "context_length", 2048, &hp->n_ctx_train));
@@ -175,6 +230,11 @@ static vt_status find_tensor(model *m, const char *name, int n_dims, const int64
         int64_t want = d < n_dims ? ne[d] : 1;
         if (t->ne[d] != want) ok = false;
     }
+    if (!ok && n_dims == 3)
+        return vt_errorf(VT_E_FORMAT,
+                         "tensor '%s' has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld]", name,
+                         (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
+                         (long long)ne[0], (long long)ne[1], (long long)ne[2]);
     if (!ok)
         return vt_errorf(VT_E_FORMAT,
                          "tensor '%s' has shape [%lld, %lld, %lld], expected [%lld, %lld]", name,
@@ -224,6 +284,109 @@ static vt_status load_mat(model *m, const char *name, int64_t n_in, int64_t n_ou
     return VT_OK;
 }
 
+/* A 3-D expert tensor (n_in, n_out, n_expert) as n_expert x ceil(n_out / slice)
+ * row slices into *out (allocated here, owned by the layer). */
+static vt_status load_experts(model *m, const char *name, int64_t n_in, int64_t n_out, int64_t slice,
+                              mm_weight **out) {
+    const int64_t n_exp = m->hp.n_expert, n_slices = (n_out + slice - 1) / slice;
+    const gguf_tensor *t;
+    const int64_t ne[3] = {n_in, n_out, n_exp};
+    VT_TRY(find_tensor(m, name, 3, ne, true, &t));
+    const quant_traits *tr = quant_traits_get(t->type);
+    if (!tr || !tr->dot_ref || tr->dot_type == VT_DTYPE_COUNT)
+        return vt_errorf(VT_E_UNSUPPORTED, "tensor '%s': weight type %s is not supported", name,
+                         tr ? tr->name : "unknown");
+    mm_weight *ws = calloc((size_t)(n_exp * n_slices), sizeof *ws);
+    if (!ws) return vt_errorf(VT_E_NOMEM, "out of memory");
+    *out = ws;
+    size_t row_bytes;
+    quant_row_bytes(t->type, n_in, &row_bytes); /* the tensor's size was checked by the parser */
+    for (int64_t e = 0; e < n_exp; e++)
+        for (int64_t s = 0; s < n_slices; s++) {
+            const int64_t r0 = e * n_out + s * slice, rows = n_out - s * slice < slice ? n_out - s * slice : slice;
+            vt_status st = mm_weight_init(&ws[e * n_slices + s], t->type, n_in, rows,
+                                          (const uint8_t *)t->data + (size_t)r0 * row_bytes);
+            if (st != VT_OK) return vt_error_prefix(st, name);
+        }
+    m->weight_bytes += t->bytes;
+    m->expert_bytes += t->bytes;
+    return VT_OK;
+}
+
+/* The layer's FFN: dense, or router and experts. A llama file with expert
+ * tensors but no expert_count is refused as mixture-of-experts, not for a
+ * missing ffn_gate. */
+static vt_status load_ffn(model *m, int64_t il, layer_weights *L) {
+    const model_hparams *hp = &m->hp;
+    const int64_t d = hp->n_embd;
+    char name[128];
+#define LNAME(fmt) (snprintf(name, sizeof name, "blk.%lld." fmt, (long long)il), name)
+#define DOT(w) (quant_traits_get((w).type)->dot_type)
+    if (hp->n_expert == 0) {
+        if (!gguf_find_tensor(&m->gguf, LNAME("ffn_gate.weight")) &&
+            (gguf_find_tensor(&m->gguf, LNAME("ffn_up_exps.weight")) ||
+             gguf_find_tensor(&m->gguf, LNAME("ffn_gate_inp.weight"))))
+            return vt_errorf(VT_E_FORMAT,
+                             "blk.%lld has mixture-of-experts tensors (ffn_*_exps) but key '%s' is missing",
+                             (long long)il, arch_key(m, "expert_count"));
+        VT_TRY(load_mat(m, LNAME("ffn_gate.weight"), d, hp->n_ff, true, &L->w_gate));
+        VT_TRY(load_mat(m, LNAME("ffn_up.weight"), d, hp->n_ff, true, &L->w_up));
+        VT_TRY(load_mat(m, LNAME("ffn_down.weight"), hp->n_ff, d, true, &L->w_down));
+        /* gate/up share one quantized input: their types may differ (Q4_K_M
+         * mixes q4_K and q6_K) as long as the activation type is the same. */
+        if (DOT(L->w_gate) != DOT(L->w_up))
+            return vt_errorf(VT_E_UNSUPPORTED, "blk.%lld: ffn_gate/up need one activation type (%s/%s)",
+                             (long long)il, quant_traits_get(L->w_gate.type)->name,
+                             quant_traits_get(L->w_up.type)->name);
+        return VT_OK;
+    }
+    VT_TRY(load_mat(m, LNAME("ffn_gate_inp.weight"), d, hp->n_expert, true, &L->router));
+    if (!gguf_find_tensor(&m->gguf, LNAME("ffn_gate_exps.weight")))
+        return vt_errorf(VT_E_UNSUPPORTED,
+                         "tensor '%s' is missing: mixture-of-experts FFNs without a gate are not supported",
+                         name);
+    VT_TRY(load_experts(m, LNAME("ffn_gate_exps.weight"), d, hp->n_ff_exp, m->moe_ff_slice, &L->exp_gate));
+    VT_TRY(load_experts(m, LNAME("ffn_up_exps.weight"), d, hp->n_ff_exp, m->moe_ff_slice, &L->exp_up));
+    VT_TRY(load_experts(m, LNAME("ffn_down_exps.weight"), hp->n_ff_exp, d, m->moe_down_slice, &L->exp_down));
+    if (DOT(L->exp_gate[0]) != DOT(L->exp_up[0]))
+        return vt_errorf(VT_E_UNSUPPORTED, "blk.%lld: ffn_gate_exps/up_exps need one activation type (%s/%s)",
+                         (long long)il, quant_traits_get(L->exp_gate[0].type)->name,
+                         quant_traits_get(L->exp_up[0].type)->name);
+#undef DOT
+#undef LNAME
+    return VT_OK;
+}
+
+/* Every matrix of layer il in the order a forward pass reads it, into out
+ * where it is not NULL; returns how many. An expert's gate and up slices
+ * alternate (the fused gate/up step reads them in pairs), then its down. */
+static int64_t layer_order(const model *m, int64_t il, mm_weight **out) {
+    layer_weights *L = &m->layers[il];
+    int64_t n = 0;
+#define PUT(w) (out ? (void)(out[n] = (w)) : (void)0, n++)
+    PUT(&L->wq);
+    PUT(&L->wk);
+    PUT(&L->wv);
+    PUT(&L->wo);
+    if (m->hp.n_expert == 0) {
+        PUT(&L->w_gate);
+        PUT(&L->w_up);
+        PUT(&L->w_down);
+        return n;
+    }
+    PUT(&L->router);
+    const int64_t nf = m->moe_n_ff_slices, nd = m->moe_n_down_slices;
+    for (int64_t e = 0; e < m->hp.n_expert; e++) {
+        for (int64_t s = 0; s < nf; s++) {
+            PUT(&L->exp_gate[e * nf + s]);
+            PUT(&L->exp_up[e * nf + s]);
+        }
+        for (int64_t s = 0; s < nd; s++) PUT(&L->exp_down[e * nd + s]);
+    }
+#undef PUT
+    return n;
+}
+
 /* A one-line progress bar on stderr: "loading model.gguf [#####.....]  50%". */
 static void progress_draw(const model *m, int64_t done, int64_t total) {
     const int width = 30, filled = (int)(width * done / (total > 0 ? total : 1));
@@ -241,12 +404,7 @@ static void progress_draw(const model *m, int64_t done, int64_t total) {
  * is not NULL; returns how many. */
 static int64_t forward_order(model *m, mm_weight **out) {
     int64_t n = 0;
-    for (int64_t il = 0; il < m->hp.n_layer; il++) {
-        layer_weights *L = &m->layers[il];
-        mm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++, n++)
-            if (out) out[n] = ws[i];
-    }
+    for (int64_t il = 0; il < m->hp.n_layer; il++) n += layer_order(m, il, out ? out + n : NULL);
     if (out) out[n] = &m->output;
     return n + 1;
 }
@@ -302,6 +460,10 @@ static vt_status load_weights(model *m, bool progress) {
 
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return vt_errorf(VT_E_NOMEM, "out of memory");
+    m->moe_ff_slice = MOE_FF_SLICE;
+    m->moe_down_slice = MOE_DOWN_SLICE;
+    m->moe_n_ff_slices = (hp->n_ff_exp + MOE_FF_SLICE - 1) / MOE_FF_SLICE;
+    m->moe_n_down_slices = (d + MOE_DOWN_SLICE - 1) / MOE_DOWN_SLICE;
     char name[128];
 #define LNAME(fmt) (snprintf(name, sizeof name, "blk.%lld." fmt, (long long)il), name)
     for (int64_t il = 0; il < hp->n_layer; il++) {
@@ -317,20 +479,14 @@ static vt_status load_weights(model *m, bool progress) {
         VT_TRY(load_vec(m, LNAME("attn_q.bias"), q_dim, bias, &L->bq));
         VT_TRY(load_vec(m, LNAME("attn_k.bias"), kv_dim, bias, &L->bk));
         VT_TRY(load_vec(m, LNAME("attn_v.bias"), kv_dim, bias, &L->bv));
-        const bool qk_norm = hp->arch == MODEL_ARCH_QWEN3;
+        const bool qk_norm = hp->arch == MODEL_ARCH_QWEN3 || hp->arch == MODEL_ARCH_QWEN3MOE;
         VT_TRY(load_vec(m, LNAME("attn_q_norm.weight"), hp->head_dim, qk_norm, &L->q_norm));
         VT_TRY(load_vec(m, LNAME("attn_k_norm.weight"), hp->head_dim, qk_norm, &L->k_norm));
         VT_TRY(load_vec(m, LNAME("ffn_norm.weight"), d, true, &L->ffn_norm));
-        VT_TRY(load_mat(m, LNAME("ffn_gate.weight"), d, hp->n_ff, true, &L->w_gate));
-        VT_TRY(load_mat(m, LNAME("ffn_up.weight"), d, hp->n_ff, true, &L->w_up));
-        VT_TRY(load_mat(m, LNAME("ffn_down.weight"), hp->n_ff, d, true, &L->w_down));
-        /* Q/K/V (and gate/up) share one quantized input: their types may differ
-         * (Q4_K_M mixes q4_K and q6_K) as long as the activation type is the same. */
+        VT_TRY(load_ffn(m, il, L));
+        /* Q/K/V share one quantized input: their types may differ (Q4_K_M mixes
+         * q4_K and q6_K) as long as the activation type is the same. */
 #define DOT(w) (quant_traits_get((w).type)->dot_type)
-        if (DOT(L->w_gate) != DOT(L->w_up))
-            return vt_errorf(VT_E_UNSUPPORTED, "blk.%lld: ffn_gate/up need one activation type (%s/%s)",
-                             (long long)il, quant_traits_get(L->w_gate.type)->name,
-                             quant_traits_get(L->w_up.type)->name);
         if (DOT(L->wq) != DOT(L->wk) || DOT(L->wq) != DOT(L->wv))
             return vt_errorf(VT_E_UNSUPPORTED, "blk.%lld: attn_q/k/v need one activation type (%s/%s/%s)",
                              (long long)il, quant_traits_get(L->wq.type)->name,
@@ -363,17 +519,26 @@ vt_status vt_model_load(const char *path, const vt_model_params *params, vt_mode
                       tok_n_vocab(m->tok), (long long)m->hp.n_vocab);
         goto fail;
     }
-    /* a step reads one row of the embedding table, unless it is the head */
+    /* a step reads one row of the embedding table, unless it is the head, and
+     * of the experts the share a token routes to */
     m->step_bytes = m->weight_bytes;
+    if (m->hp.n_expert > 0)
+        m->step_bytes -= (size_t)((double)m->expert_bytes *
+                                  (1.0 - (double)m->hp.n_expert_used / (double)m->hp.n_expert));
     if (m->output.data != m->embd)
         m->step_bytes -= m->embd_row_bytes * (size_t)(m->hp.n_vocab - 1);
-    static const char *const arch_names[] = {"llama", "qwen2", "qwen3"};
+    char ffn[64];
+    if (m->hp.n_expert > 0)
+        snprintf(ffn, sizeof ffn, "experts %lld/%lld ff%lld", (long long)m->hp.n_expert_used,
+                 (long long)m->hp.n_expert, (long long)m->hp.n_ff_exp);
+    else
+        snprintf(ffn, sizeof ffn, "ff%lld", (long long)m->hp.n_ff);
     snprintf(m->desc, sizeof m->desc,
-             "%s %lldL d%lld h%lld/%lld hd%lld ff%lld vocab %lld, %s weights, %.1f MiB",
+             "%s %lldL d%lld h%lld/%lld hd%lld %s vocab %lld, %s weights, %.1f MiB",
              arch_names[m->hp.arch], (long long)m->hp.n_layer, (long long)m->hp.n_embd,
-             (long long)m->hp.n_head, (long long)m->hp.n_head_kv, (long long)m->hp.head_dim,
-             (long long)m->hp.n_ff, (long long)m->hp.n_vocab,
-             quant_traits_get(m->layers[0].w_gate.type)->name,
+             (long long)m->hp.n_head, (long long)m->hp.n_head_kv, (long long)m->hp.head_dim, ffn,
+             (long long)m->hp.n_vocab,
+             quant_traits_get(m->hp.n_expert ? m->layers[0].exp_gate[0].type : m->layers[0].w_gate.type)->name,
              (double)m->weight_bytes / (1024.0 * 1024.0));
     if (params && params->use_mlock) {
         /* best effort; not fatal */
@@ -392,8 +557,14 @@ void vt_model_free(vt_model *m) {
     if (m->layers) {
         for (int64_t il = 0; il < m->hp.n_layer; il++) {
             layer_weights *L = &m->layers[il];
-            mm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+            mm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->router};
             for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) mm_weight_free(ws[i]);
+            mm_weight *exps[] = {L->exp_gate, L->exp_up, L->exp_down};
+            const int64_t n_sl[] = {m->moe_n_ff_slices, m->moe_n_ff_slices, m->moe_n_down_slices};
+            for (int k = 0; k < 3; k++) {
+                for (int64_t i = 0; exps[k] && i < m->hp.n_expert * n_sl[k]; i++) mm_weight_free(&exps[k][i]);
+                free(exps[k]);
+            }
         }
     }
     mm_weight_free(&m->output);

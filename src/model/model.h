@@ -1,7 +1,19 @@
 /* A loaded model: hyperparameters, weights (views into the mmap'd GGUF) and the
- * tokenizer. Architectures: llama (Llama 2/3, Mistral, TinyLlama, SmolLM), qwen2
- * (Q/K/V biases, NeoX rope) and qwen3 (per-head Q/K RMSNorm, NeoX rope). They
- * differ only in the flags below, so one forward pass serves all three. */
+ * tokenizer. Architectures: llama (Llama 2/3, Mistral, TinyLlama, SmolLM, and
+ * Mixtral-style experts), qwen2 (Q/K/V biases, NeoX rope), qwen3 (per-head Q/K
+ * RMSNorm, NeoX rope) and qwen3moe (qwen3's attention, a mixture-of-experts
+ * FFN). They differ only in the flags below, so one forward pass serves all.
+ *
+ * Mixture of experts (n_expert > 0): a router ffn_gate_inp (n_expert, n_embd)
+ * scores every expert per token; the token goes to the n_expert_used best
+ * (softmax over all, top-k, the k weights renormalised to sum 1, as llama.cpp's
+ * build_moe_ffn with norm_w for qwen3moe and llama), and its FFN output is the
+ * weighted sum of those experts' SwiGLU FFNs. The file holds each of gate, up,
+ * down as one 3-D tensor (ne = [n_in, n_out, n_expert]: expert e is the 2-D
+ * matrix at e * n_out rows). vt keeps every expert as row slices of moe_ff_slice
+ * rows (gate, up) and moe_down_slice rows (down), each its own mm_weight, so
+ * the forward pass can hand a step's (expert, slice) pairs to threads as work
+ * items and a decode step reads only the chosen experts' rows. */
 #ifndef VT_MODEL_MODEL_H
 #define VT_MODEL_MODEL_H
 
@@ -12,7 +24,15 @@
 #include "tokenizer/tokenizer.h"
 #include "vt.h"
 
-typedef enum model_arch { MODEL_ARCH_LLAMA, MODEL_ARCH_QWEN2, MODEL_ARCH_QWEN3 } model_arch;
+typedef enum model_arch {
+    MODEL_ARCH_LLAMA,
+    MODEL_ARCH_QWEN2,
+    MODEL_ARCH_QWEN3,
+    MODEL_ARCH_QWEN3MOE,
+} model_arch;
+
+/* The most experts a layer may have (llama.cpp's LLAMA_MAX_EXPERTS). */
+#define MODEL_MAX_EXPERTS 1024
 
 typedef enum model_rope {
     MODEL_ROPE_NORM, /* rotate adjacent pairs (x[2i], x[2i+1]): llama */
@@ -43,6 +63,9 @@ typedef struct model_hparams {
      * fully; 0: every layer slides). n_swa 0: no sliding window. */
     int64_t n_swa;
     int64_t swa_pattern;
+    int64_t n_expert;      /* experts per FFN; 0: a dense FFN (w_gate, w_up, w_down) */
+    int64_t n_expert_used; /* experts per token (<= n_expert) */
+    int64_t n_ff_exp;      /* rows of one expert's gate and up */
 } model_hparams;
 
 typedef struct layer_weights {
@@ -56,6 +79,12 @@ typedef struct layer_weights {
     mm_weight w_gate, w_up;        /* (n_ff, n_embd) */
     mm_weight w_down;              /* (n_embd, n_ff) */
     attn_layer_cfg attn;           /* sliding window, sinks: how this layer attends */
+    /* mixture of experts (n_expert > 0; then w_gate/up/down are empty) */
+    mm_weight router;              /* ffn_gate_inp (n_expert, n_embd) */
+    mm_weight *exp_gate, *exp_up;  /* (n_expert * moe_n_ff_slices): [e * n + s] holds rows
+                                      [s * moe_ff_slice, +moe_ff_slice) of expert e's (n_ff_exp, n_embd) */
+    mm_weight *exp_down;           /* (n_expert * moe_n_down_slices): [e * n + s] holds rows
+                                      [s * moe_down_slice, ...) of expert e's (n_embd, n_ff_exp) */
 } layer_weights;
 
 struct vt_model {
@@ -72,11 +101,14 @@ struct vt_model {
     mm_weight output;              /* (n_vocab, n_embd), token_embd when tied */
     const float *rope_freqs;       /* (n_rot / 2) llama3 frequency factors, or NULL */
     layer_weights *layers;         /* (n_layer) */
+    int64_t moe_ff_slice, moe_n_ff_slices;     /* expert gate/up rows per slice, slices per expert */
+    int64_t moe_down_slice, moe_n_down_slices; /* expert down rows per slice, slices per expert */
     mm_arena arena;                /* the packed copies of the matrices, in forward order */
 
     void **owned;                  /* buffers the model allocated (converted norms) */
     int64_t n_owned, cap_owned;
     size_t weight_bytes;
+    size_t expert_bytes;           /* of weight_bytes, in the experts' 3-D tensors */
     size_t step_bytes;             /* read by one decode step (vt_model_step_bytes) */
     char desc[256];
 };

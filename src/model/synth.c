@@ -25,6 +25,7 @@ synth_params synth_default_params(void) {
         .n_head = 4,
         .n_head_kv = 2,
         .n_ff = 512,
+        .n_expert_used = 2,
         .n_ctx = 256,
         .n_vocab = 512,
         .type = VT_DTYPE_F32,
@@ -91,7 +92,9 @@ typedef enum { FILL_NORMAL, FILL_ONES } fill_kind;
 
 typedef struct synth_tensor {
     char name[64];
-    int64_t ne0, ne1;   /* row length, rows (ne1 == 1 for vectors) */
+    int64_t ne0, ne1;   /* row length, rows (ne1 == 1 for vectors; all rows of a 3-D tensor) */
+    int64_t ne2;        /* 3-D tensors: the outer dimension (ne1 counts ne2 x its rows) */
+    float std;          /* FILL_NORMAL's deviation */
     uint32_t n_dims;
     vt_dtype type;
     fill_kind fill;
@@ -149,7 +152,7 @@ static void synth_worker(void *ctx, int ith, int nth) {
             if (st->fill == FILL_ONES) {
                 for (int64_t i = 0; i < st->ne0; i++) scratch[i] = 1.0f;
             } else {
-                fill_normal(scratch, st->ne0, st->key, r, SYNTH_STD);
+                fill_normal(scratch, st->ne0, st->key, r, st->std);
             }
             tr->quant_ref(scratch, st->data + (size_t)r * st->row_bytes, st->ne0);
         }
@@ -205,6 +208,15 @@ static vt_status check_params(const synth_params *p, int64_t head_dim) {
     VT_TRY(check_type(p->type, "weight", p->n_embd, "n_embd"));
     VT_TRY(check_type(p->type, "weight", p->n_ff, "n_ff"));
     VT_TRY(check_type(p->type, "weight", head_dim * p->n_head, "n_head * head_dim"));
+    if (p->n_expert > 0) {
+        const int64_t ff_exp = p->n_ff_exp ? p->n_ff_exp : p->n_ff;
+        if (p->n_expert > 1024 || p->n_expert_used < 1 || p->n_expert_used > p->n_expert)
+            return vt_errorf(VT_E_INVALID, "synth: %lld experts, %lld used (need 1 <= used <= experts <= 1024)",
+                             (long long)p->n_expert, (long long)p->n_expert_used);
+        if (ff_exp < 1 || ff_exp > SYNTH_MAX_DIM)
+            return vt_errorf(VT_E_INVALID, "synth: n_ff_exp = %lld", (long long)ff_exp);
+        VT_TRY(check_type(p->type, "weight", ff_exp, "n_ff_exp"));
+    }
     VT_TRY(check_type(embd_type, "token_embd", p->n_embd, "n_embd"));
     if (!p->tied) VT_TRY(check_type(out_type, "output", p->n_embd, "n_embd"));
     return VT_OK;
@@ -306,6 +318,8 @@ static vt_status plan_add(synth_tensor *ts, int *n, uint64_t seed, const char *n
     t->n_dims = n_dims;
     t->type = type;
     t->fill = fill;
+    t->std = SYNTH_STD;
+    t->ne2 = 1;
     t->key = seed ^ fnv1a(name);
     if (!quant_row_bytes(type, ne0, &t->row_bytes) || !size_mul(t->row_bytes, (size_t)ne1, &t->bytes))
         return vt_errorf(VT_E_INVALID, "synth: tensor '%s': %lld x %lld is too large", name,
@@ -320,10 +334,18 @@ vt_status synth_write(const synth_params *p, const char *path) {
     vt_status s = VT_OK;
     bool is_llama = p->arch && !strcmp(p->arch, "llama");
     bool is_qwen2 = p->arch && !strcmp(p->arch, "qwen2");
-    bool is_qwen3 = p->arch && !strcmp(p->arch, "qwen3");
+    bool is_qwen3moe = p->arch && !strcmp(p->arch, "qwen3moe");
+    bool is_qwen3 = (p->arch && !strcmp(p->arch, "qwen3")) || is_qwen3moe;
     if (!is_llama && !is_qwen2 && !is_qwen3)
-        return vt_errorf(VT_E_INVALID, "synth: unknown arch '%s' (llama, qwen2, qwen3)",
+        return vt_errorf(VT_E_INVALID, "synth: unknown arch '%s' (llama, qwen2, qwen3, qwen3moe)",
                          p->arch ? p->arch : "(null)");
+    if (is_qwen3moe && p->n_expert < 1)
+        return vt_errorf(VT_E_INVALID, "synth: qwen3moe needs n_expert >= 1");
+    if (p->n_expert != 0 && !is_llama && !is_qwen3moe)
+        return vt_errorf(VT_E_INVALID, "synth: arch '%s' has no experts (llama or qwen3moe)", p->arch);
+    if (p->n_expert < 0) return vt_errorf(VT_E_INVALID, "synth: n_expert = %lld", (long long)p->n_expert);
+    const bool moe = p->n_expert > 0;
+    const int64_t ff_exp = is_llama || !p->n_ff_exp ? p->n_ff : p->n_ff_exp;
     if (p->n_head < 1) return vt_errorf(VT_E_INVALID, "synth: n_head = %lld", (long long)p->n_head);
     int64_t head_dim = p->head_dim ? p->head_dim : p->n_embd / p->n_head;
     VT_TRY(check_params(p, head_dim));
@@ -372,6 +394,11 @@ vt_status synth_write(const synth_params *p, const char *path) {
     TRY(gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)p->n_ctx));
     TRY(gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)p->n_embd));
     TRY(gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)p->n_ff));
+    if (moe) {
+        TRY(gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)p->n_expert));
+        TRY(gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)p->n_expert_used));
+        if (is_qwen3moe) TRY(gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)ff_exp));
+    }
     TRY(gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)p->n_head));
     TRY(gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)p->n_head_kv));
     TRY(gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), rms_eps));
@@ -417,9 +444,21 @@ vt_status synth_write(const synth_params *p, const char *path) {
         }
         TRY(plan_add(ts, &n_t, p->seed, NAME("attn_output.weight"), q_dim, p->n_embd, 2, p->type, FILL_NORMAL));
         TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_norm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
-        TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_gate.weight"), p->n_embd, p->n_ff, 2, p->type, FILL_NORMAL));
-        TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_up.weight"), p->n_embd, p->n_ff, 2, p->type, FILL_NORMAL));
-        TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_down.weight"), p->n_ff, p->n_embd, 2, p->type, FILL_NORMAL));
+        if (moe) {
+            const int64_t ne = p->n_expert;
+            TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_gate_inp.weight"), p->n_embd, ne, 2, VT_DTYPE_F32, FILL_NORMAL));
+            ts[n_t - 1].std = 1.0f / sqrtf((float)p->n_embd);
+            TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_gate_exps.weight"), p->n_embd, ff_exp * ne, 3, p->type, FILL_NORMAL));
+            ts[n_t - 1].ne2 = ne;
+            TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_up_exps.weight"), p->n_embd, ff_exp * ne, 3, p->type, FILL_NORMAL));
+            ts[n_t - 1].ne2 = ne;
+            TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_down_exps.weight"), ff_exp, p->n_embd * ne, 3, p->type, FILL_NORMAL));
+            ts[n_t - 1].ne2 = ne;
+        } else {
+            TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_gate.weight"), p->n_embd, p->n_ff, 2, p->type, FILL_NORMAL));
+            TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_up.weight"), p->n_embd, p->n_ff, 2, p->type, FILL_NORMAL));
+            TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_down.weight"), p->n_ff, p->n_embd, 2, p->type, FILL_NORMAL));
+        }
 #undef NAME
     }
 
@@ -451,7 +490,7 @@ vt_status synth_write(const synth_params *p, const char *path) {
                 now_s() - job.t0);
 
     for (int i = 0; i < n_t; i++) {
-        int64_t ne[2] = {ts[i].ne0, ts[i].ne1};
+        int64_t ne[3] = {ts[i].ne0, ts[i].ne1 / ts[i].ne2, ts[i].ne2};
         TRY(gguf_writer_add_tensor(w, ts[i].name, ts[i].type, ts[i].n_dims, ne, ts[i].data, ts[i].bytes));
     }
     TRY(gguf_writer_write(w, path));

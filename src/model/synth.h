@@ -20,6 +20,15 @@
  *   blk.N.ffn_norm.weight (n_embd)  ffn_gate/ffn_up (n_embd, n_ff)  ffn_down (n_ff, n_embd)
  *   qwen2: blk.N.attn_q.bias / attn_k.bias / attn_v.bias
  *   qwen3: blk.N.attn_q_norm.weight / attn_k_norm.weight (head_dim)
+ * Mixture of experts (qwen3moe, which has qwen3's Q/K norms, or llama with
+ * n_expert > 0: Mixtral's layout) replaces ffn_gate/up/down by
+ *   <arch>.expert_count .expert_used_count (qwen3moe: .expert_feed_forward_length)
+ *   blk.N.ffn_gate_inp.weight (n_embd, n_expert), F32 as llama.cpp's quantizer keeps it
+ *   blk.N.ffn_gate_exps/ffn_up_exps (n_embd, n_ff_exp, n_expert)
+ *   blk.N.ffn_down_exps (n_ff_exp, n_embd, n_expert)
+ * The router's weights are N(0, 1 / sqrt(n_embd)): router logits of spread
+ * about 1, so a token's experts are clearly chosen (at 0.02 the softmax would
+ * be nearly flat and the top-k a matter of rounding).
  * (shapes in GGUF order: ne[0], the row length, first).
  *
  * The tokenizer comes from a vocabulary GGUF (every tokenizer.* key is copied)
@@ -35,13 +44,16 @@
 #include <stdint.h>
 
 typedef struct synth_params {
-    const char *arch;       /* "llama", "qwen2" or "qwen3" */
+    const char *arch;       /* "llama", "qwen2", "qwen3" or "qwen3moe" */
     int64_t n_layer;
     int64_t n_embd;
     int64_t n_head;
     int64_t n_head_kv;
     int64_t head_dim;       /* 0: n_embd / n_head */
     int64_t n_ff;
+    int64_t n_expert;       /* experts per layer (qwen3moe; llama: 0 for a dense FFN) */
+    int64_t n_expert_used;  /* experts per token */
+    int64_t n_ff_exp;       /* rows of an expert's gate/up; 0: n_ff (llama's experts are always n_ff) */
     int64_t n_ctx;          /* context_length */
     int64_t n_vocab;        /* generated vocabulary size (>= 259); ignored with vocab_path */
     const char *vocab_path; /* GGUF to copy tokenizer.* from, or NULL */

@@ -1,0 +1,209 @@
+/* Mixture-of-experts models (qwen3moe; llama with Mixtral-style experts) on
+ * small synthetic files (src/model/synth.c):
+ * - logits bit-identical for 1, 2 and 3 threads, prefill and decode, with every
+ *   pass on all threads (VT_SOLO_KIB=0, so the (expert, slice) items are
+ *   claimed by several threads) and with the default;
+ * - one prompt alone and the same prompt in a batch beside two others (other
+ *   tokens for its experts, other item lists) give bit-identical logits, in
+ *   the prefill batch and in the decode steps after it;
+ * - shapes where an expert is several slices wide and tall (n_ff_exp 320 =
+ *   256 + 64, n_embd 512 = 2 x 256) and where it is one slice;
+ * - vt_model_step_bytes counts only the experts a token routes to. */
+#include "model/synth.h"
+#include "test.h"
+#include "vt.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define N_PROMPT 24
+#define N_GEN 8
+#define N_ROWS (N_PROMPT + N_GEN)
+
+static char g_dir[] = "/tmp/vt_test_moe_XXXXXX";
+
+static vt_model *synth_model(const char *label, const char *arch, vt_dtype type, int64_t n_embd,
+                             int64_t ff_exp, int64_t n_expert, int64_t n_used, size_t *file_expert_bytes) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s.gguf", g_dir, label);
+    synth_params sp = synth_default_params();
+    sp.arch = arch;
+    sp.type = type;
+    sp.n_embd = n_embd;
+    sp.n_head = 4;
+    sp.n_head_kv = 2;
+    sp.head_dim = 64;
+    sp.n_ff = ff_exp;
+    sp.n_ff_exp = ff_exp;
+    sp.n_expert = n_expert;
+    sp.n_expert_used = n_used;
+    sp.n_threads = 2;
+    sp.seed = 7;
+    vt_status s = synth_write(&sp, path);
+    CHECK_MSG(s == VT_OK, "%s: synth: %s", label, vt_last_error());
+    if (s != VT_OK) return NULL;
+    vt_model *m = NULL;
+    s = vt_model_load(path, NULL, &m);
+    CHECK_MSG(s == VT_OK, "%s: load: %s", label, vt_last_error());
+    size_t row = 0;
+    quant_row_bytes(type, n_embd, &row);
+    *file_expert_bytes = (size_t)(3 * n_expert * ff_exp) * row; /* gate, up, down: same bytes each */
+    unlink(path);
+    return m;
+}
+
+static void prompt_of(int k, int32_t n_vocab, int32_t *out, int n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull * (uint64_t)(k + 1);
+    for (int i = 0; i < n; i++) {
+        h = h * 6364136223846793005ull + 1442695040888963407ull;
+        out[i] = 3 + (int32_t)((h >> 33) % (uint64_t)(n_vocab - 3));
+    }
+}
+
+static int argmax(const float *l, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (l[i] > l[b]) b = i;
+    return b;
+}
+
+/* Sequence 0 alone: the prompt in one batch, then N_GEN greedy steps; the
+ * logits of all N_ROWS rows into out, the generated ids into gen. */
+static bool run_alone(vt_model *m, int threads, const int32_t *prompt, float *out, int32_t *gen) {
+    const int nv = vt_model_n_vocab(m);
+    vt_context_params cp = vt_context_default_params();
+    cp.n_ctx = 128;
+    cp.n_threads = threads;
+    vt_context *c = NULL;
+    if (vt_context_create(m, &cp, &c) != VT_OK) return false;
+    int32_t pos[N_PROMPT], seq[N_PROMPT] = {0};
+    int8_t want[N_PROMPT];
+    for (int i = 0; i < N_PROMPT; i++) pos[i] = i, want[i] = 1;
+    vt_batch b = {N_PROMPT, prompt, pos, seq, want};
+    bool ok = vt_decode(c, &b) == VT_OK;
+    for (int i = 0; ok && i < N_PROMPT; i++) memcpy(out + (size_t)i * nv, vt_get_logits(c, i), sizeof(float) * nv);
+    int32_t tok = ok ? argmax(out + (size_t)(N_PROMPT - 1) * nv, nv) : 0;
+    for (int g = 0; ok && g < N_GEN; g++) {
+        int32_t p = N_PROMPT + g, s0 = 0;
+        gen[g] = tok;
+        vt_batch bs = {1, &tok, &p, &s0, NULL};
+        ok = vt_decode(c, &bs) == VT_OK;
+        if (!ok) break;
+        const float *l = vt_get_logits(c, 0);
+        memcpy(out + (size_t)(N_PROMPT + g) * nv, l, sizeof(float) * nv);
+        tok = argmax(l, nv);
+    }
+    vt_context_free(c);
+    return ok;
+}
+
+/* Logits bit-identical across thread counts (all passes shared, then the default). */
+static void check_threads(vt_model *m, const char *label) {
+    const int nv = vt_model_n_vocab(m);
+    const size_t n = (size_t)N_ROWS * (size_t)nv;
+    float *ref = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
+    int32_t prompt[N_PROMPT], gen[N_GEN], gen2[N_GEN];
+    prompt_of(0, nv, prompt, N_PROMPT);
+    CHECK(run_alone(m, 1, prompt, ref, gen));
+    setenv("VT_SOLO_KIB", "0", 1);
+    for (int t = 2; t <= 3; t++) {
+        CHECK(run_alone(m, t, prompt, got, gen2));
+        CHECK_MSG(!memcmp(ref, got, n * sizeof(float)), "%s: logits differ at %d threads", label, t);
+    }
+    unsetenv("VT_SOLO_KIB");
+    CHECK(run_alone(m, 2, prompt, got, gen2));
+    CHECK_MSG(!memcmp(ref, got, n * sizeof(float)), "%s: logits differ at 2 threads (default)", label);
+    /* not degenerate: the prompt's rows predict many different tokens */
+    int top[N_PROMPT], distinct = 0;
+    for (int i = 0; i < N_PROMPT; i++) {
+        top[i] = argmax(ref + (size_t)i * nv, nv);
+        bool seen = false;
+        for (int j = 0; j < i; j++) seen = seen || top[j] == top[i];
+        distinct += !seen;
+    }
+    CHECK_MSG(distinct >= N_PROMPT / 3, "%s: the prompt's rows predict %d distinct tokens of %d", label, distinct,
+              N_PROMPT);
+    free(ref);
+    free(got);
+}
+
+/* Sequence 0's prompt in one batch beside sequences 1 and 2 (other prompts,
+ * interleaved), then its decode steps beside theirs: the same bits as alone. */
+static void check_batch(vt_model *m, const char *label) {
+    const int nv = vt_model_n_vocab(m);
+    float *ref = malloc(sizeof(float) * (size_t)N_ROWS * nv);
+    int32_t prompts[3][N_PROMPT], gen[N_GEN];
+    for (int k = 0; k < 3; k++) prompt_of(k, nv, prompts[k], N_PROMPT);
+    CHECK(run_alone(m, 2, prompts[0], ref, gen));
+    const int lens[3] = {N_PROMPT, 17, 9};
+    vt_context_params cp = vt_context_default_params();
+    cp.n_ctx = 128;
+    cp.n_seq = 3;
+    cp.n_threads = 2;
+    vt_context *c = NULL;
+    CHECK_OK(vt_context_create(m, &cp, &c));
+    if (!c) return;
+    int32_t tok[3 * N_PROMPT], pos[3 * N_PROMPT], seq[3 * N_PROMPT];
+    int8_t want[3 * N_PROMPT];
+    int n = 0, row0[N_PROMPT];
+    for (int i = 0; i < N_PROMPT; i++)
+        for (int k = 0; k < 3; k++) {
+            if (i >= lens[k]) continue;
+            if (k == 0) row0[i] = n;
+            tok[n] = prompts[k][i], pos[n] = i, seq[n] = k, want[n] = 1;
+            n++;
+        }
+    vt_batch b = {n, tok, pos, seq, want};
+    CHECK_OK(vt_decode(c, &b));
+    int bad = 0;
+    for (int i = 0; i < N_PROMPT; i++)
+        bad += memcmp(vt_get_logits(c, row0[i]), ref + (size_t)i * nv, sizeof(float) * nv) != 0;
+    CHECK_MSG(bad == 0, "%s: prompt in a batch: %d of %d rows differ from alone", label, bad, N_PROMPT);
+    /* decode: sequence 0 follows its greedy path; 1 and 2 go on with token 5 */
+    bad = 0;
+    for (int g = 0; g < N_GEN; g++) {
+        int32_t t3[3] = {gen[g], 5, 5}, p3[3] = {N_PROMPT + g, lens[1] + g, lens[2] + g}, s3[3] = {2, 0, 1};
+        /* sequence 0 in the middle of the batch */
+        int32_t tt[3] = {t3[2], t3[0], t3[1]}, pp[3] = {p3[2], p3[0], p3[1]};
+        int8_t w3[3] = {1, 1, 1};
+        vt_batch bs = {3, tt, pp, s3, w3};
+        CHECK_OK(vt_decode(c, &bs));
+        bad += memcmp(vt_get_logits(c, 1), ref + (size_t)(N_PROMPT + g) * nv, sizeof(float) * nv) != 0;
+    }
+    CHECK_MSG(bad == 0, "%s: decode in a batch: %d of %d steps differ from alone", label, bad, N_GEN);
+    vt_context_free(c);
+    free(ref);
+}
+
+static void check_model(const char *label, const char *arch, vt_dtype type, int64_t n_embd, int64_t ff_exp,
+                        int64_t n_expert, int64_t n_used) {
+    size_t exp_bytes = 0;
+    vt_model *m = synth_model(label, arch, type, n_embd, ff_exp, n_expert, n_used, &exp_bytes);
+    if (!m) return;
+    /* two layers of experts, of which a token reads n_used / n_expert */
+    const size_t all = vt_model_weight_bytes(m), step = vt_model_step_bytes(m);
+    const size_t skipped = 2 * exp_bytes - (size_t)((double)(2 * exp_bytes) * (double)n_used / (double)n_expert);
+    const size_t embd_rest = all - step - skipped; /* the other rows of token_embd */
+    size_t row = 0;
+    quant_row_bytes(type, n_embd, &row);
+    CHECK_MSG(embd_rest == row * (size_t)(vt_model_n_vocab(m) - 1), "%s: step bytes %zu of %zu", label, step,
+              all);
+    check_threads(m, label);
+    check_batch(m, label);
+    printf("%-22s %s\n", label, vt_model_desc(m));
+    vt_model_free(m);
+}
+
+int main(void) {
+    if (!mkdtemp(g_dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    check_model("qwen3moe-q8_0-sliced", "qwen3moe", VT_DTYPE_Q8_0, 512, 320, 8, 3);
+    check_model("qwen3moe-q4_k", "qwen3moe", VT_DTYPE_Q4_K, 256, 256, 6, 2);
+    check_model("llama-experts-f16", "llama", VT_DTYPE_F16, 256, 128, 4, 2);
+    rmdir(g_dir);
+    return test_finish();
+}
