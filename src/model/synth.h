@@ -26,9 +26,11 @@
  *   blk.N.ffn_gate_inp.weight (n_embd, n_expert), F32 as llama.cpp's quantizer keeps it
  *   blk.N.ffn_gate_exps/ffn_up_exps (n_embd, n_ff_exp, n_expert)
  *   blk.N.ffn_down_exps (n_ff_exp, n_embd, n_expert)
- * The router's weights are N(0, 1 / sqrt(n_embd)): router logits of spread
- * about 1, so a token's experts are clearly chosen (at 0.02 the softmax would
- * be nearly flat and the top-k a matter of rounding).
+ * The router's weights are N(0, 3 / sqrt(n_embd)): router logits of spread
+ * about 3, so a token's experts are clearly chosen (at 0.02 the softmax would
+ * be nearly flat and the top-k a matter of rounding; at 1 / sqrt(n_embd) an
+ * eighth of the tokens had a layer whose k-th and (k+1)-th expert were within
+ * 0.02 in logit, where any float noise may swap them).
  * (shapes in GGUF order: ne[0], the row length, first).
  *
  * The tokenizer comes from a vocabulary GGUF (every tokenizer.* key is copied)

@@ -20,7 +20,37 @@ struct llama_ref {
     const struct llama_vocab *vocab;
     int32_t n_vocab;
     int32_t n_ctx;
+    /* llama_ref_watch_router */
+    int32_t watch_k, watch_n;
+    float *watch_margin;
 };
+
+/* ggml's scheduler asks about every node (ask), then hands over those it said
+ * yes to once computed: the router probabilities "ffn_moe_probs-<layer>",
+ * (n_expert, n_tokens) F32, of the batch at positions 0.. (one ubatch). */
+static bool router_probe(struct ggml_tensor *t, bool ask, void *user) {
+    llama_ref *r = user;
+    const bool want = r->watch_margin && !strncmp(t->name, "ffn_moe_probs-", 14) && t->type == GGML_TYPE_F32;
+    if (ask || !want) return want || !ask;
+    const int64_t ne = t->ne[0], k = r->watch_k;
+    for (int64_t tok = 0; tok < t->ne[1] && tok < r->watch_n; tok++) {
+        const float *p = (const float *)((const char *)t->data + tok * t->nb[1]);
+        if (k <= 0 || k >= ne) continue;
+        /* the k-th and (k+1)-th largest: k + 1 rounds of "largest not yet taken" */
+        float top[2] = {-INFINITY, -INFINITY};
+        uint8_t taken[1024] = {0};
+        for (int64_t j = 0; j <= k && ne <= 1024; j++) {
+            int64_t best = -1;
+            for (int64_t e = 0; e < ne; e++)
+                if (!taken[e] && (best < 0 || p[e] > p[best])) best = e;
+            taken[best] = 1;
+            if (j >= k - 1) top[j - (k - 1)] = p[best];
+        }
+        const float margin = logf(top[0]) - logf(top[1]);
+        if (margin < r->watch_margin[tok]) r->watch_margin[tok] = margin;
+    }
+    return true;
+}
 
 /* Keep warnings and errors (they explain a failed load), drop the rest. A
  * continuation (GGML_LOG_LEVEL_CONT) belongs to the previous line's level. */
@@ -62,6 +92,8 @@ llama_ref *llama_ref_open(const char *path, int32_t n_ctx, int32_t n_threads) {
     cp.n_threads = n_threads;
     cp.n_threads_batch = n_threads;
     cp.no_perf = true;
+    cp.cb_eval = router_probe;
+    cp.cb_eval_user_data = r;
     /* VT_LLAMA_FLASH_ATTN=on|off|auto (default auto, llama.cpp's own default) */
     const char *fa = getenv("VT_LLAMA_FLASH_ATTN");
     if (fa && !strcmp(fa, "on")) cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED;
@@ -88,6 +120,13 @@ void llama_ref_close(llama_ref *r) {
 }
 
 int32_t llama_ref_n_vocab(const llama_ref *r) { return r->n_vocab; }
+
+void llama_ref_watch_router(llama_ref *r, int32_t k, float *margins, int32_t n) {
+    r->watch_k = k;
+    r->watch_n = n;
+    r->watch_margin = margins;
+    for (int32_t i = 0; margins && i < n; i++) margins[i] = INFINITY;
+}
 
 struct llama_model *llama_ref_model(const llama_ref *r) { return r->model; }
 

@@ -34,6 +34,15 @@ llama_ref *llama_ref_open(const char *path, int32_t n_ctx, int32_t n_threads);
 void llama_ref_close(llama_ref *r);
 
 int32_t llama_ref_n_vocab(const llama_ref *r);
+
+/* Mixture-of-experts models: from now on (until called with margins NULL), each
+ * batch evaluated records into margins[i], for the token at batch index i < n,
+ * the smallest gap over the layers between the log-probabilities of the k-th
+ * and (k+1)-th best expert of llama.cpp's router (its ffn_moe_probs tensors):
+ * how near its top-k came to another choice. INFINITY where no layer routed.
+ * k: experts used per token. Reads through llama.cpp's cb_eval, which observes
+ * the graph without changing what it computes. */
+void llama_ref_watch_router(llama_ref *r, int32_t k, float *margins, int32_t n);
 /* The underlying llama.cpp model, for metadata queries (llama_model_n_params...). */
 struct llama_model *llama_ref_model(const llama_ref *r);
 int32_t llama_ref_bos(const llama_ref *r); /* -1 if none */

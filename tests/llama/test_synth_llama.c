@@ -38,9 +38,12 @@ static char *read_file(const char *path, size_t *size) {
 static uint64_t n_params(const synth_params *p, int64_t n_vocab) {
     int64_t hd = p->head_dim ? p->head_dim : p->n_embd / p->n_head;
     int64_t q = hd * p->n_head, kv = hd * p->n_head_kv;
-    int64_t per_layer = 2 * p->n_embd + p->n_embd * (q + 2 * kv) + q * p->n_embd + 3 * p->n_embd * p->n_ff;
+    const int64_t ff_exp = p->n_ff_exp && strcmp(p->arch, "llama") ? p->n_ff_exp : p->n_ff;
+    const int64_t ffn = p->n_expert ? p->n_embd * p->n_expert + 3 * p->n_embd * ff_exp * p->n_expert
+                                    : 3 * p->n_embd * p->n_ff;
+    int64_t per_layer = 2 * p->n_embd + p->n_embd * (q + 2 * kv) + q * p->n_embd + ffn;
     if (!strcmp(p->arch, "qwen2")) per_layer += q + 2 * kv;
-    if (!strcmp(p->arch, "qwen3")) per_layer += 2 * hd;
+    if (!strcmp(p->arch, "qwen3") || !strcmp(p->arch, "qwen3moe")) per_layer += 2 * hd;
     return (uint64_t)(n_vocab * p->n_embd * (p->tied ? 1 : 2) + p->n_embd + p->n_layer * per_layer);
 }
 
@@ -64,6 +67,13 @@ static void check_model(const synth_params *p, const char *label) {
     CHECK_EQ_INT(llama_model_n_head_kv(m), p->n_head_kv);
     CHECK_EQ_INT(llama_model_n_ctx_train(m), p->n_ctx);
     CHECK_EQ_INT(llama_model_n_params(m), n_params(p, n_vocab));
+    if (p->n_expert) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "%s.expert_count", p->arch);
+        char val[32] = "";
+        CHECK(llama_model_meta_val_str(m, buf, val, sizeof val) > 0);
+        CHECK_EQ_INT(atoll(val), p->n_expert);
+    }
     if (!strcmp(p->arch, "llama")) CHECK_EQ_INT(llama_model_rope_type(m), LLAMA_ROPE_TYPE_NORM);
     else CHECK_EQ_INT(llama_model_rope_type(m), LLAMA_ROPE_TYPE_NEOX);
 
@@ -141,6 +151,16 @@ static void test_rejects(void) {
     p.n_vocab = 100;
     CHECK_EQ_INT(synth_write(&p, path), VT_E_INVALID);
     p = synth_default_params();
+    p.arch = "qwen3moe"; /* without experts */
+    CHECK_EQ_INT(synth_write(&p, path), VT_E_INVALID);
+    p.n_expert = 4;
+    p.n_expert_used = 5;
+    CHECK_EQ_INT(synth_write(&p, path), VT_E_INVALID);
+    p = synth_default_params();
+    p.arch = "qwen2";
+    p.n_expert = 4;
+    CHECK_EQ_INT(synth_write(&p, path), VT_E_INVALID);
+    p = synth_default_params();
     p.type = VT_DTYPE_Q8_K; /* a dot-only type */
     CHECK_EQ_INT(synth_write(&p, path), VT_E_INVALID);
     CHECK(access(path, F_OK) != 0);
@@ -194,6 +214,21 @@ int main(void) {
         p.head_dim = 128; /* 4 heads x 128 = 512 != n_embd 256, as in real Qwen3 */
         p.type = VT_DTYPE_Q8_0;
         check_model(&p, "qwen3-q8_0-hd128");
+    }
+    /* mixture of experts: qwen3moe (expert width of its own) and Mixtral-style llama */
+    {
+        synth_params p = synth_default_params();
+        p.arch = "qwen3moe";
+        p.head_dim = 64;
+        p.n_expert = 8;
+        p.n_expert_used = 2;
+        p.n_ff_exp = 256;
+        p.type = VT_DTYPE_Q4_K;
+        check_model(&p, "qwen3moe-q4_k-8x2");
+        p.arch = "llama";
+        p.type = VT_DTYPE_Q8_0;
+        p.n_ff_exp = 0;
+        check_model(&p, "llama-experts-q8_0-8x2");
     }
     test_reproducible();
     test_rejects();
