@@ -26,6 +26,9 @@
  *   layout), and an arena short by a byte refuses the last one with
  *   VT_E_NOMEM and leaves it unpacked; mm_weight_free leaves arena memory to
  *   mm_arena_free (under ASan a free of it would be reported).
+ * - Prefetch choice (mm_probe_prefetch): it belongs to each weight: a probe of
+ *   one model's weights leaves another's choice alone, a second probe of the
+ *   same weights changes nothing, VT_PREFETCH=hw sets the undecided ones.
  * - Errors: bad row length, unknown and activation-only types. */
 #include "base/size.h"
 #include "cpu/kernels.h"
@@ -116,7 +119,8 @@ static void check_type(vt_dtype type, tp_pool *const *pools, int n_pools) {
             y[1][i] = malloc(n_tok * ldys[i] * sizeof(float));
         }
         for (int p = 0; p < n_pools; p++) {
-            mm_set_prefetch(type, p % 2 == 0); /* 2 and 4 threads: the decode kernels without, same bits */
+            /* 2 and 4 threads: the decode kernels without software prefetch, same bits */
+            for (int i = 0; i < N_W; i++) mm_weight_set_prefetch(&w[i], p % 2 == 0);
             for (int multi = 0; multi < 2; multi++) {
                 const int slot = (p == 0 && multi == 0) ? 0 : 1;
                 for (int i = 0; i < N_W; i++) memset(y[slot][i], 0xff, n_tok * ldys[i] * sizeof(float));
@@ -131,7 +135,7 @@ static void check_type(vt_dtype type, tp_pool *const *pools, int n_pools) {
                         }
             }
         }
-        mm_set_prefetch(type, true);
+        for (int i = 0; i < N_W; i++) mm_weight_set_prefetch(&w[i], true);
         /* values of the 1-thread result against the scalar reference */
         uint8_t *xr = malloc(act_min);
         float *wd = malloc(n_in * sizeof(float)), *xd = malloc(n_in * sizeof(float));
@@ -379,6 +383,39 @@ static void check_arena(tp_pool *pool) {
     free(xq);
 }
 
+/* Two "models" of two Q4_0 weights each in one process. */
+static void check_prefetch_choice(tp_pool *pool) {
+    enum { N = 2 };
+    static block_q4_0 data[N][16 * 64 / QK4_0]; /* zero blocks: 16 rows of 64 */
+    mm_weight a[N], b[N];
+    const mm_weight *pa[N], *pb[N];
+    for (int i = 0; i < N; i++) {
+        CHECK_OK(mm_weight_init(&a[i], VT_DTYPE_Q4_0, 64, 16, data[i]));
+        CHECK_OK(mm_weight_init(&b[i], VT_DTYPE_Q4_0, 64, 16, data[i]));
+        CHECK_OK(mm_weight_prepare(&a[i]));
+        CHECK_OK(mm_weight_prepare(&b[i]));
+        CHECK(mm_weight_prefetch(&a[i]) && mm_weight_prefetch(&b[i])); /* the default: software */
+        pa[i] = &a[i];
+        pb[i] = &b[i];
+    }
+    mm_weight_set_prefetch(&a[0], false);
+    unsetenv("VT_PREFETCH");
+    mm_probe_prefetch(pb, N, pool); /* too few bytes to time: software, decided */
+    CHECK(!mm_weight_prefetch(&a[0]) && mm_weight_prefetch(&a[1]));
+    CHECK(b[0].prefetch == MM_PREFETCH_SW && b[1].prefetch == MM_PREFETCH_SW);
+    setenv("VT_PREFETCH", "hw", 1);
+    mm_probe_prefetch(pb, N, pool); /* decided: left alone */
+    CHECK(mm_weight_prefetch(&b[0]) && mm_weight_prefetch(&b[1]));
+    mm_probe_prefetch(pa, N, pool); /* a[1] undecided: hw; a[0] stays */
+    CHECK(!mm_weight_prefetch(&a[0]) && !mm_weight_prefetch(&a[1]));
+    CHECK(mm_weight_prefetch(&b[0]) && mm_weight_prefetch(&b[1]));
+    unsetenv("VT_PREFETCH");
+    for (int i = 0; i < N; i++) {
+        mm_weight_free(&a[i]);
+        mm_weight_free(&b[i]);
+    }
+}
+
 int main(void) {
     printf("kernels: %s\n", cpu_isa_name());
     check_errors();
@@ -410,6 +447,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof glus / sizeof glus[0]; i++)
         check_glu(glus[i].type, glus[i].down, glus[i].n_in, glus[i].ff, glus[i].n_tok, pools);
     check_arena(pools[1]);
+    check_prefetch_choice(pools[1]);
     for (int i = 0; i < 4; i++) tp_destroy(pools[i]);
     return test_finish();
 }

@@ -1,5 +1,6 @@
-/* The aarch64 kernels kernels.c wires into the dispatch table. Declarations only
- * (no intrinsics), so kernels.c and arm_kernels.c build without ISA flags. Each
+/* The aarch64 kernels of the dispatch table, listed in arm_kernels.c's rows.
+ * Declarations only (no intrinsics), so kernels.c and arm_kernels.c build
+ * without ISA flags. Each
  * dot_<type>_<isa> / dot_rows_<type>_<isa> follows the contracts in cpu/kernels.h.
  *
  * Tiers and files:
@@ -76,8 +77,10 @@ void gemm_q8_0_neon_i8mm(int64_t n_in, const void *w, int64_t n_groups, const vo
 #undef ARM_DECLARE_INT8_DOTS
 #undef ARM_DECLARE_DOT
 
-/* Fill the table entries of tier `isa` (CPU_ISA_NEON .. CPU_ISA_NEON_I8MM, already
- * capped at what the CPU has) on top of the ref entries; sets k->isa. */
-void cpu_kernels_fill_arm(cpu_kernels *k, cpu_isa isa);
+/* arm_kernels.c: the rows of the dispatch table (cpu/kernels.h), tiers ascending */
+extern const cpu_type_row arm_type_rows[];
+extern const size_t arm_n_type_rows;
+extern const cpu_tier_row arm_tier_rows[];
+extern const size_t arm_n_tier_rows;
 
 #endif

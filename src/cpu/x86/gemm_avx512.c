@@ -59,7 +59,7 @@
  * fill buffers). Q5_K reads the high bits at the end of its tile from the start
  * of the tile's work, so its stream runs more than a tile ahead.
  * Every decode kernel also comes without software prefetch (the _nopf GEMMs,
- * matmul.h mm_set_prefetch): on 2026-12-05 the same VM streamed every layout
+ * matmul.h mm_probe_prefetch): on 2026-12-05 the same VM streamed every layout
  * faster with the hardware prefetcher alone, a plain read loop 25-27 GB/s and
  * the same loop with one prefetch a line 14-19, and gemm_ab at one token read
  * Q4_K / Q6_K / Q4_0 / Q8_0 +17% / +18% / +14% / +0% faster without (rows of

@@ -1,5 +1,5 @@
-/* The x86 kernels kernels.c wires into the dispatch table. Declarations only (no
- * intrinsics), so kernels.c builds without ISA flags. Each dot_<type>_<isa> and
+/* The x86 kernels of the dispatch table, listed in x86_kernels.c's rows.
+ * Declarations only (no intrinsics), so the rows build without ISA flags. Each dot_<type>_<isa> and
  * dot_rows_<type>_<isa> follows the contracts in cpu/kernels.h. */
 #ifndef VT_CPU_X86_X86_KERNELS_H
 #define VT_CPU_X86_X86_KERNELS_H
@@ -93,5 +93,11 @@ X86_DECLARE_GEMM(q6_K, amx)
 
 #undef X86_DECLARE_DOT
 #undef X86_DECLARE_GEMM
+
+/* x86_kernels.c: the rows of the dispatch table (cpu/kernels.h), tiers ascending */
+extern const cpu_type_row x86_type_rows[];
+extern const size_t x86_n_type_rows;
+extern const cpu_tier_row x86_tier_rows[];
+extern const size_t x86_n_tier_rows;
 
 #endif
