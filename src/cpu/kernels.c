@@ -36,6 +36,7 @@ REF_ROWS(Q5_K)
 REF_ROWS(Q6_K)
 REF_ROWS(IQ4_NL)
 REF_ROWS(IQ4_XS)
+REF_ROWS(MXFP4)
 
 static cpu_dot_rows_fn ref_rows_for(vt_dtype t) {
     switch (t) {
@@ -54,6 +55,7 @@ static cpu_dot_rows_fn ref_rows_for(vt_dtype t) {
     case VT_DTYPE_Q6_K: return dot_rows_ref_Q6_K;
     case VT_DTYPE_IQ4_NL: return dot_rows_ref_IQ4_NL;
     case VT_DTYPE_IQ4_XS: return dot_rows_ref_IQ4_XS;
+    case VT_DTYPE_MXFP4: return dot_rows_ref_MXFP4;
     default: return NULL;
     }
 }

@@ -39,6 +39,7 @@ const cpu_type_row arm_type_rows[] = {
     {.type = VT_DTYPE_Q4_K, .isa = CPU_ISA_NEON_DOT, .gemm = gemm_q4_K_neon_dot},
     {.type = VT_DTYPE_Q5_K, .isa = CPU_ISA_NEON_DOT, .gemm = gemm_q5_K_neon_dot},
     {.type = VT_DTYPE_Q6_K, .isa = CPU_ISA_NEON_DOT, .gemm = gemm_q6_K_neon_dot},
+    {.type = VT_DTYPE_MXFP4, .isa = CPU_ISA_NEON_DOT, .gemm = gemm_mxfp4_neon_dot},
 
     /* + smmla: it pays where two rows meet two tokens, and (with the packed
      * layout's zips) only for Q8_0 at 4 tokens; everything else, the Q4_0, Q4_K,

@@ -6,7 +6,7 @@
  * Tiers and files:
  *   neon       plain ASIMD (every aarch64 core): *_neon.c
  *   neon_dot   + sdot (ARMv8.2 dotprod): *_neon_dot.c, the int8 types only, and
- *              the packed GEMMs (Q4_0, Q8_0, Q4_K, Q6_K); the float dots and
+ *              the packed GEMMs (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4); the float dots and
  *              the quantizers are the plain ones
  *   neon_i8mm  + smmla: *_neon_i8mm.c, on top of neon_dot where it pays: the
  *              packed Q8_0 GEMM at the 4-token prefill tile */
@@ -70,6 +70,8 @@ void gemm_q5_K_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const voi
                         size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
 void gemm_q6_K_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
                         size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
+void gemm_mxfp4_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
+                         size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
 /* gemm_neon_i8mm.c: Q8_0 with smmla for the 4-token tile (fewer tokens: sdot) */
 void gemm_q8_0_neon_i8mm(int64_t n_in, const void *w, int64_t n_groups, const void *x,
                          size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
