@@ -52,6 +52,7 @@ static const vt_dtype weight_types[] = {
     VT_DTYPE_F32,  VT_DTYPE_F16,  VT_DTYPE_BF16, VT_DTYPE_Q4_0,   VT_DTYPE_Q4_1,
     VT_DTYPE_Q5_0, VT_DTYPE_Q5_1, VT_DTYPE_Q8_0, VT_DTYPE_Q2_K,   VT_DTYPE_Q3_K,
     VT_DTYPE_Q4_K, VT_DTYPE_Q5_K, VT_DTYPE_Q6_K, VT_DTYPE_IQ4_NL, VT_DTYPE_IQ4_XS,
+    VT_DTYPE_MXFP4,
 };
 #define N_WEIGHT_TYPES ((int)(sizeof weight_types / sizeof weight_types[0]))
 
@@ -83,6 +84,9 @@ static void random_row(vt_dtype t, void *dst, int64_t n) {
             vt_f16 h = f32_to_f16(rng_uniform() * 0.01f);
             memcpy(p + b * tr->block_bytes + f[k], &h, 2);
         }
+    if (t == VT_DTYPE_MXFP4) /* E8M0 scales 2^-13 .. 2^2, subnormal now and then */
+        for (int64_t b = 0; b < n / tr->block_elems; b++)
+            p[b * tr->block_bytes] = (uint8_t)(rng_u32() % 8 == 0 ? rng_u32() % 2 : 114 + rng_u32() % 16);
 }
 
 /* A row of all-ones quant bytes (every quant, scale and min at its maximum) with
@@ -99,6 +103,8 @@ static void saturated_row(vt_dtype t, void *dst, int64_t n) {
     const vt_f16 h = f32_to_f16(0.01f);
     for (int64_t b = 0; b < n / tr->block_elems; b++)
         for (int k = 0; f[k] >= 0; k++) memcpy(p + b * tr->block_bytes + f[k], &h, 2);
+    if (t == VT_DTYPE_MXFP4) /* a scale of 2^-7; the codes 0xf are -12 x 2 */
+        for (int64_t b = 0; b < n / tr->block_elems; b++) p[b * tr->block_bytes] = 121;
 }
 
 static double abs_dot_scale(const float *w, const float *x, int64_t n) {

@@ -26,6 +26,11 @@
  *   layout), and an arena short by a byte refuses the last one with
  *   VT_E_NOMEM and leaves it unpacked; mm_weight_free leaves arena memory to
  *   mm_arena_free (under ASan a free of it would be reported).
+ * - Expert slices: mm_weights over the experts of one 3-D tensor, packed into
+ *   an arena, compute the bytes of each expert's rows on their own.
+ * - Prefetch choice (mm_probe_prefetch): it belongs to each weight: a probe of
+ *   one model's weights leaves another's choice alone, a second probe of the
+ *   same weights changes nothing, VT_PREFETCH=hw sets the undecided ones.
  * - Errors: bad row length, unknown and activation-only types. */
 #include "base/size.h"
 #include "cpu/kernels.h"
@@ -116,7 +121,8 @@ static void check_type(vt_dtype type, tp_pool *const *pools, int n_pools) {
             y[1][i] = malloc(n_tok * ldys[i] * sizeof(float));
         }
         for (int p = 0; p < n_pools; p++) {
-            mm_set_prefetch(type, p % 2 == 0); /* 2 and 4 threads: the decode kernels without, same bits */
+            /* 2 and 4 threads: the decode kernels without software prefetch, same bits */
+            for (int i = 0; i < N_W; i++) mm_weight_set_prefetch(&w[i], p % 2 == 0);
             for (int multi = 0; multi < 2; multi++) {
                 const int slot = (p == 0 && multi == 0) ? 0 : 1;
                 for (int i = 0; i < N_W; i++) memset(y[slot][i], 0xff, n_tok * ldys[i] * sizeof(float));
@@ -131,7 +137,7 @@ static void check_type(vt_dtype type, tp_pool *const *pools, int n_pools) {
                         }
             }
         }
-        mm_set_prefetch(type, true);
+        for (int i = 0; i < N_W; i++) mm_weight_set_prefetch(&w[i], true);
         /* values of the 1-thread result against the scalar reference */
         uint8_t *xr = malloc(act_min);
         float *wd = malloc(n_in * sizeof(float)), *xd = malloc(n_in * sizeof(float));
@@ -379,6 +385,92 @@ static void check_arena(tp_pool *pool) {
     free(xq);
 }
 
+/* The experts of a 3-D tensor (ne = [n_in, n_out, n_expert]) as MoE runs
+ * them: one mm_weight per expert on its slice at data + e * n_out * row_bytes,
+ * packed into one arena, give the bytes of each expert's rows copied out and
+ * packed alone. */
+static void check_expert_slices(vt_dtype type, tp_pool *pool) {
+    enum { N_EXP = 3 };
+    const quant_traits *tr = quant_traits_get(type);
+    const int64_t n_in = 256, n_out = 40, n_tok = 2; /* 40: a partial row group per expert */
+    size_t rb;
+    VT_ASSERT(quant_row_bytes(type, n_in, &rb));
+    uint8_t *all = malloc(rb * n_out * N_EXP);
+    float f[256];
+    for (int64_t o = 0; o < n_out * N_EXP; o++) {
+        for (int64_t k = 0; k < n_in; k++) f[k] = rng_uniform();
+        tr->quant_ref(f, all + o * rb, n_in);
+    }
+    mm_weight ex[N_EXP], alone[N_EXP];
+    uint8_t *copy[N_EXP];
+    size_t need = 0;
+    for (int e = 0; e < N_EXP; e++) {
+        CHECK_OK(mm_weight_init(&ex[e], type, n_in, n_out, all + (size_t)e * n_out * rb));
+        need += mm_weight_packed_size(&ex[e]);
+        copy[e] = malloc(rb * n_out);
+        memcpy(copy[e], all + (size_t)e * n_out * rb, rb * n_out);
+        CHECK_OK(mm_weight_init(&alone[e], type, n_in, n_out, copy[e]));
+        CHECK_OK(mm_weight_prepare(&alone[e]));
+    }
+    mm_arena a;
+    CHECK_OK(mm_arena_init(&a, need));
+    for (int e = 0; e < N_EXP; e++) CHECK_OK(mm_weight_prepare_in(&ex[e], &a));
+    CHECK(a.used == need);
+    float x[2 * 256], y0[2 * 40], y1[2 * 40];
+    for (int64_t k = 0; k < n_tok * n_in; k++) x[k] = rng_uniform();
+    void *xq = malloc(mm_act_row_bytes(type, n_in) * n_tok);
+    const int64_t ld[1] = {n_out};
+    int bad = 0;
+    for (int e = 0; e < N_EXP; e++) {
+        const mm_weight *w0[1] = {&alone[e]}, *w1[1] = {&ex[e]};
+        float *ys0[1] = {y0}, *ys1[1] = {y1};
+        memset(y0, 0xff, sizeof y0);
+        memset(y1, 0, sizeof y1);
+        step_ctx c0 = {w0, ys0, ld, 1, x, n_in, n_tok, xq, pool, 0}, c1 = {w1, ys1, ld, 1, x, n_in, n_tok, xq, pool, 0};
+        tp_run(pool, step_fn, &c0);
+        tp_run(pool, step_fn, &c1);
+        bad += memcmp(y0, y1, sizeof y0) != 0;
+    }
+    CHECK_MSG(bad == 0, "%s: %d of %d expert slices differ from their rows packed alone", tr->name, bad, N_EXP);
+    for (int e = 0; e < N_EXP; e++) mm_weight_free(&ex[e]), mm_weight_free(&alone[e]), free(copy[e]);
+    mm_arena_free(&a);
+    free(all);
+    free(xq);
+}
+
+/* Two "models" of two Q4_0 weights each in one process. */
+static void check_prefetch_choice(tp_pool *pool) {
+    enum { N = 2 };
+    static block_q4_0 data[N][16 * 64 / QK4_0]; /* zero blocks: 16 rows of 64 */
+    mm_weight a[N], b[N];
+    const mm_weight *pa[N], *pb[N];
+    for (int i = 0; i < N; i++) {
+        CHECK_OK(mm_weight_init(&a[i], VT_DTYPE_Q4_0, 64, 16, data[i]));
+        CHECK_OK(mm_weight_init(&b[i], VT_DTYPE_Q4_0, 64, 16, data[i]));
+        CHECK_OK(mm_weight_prepare(&a[i]));
+        CHECK_OK(mm_weight_prepare(&b[i]));
+        CHECK(mm_weight_prefetch(&a[i]) && mm_weight_prefetch(&b[i])); /* the default: software */
+        pa[i] = &a[i];
+        pb[i] = &b[i];
+    }
+    mm_weight_set_prefetch(&a[0], false);
+    unsetenv("VT_PREFETCH");
+    mm_probe_prefetch(pb, N, pool); /* too few bytes to time: software, decided */
+    CHECK(!mm_weight_prefetch(&a[0]) && mm_weight_prefetch(&a[1]));
+    CHECK(b[0].prefetch == MM_PREFETCH_SW && b[1].prefetch == MM_PREFETCH_SW);
+    setenv("VT_PREFETCH", "hw", 1);
+    mm_probe_prefetch(pb, N, pool); /* decided: left alone */
+    CHECK(mm_weight_prefetch(&b[0]) && mm_weight_prefetch(&b[1]));
+    mm_probe_prefetch(pa, N, pool); /* a[1] undecided: hw; a[0] stays */
+    CHECK(!mm_weight_prefetch(&a[0]) && !mm_weight_prefetch(&a[1]));
+    CHECK(mm_weight_prefetch(&b[0]) && mm_weight_prefetch(&b[1]));
+    unsetenv("VT_PREFETCH");
+    for (int i = 0; i < N; i++) {
+        mm_weight_free(&a[i]);
+        mm_weight_free(&b[i]);
+    }
+}
+
 int main(void) {
     printf("kernels: %s\n", cpu_isa_name());
     check_errors();
@@ -387,11 +479,11 @@ int main(void) {
     static const vt_dtype types[] = {
         VT_DTYPE_F32,  VT_DTYPE_F16,  VT_DTYPE_BF16, VT_DTYPE_Q4_0, VT_DTYPE_Q4_1,   VT_DTYPE_Q5_0,
         VT_DTYPE_Q5_1, VT_DTYPE_Q8_0, VT_DTYPE_Q2_K, VT_DTYPE_Q3_K, VT_DTYPE_Q4_K,   VT_DTYPE_Q5_K,
-        VT_DTYPE_Q6_K, VT_DTYPE_IQ4_NL, VT_DTYPE_IQ4_XS,
+        VT_DTYPE_Q6_K, VT_DTYPE_IQ4_NL, VT_DTYPE_IQ4_XS, VT_DTYPE_MXFP4,
     };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_type(types[i], pools, 4);
     static const vt_dtype long_types[] = {VT_DTYPE_Q4_0, VT_DTYPE_Q8_0, VT_DTYPE_Q4_K, VT_DTYPE_Q5_K,
-                                          VT_DTYPE_Q6_K, VT_DTYPE_F16,  VT_DTYPE_Q5_0};
+                                          VT_DTYPE_Q6_K, VT_DTYPE_MXFP4, VT_DTYPE_F16, VT_DTYPE_Q5_0};
     for (size_t i = 0; i < sizeof long_types / sizeof long_types[0]; i++) check_blocking(long_types[i], pools);
     static const struct {
         vt_dtype type, down;
@@ -410,6 +502,9 @@ int main(void) {
     for (size_t i = 0; i < sizeof glus / sizeof glus[0]; i++)
         check_glu(glus[i].type, glus[i].down, glus[i].n_in, glus[i].ff, glus[i].n_tok, pools);
     check_arena(pools[1]);
+    check_prefetch_choice(pools[1]);
+    check_expert_slices(VT_DTYPE_MXFP4, pools[1]);
+    check_expert_slices(VT_DTYPE_Q4_K, pools[1]);
     for (int i = 0; i < 4; i++) tp_destroy(pools[i]);
     return test_finish();
 }

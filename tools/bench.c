@@ -21,7 +21,7 @@
  * pair, bandwidth / weight bytes per token: on a VM whose speed drifts by
  * minutes, a bound measured once is not the bound of a later run. */
 #include "cmds.h"
-#include "cpu/matmul.h"
+#include "model/forward.h"
 #include "llama_dl.h"
 #include "vt.h"
 
@@ -136,8 +136,7 @@ static bool engine_open(engine *e, engine_id id, const bench_cfg *c, const char 
     if (vt_context_create(e->vm, &cp, &e->vc) != VT_OK) goto vt_fail;
     m->weight_bytes = vt_model_weight_bytes(e->vm);
     m->step_bytes = vt_model_step_bytes(e->vm);
-    for (int t = 0; t < VT_DTYPE_COUNT; t++) /* set by the context's probe */
-        if (!mm_get_prefetch((vt_dtype)t)) m->nopf++;
+    m->nopf = fwd_hw_prefetch_types(e->vm); /* set by the context's probe */
     snprintf(m->desc, sizeof m->desc, "%s", vt_model_desc(e->vm));
     return true;
 vt_fail:

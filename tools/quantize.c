@@ -11,7 +11,7 @@ static void quantize_usage(void) {
     fprintf(stderr,
             "usage: vt quantize [options] IN.gguf OUT.gguf TYPE\n\n"
             "TYPE (as llama-quantize): F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M\n"
-            "      Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS\n\n"
+            "      Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS MXFP4_MOE\n\n"
             "options:\n"
             "  -t, --threads N       worker threads (default: online CPUs)\n"
             "  --allow-requantize    convert tensors that are already quantized\n"

@@ -36,6 +36,7 @@ REF_ROWS(Q5_K)
 REF_ROWS(Q6_K)
 REF_ROWS(IQ4_NL)
 REF_ROWS(IQ4_XS)
+REF_ROWS(MXFP4)
 
 static cpu_dot_rows_fn ref_rows_for(vt_dtype t) {
     switch (t) {
@@ -54,6 +55,7 @@ static cpu_dot_rows_fn ref_rows_for(vt_dtype t) {
     case VT_DTYPE_Q6_K: return dot_rows_ref_Q6_K;
     case VT_DTYPE_IQ4_NL: return dot_rows_ref_IQ4_NL;
     case VT_DTYPE_IQ4_XS: return dot_rows_ref_IQ4_XS;
+    case VT_DTYPE_MXFP4: return dot_rows_ref_MXFP4;
     default: return NULL;
     }
 }
@@ -90,91 +92,53 @@ static void fill_ref(cpu_kernels *k) {
     }
 }
 
-#if defined(__x86_64__)
-static void fill_avx2(cpu_kernels *k) {
-#define SET_DOT(T, t)                                                                      \
-    do {                                                                                   \
-        k->dot[VT_DTYPE_##T] = dot_##t##_avx2;                                             \
-        k->dot_rows[VT_DTYPE_##T] = dot_rows_##t##_avx2;                                   \
-        k->dot_isa[VT_DTYPE_##T] = CPU_ISA_AVX2;                                           \
-    } while (0)
-#define SET_QUANT(T, t)                                                                    \
-    do {                                                                                   \
-        k->quantize_act[VT_DTYPE_##T] = quantize_##t##_avx2;                               \
-        k->quantize_isa[VT_DTYPE_##T] = CPU_ISA_AVX2;                                      \
-    } while (0)
-    SET_DOT(F32, f32);
-    SET_DOT(F16, f16);
-    SET_DOT(BF16, bf16);
-    SET_DOT(Q4_0, q4_0);
-    SET_DOT(Q4_1, q4_1);
-    SET_DOT(Q5_0, q5_0);
-    SET_DOT(Q5_1, q5_1);
-    SET_DOT(Q8_0, q8_0);
-    SET_DOT(Q2_K, q2_K);
-    SET_DOT(Q3_K, q3_K);
-    SET_DOT(Q4_K, q4_K);
-    SET_DOT(Q5_K, q5_K);
-    SET_DOT(Q6_K, q6_K);
-    SET_DOT(IQ4_NL, iq4_nl);
-    SET_DOT(IQ4_XS, iq4_xs);
-    SET_QUANT(Q8_0, q8_0);
-    SET_QUANT(Q8_1, q8_1);
-    SET_QUANT(Q8_K, q8_K);
-    SET_QUANT(F16, f16);
-    SET_QUANT(BF16, bf16);
-#undef SET_DOT
-#undef SET_QUANT
-    k->silu_mul = silu_mul_avx2;
-    k->rms_norm = rms_norm_avx2;
-    k->gemm[VT_DTYPE_Q4_0] = gemm_q4_0_avx2;
-    k->gemm[VT_DTYPE_Q8_0] = gemm_q8_0_avx2;
-    k->gemm[VT_DTYPE_Q4_K] = gemm_q4_K_avx2;
-    k->gemm[VT_DTYPE_Q5_K] = gemm_q5_K_avx2;
-    k->gemm[VT_DTYPE_Q6_K] = gemm_q6_K_avx2;
-    k->gemm_nopf[VT_DTYPE_Q4_0] = gemm_q4_0_avx2_nopf;
-    k->gemm_nopf[VT_DTYPE_Q8_0] = gemm_q8_0_avx2_nopf;
-    k->gemm_nopf[VT_DTYPE_Q4_K] = gemm_q4_K_avx2_nopf;
-    k->gemm_nopf[VT_DTYPE_Q5_K] = gemm_q5_K_avx2_nopf;
-    k->gemm_nopf[VT_DTYPE_Q6_K] = gemm_q6_K_avx2_nopf;
-    for (int t = 0; t < VT_DTYPE_COUNT; t++)
-        if (k->gemm[t]) k->gemm_isa[t] = CPU_ISA_AVX2;
+/* The one rule that turns the rows into a table: a row applies where its tier
+ * is at most the table's and, for an amx row, the CPU has the tiles; rows apply
+ * in order (each arch lists them by ascending tier), and an applied row replaces,
+ * for its type, each group of fields it fills: {dot, dot_rows}, {quantize_act},
+ * {gemm, gemm_cached, gemm_nopf} (a tier's packed GEMMs come as one set, never
+ * mixed with another tier's) and {gemm_wide}. So every entry is the kernel of
+ * the highest tier this CPU runs that has one, and the ref entry otherwise. */
+static void apply_rows(cpu_kernels *k, cpu_isa isa, const cpu_type_row *rows, size_t n) {
+    const bool amx = cpu_features_get()->amx_int8;
+    for (size_t i = 0; i < n; i++) {
+        const cpu_type_row *r = &rows[i];
+        VT_ASSERT(i == 0 || r->isa >= rows[i - 1].isa); /* ascending tiers */
+        if (r->isa > isa || (r->amx && !amx)) continue;
+        const vt_dtype t = r->type;
+        if (r->dot) {
+            VT_ASSERT(r->dot_rows);
+            k->dot[t] = r->dot;
+            k->dot_rows[t] = r->dot_rows;
+            k->dot_isa[t] = r->isa;
+        }
+        if (r->quantize_act) {
+            k->quantize_act[t] = r->quantize_act;
+            k->quantize_isa[t] = r->isa;
+        }
+        if (r->gemm) {
+            k->gemm[t] = r->gemm;
+            k->gemm_cached[t] = r->gemm_cached;
+            k->gemm_nopf[t] = r->gemm_nopf;
+            k->gemm_isa[t] = r->isa;
+        }
+        if (r->gemm_wide) k->gemm_wide[t] = r->gemm_wide;
+    }
 }
 
+static void apply_tier_rows(cpu_kernels *k, cpu_isa isa, const cpu_tier_row *rows, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (rows[i].isa > isa) continue;
+        k->silu_mul = rows[i].silu_mul;
+        k->rms_norm = rows[i].rms_norm;
+    }
+}
+
+#if defined(__x86_64__)
 /* The AVX-512 kernels need VNNI (vpdpbusd) and DQ on top of the F/BW/VL the tier
  * implies; the tier check already covers the OS saving ZMM state. */
 static bool have_avx512_vnni(void) {
     return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512dq");
-}
-
-static void fill_avx512(cpu_kernels *k) {
-#define SET_GEMM(T, t)                                                                     \
-    do {                                                                                   \
-        k->gemm[VT_DTYPE_##T] = gemm_##t##_avx512;                                         \
-        k->gemm_isa[VT_DTYPE_##T] = CPU_ISA_AVX512;                                        \
-    } while (0)
-    SET_GEMM(Q4_0, q4_0);
-    SET_GEMM(Q8_0, q8_0);
-    SET_GEMM(Q4_K, q4_K);
-    SET_GEMM(Q5_K, q5_K);
-    SET_GEMM(Q6_K, q6_K);
-#undef SET_GEMM
-    /* Q4_0's decode kernel without software prefetch is its prefill one; Q8_0's differ at
-     * 1-2 tokens (q8_0_few in decode) */
-    k->gemm_nopf[VT_DTYPE_Q4_0] = gemm_q4_0_avx512_cached;
-    k->gemm_nopf[VT_DTYPE_Q8_0] = gemm_q8_0_avx512_nopf;
-    k->gemm_nopf[VT_DTYPE_Q4_K] = gemm_q4_K_avx512_nopf;
-    k->gemm_nopf[VT_DTYPE_Q5_K] = gemm_q5_K_avx512_nopf;
-    k->gemm_nopf[VT_DTYPE_Q6_K] = gemm_q6_K_avx512_nopf;
-    k->gemm_cached[VT_DTYPE_Q4_0] = gemm_q4_0_avx512_cached;
-    k->gemm_cached[VT_DTYPE_Q8_0] = gemm_q8_0_avx512_cached;
-    if (cpu_features_get()->amx_int8) {
-        k->gemm_wide[VT_DTYPE_Q4_0] = gemm_q4_0_amx;
-        k->gemm_wide[VT_DTYPE_Q8_0] = gemm_q8_0_amx;
-        k->gemm_wide[VT_DTYPE_Q4_K] = gemm_q4_K_amx;
-        k->gemm_wide[VT_DTYPE_Q5_K] = gemm_q5_K_amx;
-        k->gemm_wide[VT_DTYPE_Q6_K] = gemm_q6_K_amx;
-    }
 }
 #endif
 
@@ -186,23 +150,27 @@ void cpu_kernels_build(cpu_isa isa, cpu_kernels *out) {
         isa = CPU_ISA_REF;
     else if (isa > hw)
         isa = hw;
-    fill_ref(out);
-    out->isa = CPU_ISA_REF;
 #if defined(__x86_64__)
-    if (isa >= CPU_ISA_AVX2 && isa <= CPU_ISA_AVX512) {
-        fill_avx2(out);
-        out->isa = CPU_ISA_AVX2;
-        /* The AVX512 tier is the AVX2 table plus the AVX-512 GEMMs where the CPU
-         * has VNNI; without them it runs (and reports) avx2. */
-        if (isa == CPU_ISA_AVX512 && have_avx512_vnni()) {
-            fill_avx512(out);
-            out->isa = CPU_ISA_AVX512;
-        }
+    /* The AVX512 tier is the AVX2 rows plus the AVX-512 GEMMs where the CPU has
+     * VNNI; without them it runs (and reports) avx2. */
+    if (isa == CPU_ISA_AVX512 && !have_avx512_vnni()) isa = CPU_ISA_AVX2;
+    if (isa > CPU_ISA_AVX512) isa = CPU_ISA_REF;
+#elif defined(__aarch64__)
+    if (isa < CPU_ISA_NEON) isa = CPU_ISA_REF;
+#else
+    isa = CPU_ISA_REF;
+#endif
+    fill_ref(out);
+#if defined(__x86_64__)
+    apply_rows(out, isa, x86_type_rows, x86_n_type_rows);
+    apply_tier_rows(out, isa, x86_tier_rows, x86_n_tier_rows);
+#elif defined(__aarch64__)
+    if (isa != CPU_ISA_REF) {
+        apply_rows(out, isa, arm_type_rows, arm_n_type_rows);
+        apply_tier_rows(out, isa, arm_tier_rows, arm_n_tier_rows);
     }
 #endif
-#if defined(__aarch64__)
-    if (isa >= CPU_ISA_NEON) cpu_kernels_fill_arm(out, isa); /* arm/arm_kernels.c */
-#endif
+    out->isa = isa;
     out->isa_name = cpu_isa_str(out->isa);
 }
 

@@ -31,14 +31,15 @@
  *    tiles find the weights in cache: no software prefetch. NULL: gemm[t] serves.
  *  - gemm_nopf[t]: as gemm[t] (same bits) without software prefetch, for decode
  *    on a machine whose hardware prefetcher streams the weights faster alone
- *    (mm_set_prefetch in cpu/matmul.h). NULL: gemm[t] serves.
+ *    (mm_weight_prefetch in cpu/matmul.h). NULL: gemm[t] serves.
  *  - gemm_wide[t]: as gemm[t] for up to PACK_TOK_WIDE tokens per call and
  *    n_in <= PACK_WIDE_N_IN_MAX, also bit-identical with the ref twin; where the CPU has a tile unit (AMX) that
  *    prefill's token tiles use. NULL elsewhere.
  *
- * An ISA backend (x86/, arm/) provides kernels named <op>_<type>_<isa> and is
- * wired in by kernels.c; kernels.c itself is compiled without ISA flags, so
- * building the table never executes an instruction the CPU lacks. */
+ * An ISA backend (x86/, arm/) provides kernels named <op>_<type>_<isa> and lists
+ * them in its rows (cpu_type_row below), which kernels.c applies; kernels.c and
+ * the row files are compiled without ISA flags, so building the table never
+ * executes an instruction the CPU lacks. */
 #ifndef VT_CPU_KERNELS_H
 #define VT_CPU_KERNELS_H
 
@@ -46,6 +47,7 @@
 #include "cpu/pack.h"
 #include "quant/quant.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -77,6 +79,32 @@ typedef struct cpu_kernels {
      * out then by the same. */
     void (*rms_norm)(const float *x, const float *w, int64_t n, float eps, float *out);
 } cpu_kernels;
+
+/* The rows the table is built from, as ggml's type_traits_cpu[]: one
+ * designated-initializer row per (type, ISA tier) that has kernels of its own,
+ * in x86/x86_kernels.c and arm/arm_kernels.c, tiers ascending. A row fills
+ * what its tier adds for the type; kernels.c (apply_rows) states the one rule
+ * that picks among them: the highest tier this CPU runs wins, group of fields
+ * by group ({dot, dot_rows}, {quantize_act}, {gemm, gemm_cached, gemm_nopf},
+ * {gemm_wide}); the ref entries (the quant module's _ref kernels) stay where no
+ * row fills a group. */
+typedef struct cpu_type_row {
+    vt_dtype type;
+    cpu_isa isa; /* the tier that runs the row's kernels */
+    bool amx;    /* only where the CPU has AMX-INT8 (cpu_features.amx_int8) */
+    quant_dot_fn dot;             /* file-layout dot, with its multi-row form */
+    cpu_dot_rows_fn dot_rows;
+    quant_quant_fn quantize_act;  /* where `type` is an activation (dot) type */
+    pack_gemm_fn gemm, gemm_cached, gemm_nopf; /* packed GEMMs: one set per tier */
+    pack_gemm_fn gemm_wide;
+} cpu_type_row;
+
+/* The type-independent kernels of a tier. */
+typedef struct cpu_tier_row {
+    cpu_isa isa;
+    void (*silu_mul)(float *g, const float *u, int64_t n);
+    void (*rms_norm)(const float *x, const float *w, int64_t n, float eps, float *out);
+} cpu_tier_row;
 
 /* The table for this CPU (after VT_ISA). Built once, thread-safe, never NULL. */
 const cpu_kernels *cpu_kernels_get(void);

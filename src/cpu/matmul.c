@@ -34,6 +34,7 @@
 #include "cpu/matmul.h"
 
 #include "base/hugemem.h"
+#include "base/log.h"
 #include "base/size.h"
 #include "cpu/kernels.h"
 #include "cpu/pack.h"
@@ -44,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MM_ROW_TILE 16
@@ -299,16 +301,16 @@ typedef struct {
     const pack_xblock *xs;
 } tok_block;
 
-static atomic_bool no_prefetch[VT_DTYPE_COUNT]; /* mm_set_prefetch: false (the default) = software */
-
-void mm_set_prefetch(vt_dtype type, bool software) {
-    atomic_store_explicit(&no_prefetch[type], !software, memory_order_relaxed);
+void mm_weight_set_prefetch(mm_weight *w, bool software) {
+    atomic_store_explicit(&w->prefetch, software ? MM_PREFETCH_SW : MM_PREFETCH_HW, memory_order_relaxed);
 }
-bool mm_get_prefetch(vt_dtype type) { return !atomic_load_explicit(&no_prefetch[type], memory_order_relaxed); }
+bool mm_weight_prefetch(const mm_weight *w) {
+    return atomic_load_explicit(&w->prefetch, memory_order_relaxed) != MM_PREFETCH_HW;
+}
 
 /* The kernels of w for a step of n_tok tokens (wide tiles where there is a
  * kernel, enough tokens, and rows it takes; past one tile, the kernels for
- * weights in cache; in decode, without software prefetch if so set), looked up
+ * weights in cache; in decode, without software prefetch where w says so), looked up
  * once per call. */
 static tok_block tok_kernels(const mm_weight *w, size_t x_stride, int64_t n_tok) {
     const cpu_kernels *k = cpu_kernels_get();
@@ -316,7 +318,7 @@ static tok_block tok_kernels(const mm_weight *w, size_t x_stride, int64_t n_tok)
     const vt_dtype t = w->type;
     if (w->packed && k->gemm[t]) {
         if (n_tok > PACK_TOK_MAX) b.gemm = k->gemm_cached[t] ? k->gemm_cached[t] : k->gemm[t];
-        else b.gemm = k->gemm_nopf[t] && !mm_get_prefetch(t) ? k->gemm_nopf[t] : k->gemm[t];
+        else b.gemm = k->gemm_nopf[t] && !mm_weight_prefetch(w) ? k->gemm_nopf[t] : k->gemm[t];
         if (n_tok >= MM_WIDE_MIN && w->n_in <= PACK_WIDE_N_IN_MAX) b.wide = k->gemm_wide[t];
     } else {
         b.dot_rows = k->dot_rows[t];
@@ -592,4 +594,122 @@ void mm_compute(const mm_weight *w, const void *xq, int64_t n_tok, float *y, int
     float *ys[1] = {y};
     const int64_t ldys[1] = {ldy};
     mm_compute_multi(ws, ys, ldys, 1, xq, n_tok, pool, ith);
+}
+
+/* ---- software prefetch or not (mm_probe_prefetch) ------------------------------------------- */
+
+/* The probe times one-token GEMMs over a model's weights, type by type
+ * (PREFETCH_PROBE_MIN..MAX bytes of each, far past any L3), alternating the
+ * decode kernels with and without software prefetch, and keeps those without
+ * for a type only when they were faster by more than PREFETCH_PROBE_MARGIN
+ * (best of PREFETCH_PROBE_ROUNDS each): with the packed layouts read in
+ * address order the hardware prefetcher may stream them alone, and on the Zen
+ * 5 VM some days it streamed them faster that way and some days slower
+ * (matmul.h); the AVX2 tier's Q6_K kernel, which reads each quarter of its tile
+ * out of order, was 12% slower without on a day the others were 2-12% faster.
+ * About 0.1 s for a 1B model. */
+#define PREFETCH_PROBE_MIN ((size_t)64 << 20)
+#define PREFETCH_PROBE_MAX ((size_t)256 << 20)
+#define PREFETCH_PROBE_ROUNDS 3
+#define PREFETCH_PROBE_MARGIN 0.97
+
+typedef struct prefetch_probe {
+    mm_weight **ws; /* the weights of one type, read in turn */
+    int64_t n;
+    tp_pool *pool;
+    const void *xq; /* zero activations, as wide as the widest row */
+    float *y;       /* as long as the longest column */
+} prefetch_probe;
+
+static double probe_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void prefetch_probe_worker(void *arg, int ith, int nth) {
+    (void)nth;
+    const prefetch_probe *p = arg;
+    for (int64_t i = 0; i < p->n; i++) {
+        mm_compute(p->ws[i], p->xq, 1, p->y, 0, p->pool, ith);
+        tp_barrier(p->pool);
+    }
+}
+
+/* Times p's weights (`bytes` of type t) with and without software prefetch;
+ * true where software prefetch stays. */
+static bool probe_type(prefetch_probe *p, vt_dtype t, size_t bytes) {
+    double best[2] = {1e30, 1e30}; /* [software prefetch] */
+    for (int r = 0; r < 2 * PREFETCH_PROBE_ROUNDS; r++) {
+        const bool sw = (r % 2 == 0) == (r / 2 % 2 == 0); /* with, without, without, with, ... */
+        for (int64_t i = 0; i < p->n; i++) mm_weight_set_prefetch(p->ws[i], sw);
+        const double t0 = probe_now_s();
+        tp_run(p->pool, prefetch_probe_worker, p);
+        const double dt = probe_now_s() - t0;
+        if (dt < best[sw]) best[sw] = dt;
+    }
+    const bool sw = !(best[0] < PREFETCH_PROBE_MARGIN * best[1]);
+    const int nth = tp_n_threads(p->pool);
+    log_info("decode GEMMs of %s %s software prefetch: %.1f GB/s with, %.1f without (%d thread%s)",
+             quant_traits_get(t)->name, sw ? "with" : "without", (double)bytes / best[1] / 1e9,
+             (double)bytes / best[0] / 1e9, nth, nth > 1 ? "s" : "");
+    return sw;
+}
+
+static size_t weight_bytes(const mm_weight *w) { return w->row_bytes * (size_t)w->n_out; }
+
+void mm_probe_prefetch(const mm_weight *const *ws_in, int64_t n_in, tp_pool *pool) {
+    /* the undecided weights; the prefetch field is the one a const weight lets
+     * change (matmul.h) */
+    mm_weight **all = malloc(sizeof *all * (size_t)(n_in > 0 ? n_in : 1));
+    mm_weight **ws = malloc(sizeof *ws * (size_t)(n_in > 0 ? n_in : 1));
+    void *xq = NULL;
+    float *y = NULL;
+    if (!all || !ws) goto done;
+    int64_t n = 0;
+    for (int64_t i = 0; i < n_in; i++)
+        if (atomic_load_explicit(&ws_in[i]->prefetch, memory_order_relaxed) == MM_PREFETCH_UNSET)
+            all[n++] = (mm_weight *)ws_in[i];
+    const char *env = getenv("VT_PREFETCH");
+    if (env && (!strcmp(env, "sw") || !strcmp(env, "hw"))) {
+        for (int64_t i = 0; i < n; i++) mm_weight_set_prefetch(all[i], !strcmp(env, "sw"));
+        goto done;
+    }
+    const cpu_kernels *k = cpu_kernels_get();
+    size_t x_bytes = 0, y_len = 0, type_bytes[VT_DTYPE_COUNT] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        const mm_weight *w = all[i];
+        if (!w->packed || !k->gemm_nopf[w->type]) continue;
+        type_bytes[w->type] += weight_bytes(w);
+        if (mm_act_row_bytes(w->type, w->n_in) > x_bytes) x_bytes = mm_act_row_bytes(w->type, w->n_in);
+        if ((size_t)w->n_out > y_len) y_len = (size_t)w->n_out;
+    }
+    xq = calloc(1, x_bytes + 1);
+    y = malloc(sizeof(float) * (y_len + 1));
+    if (!xq || !y) goto done;
+    prefetch_probe p = {.ws = ws, .pool = pool, .xq = xq, .y = y};
+    bool sw_of[VT_DTYPE_COUNT];
+    int most = -1; /* the probed type with the most bytes */
+    for (int t = 0; t < VT_DTYPE_COUNT; t++) {
+        if (type_bytes[t] < PREFETCH_PROBE_MIN) continue;
+        size_t bytes = 0;
+        p.n = 0;
+        for (int64_t i = 0; i < n && bytes < PREFETCH_PROBE_MAX; i++)
+            if (all[i]->type == (vt_dtype)t && all[i]->packed) {
+                ws[p.n++] = all[i];
+                bytes += weight_bytes(all[i]);
+            }
+        sw_of[t] = probe_type(&p, (vt_dtype)t, bytes);
+        if (most < 0 || type_bytes[t] > type_bytes[most]) most = t;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const vt_dtype t = all[i]->type;
+        const bool sw = most < 0 ? true : type_bytes[t] >= PREFETCH_PROBE_MIN ? sw_of[t] : sw_of[most];
+        mm_weight_set_prefetch(all[i], sw);
+    }
+done:
+    free(xq);
+    free(y);
+    free(all);
+    free(ws);
 }

@@ -17,6 +17,7 @@
 #include "cpu/threadpool.h"
 #include "quant/quant.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -30,7 +31,18 @@ typedef struct mm_weight {
     void *packed;      /* optional repacked copy made at load, or NULL */
     int packed_kind;   /* layout tag of `packed`, 0 = none */
     bool packed_owned; /* `packed` is w's own mapping (not an mm_arena's) */
+    /* Decode GEMMs with or without software prefetch (MM_PREFETCH_*): the
+     * weight's own choice, set by mm_probe_prefetch or mm_weight_set_prefetch;
+     * the same bits either way. Atomic: a probe may set it while another
+     * context computes with the weight. */
+    _Atomic uint8_t prefetch;
 } mm_weight;
+
+enum {
+    MM_PREFETCH_UNSET = 0, /* not probed yet: with software prefetch */
+    MM_PREFETCH_SW = 1,
+    MM_PREFETCH_HW = 2, /* without: the hardware prefetcher streams the weight alone */
+};
 
 /* One huge-page mapping (base/hugemem.h) that holds the packed copies of many
  * weights back to back, carved in the order they are prepared. A model packs
@@ -106,16 +118,30 @@ void mm_compute_multi(const mm_weight *const *ws, float *const *ys, const int64_
 void mm_compute_glu(const mm_weight *gate, const mm_weight *up, vt_dtype down_type, const void *xq,
                     int64_t n_tok, void *hq, tp_pool *pool, int ith);
 
-/* Whether decode steps (up to PACK_TOK_MAX tokens) with weights of `type` use
- * the GEMMs with software prefetch (the default) or, where the tier has them
+/* Whether decode steps (up to PACK_TOK_MAX tokens) with w use the GEMMs with
+ * software prefetch (true, the default) or, where the tier has them
  * (cpu/kernels.h gemm_nopf), those that leave the streaming to the hardware
- * prefetcher. Process-wide, the same bits either way. Which is faster depends on the machine, and on a VM on
- * the hour: on the Zen 5 VM software prefetch once made the kernels stream
- * 4-114% faster (the layouts of several regions then), and on another day the
- * address-ordered layouts streamed 8-18% faster without it at one thread, and
- * the same at two (cpu/x86/gemm_avx512.c, BENCHMARKS.md). fwd_create times
- * both on the model's weights, type by type, and sets the faster. */
-void mm_set_prefetch(vt_dtype type, bool software);
-bool mm_get_prefetch(vt_dtype type);
+ * prefetcher. The same bits either way. Which is faster depends on the machine,
+ * and on a VM on the hour: on the Zen 5 VM software prefetch once made the
+ * kernels stream 4-114% faster (the layouts of several regions then), and on
+ * another day the address-ordered layouts streamed 8-18% faster without it at
+ * one thread, and the same at two (cpu/x86/gemm_avx512.c, BENCHMARKS.md). The
+ * choice belongs to the weight, so two models in one process never disturb
+ * each other. */
+void mm_weight_set_prefetch(mm_weight *w, bool software);
+bool mm_weight_prefetch(const mm_weight *w);
+
+/* The load-time probe behind that choice, for the weights ws[0..n) of one
+ * model (those already decided, by an earlier probe or by
+ * mm_weight_set_prefetch, are left alone, so a model's second context probes
+ * nothing): it times one-token GEMMs over the weights, type by type, with and
+ * without software prefetch on `pool` (at its thread count), and sets each
+ * weight of a type to the faster; types with too few bytes to time follow the
+ * type with the most. VT_PREFETCH=sw or hw sets every weight instead. Called
+ * outside the pool's steps (it runs its own). Weights are taken const because
+ * only their `prefetch` field, which never changes a result, is written; they
+ * must not live in const-defined storage. Needs no memory it cannot do without:
+ * if its buffers cannot be allocated, the weights keep software prefetch. */
+void mm_probe_prefetch(const mm_weight *const *ws, int64_t n, tp_pool *pool);
 
 #endif

@@ -23,17 +23,23 @@ _Static_assert(2 * PACK_ROWS + PACK_QB_Q8_0 == PACK_ROWS * sizeof(block_q8_0), "
 _Static_assert((4 * PACK_ROWS + 2 * PACK_QB_Q4_0) % 64 == 0 && (4 * PACK_ROWS + 2 * PACK_QB_Q8_0) % 64 == 0,
                "pairs of blocks fill whole cache lines");
 
+/* MXFP4: 16 scale bytes and 16 x 16 quant bytes per block of a group, quads whole lines */
+_Static_assert(PACK_ROWS + PACK_QB_MXFP4 == PACK_ROWS * sizeof(block_mxfp4), "MXFP4 block");
+_Static_assert(PACK_MXFP4_QUAD % 64 == 0, "quads of MXFP4 blocks fill whole cache lines");
+
 bool pack_has_layout(vt_dtype type) {
     return type == VT_DTYPE_Q4_0 || type == VT_DTYPE_Q8_0 || type == VT_DTYPE_Q4_K ||
-           type == VT_DTYPE_Q5_K || type == VT_DTYPE_Q6_K;
+           type == VT_DTYPE_Q5_K || type == VT_DTYPE_Q6_K || type == VT_DTYPE_MXFP4;
 }
 
-bool pack_needs_xblocks(vt_dtype type) { return type == VT_DTYPE_Q4_0 || type == VT_DTYPE_Q8_0; }
+bool pack_needs_xblocks(vt_dtype type) {
+    return type == VT_DTYPE_Q4_0 || type == VT_DTYPE_Q8_0 || type == VT_DTYPE_MXFP4;
+}
 
 void pack_xblocks(vt_dtype type, const void *x, size_t x_stride, int64_t n_tok, int64_t nb,
                   pack_xblock *out) {
     VT_ASSERT(pack_needs_xblocks(type));
-    const int32_t offset = type == VT_DTYPE_Q4_0 ? 8 : 128;
+    const int32_t offset = type == VT_DTYPE_Q4_0 ? 8 : type == VT_DTYPE_MXFP4 ? 12 : 128;
     for (int64_t t = 0; t < n_tok; t++) {
         const block_q8_0 *xb = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride);
         for (int64_t b = 0; b < nb; b++) {
@@ -77,6 +83,17 @@ void pack_group(vt_dtype type, int64_t n_in, const void *src, size_t row_bytes, 
                 memcpy(g + pack_pair_d(b, PACK_QB_Q8_0) + 2 * (size_t)r, &row[b].d, 2);
                 scatter_chunks((const uint8_t *)row[b].qs, sizeof row[b].qs, r,
                                g + pack_pair_qs(nb, b, PACK_QB_Q8_0));
+            }
+        }
+        break;
+    }
+    case VT_DTYPE_MXFP4: {
+        const int64_t nb = n_in / QK_MXFP4;
+        for (int r = 0; r < nr; r++) {
+            const block_mxfp4 *row = (const block_mxfp4 *)(s + (size_t)r * row_bytes);
+            for (int64_t b = 0; b < nb; b++) {
+                g[pack_mxfp4_e(b) + (size_t)r] = row[b].e;
+                scatter_chunks(row[b].qs, sizeof row[b].qs, r, g + pack_mxfp4_qs(nb, b));
             }
         }
         break;
@@ -192,6 +209,33 @@ void gemm_q8_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x,
                     int32_t isum = 0;
                     for (int i = 0; i < 32; i++) isum += (int8_t)chunk_byte(v, r, i) * xb[b].qs[i];
                     const float s = f16_to_f32(pair_scale(g, b, PACK_QB_Q8_0, r)) * f16_to_f32(xb[b].d);
+                    acc = fmaf(s, (float)isum, acc);
+                }
+                y[t * ldy + gi * PACK_ROWS + r] = acc;
+            }
+        }
+    }
+}
+
+void gemm_mxfp4_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
+                    const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
+    (void)xs; /* read from x itself: the same values either way */
+    const int64_t nb = n_in / QK_MXFP4;
+    const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_mxfp4);
+    for (int64_t gi = 0; gi < n_groups; gi++) {
+        const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
+        for (int t = 0; t < n_tok; t++) {
+            const block_q8_0 *xb = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride);
+            for (int r = 0; r < PACK_ROWS; r++) {
+                float acc = 0.0f;
+                for (int64_t b = 0; b < nb; b++) {
+                    const uint8_t *v = g + pack_mxfp4_qs(nb, b);
+                    int32_t isum = 0;
+                    for (int i = 0; i < 16; i++) {
+                        const uint8_t q = chunk_byte(v, r, i);
+                        isum += mxfp4_values[q & 0x0f] * xb[b].qs[i] + mxfp4_values[q >> 4] * xb[b].qs[16 + i];
+                    }
+                    const float s = mxfp4_e8m0_half(g[pack_mxfp4_e(b) + (size_t)r]) * f16_to_f32(xb[b].d);
                     acc = fmaf(s, (float)isum, acc);
                 }
                 y[t * ldy + gi * PACK_ROWS + r] = acc;
@@ -349,6 +393,7 @@ pack_gemm_fn pack_gemm_ref(vt_dtype type) {
     case VT_DTYPE_Q4_K: return gemm_q4_K_ref;
     case VT_DTYPE_Q5_K: return gemm_q5_K_ref;
     case VT_DTYPE_Q6_K: return gemm_q6_K_ref;
+    case VT_DTYPE_MXFP4: return gemm_mxfp4_ref;
     default: return NULL;
     }
 }

@@ -17,7 +17,8 @@
  * A group is read as one sequential stream, scales next to their quants. The
  * bytes per group equal 16 file rows exactly (nothing is added).
  *
- * Kernels (matmul packs a type only where the tier has one): all five types on
+ * Kernels (matmul packs a type only where the tier has one): all five types (and
+ * MXFP4) on
  * AVX2, AVX-512 VNNI (x86/gemm_avx2.c, gemm_avx512.c) and NEON dotprod
  * (arm/gemm_neon_dot.c, also used by the i8mm tier, which has smmla for Q8_0 at
  * 4 tokens); AMX wide tiles for all five. Plain NEON and ref: none.
@@ -34,6 +35,12 @@
  *         one region and all quants in another: two streams per group, each
  *         restarting every group, which a core streamed 9-21% slower on the
  *         Zen 5 VM; BENCHMARKS.md)
+ *   MXFP4 blocks in quads: the E8M0 scale bytes of blocks 4q .. 4q + 3 (16 bytes
+ *         each, one per row) | qs of 4q | ... | qs of 4q + 3, qs as Q4_0's (4
+ *         chunk vectors, low nibbles elements 4k.., high nibbles 16 + 4k..); a
+ *         quad is 1088 bytes, 17 cache lines, and the last quad of an nb that
+ *         is not a multiple of 4 holds its nb % 4 blocks the same way
+ *         (pack_mxfp4_e, pack_mxfp4_qs)
  *   Q4_K  per super-block a 2304-byte tile: d[16], dmin[16] (f16) | 3 vectors of
  *         16 u32 (the 12 scale bytes as three little-endian words) | 32 chunk
  *         vectors (chunk 8j + c = bytes qs[32j + 4c ..]: low nibbles sub-block 2j,
@@ -74,6 +81,8 @@
  * block by block in order, s the product of the weight and activation scales:
  *   Q4_0  isum = sum (q - 8) x;              s = d_w * d_x
  *   Q8_0  isum = sum q x;                    s = d_w * d_x
+ *   MXFP4 isum = sum v[q] x (v: mxfp4_values, the doubled E2M1 grid);
+ *                                            s = e8m0_half(e_w) * d_x
  *   Q4_K  isum = sum_j sc_j sum q x;         s = d_w * d_x, then
  *         acc = fmaf(-(dmin_w * d_x), (float)(sum_j m_j (bsum_2j + bsum_2j+1)), acc)
  *   Q5_K  as Q4_K, with q = nibble + 16 * high bit (0..31)
@@ -110,6 +119,19 @@ static inline size_t pack_pair_qs(int64_t nb, int64_t b, size_t qb) {
     return pair + 4 * PACK_ROWS + (size_t)(b & 1) * qb;
 }
 
+/* MXFP4: quant bytes of one block of a group, bytes of a quad of blocks, and
+ * the byte offsets, in a group of nb blocks, of block b's 16 scale bytes and of
+ * its quants (the quads above). */
+#define PACK_QB_MXFP4 (PACK_ROWS * 16)
+#define PACK_MXFP4_QUAD (4 * PACK_ROWS + 4 * PACK_QB_MXFP4)
+static inline size_t pack_mxfp4_e(int64_t b) {
+    return (size_t)(b >> 2) * PACK_MXFP4_QUAD + (size_t)(b & 3) * PACK_ROWS;
+}
+static inline size_t pack_mxfp4_qs(int64_t nb, int64_t b) {
+    const int64_t in_quad = nb - (b & ~(int64_t)3) < 4 ? nb - (b & ~(int64_t)3) : 4;
+    return (size_t)(b >> 2) * PACK_MXFP4_QUAD + (size_t)in_quad * PACK_ROWS + (size_t)(b & 3) * PACK_QB_MXFP4;
+}
+
 /* Q6_K: bytes of a quarter, a tile and a pair of super-blocks of 16 rows; byte
  * offsets, in a group of nb super-blocks, of super-block b's 16 f16 scales and
  * of its tile (quarter q at + q * PACK_Q6_K_QUARTER); in a quarter, of the
@@ -141,7 +163,7 @@ void pack_group(vt_dtype type, int64_t n_in, const void *src, size_t row_bytes, 
 /* The activation side of one Q8_0 block, for the packed Q4_0 and Q8_0 GEMMs:
  * its scale as f32, and -c * (the sum of its 32 quants), where c is the offset
  * that makes the weight quants unsigned (8 for Q4_0 nibbles, 128 for Q8_0
- * quants xor 0x80), so an unsigned-by-signed integer dot that starts at `bias`
+ * quants xor 0x80, 12 for MXFP4's grid values), so an unsigned-by-signed integer dot that starts at `bias`
  * ends at the signed dot. Computed once per token block (pack_xblocks) and read
  * by every group, instead of a conversion and a multiply per block and group. */
 typedef struct {
@@ -179,6 +201,8 @@ void gemm_q5_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x,
                    const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
 void gemm_q6_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
                    const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
+void gemm_mxfp4_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
+                    const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
 
 /* The ref twin for `type`, NULL without a packed layout. */
 pack_gemm_fn pack_gemm_ref(vt_dtype type);

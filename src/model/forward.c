@@ -8,7 +8,6 @@
 #include "cpu/matmul.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,12 +46,12 @@ typedef struct attn_plan {
  * goes, by step. Steps: 0 embed, 1-9 as numbered in forward_worker (summed
  * over layers), 10 the logits. */
 #define FWD_PROF_STEPS 11
+#ifdef VT_FWD_PROFILE
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
-#ifdef VT_FWD_PROFILE
 #define PROF_MARK(f, ith, step, t_prev)                                     \
     do {                                                                    \
         if ((ith) == 0) {                                                   \
@@ -146,110 +145,14 @@ static void *carve(uint8_t *base, size_t *off, size_t bytes) {
     return p;
 }
 
-/* ---- software prefetch or not (mm_set_prefetch) -------------------------------------------- */
-
-/* The first forward context of a process times one-token GEMMs over the
- * model's weights, type by type (PREFETCH_PROBE_MIN..MAX bytes of each, far
- * past any L3), alternating the decode kernels with and without software
- * prefetch, and keeps those without for a type only when they were faster by
- * more than PREFETCH_PROBE_MARGIN (best of PREFETCH_PROBE_ROUNDS each): with
- * the packed layouts read in address order the hardware prefetcher may stream
- * them alone, and on the Zen 5 VM some days it streamed them faster that way
- * and some days slower (cpu/matmul.h); the AVX2 tier's Q6_K kernel, which reads
- * each quarter of its tile out of order, was 12% slower without on a day the
- * others were 2-12% faster. Types with fewer bytes follow the type with the
- * most. About 0.1 s for a 1B model. VT_PREFETCH=sw or hw sets the choice for
- * all types instead. */
-#define PREFETCH_PROBE_MIN ((size_t)64 << 20)
-#define PREFETCH_PROBE_MAX ((size_t)256 << 20)
-#define PREFETCH_PROBE_ROUNDS 3
-#define PREFETCH_PROBE_MARGIN 0.97
-
-typedef struct prefetch_probe {
-    const mm_weight **ws; /* the weights of one type, read in turn */
-    int64_t n;
-    tp_pool *pool;
-    const void *xq; /* zero activations, as wide as the widest row */
-    float *y;       /* as long as the longest column */
-} prefetch_probe;
-
-static void prefetch_probe_worker(void *arg, int ith, int nth) {
-    (void)nth;
-    const prefetch_probe *p = arg;
-    for (int64_t i = 0; i < p->n; i++) {
-        mm_compute(p->ws[i], p->xq, 1, p->y, 0, p->pool, ith);
-        tp_barrier(p->pool);
-    }
-}
-
-/* Times p's weights (`bytes` of type t) with and without software prefetch and
- * sets the faster for t. */
-static void probe_type(prefetch_probe *p, vt_dtype t, size_t bytes) {
-    double best[2] = {1e30, 1e30}; /* [software prefetch] */
-    for (int r = 0; r < 2 * PREFETCH_PROBE_ROUNDS; r++) {
-        const bool sw = (r % 2 == 0) == (r / 2 % 2 == 0); /* with, without, without, with, ... */
-        mm_set_prefetch(t, sw);
-        const double t0 = now_s();
-        tp_run(p->pool, prefetch_probe_worker, p);
-        const double dt = now_s() - t0;
-        if (dt < best[sw]) best[sw] = dt;
-    }
-    const bool sw = !(best[0] < PREFETCH_PROBE_MARGIN * best[1]);
-    mm_set_prefetch(t, sw);
-    const int nth = tp_n_threads(p->pool);
-    log_info("decode GEMMs of %s %s software prefetch: %.1f GB/s with, %.1f without (%d thread%s)",
-             quant_traits_get(t)->name, sw ? "with" : "without", (double)bytes / best[1] / 1e9,
-             (double)bytes / best[0] / 1e9, nth, nth > 1 ? "s" : "");
-}
-
+/* Software prefetch or not for decode, weight by weight (cpu/matmul.h): the
+ * model's first context probes its matrices on its pool. */
 static void choose_prefetch(const model *m, tp_pool *pool) {
-    static atomic_flag done = ATOMIC_FLAG_INIT;
-    if (atomic_flag_test_and_set(&done)) return;
-    const char *env = getenv("VT_PREFETCH");
-    if (env && (!strcmp(env, "sw") || !strcmp(env, "hw"))) {
-        for (int t = 0; t < VT_DTYPE_COUNT; t++) mm_set_prefetch((vt_dtype)t, !strcmp(env, "sw"));
-        return;
-    }
-    const cpu_kernels *k = cpu_kernels_get();
-    const int64_t n_all = 7 * m->hp.n_layer + 1;
-    const mm_weight **all = malloc(sizeof *all * (size_t)n_all), **ws = malloc(sizeof *ws * (size_t)n_all);
-    if (!all || !ws) goto done;
-    int64_t n = 0;
-    for (int64_t il = 0; il < m->hp.n_layer; il++) {
-        const layer_weights *L = &m->layers[il];
-        const mm_weight *lw[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (int i = 0; i < 7; i++) all[n++] = lw[i];
-    }
-    all[n++] = &m->output;
-    size_t x_bytes = 0, y_len = 0, type_bytes[VT_DTYPE_COUNT] = {0};
-    for (int64_t i = 0; i < n; i++) {
-        const mm_weight *w = all[i];
-        if (!w->packed || !k->gemm_nopf[w->type]) continue;
-        type_bytes[w->type] += w->row_bytes * (size_t)w->n_out;
-        x_bytes = max_sz(x_bytes, mm_act_row_bytes(w->type, w->n_in));
-        y_len = max_sz(y_len, (size_t)w->n_out);
-    }
-    void *xq = calloc(1, x_bytes + 1);
-    prefetch_probe p = {.ws = ws, .pool = pool, .xq = xq, .y = malloc(sizeof(float) * (y_len + 1))};
-    int most = -1; /* the probed type with the most bytes */
-    for (int t = 0; t < VT_DTYPE_COUNT && xq && p.y; t++) {
-        if (type_bytes[t] < PREFETCH_PROBE_MIN) continue;
-        size_t bytes = 0;
-        p.n = 0;
-        for (int64_t i = 0; i < n && bytes < PREFETCH_PROBE_MAX; i++)
-            if (all[i]->type == (vt_dtype)t && all[i]->packed) {
-                ws[p.n++] = all[i];
-                bytes += all[i]->row_bytes * (size_t)all[i]->n_out;
-            }
-        probe_type(&p, (vt_dtype)t, bytes);
-        if (most < 0 || type_bytes[t] > type_bytes[most]) most = t;
-    }
-    for (int t = 0; most >= 0 && t < VT_DTYPE_COUNT; t++)
-        if (type_bytes[t] < PREFETCH_PROBE_MIN) mm_set_prefetch((vt_dtype)t, mm_get_prefetch((vt_dtype)most));
-    free(xq);
-    free(p.y);
-done:
-    free(all);
+    const int64_t n = model_matrices((model *)m, NULL);
+    mm_weight **ws = malloc(sizeof *ws * (size_t)n);
+    if (!ws) return; /* the weights keep software prefetch */
+    model_matrices((model *)m, ws);
+    mm_probe_prefetch((const mm_weight *const *)ws, n, pool);
     free(ws);
 }
 
@@ -262,6 +165,19 @@ vt_status fwd_kv_groups(const model *m, kv_group_spec specs[KV_MAX_GROUPS],
     const vt_status s = kv_groups_from_windows(n_layer, w, specs, layer_group, n_groups);
     free(w);
     return s;
+}
+
+int fwd_hw_prefetch_types(const model *m) {
+    const int64_t n = model_matrices((model *)m, NULL);
+    mm_weight **ws = malloc(sizeof *ws * (size_t)n);
+    if (!ws) return 0;
+    model_matrices((model *)m, ws);
+    bool hw[VT_DTYPE_COUNT] = {false};
+    int count = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (!mm_weight_prefetch(ws[i]) && !hw[ws[i]->type]) hw[ws[i]->type] = true, count++;
+    free(ws);
+    return count;
 }
 
 vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_tokens,

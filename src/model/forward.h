@@ -50,9 +50,15 @@ vt_status fwd_kv_groups(const model *m, kv_group_spec specs[KV_MAX_GROUPS],
 
 /* Workspace for batches of up to max_tokens tokens and max_logits logit rows.
  * VT_E_INVALID when a layer's window does not fit its group of kv (a SWA group
- * narrower than the layer's window, or a STATE group). */
+ * narrower than the layer's window, or a STATE group). The model's first context
+ * also probes whether its decode GEMMs stream faster with software prefetch or
+ * without (mm_probe_prefetch, cpu/matmul.h). */
 vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_tokens,
                      fwd_ctx **out);
+/* How many weight types of m have matrices whose decode GEMMs run without
+ * software prefetch (after the probe; for vt bench's report). */
+int fwd_hw_prefetch_types(const model *m);
+
 void fwd_destroy(fwd_ctx *f);
 
 /* Evaluate a batch. The caller guarantees: each token's block table covers its

@@ -400,9 +400,7 @@ static void progress_draw(const model *m, int64_t done, int64_t total) {
     fflush(stderr);
 }
 
-/* The model's matrices in the order a forward pass reads them, into out where it
- * is not NULL; returns how many. */
-static int64_t forward_order(model *m, mm_weight **out) {
+int64_t model_matrices(model *m, mm_weight **out) {
     int64_t n = 0;
     for (int64_t il = 0; il < m->hp.n_layer; il++) n += layer_order(m, il, out ? out + n : NULL);
     if (out) out[n] = &m->output;
@@ -414,10 +412,10 @@ static int64_t forward_order(model *m, mm_weight **out) {
  * copied, so RSS holds the weights once, and at most one matrix twice. (Not the
  * tied head's: token_embd rows are still read from the file for lookups.) */
 static vt_status pack_weights(model *m, bool progress) {
-    const int64_t n = forward_order(m, NULL);
+    const int64_t n = model_matrices(m, NULL);
     mm_weight **ws = malloc((size_t)n * sizeof *ws);
     if (!ws) return vt_errorf(VT_E_NOMEM, "out of memory");
-    forward_order(m, ws);
+    model_matrices(m, ws);
     size_t total = 0;
     for (int64_t i = 0; i < n; i++) total += mm_weight_packed_size(ws[i]);
     vt_status s = mm_arena_init(&m->arena, total);

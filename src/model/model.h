@@ -115,6 +115,11 @@ struct vt_model {
 
 typedef struct vt_model model;
 
+/* The model's matrices in the order a forward pass reads them (attention, then
+ * the dense FFN or the router and every expert slice; the head last), into out
+ * where it is not NULL; returns how many. */
+int64_t model_matrices(model *m, mm_weight **out);
+
 /* Rows of token_embd for tokens[0..n) into out (n, n_embd). Ids are checked by
  * the caller. */
 void model_embed_rows(const model *m, const int32_t *tokens, int64_t n, float *out);

@@ -11,6 +11,7 @@
 
 #include <assert.h>
 #include <stdint.h>
+#include <string.h>
 
 #define QK4_0 32
 #define QK4_1 32
@@ -20,6 +21,7 @@
 #define QK8_1 32
 #define QK4_NL 32
 #define QK_K 256
+#define QK_MXFP4 32
 #define K_SCALE_SIZE 12
 
 typedef struct { vt_f16 d; uint8_t qs[QK4_0 / 2]; } block_q4_0;            /* x = d * (q - 8) */
@@ -76,6 +78,13 @@ typedef struct {
     uint8_t qs[QK_K / 2];
 } block_iq4_xs;
 
+/* MXFP4 (OCP microscaling FP4): a shared power-of-two scale as an E8M0 byte
+ * (2^(e - 127)) and 32 E2M1 values, nibble-packed as Q4_0 (element j in the low
+ * nibble of qs[j], element 16 + j in the high one). x = 2^(e - 127) * fp4(q);
+ * ggml keeps the E2M1 values doubled as integers (mxfp4_values) and halves the
+ * scale instead (mxfp4_e8m0_half), which is the same number. */
+typedef struct { uint8_t e; uint8_t qs[QK_MXFP4 / 2]; } block_mxfp4;
+
 static_assert(sizeof(block_q4_0) == 18, "q4_0 layout");
 static_assert(sizeof(block_q4_1) == 20, "q4_1 layout");
 static_assert(sizeof(block_q5_0) == 22, "q5_0 layout");
@@ -90,8 +99,22 @@ static_assert(sizeof(block_q5_K) == 176, "q5_K layout");
 static_assert(sizeof(block_q6_K) == 210, "q6_K layout");
 static_assert(sizeof(block_q8_K) == 292, "q8_K layout");
 static_assert(sizeof(block_iq4_xs) == 136, "iq4_xs layout");
+static_assert(sizeof(block_mxfp4) == 17, "mxfp4 layout");
 
 /* The non-linear 4-bit grid of IQ4_NL and IQ4_XS. */
 extern const int8_t iq4nl_values[16];
+
+/* The 16 E2M1 values, doubled: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives. */
+extern const int8_t mxfp4_values[16];
+
+/* 2^(e - 128), the E8M0 scale halved (to go with the doubled values), as ggml's
+ * ggml_e8m0_to_fp32_half computes it: e = 0 and 1 are the subnormals 2^-128
+ * and 2^-127, e = 255 (NaN in E8M0) is 2^127 as in ggml. */
+static inline float mxfp4_e8m0_half(uint8_t e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
 
 #endif

@@ -8,6 +8,7 @@
 
 const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                  1,    13,   25,  38,  53,  69,  89,  113};
+const int8_t mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 #define ROW(type_, name_, elems_, bytes_, quantized_, dot_, dq_, q_, dot_fn_)           \
     [type_] = {.name = name_,                                                           \
@@ -53,6 +54,8 @@ static const quant_traits traits_table[VT_DTYPE_COUNT] = {
         quant_dequant_q8_K_ref, quant_row_q8_K_ref, NULL),
     BLOCK(iq4_nl, IQ4_NL, Q8_0),
     BLOCK(iq4_xs, IQ4_XS, Q8_K),
+    ROW(VT_DTYPE_MXFP4, "mxfp4", QK_MXFP4, sizeof(block_mxfp4), true, VT_DTYPE_Q8_0,
+        quant_dequant_mxfp4_ref, quant_row_mxfp4_ref, quant_dot_mxfp4_ref),
 };
 
 const quant_traits *quant_traits_get(vt_dtype type) {

@@ -5,7 +5,7 @@
  * vt can write the type, a reference quantizer bit-exact with ggml's
  * ggml_quantize_chunk (no importance matrix). `dot_type` is the type the
  * activations are quantized to before a dot product with a row of this type
- * (as in ggml: Q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL, Q8_1 for Q4_1/Q5_1, Q8_K for the
+ * (as in ggml: Q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL/MXFP4, Q8_1 for Q4_1/Q5_1, Q8_K for the
  * K-quants and IQ4_XS, the weight's own type for F32/F16/BF16). */
 #ifndef VT_QUANT_QUANT_H
 #define VT_QUANT_QUANT_H
@@ -34,6 +34,7 @@ typedef enum vt_dtype {
     VT_DTYPE_IQ4_NL = 20,
     VT_DTYPE_IQ4_XS = 23,
     VT_DTYPE_BF16 = 30,
+    VT_DTYPE_MXFP4 = 39,
     VT_DTYPE_COUNT = 40 /* one past the largest ggml id vt knows of */
 } vt_dtype;
 

@@ -56,6 +56,9 @@ void quant_dequant_q8_K_ref(const void *src, float *dst, int64_t n);
 QUANT_DECLARE(iq4_nl)
 QUANT_DECLARE(iq4_xs)
 
+/* quant_mxfp4.c */
+QUANT_DECLARE(mxfp4)
+
 #undef QUANT_DECLARE
 
 #endif

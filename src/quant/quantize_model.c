@@ -1,7 +1,7 @@
 /* Whole-model quantization with llama.cpp's per-tensor type rules (see
  * quantize_model.h). The rules follow llama-quant.cpp (llama_tensor_get_type and
- * its helpers) for the file types vt writes; the branches for the IQ1/IQ2/IQ3,
- * TQ and MXFP4 file types are left out because those types cannot be chosen. */
+ * its helpers) for the file types vt writes; the branches for the IQ1/IQ2/IQ3
+ * and TQ file types are left out because those types cannot be chosen. */
 #include "quant/quantize_model.h"
 
 #include "base/mapfile.h"
@@ -29,7 +29,7 @@ static const struct {
     {QUANT_FTYPE_Q4_K_S, "Q4_K_S", VT_DTYPE_Q4_K}, {QUANT_FTYPE_Q4_K_M, "Q4_K_M", VT_DTYPE_Q4_K},
     {QUANT_FTYPE_Q5_K_S, "Q5_K_S", VT_DTYPE_Q5_K}, {QUANT_FTYPE_Q5_K_M, "Q5_K_M", VT_DTYPE_Q5_K},
     {QUANT_FTYPE_Q6_K, "Q6_K", VT_DTYPE_Q6_K},    {QUANT_FTYPE_IQ4_NL, "IQ4_NL", VT_DTYPE_IQ4_NL},
-    {QUANT_FTYPE_IQ4_XS, "IQ4_XS", VT_DTYPE_IQ4_XS},
+    {QUANT_FTYPE_IQ4_XS, "IQ4_XS", VT_DTYPE_IQ4_XS}, {QUANT_FTYPE_MXFP4_MOE, "MXFP4_MOE", VT_DTYPE_MXFP4},
 };
 #define N_FTYPES ((int)(sizeof ftype_table / sizeof ftype_table[0]))
 
@@ -257,8 +257,13 @@ static vt_status type_by_rules(plan_state *s, const gguf_tensor *t, const char *
 
     if (cat == CAT_OUTPUT || (s->tied_embeddings && cat == CAT_TOKEN_EMBD)) {
         const int64_t qk = quant_traits_get(nt)->block_elems;
-        if (m->falcon || t->ne[0] % qk != 0) nt = VT_DTYPE_Q8_0;
+        if (ft == QUANT_FTYPE_MXFP4_MOE || m->falcon || t->ne[0] % qk != 0) nt = VT_DTYPE_Q8_0;
         else if (nt != VT_DTYPE_Q8_0) nt = VT_DTYPE_Q6_K;
+    } else if (ft == QUANT_FTYPE_MXFP4_MOE) {
+        /* the experts (3-D) MXFP4, every other matrix Q8_0; bailingmoe3's MLA
+         * projections are 3-D too, so there only the ffn experts qualify */
+        const bool ffn = cat == CAT_FFN_UP || cat == CAT_FFN_GATE || cat == CAT_FFN_DOWN;
+        nt = t->ne[2] > 1 && (strcmp(m->arch, "bailingmoe3") || ffn) ? VT_DTYPE_MXFP4 : VT_DTYPE_Q8_0;
     } else if (cat == CAT_TOKEN_EMBD) {
         /* only the IQ1/IQ2/IQ3/TQ file types change it */
     } else if (is_attn_v_like(cat)) {

@@ -8,7 +8,11 @@
  * multiple of the block; the _S/_M/_L mixes give attn_v / ffn_down / attn_output
  * more bits in the layers llama.cpp picks; a type whose block does not divide the
  * row length falls back (Q4_K -> Q5_0, Q6_K -> Q8_0, IQ4_XS -> IQ4_NL, ..., F16
- * last). Data is produced with the quant_ref quantizers, byte-identical to
+ * last). Mixture-of-experts files quantize as in llama.cpp: the 3-D expert
+ * tensors blk.N.ffn_{gate,up,down}_exps.weight (ne = [n_in, n_out, n_expert])
+ * row by row like any matrix, their layer taken from the name, the router
+ * (ffn_gate_inp) kept as it is; MXFP4_MOE makes every 3-D tensor MXFP4 and the
+ * other matrices (output and token_embd included) Q8_0. Data is produced with the quant_ref quantizers, byte-identical to
  * ggml_quantize_chunk, so vt and llama-quantize write the same tensor bytes. The
  * key/value metadata is copied, with general.file_type and
  * general.quantization_version set. */
@@ -42,6 +46,7 @@ typedef enum quant_ftype {
     QUANT_FTYPE_IQ4_NL = 25,
     QUANT_FTYPE_IQ4_XS = 30,
     QUANT_FTYPE_BF16 = 32,
+    QUANT_FTYPE_MXFP4_MOE = 38, /* the expert tensors MXFP4, the other matrices Q8_0 */
 } quant_ftype;
 
 /* The file type named `name` ("Q4_K_M", "q8_0", "f16", "F32"; case-insensitive,

@@ -227,7 +227,7 @@ static struct { const char *name; enum llama_ftype id; } ftypes[] = {
     {"Q4_K_S", LLAMA_FTYPE_MOSTLY_Q4_K_S}, {"Q4_K_M", LLAMA_FTYPE_MOSTLY_Q4_K_M},
     {"Q5_K_S", LLAMA_FTYPE_MOSTLY_Q5_K_S}, {"Q5_K_M", LLAMA_FTYPE_MOSTLY_Q5_K_M},
     {"Q6_K", LLAMA_FTYPE_MOSTLY_Q6_K},   {"IQ4_NL", LLAMA_FTYPE_MOSTLY_IQ4_NL},
-    {"IQ4_XS", LLAMA_FTYPE_MOSTLY_IQ4_XS},
+    {"IQ4_XS", LLAMA_FTYPE_MOSTLY_IQ4_XS}, {"MXFP4_MOE", LLAMA_FTYPE_MOSTLY_MXFP4_MOE},
 };
 
 bool llama_ref_ftype(const char *name, enum llama_ftype *out) {

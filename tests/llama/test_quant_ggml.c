@@ -19,7 +19,7 @@ void dequantize_row_q8_K(const void *x, float *y, int64_t k);
 static const vt_dtype all_types[] = {
     VT_DTYPE_F32,  VT_DTYPE_F16,  VT_DTYPE_BF16, VT_DTYPE_Q4_0,   VT_DTYPE_Q4_1,  VT_DTYPE_Q5_0,
     VT_DTYPE_Q5_1, VT_DTYPE_Q8_0, VT_DTYPE_Q8_1, VT_DTYPE_Q2_K,   VT_DTYPE_Q3_K,  VT_DTYPE_Q4_K,
-    VT_DTYPE_Q5_K, VT_DTYPE_Q6_K, VT_DTYPE_Q8_K, VT_DTYPE_IQ4_NL, VT_DTYPE_IQ4_XS,
+    VT_DTYPE_Q5_K, VT_DTYPE_Q6_K, VT_DTYPE_Q8_K, VT_DTYPE_IQ4_NL, VT_DTYPE_IQ4_XS, VT_DTYPE_MXFP4,
 };
 #define N_TYPES ((int)(sizeof all_types / sizeof all_types[0]))
 

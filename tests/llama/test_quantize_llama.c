@@ -7,7 +7,9 @@
  * TinyStories-656K-Q8_0.gguf (already quantized, tied embeddings: requantized),
  * llama-2-tiny-random.gguf (F16, rows of 8: everything falls back to F16), and two
  * synthetic llama models written here with rows of 256 (8 layers, GQA 4; one with
- * output.weight, one tied), which exercise the Q4_K_M/Q5_K_M layer mixes.
+ * output.weight, one tied), which exercise the Q4_K_M/Q5_K_M layer mixes, and
+ * two synthetic qwen3moe models (2 layers of 4 and of 8 experts, rows of 256):
+ * the 3-D expert tensors, the F32 router, MXFP4_MOE and the 8-expert rules.
  *
  * vt's gguf.h and ggml's gguf.h share names, so this file uses only ggml's
  * (files are read and written with it) and runs vt as the real binary (VT_BIN). */
@@ -119,6 +121,96 @@ static bool write_synthetic(const char *path, const struct gguf_context *tok_src
         ADD(SYN_EMBD, SYN_FF);
         snprintf(name, sizeof name, "blk.%d.ffn_down.weight", l);
         ADD(SYN_FF, SYN_EMBD);
+    }
+#undef ADD
+    const bool ok = gguf_write_to_file(g, path, false);
+    ggml_gguf_free(g);
+    ggml_free(ctx);
+    return ok;
+}
+
+/* A qwen3moe-shaped model: MOE_LAYERS layers of n_expert experts (ffn_*_exps,
+ * ne = [n_in, n_out, n_expert]), an F32 router (ffn_gate_inp) and QK norms,
+ * with the tokenizer of tok_src. n_expert 8 takes llama.cpp's 8-expert rules
+ * (attn_v / attn_k Q8_0, attn_output Q5_K). */
+enum { MOE_EMBD = 256, MOE_FF = 256, MOE_LAYERS = 2, MOE_HEADS = 4, MOE_KV_HEADS = 1, MOE_HEAD_DIM = 64 };
+
+static bool write_synthetic_moe(const char *path, const struct gguf_context *tok_src, int n_expert) {
+    const int64_t kid = gguf_find_key(tok_src, "tokenizer.ggml.tokens");
+    if (kid < 0) return false;
+    const int64_t n_vocab = (int64_t)gguf_get_arr_n(tok_src, kid);
+    const int64_t q_dim = MOE_HEADS * MOE_HEAD_DIM, kv_dim = MOE_KV_HEADS * MOE_HEAD_DIM;
+    const int64_t per_layer = 2 * MOE_EMBD * q_dim + 2 * MOE_EMBD * kv_dim + 3 * MOE_EMBD * MOE_FF * n_expert +
+                              MOE_EMBD * n_expert + 2 * MOE_EMBD + 2 * MOE_HEAD_DIM;
+    const int64_t n_floats = 2 * MOE_EMBD * n_vocab + MOE_EMBD + MOE_LAYERS * per_layer;
+    struct ggml_init_params ip = {.mem_size = (size_t)n_floats * 4 + 512 * ggml_tensor_overhead(),
+                                  .mem_buffer = NULL, .no_alloc = false};
+    struct ggml_context *ctx = ggml_init(ip);
+    struct gguf_context *g = gguf_init_empty();
+    gguf_set_kv(g, tok_src);
+    gguf_set_val_str(g, "general.architecture", "qwen3moe");
+    gguf_set_val_str(g, "general.name", "vt-synthetic-moe");
+    gguf_set_val_u32(g, "qwen3moe.block_count", MOE_LAYERS);
+    gguf_set_val_u32(g, "qwen3moe.context_length", 256);
+    gguf_set_val_u32(g, "qwen3moe.embedding_length", MOE_EMBD);
+    gguf_set_val_u32(g, "qwen3moe.feed_forward_length", MOE_FF);
+    gguf_set_val_u32(g, "qwen3moe.expert_feed_forward_length", MOE_FF);
+    gguf_set_val_u32(g, "qwen3moe.expert_count", (uint32_t)n_expert);
+    gguf_set_val_u32(g, "qwen3moe.expert_used_count", 2);
+    gguf_set_val_u32(g, "qwen3moe.attention.head_count", MOE_HEADS);
+    gguf_set_val_u32(g, "qwen3moe.attention.head_count_kv", MOE_KV_HEADS);
+    gguf_set_val_u32(g, "qwen3moe.attention.key_length", MOE_HEAD_DIM);
+    gguf_set_val_u32(g, "qwen3moe.attention.value_length", MOE_HEAD_DIM);
+    gguf_set_val_f32(g, "qwen3moe.attention.layer_norm_rms_epsilon", 1e-6f);
+    gguf_set_val_f32(g, "qwen3moe.rope.freq_base", 10000.0f);
+    gguf_set_val_u32(g, "general.file_type", 0);
+
+    char name[96];
+    int n_added = 0;
+#define ADD(d0, d1, d2)                                                                          \
+    {                                                                                            \
+        struct ggml_tensor *t_ = (d1) == 1   ? ggml_new_tensor_1d(ctx, GGML_TYPE_F32, (d0))      \
+                                 : (d2) == 1 ? ggml_new_tensor_2d(ctx, GGML_TYPE_F32, (d0), (d1)) \
+                                             : ggml_new_tensor_3d(ctx, GGML_TYPE_F32, (d0), (d1), (d2)); \
+        ggml_set_name(t_, name);                                                                 \
+        float *x_ = t_->data;                                                                    \
+        const float scale_ = (d1) == 1 ? 0.1f : 0.02f * (1.0f + (float)(n_added % 5));          \
+        for (int64_t i_ = 0; i_ < (int64_t)(d0) * (d1) * (d2); i_++)                             \
+            x_[i_] = ((d1) == 1 ? 1.0f : 0.0f) + scale_ * rnd_normal();                          \
+        gguf_add_tensor(g, t_);                                                                  \
+        n_added++;                                                                               \
+    }
+    snprintf(name, sizeof name, "token_embd.weight");
+    ADD(MOE_EMBD, n_vocab, 1);
+    snprintf(name, sizeof name, "output_norm.weight");
+    ADD(MOE_EMBD, 1, 1);
+    snprintf(name, sizeof name, "output.weight");
+    ADD(MOE_EMBD, n_vocab, 1);
+    for (int l = 0; l < MOE_LAYERS; l++) {
+        snprintf(name, sizeof name, "blk.%d.attn_norm.weight", l);
+        ADD(MOE_EMBD, 1, 1);
+        snprintf(name, sizeof name, "blk.%d.attn_q.weight", l);
+        ADD(MOE_EMBD, q_dim, 1);
+        snprintf(name, sizeof name, "blk.%d.attn_k.weight", l);
+        ADD(MOE_EMBD, kv_dim, 1);
+        snprintf(name, sizeof name, "blk.%d.attn_v.weight", l);
+        ADD(MOE_EMBD, kv_dim, 1);
+        snprintf(name, sizeof name, "blk.%d.attn_output.weight", l);
+        ADD(q_dim, MOE_EMBD, 1);
+        snprintf(name, sizeof name, "blk.%d.attn_q_norm.weight", l);
+        ADD(MOE_HEAD_DIM, 1, 1);
+        snprintf(name, sizeof name, "blk.%d.attn_k_norm.weight", l);
+        ADD(MOE_HEAD_DIM, 1, 1);
+        snprintf(name, sizeof name, "blk.%d.ffn_norm.weight", l);
+        ADD(MOE_EMBD, 1, 1);
+        snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.weight", l);
+        ADD(MOE_EMBD, n_expert, 1);
+        snprintf(name, sizeof name, "blk.%d.ffn_gate_exps.weight", l);
+        ADD(MOE_EMBD, MOE_FF, n_expert);
+        snprintf(name, sizeof name, "blk.%d.ffn_up_exps.weight", l);
+        ADD(MOE_EMBD, MOE_FF, n_expert);
+        snprintf(name, sizeof name, "blk.%d.ffn_down_exps.weight", l);
+        ADD(MOE_FF, MOE_EMBD, n_expert);
     }
 #undef ADD
     const bool ok = gguf_write_to_file(g, path, false);
@@ -317,6 +409,18 @@ int main(void) {
                 for (int i = 0; i < (tied ? 4 : nt); i++) {
                     compare_one(tied ? "syn-tied" : "synthetic", path, t[i], false, i < 3);
                 }
+                unlink(path);
+            }
+            /* mixture of experts: 3-D expert tensors, the router kept F32 */
+            static const char *const tm[] = {"MXFP4_MOE", "Q4_K_M", "Q4_0", "Q8_0", "Q2_K", "Q3_K_M"};
+            for (int e = 0; e < 2; e++) {
+                const int n_expert = e ? 8 : 4;
+                char path[512], label[32];
+                snprintf(path, sizeof path, "%s/synthetic-moe%d.gguf", tmp_dir, n_expert);
+                snprintf(label, sizeof label, "moe-%dx", n_expert);
+                CHECK(write_synthetic_moe(path, tok.g, n_expert));
+                for (int i = 0; i < (int)(sizeof tm / sizeof tm[0]); i++)
+                    compare_one(label, path, tm[i], false, e == 0 && i < 2);
                 unlink(path);
             }
             unparse(&tok);

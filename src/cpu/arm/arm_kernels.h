@@ -1,11 +1,12 @@
-/* The aarch64 kernels kernels.c wires into the dispatch table. Declarations only
- * (no intrinsics), so kernels.c and arm_kernels.c build without ISA flags. Each
+/* The aarch64 kernels of the dispatch table, listed in arm_kernels.c's rows.
+ * Declarations only (no intrinsics), so kernels.c and arm_kernels.c build
+ * without ISA flags. Each
  * dot_<type>_<isa> / dot_rows_<type>_<isa> follows the contracts in cpu/kernels.h.
  *
  * Tiers and files:
  *   neon       plain ASIMD (every aarch64 core): *_neon.c
  *   neon_dot   + sdot (ARMv8.2 dotprod): *_neon_dot.c, the int8 types only, and
- *              the packed GEMMs (Q4_0, Q8_0, Q4_K, Q6_K); the float dots and
+ *              the packed GEMMs (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4); the float dots and
  *              the quantizers are the plain ones
  *   neon_i8mm  + smmla: *_neon_i8mm.c, on top of neon_dot where it pays: the
  *              packed Q8_0 GEMM at the 4-token prefill tile */
@@ -69,6 +70,8 @@ void gemm_q5_K_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const voi
                         size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
 void gemm_q6_K_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
                         size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
+void gemm_mxfp4_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
+                         size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
 /* gemm_neon_i8mm.c: Q8_0 with smmla for the 4-token tile (fewer tokens: sdot) */
 void gemm_q8_0_neon_i8mm(int64_t n_in, const void *w, int64_t n_groups, const void *x,
                          size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
@@ -76,8 +79,10 @@ void gemm_q8_0_neon_i8mm(int64_t n_in, const void *w, int64_t n_groups, const vo
 #undef ARM_DECLARE_INT8_DOTS
 #undef ARM_DECLARE_DOT
 
-/* Fill the table entries of tier `isa` (CPU_ISA_NEON .. CPU_ISA_NEON_I8MM, already
- * capped at what the CPU has) on top of the ref entries; sets k->isa. */
-void cpu_kernels_fill_arm(cpu_kernels *k, cpu_isa isa);
+/* arm_kernels.c: the rows of the dispatch table (cpu/kernels.h), tiers ascending */
+extern const cpu_type_row arm_type_rows[];
+extern const size_t arm_n_type_rows;
+extern const cpu_tier_row arm_tier_rows[];
+extern const size_t arm_n_tier_rows;
 
 #endif

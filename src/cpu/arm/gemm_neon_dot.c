@@ -1,5 +1,5 @@
-/* sdot GEMMs over the packed layouts of cpu/pack.h (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K), ARMv8.2
- * dotprod.
+/* sdot GEMMs over the packed layouts of cpu/pack.h (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K,
+ * MXFP4), ARMv8.2 dotprod.
  *
  * A 64-byte chunk vector holds 4 quant bytes of each of the 16 rows of a group:
  * four q registers of 4 rows each. The indexed form of sdot,
@@ -478,3 +478,73 @@ K_GEMM(q6_K)
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
 #endif
+
+/* ---- MXFP4 (x Q8_0) ------------------------------------------------------------------
+ *
+ * As Q4_0, with each nibble mapped through the grid by tbl to its signed value
+ * (mxfp4_values, -12..12), so sdot needs no offset. The E8M0 scale bytes become
+ * floats with integer ops (mxfp4_e8m0_half: (e - 1) << 23, or 0x200000 << e for
+ * e < 2). */
+
+/* The halved E8M0 scales of 4 rows (bytes at e) as floats. */
+VT_INLINE float32x4_t e8m0_half_x4(const uint8_t *e) {
+    uint32_t w;
+    memcpy(&w, e, 4);
+    const uint32x4_t v = vmovl_u16(vget_low_u16(vmovl_u8(vreinterpret_u8_u32(vdup_n_u32(w)))));
+    const uint32x4_t norm = vshlq_n_u32(vsubq_u32(v, vdupq_n_u32(1)), 23);
+    const uint32x4_t sub = vshlq_u32(vdupq_n_u32(0x00200000), vreinterpretq_s32_u32(v));
+    return vreinterpretq_f32_u32(vbslq_u32(vcltq_u32(v, vdupq_n_u32(2)), sub, norm));
+}
+
+VT_INLINE void mxfp4_tile(int64_t nb, const uint8_t *g, const block_q8_0 *const *xr,
+                          const pack_xblock *xs, float *y, int64_t ldy, const int q0, const int nq,
+                          const int nt) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0f);
+    const int8x16_t grid = vld1q_s8(mxfp4_values);
+    float32x4_t acc[PACK_TOK_MAX][4];
+    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++) acc[t][q] = vdupq_n_f32(0);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *v = g + pack_mxfp4_qs(nb, b);
+        int8x16_t x0[PACK_TOK_MAX], x1[PACK_TOK_MAX];
+        float dx[PACK_TOK_MAX];
+        int32x4_t p[PACK_TOK_MAX][4];
+        UNROLL for (int t = 0; t < nt; t++) {
+            x0[t] = vld1q_s8(xr[t][b].qs);
+            x1[t] = vld1q_s8(xr[t][b].qs + 16);
+            dx[t] = xs[t * nb + b].d;
+            UNROLL for (int q = 0; q < nq; q++) p[t][q] = vdupq_n_s32(0);
+        }
+        UNROLL for (int k = 0; k < 4; k++) {
+            UNROLL for (int q = 0; q < nq; q++) {
+                const uint8x16_t raw = vld1q_u8(v + k * CHUNK_VEC + 16 * (q0 + q));
+                const int8x16_t lo = vqtbl1q_s8(grid, vandq_u8(raw, m4));
+                const int8x16_t hi = vqtbl1q_s8(grid, vshrq_n_u8(raw, 4));
+                UNROLL for (int t = 0; t < nt; t++) {
+                    p[t][q] = vdotq_laneq_s32(p[t][q], lo, x0[t], k);
+                    p[t][q] = vdotq_laneq_s32(p[t][q], hi, x1[t], k);
+                }
+            }
+        }
+        UNROLL for (int q = 0; q < nq; q++) {
+            const float32x4_t dw = e8m0_half_x4(g + pack_mxfp4_e(b) + 4 * (q0 + q));
+            UNROLL for (int t = 0; t < nt; t++)
+                acc[t][q] = vfmaq_f32(acc[t][q], vmulq_n_f32(dw, dx[t]), vcvtq_f32_s32(p[t][q]));
+        }
+    }
+    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++)
+        vst1q_f32(y + t * ldy + 4 * (q0 + q), acc[t][q]);
+}
+
+void gemm_mxfp4_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
+                         size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
+    const int64_t nb = n_in / QK_MXFP4;
+    const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_mxfp4);
+    const block_q8_0 *xr[PACK_TOK_MAX];
+    for (int t = 0; t < n_tok; t++) xr[t] = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride);
+    const int nt = n_tok;
+    for (int64_t gi = 0; gi < n_groups; gi++) {
+        const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
+        float *yg = y + gi * PACK_ROWS;
+        GROUP_DISPATCH(mxfp4_tile, nb, g, xr, xs, yg, ldy)
+    }
+}

@@ -730,3 +730,102 @@ KQUANT_GEMM(q6_K, , true, 4)
 KQUANT_GEMM(q4_K, _nopf, false, 2)
 KQUANT_GEMM(q5_K, _nopf, false, 2)
 KQUANT_GEMM(q6_K, _nopf, false, 4)
+
+/* ---- MXFP4 (x Q8_0) ------------------------------------------------------------------
+ *
+ * As Q4_0, with each nibble mapped through the grid by vpshufb to v + 12 (0..24,
+ * unsigned for maddubs); the offset comes out exactly through pack_xblock.bias
+ * (-12 * sum x). A maddubs lane holds up to 2 * 24 * 127: four of them fit int16,
+ * so a block's products go through two int16 sums (chunks 0-1, 2-3), each
+ * widened by one madd. The E8M0 scale bytes become floats with integer ops
+ * (mxfp4_e8m0_half: (e - 1) << 23, or 0x200000 << e for e < 2). */
+
+/* The halved E8M0 scales of 8 rows (bytes at e) as floats. */
+VT_INLINE __m256 e8m0_half_x8(const uint8_t *e) {
+    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)e));
+    const __m256i norm = _mm256_slli_epi32(_mm256_sub_epi32(v, _mm256_set1_epi32(1)), 23);
+    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), v);
+    const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), v);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(norm, sub, small));
+}
+
+/* Rows 8 * h of halves h0 <= h < h1 of one group, nt tokens (one pass over the
+ * group: both halves for 1-2 tokens, one half a call for 3-4, as Q4_0's). */
+VT_INLINE void mxfp4_rows(int64_t nb, const uint8_t *g, const int h0, const int h1,
+                          const block_q8_0 *const *xr, const pack_xblock *xs, float *y, int64_t ldy,
+                          const int nt, const bool pf_on) {
+    const uint8_t *pf = g + PF_DIST;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const __m256i lut = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
+                                         12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
+    __m256 acc[PACK_TOK_MAX][2];
+    UNROLL
+    for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *v = g + pack_mxfp4_qs(nb, b);
+        if (pf_on && h0 == 0) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_mxfp4));
+        UNROLL
+        for (int h = h0; h < h1; h++) {
+            __m256i p[PACK_TOK_MAX][2];
+            UNROLL
+            for (int t = 0; t < nt; t++) p[t][0] = p[t][1] = _mm256_setzero_si256();
+            UNROLL
+            for (int k = 0; k < 4; k++) {
+                const __m256i raw = _mm256_loadu_si256((const __m256i *)(v + k * CHUNK_VEC + 32 * h));
+                const __m256i lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(raw, m4));
+                const __m256i hi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4));
+                UNROLL
+                for (int t = 0; t < nt; t++) {
+                    const int8_t *xq = xr[t][b].qs + 4 * k;
+                    p[t][k >> 1] = _mm256_add_epi16(p[t][k >> 1], _mm256_maddubs_epi16(lo, bcast32_256(xq)));
+                    p[t][k >> 1] = _mm256_add_epi16(p[t][k >> 1], _mm256_maddubs_epi16(hi, bcast32_256(xq + 16)));
+                    KEEP_REG(p[t][k >> 1]);
+                }
+            }
+            const __m256 dw = e8m0_half_x8(g + pack_mxfp4_e(b) + 8 * h);
+            UNROLL
+            for (int t = 0; t < nt; t++) {
+                const pack_xblock *xi = xs + t * nb + b;
+                const __m256i s = _mm256_add_epi32(
+                    _mm256_add_epi32(_mm256_madd_epi16(p[t][0], ones), _mm256_madd_epi16(p[t][1], ones)),
+                    _mm256_set1_epi32(xi->bias));
+                const __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(xi->d));
+                acc[t][h - h0] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(s), acc[t][h - h0]);
+            }
+        }
+    }
+    UNROLL
+    for (int t = 0; t < nt; t++)
+        UNROLL
+        for (int h = h0; h < h1; h++) _mm256_storeu_ps(y + t * ldy + 8 * h, acc[t][h - h0]);
+}
+
+#define MXFP4_GEMM(suffix, pf_on)                                                              \
+    void gemm_mxfp4_avx2##suffix(int64_t n_in, const void *w, int64_t n_groups, const void *x,  \
+                                 size_t x_stride, const pack_xblock *xs, int n_tok, float *y,   \
+                                 int64_t ldy) {                                                 \
+        const int64_t nb = n_in / QK_MXFP4;                                                     \
+        const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_mxfp4);                \
+        const block_q8_0 *xr[PACK_TOK_MAX];                                                     \
+        for (int t = 0; t < n_tok; t++)                                                         \
+            xr[t] = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride);            \
+        for (int64_t gi = 0; gi < n_groups; gi++) {                                             \
+            const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;                   \
+            float *yg = y + gi * PACK_ROWS;                                                     \
+            switch (n_tok) {                                                                    \
+            case 4:                                                                             \
+                mxfp4_rows(nb, g, 0, 1, xr, xs, yg, ldy, 4, pf_on);                             \
+                mxfp4_rows(nb, g, 1, 2, xr, xs, yg, ldy, 4, pf_on);                             \
+                break;                                                                          \
+            case 3:                                                                             \
+                mxfp4_rows(nb, g, 0, 1, xr, xs, yg, ldy, 3, pf_on);                             \
+                mxfp4_rows(nb, g, 1, 2, xr, xs, yg, ldy, 3, pf_on);                             \
+                break;                                                                          \
+            case 2: mxfp4_rows(nb, g, 0, 2, xr, xs, yg, ldy, 2, pf_on); break;                  \
+            default: mxfp4_rows(nb, g, 0, 2, xr, xs, yg, ldy, 1, pf_on); break;                 \
+            }                                                                                   \
+        }                                                                                       \
+    }
+
+MXFP4_GEMM(, true)
+MXFP4_GEMM(_nopf, false)

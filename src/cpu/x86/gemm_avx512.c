@@ -59,7 +59,7 @@
  * fill buffers). Q5_K reads the high bits at the end of its tile from the start
  * of the tile's work, so its stream runs more than a tile ahead.
  * Every decode kernel also comes without software prefetch (the _nopf GEMMs,
- * matmul.h mm_set_prefetch): on 2026-12-05 the same VM streamed every layout
+ * matmul.h mm_probe_prefetch): on 2026-12-05 the same VM streamed every layout
  * faster with the hardware prefetcher alone, a plain read loop 25-27 GB/s and
  * the same loop with one prefetch a line 14-19, and gemm_ab at one token read
  * Q4_K / Q6_K / Q4_0 / Q8_0 +17% / +18% / +14% / +0% faster without (rows of
@@ -672,3 +672,80 @@ KQUANT_GEMM(q6_K, , true, q6_K_group_few)
 KQUANT_GEMM(q4_K, _nopf, false, q4_K_group)
 KQUANT_GEMM(q5_K, _nopf, false, q5_K_group)
 KQUANT_GEMM(q6_K, _nopf, false, q6_K_group_few)
+
+/* ---- MXFP4 (x Q8_0) ------------------------------------------------------------------
+ *
+ * As Q4_0, with each nibble mapped through the grid by vpshufb to v + 12 (0..24,
+ * unsigned for vpdpbusd); the offset comes out exactly through pack_xblock.bias
+ * (-12 * sum x). The E8M0 scale bytes become floats with integer ops
+ * (mxfp4_e8m0_half: (e - 1) << 23, or 0x200000 << e for e < 2). */
+
+/* The halved E8M0 scales of the 16 rows (bytes at e) as floats. */
+VT_INLINE __m512 e8m0_half_x16(const uint8_t *e) {
+    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)e));
+    const __m512i norm = _mm512_slli_epi32(_mm512_sub_epi32(v, _mm512_set1_epi32(1)), 23);
+    const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), v);
+    const __mmask16 small = _mm512_cmplt_epu32_mask(v, _mm512_set1_epi32(2));
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, norm, sub));
+}
+
+VT_INLINE void mxfp4_group(int64_t nb, const uint8_t *g, const block_q8_0 *const *xr,
+                           const pack_xblock *xs, float *y, int64_t ldy, const int nt, const bool pf_on) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+    __m512 acc[PACK_TOK_MAX];
+    UNROLL
+    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    const uint8_t *pf = g + PF_DIST;
+    for (int64_t b = 0; b < nb; b++) {
+        const __m512 dw = e8m0_half_x16(g + pack_mxfp4_e(b));
+        const uint8_t *v = g + pack_mxfp4_qs(nb, b);
+        if (pf_on) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_mxfp4));
+        __m512i lo[4], hi[4];
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            const __m512i raw = _mm512_loadu_si512(v + k * CHUNK_VEC);
+            lo[k] = _mm512_shuffle_epi8(lut, _mm512_and_si512(raw, m4));
+            hi[k] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
+        }
+        UNROLL
+        for (int t = 0; t < nt; t++) {
+            const block_q8_0 *xb = xr[t] + b;
+            const pack_xblock *xi = xs + t * nb + b;
+            __m512i s0 = _mm512_set1_epi32(xi->bias), s1 = _mm512_setzero_si512();
+            UNROLL
+            for (int k = 0; k < 4; k++) {
+                s0 = _mm512_dpbusd_epi32(s0, lo[k], bcast32(xb->qs + 4 * k));
+                s1 = _mm512_dpbusd_epi32(s1, hi[k], bcast32(xb->qs + 16 + 4 * k));
+            }
+            const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xi->d));
+            acc[t] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[t]);
+        }
+    }
+    UNROLL
+    for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
+}
+
+#define MXFP4_GEMM(suffix, pf_on)                                                               \
+    void gemm_mxfp4_avx512##suffix(int64_t n_in, const void *w, int64_t n_groups, const void *x, \
+                                   size_t x_stride, const pack_xblock *xs, int n_tok, float *y,  \
+                                   int64_t ldy) {                                                \
+        const int64_t nb = n_in / QK_MXFP4;                                                      \
+        const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_mxfp4);                 \
+        const block_q8_0 *xr[PACK_TOK_MAX];                                                      \
+        for (int t = 0; t < n_tok; t++)                                                          \
+            xr[t] = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride);             \
+        for (int64_t gi = 0; gi < n_groups; gi++) {                                              \
+            const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;                    \
+            float *yg = y + gi * PACK_ROWS;                                                      \
+            switch (n_tok) {                                                                     \
+            case 4: mxfp4_group(nb, g, xr, xs, yg, ldy, 4, pf_on); break;                        \
+            case 3: mxfp4_group(nb, g, xr, xs, yg, ldy, 3, pf_on); break;                        \
+            case 2: mxfp4_group(nb, g, xr, xs, yg, ldy, 2, pf_on); break;                        \
+            default: mxfp4_group(nb, g, xr, xs, yg, ldy, 1, pf_on); break;                       \
+            }                                                                                    \
+        }                                                                                        \
+    }
+
+MXFP4_GEMM(, true)
+MXFP4_GEMM(_nopf, false)

@@ -1,5 +1,5 @@
-/* The x86 kernels kernels.c wires into the dispatch table. Declarations only (no
- * intrinsics), so kernels.c builds without ISA flags. Each dot_<type>_<isa> and
+/* The x86 kernels of the dispatch table, listed in x86_kernels.c's rows.
+ * Declarations only (no intrinsics), so the rows build without ISA flags. Each dot_<type>_<isa> and
  * dot_rows_<type>_<isa> follows the contracts in cpu/kernels.h. */
 #ifndef VT_CPU_X86_X86_KERNELS_H
 #define VT_CPU_X86_X86_KERNELS_H
@@ -64,18 +64,21 @@ X86_DECLARE_GEMM(q8_0, avx2)
 X86_DECLARE_GEMM(q4_K, avx2)
 X86_DECLARE_GEMM(q5_K, avx2)
 X86_DECLARE_GEMM(q6_K, avx2)
+X86_DECLARE_GEMM(mxfp4, avx2)
 /* ... and without software prefetch (gemm_nopf) */
 X86_DECLARE_GEMM(q4_0, avx2_nopf)
 X86_DECLARE_GEMM(q8_0, avx2_nopf)
 X86_DECLARE_GEMM(q4_K, avx2_nopf)
 X86_DECLARE_GEMM(q5_K, avx2_nopf)
 X86_DECLARE_GEMM(q6_K, avx2_nopf)
+X86_DECLARE_GEMM(mxfp4, avx2_nopf)
 /* gemm_avx512.c: the same with AVX-512 VNNI */
 X86_DECLARE_GEMM(q4_0, avx512)
 X86_DECLARE_GEMM(q8_0, avx512)
 X86_DECLARE_GEMM(q4_K, avx512)
 X86_DECLARE_GEMM(q5_K, avx512)
 X86_DECLARE_GEMM(q6_K, avx512)
+X86_DECLARE_GEMM(mxfp4, avx512)
 /* ... and for prefill token blocks, without software prefetch (gemm_cached) */
 X86_DECLARE_GEMM(q4_0, avx512_cached)
 X86_DECLARE_GEMM(q8_0, avx512_cached)
@@ -84,6 +87,7 @@ X86_DECLARE_GEMM(q8_0, avx512_nopf)
 X86_DECLARE_GEMM(q4_K, avx512_nopf)
 X86_DECLARE_GEMM(q5_K, avx512_nopf)
 X86_DECLARE_GEMM(q6_K, avx512_nopf)
+X86_DECLARE_GEMM(mxfp4, avx512_nopf)
 /* gemm_amx.c: AMX-INT8 tile GEMMs for n_tok <= PACK_TOK_WIDE (two 16-token tiles) */
 X86_DECLARE_GEMM(q4_0, amx)
 X86_DECLARE_GEMM(q8_0, amx)
@@ -93,5 +97,11 @@ X86_DECLARE_GEMM(q6_K, amx)
 
 #undef X86_DECLARE_DOT
 #undef X86_DECLARE_GEMM
+
+/* x86_kernels.c: the rows of the dispatch table (cpu/kernels.h), tiers ascending */
+extern const cpu_type_row x86_type_rows[];
+extern const size_t x86_n_type_rows;
+extern const cpu_tier_row x86_tier_rows[];
+extern const size_t x86_n_tier_rows;
 
 #endif
