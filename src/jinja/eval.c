@@ -1166,7 +1166,7 @@ vt_status jinja_template_render(const jinja_template *t, const jinja_value *vars
     jinja_limits lim = opts ? opts->limits : (jinja_limits){0};
     cx.lim.max_output = lim.max_output ? lim.max_output : (size_t)16 << 20;
     cx.lim.max_memory = lim.max_memory ? lim.max_memory : (size_t)256 << 20;
-    cx.lim.max_steps = lim.max_steps ? lim.max_steps : 10000000;
+    cx.lim.max_steps = lim.max_steps ? lim.max_steps : 1000000;
     cx.lim.max_depth = lim.max_depth ? lim.max_depth : 64;
     cx.year = opts && opts->year ? opts->year : 1970;
     cx.month = opts && opts->month ? opts->month : 1;

@@ -40,7 +40,7 @@ typedef struct jinja_template jinja_template;
 typedef struct jinja_limits {
     size_t max_output;  /* bytes of rendered text (default 16 MiB) */
     size_t max_memory;  /* bytes of values alive during the render (default 256 MiB) */
-    int64_t max_steps;  /* loop iterations + macro calls + statements (default 10M) */
+    int64_t max_steps;  /* loop iterations + macro calls + statements + filter calls (default 1M) */
     int max_depth;      /* nested macro calls (default 64) */
 } jinja_limits;
 
@@ -52,7 +52,8 @@ typedef struct jinja_render_opts {
 /* ---- values ----------------------------------------------------------------
  * Constructors return a new reference, or NULL when memory is exhausted.
  * jinja_array_push / jinja_object_set take over the reference to `v` (also on
- * failure). Strings are UTF-8 bytes with a length (NUL bytes allowed). */
+ * failure; VT_E_INVALID when arr / obj is not an array / object). Strings are
+ * UTF-8 bytes with a length (NUL bytes allowed). */
 jinja_value *jinja_none(void);
 jinja_value *jinja_bool(bool b);
 jinja_value *jinja_int(int64_t i);

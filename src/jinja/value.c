@@ -151,6 +151,10 @@ void jinja_value_free(jinja_value *v) {
 
 vt_status jinja_array_push(jinja_value *arr, jinja_value *v) {
     if (!v) return VT_E_NOMEM;
+    if (!arr || arr->kind != JV_ARRAY || (arr->flags & JV_F_STATIC)) {
+        jinja_value_free(v);
+        return VT_E_INVALID;
+    }
     if (arr->u.a.len == arr->u.a.cap) {
         size_t cap = arr->u.a.cap ? arr->u.a.cap * 2 : 4;
         jinja_value **p = jmem_realloc(arr->u.a.v, arr->u.a.cap * sizeof *p, cap * sizeof *p);
@@ -215,6 +219,10 @@ jinja_value *jinja_object_get(const jinja_value *obj, const char *key, size_t ke
 
 vt_status jinja_object_set(jinja_value *obj, const char *key, size_t key_len, jinja_value *v) {
     if (!v) return VT_E_NOMEM;
+    if (!obj || obj->kind != JV_OBJECT || (obj->flags & JV_F_STATIC)) {
+        jinja_value_free(v);
+        return VT_E_INVALID;
+    }
     for (size_t i = 0; i < obj->u.o.len; i++) {
         jinja_value *k = obj->u.o.e[i].key;
         if (k->kind == JV_STRING && k->u.s.len == key_len && memcmp(k->u.s.p, key, key_len) == 0) {
