@@ -751,8 +751,22 @@ static jinja_value *eval_seq(jctx *cx, const jnode *n, bool tuple) {
     return arr;
 }
 
+static jinja_value *eval_node(jctx *cx, const jnode *n);
+
+/* Every evaluation passes here: the C stack an expression may use is bounded by
+ * the parser's nesting limit times the macro depth; this bounds it once more. */
 jinja_value *jeval(jctx *cx, const jnode *n) {
     if (cx->failed) return NULL;
+    if (++cx->eval_depth > 4096) {
+        cx->eval_depth--;
+        return jctx_fail(cx, VT_E_RANGE, "expressions nested deeper than 4096 evaluations");
+    }
+    jinja_value *v = eval_node(cx, n);
+    cx->eval_depth--;
+    return v;
+}
+
+static jinja_value *eval_node(jctx *cx, const jnode *n) {
     switch ((jnode_kind)n->kind) {
     case E_LIT: return n->lit;
     case E_NAME: return jframe_lookup(cx, cx->frame, n->str);

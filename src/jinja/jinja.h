@@ -67,6 +67,12 @@ vt_status jinja_object_set(jinja_value *obj, const char *key, size_t key_len, ji
 /* Borrowed value of `key`, or NULL. */
 jinja_value *jinja_object_get(const jinja_value *obj, const char *key, size_t key_len);
 jinja_value *jinja_value_ref(jinja_value *v);
+bool jinja_is_object(const jinja_value *v);
+/* Length of an array (0 for anything else) and its item i (borrowed; NULL past the end). */
+size_t jinja_array_len(const jinja_value *v);
+jinja_value *jinja_array_at(const jinja_value *v, size_t i);
+/* The bytes of a string value; false when v is not a string. */
+bool jinja_string_value(const jinja_value *v, const char **s, size_t *len);
 void jinja_value_free(jinja_value *v); /* drops one reference; NULL is ignored */
 
 /* Parses JSON text into a value (objects keep key order; integers that fit int64

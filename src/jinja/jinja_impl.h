@@ -193,7 +193,8 @@ typedef struct jctx {
     jframe *frame;         /* the innermost scope */
     jinja_limits lim;
     int64_t steps;
-    int depth;
+    int depth;             /* macro calls in progress */
+    int eval_depth;        /* jeval calls in progress */
     int year, month, day;
     bool failed;
     vt_status status;

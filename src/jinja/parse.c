@@ -49,6 +49,7 @@ typedef struct parser {
     tok *toks;
     size_t n_toks, cap_toks, pos;
     int depth;
+    int last_line; /* the template's last line, for errors at its end */
     bool failed;
     vt_status status;
     char err[256];
@@ -1154,7 +1155,7 @@ static jnode *parse_statement(parser *p) {
         while (at && !p->failed) {
             at->a = parse_tuple(p, false, false, NULL, false);
             expect_kind(p, T_BLOCK_END);
-            static const char *const ends[] = {"elif", "else", "endif", NULL};
+            static const char *const ends[] = {"endif", "elif", "else", NULL};
             at->b = parse_body(p, ends);
             if (p->failed) return NULL;
             if (skip_name(p, "elif")) {
@@ -1353,9 +1354,10 @@ vt_status jinja_template_parse(const char *src, size_t len, jinja_template **out
         }
     }
     if (n && norm[n - 1] == '\n') n--;
+    p.last_line = 1 + count_lines(norm, n);
     lex(&p, norm, n);
     free(norm);
-    if (!p.failed) push_tok(&p, T_EOF, 0);
+    if (!p.failed) push_tok(&p, T_EOF, p.last_line);
     if (!p.failed) t->root = parse_body(&p, NULL);
     free(p.toks);
     if (p.failed) {

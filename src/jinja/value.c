@@ -128,6 +128,21 @@ jinja_value *jv_callable_new(jc_kind kind) {
     return v;
 }
 
+bool jinja_is_object(const jinja_value *v) { return v && v->kind == JV_OBJECT; }
+
+size_t jinja_array_len(const jinja_value *v) { return v && v->kind == JV_ARRAY ? v->u.a.len : 0; }
+
+jinja_value *jinja_array_at(const jinja_value *v, size_t i) {
+    return v && v->kind == JV_ARRAY && i < v->u.a.len ? v->u.a.v[i] : NULL;
+}
+
+bool jinja_string_value(const jinja_value *v, const char **s, size_t *len) {
+    if (!v || v->kind != JV_STRING) return false;
+    *s = v->u.s.p;
+    *len = v->u.s.len;
+    return true;
+}
+
 jinja_value *jinja_value_ref(jinja_value *v) {
     if (v && !(v->flags & JV_F_STATIC)) v->refs++;
     return v;
