@@ -110,10 +110,13 @@ int cmd_template(int argc, char **argv) {
             fprintf(stderr, "vt template: %s: %s\n", vars_path, vt_last_error());
             goto done;
         }
+        if (!jinja_is_object(vars)) {
+            fprintf(stderr, "vt template: %s: the variables must be a JSON object\n", vars_path);
+            goto done;
+        }
         if (!jinja_object_get(vars, "add_generation_prompt", 21) &&
             jinja_object_set(vars, "add_generation_prompt", 21, jinja_bool(false)) != VT_OK) {
-            /* an array or a scalar: not an object of variables */
-            fprintf(stderr, "vt template: %s: the variables must be a JSON object\n", vars_path);
+            fprintf(stderr, "vt template: out of memory\n");
             goto done;
         }
     }
