@@ -9,5 +9,6 @@ int cmd_synth(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_template(int argc, char **argv);
 
 #endif

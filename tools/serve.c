@@ -26,8 +26,11 @@ static void usage(void) {
             "  -ctv, --cache-type-v T\n"
             "  --api-key KEY             require Authorization: Bearer KEY (not on /health)\n"
             "  --cors-origins LIST       comma-separated origins allowed by CORS, or *\n"
-            "  --chat-template NAME      chatml, llama2, llama2-sys, mistral-v1, mistral-v3, mistral-v7,\n"
-            "                            llama3, gemma, phi3, phi4 (default: from the model, else chatml)\n"
+            "  --chat-template-file FILE render chats with this Jinja template instead of the model's\n"
+            "  --chat-template NAME      a built-in renderer instead of the model's Jinja template:\n"
+            "                            chatml, llama2, llama2-sys, mistral-v1, mistral-v3, mistral-v7,\n"
+            "                            llama3, gemma, phi3, phi4 (default: the model's template rendered\n"
+            "                            as Jinja; a model without one gets chatml)\n"
             "  --alias NAME              model id reported by the API (default: the file name)\n"
             "  --max-body BYTES          largest request body (default 8 MiB)\n"
             "  --grace-ms N              on SIGINT/SIGTERM, wait this long for running requests (default 5000)\n");
@@ -111,6 +114,9 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--chat-template")) {
             VALUE();
             p.chat_template = v;
+        } else if (!strcmp(a, "--chat-template-file")) {
+            VALUE();
+            p.chat_template_file = v;
         } else if (!strcmp(a, "--alias")) {
             VALUE();
             p.alias = v;

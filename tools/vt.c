@@ -13,6 +13,7 @@
 #pragma weak cmd_bench
 #pragma weak cmd_serve
 #pragma weak cmd_tokenize
+#pragma weak cmd_template
 
 typedef struct {
     const char *name;
@@ -35,6 +36,7 @@ int main(int argc, char **argv) {
         {"quantize", cmd_quantize, "convert a GGUF to another weight type"},
         {"synth", cmd_synth, "write a synthetic GGUF with random weights"},
         {"tokenize", cmd_tokenize, "print the token ids of a text"},
+        {"template", cmd_template, "render a Jinja chat template with JSON variables"},
     };
     const int n = (int)(sizeof cmds / sizeof cmds[0]);
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {

@@ -111,7 +111,10 @@ vt_status job_prepare(job *j) {
     const char *text = NULL;
     size_t text_len = 0;
     char *rendered = NULL;
-    if (r->kind == OAI_CHAT) {
+    if (r->kind == OAI_CHAT && s->jinja) {
+        VT_TRY(chat_jinja_render(s->jinja, r, &s->jinja_env, &rendered, &text_len));
+        text = rendered;
+    } else if (r->kind == OAI_CHAT) {
         VT_TRY(chat_template_render(s->tmpl, r->messages, r->n_messages, &rendered, &text_len));
         text = rendered;
     } else if (r->prompt_tokens) {
@@ -310,26 +313,51 @@ static vt_status load_model(server *s) {
     s->n_ctx = want > 0 ? want : want == 0 ? train : (train > 0 && train < -want ? train : -want);
     s->params.engine.n_ctx = s->n_ctx;
 
-    /* The chat template: --chat-template, else the GGUF's, else chatml. */
+    /* The chat template: --chat-template-file (parsed by server_start), else
+     * --chat-template's built-in family, else the GGUF's Jinja template, else (no
+     * template, or one vt cannot parse) the built-in family it resembles, else chatml. */
+    const model *m = s->model;
+    const char *tmpl_desc = NULL;
     s->tmpl = CHAT_TMPL_UNKNOWN;
-    if (s->chat_template_name) {
+    if (s->jinja) {
+        tmpl_desc = s->chat_template_file;
+    } else if (s->chat_template_name) {
         chat_template_from_name(s->chat_template_name, &s->tmpl); /* checked by server_start */
     } else {
         gguf_str t;
-        const model *m = s->model;
         if (gguf_get_str(&m->gguf, "tokenizer.chat_template", &t) == VT_OK) {
-            s->tmpl = chat_template_detect(t.ptr, (size_t)t.len);
-            if (s->tmpl == CHAT_TMPL_UNKNOWN) {
-                log_warn("vt serve: the model's chat template is not one vt recognises; using chatml");
+            if (jinja_template_parse(t.ptr, (size_t)t.len, &s->jinja) == VT_OK) {
+                tmpl_desc = "the model's (Jinja)";
+            } else {
+                log_warn("vt serve: the model's chat template does not parse (%s); using a built-in renderer",
+                         vt_last_error());
+                s->tmpl = chat_template_detect(t.ptr, (size_t)t.len);
+                if (s->tmpl == CHAT_TMPL_UNKNOWN) {
+                    log_warn("vt serve: the model's chat template is not one vt recognises; using chatml");
+                }
             }
         }
-        if (s->tmpl == CHAT_TMPL_UNKNOWN) s->tmpl = CHAT_TMPL_CHATML;
+    }
+    if (!s->jinja && s->tmpl == CHAT_TMPL_UNKNOWN) s->tmpl = CHAT_TMPL_CHATML;
+    if (s->jinja) {
+        /* bos_token / eos_token: the texts of those tokens, control tokens included */
+        char piece[256];
+        int32_t ids[2] = {tok_bos(m->tok), tok_eos(m->tok)};
+        char **texts[2] = {&s->bos_text, &s->eos_text};
+        for (int i = 0; i < 2; i++) {
+            int64_t n = ids[i] >= 0 ? tok_piece(m->tok, ids[i], true, piece, sizeof piece) : 0;
+            if (n < 0 || n >= (int64_t)sizeof piece) n = 0;
+            *texts[i] = strndup(piece, (size_t)n);
+            if (!*texts[i]) return vt_errorf(VT_E_NOMEM, "vt serve: out of memory");
+        }
+        s->jinja_env = (chat_jinja_env){.bos_token = s->bos_text, .eos_token = s->eos_text,
+                                        .strip_bos = tok_add_bos(m->tok)};
     }
     vt_status st = vt_engine_create(s->model, &s->params.engine, &s->engine);
     if (st != VT_OK) return st;
     fprintf(stderr, "vt serve: loaded %s (%s) in %.0f ms; context %d, %d sequences, chat template %s\n",
             s->model_id, vt_model_desc(s->model), (server_now() - t0) * 1e3, s->n_ctx,
-            s->params.engine.max_seqs, chat_template_name(s->tmpl));
+            s->params.engine.max_seqs, tmpl_desc ? tmpl_desc : chat_template_name(s->tmpl));
     return VT_OK;
 }
 
@@ -372,6 +400,42 @@ static void *engine_main(void *arg) {
 
 static char *dup_or_null(const char *p) { return p ? strdup(p) : NULL; }
 
+/* --chat-template-file: read and parse now, so a bad file stops vt serve at once. */
+static vt_status load_template_file(server *s) {
+    const char *path = s->chat_template_file;
+    FILE *f = fopen(path, "rb");
+    if (!f) return vt_errorf(VT_E_IO, "vt serve: --chat-template-file %s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap || cap >= (size_t)16 << 20) break;
+        char *nb = realloc(buf, cap * 2);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    bool read_error = ferror(f);
+    fclose(f);
+    if (!buf) return vt_errorf(VT_E_NOMEM, "vt serve: --chat-template-file %s: out of memory", path);
+    if (read_error) {
+        free(buf);
+        return vt_errorf(VT_E_IO, "vt serve: --chat-template-file %s: read error", path);
+    }
+    vt_status st = jinja_template_parse(buf, n, &s->jinja);
+    free(buf);
+    if (st != VT_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "vt serve: --chat-template-file %s", path);
+        return vt_error_prefix(st, msg);
+    }
+    return VT_OK;
+}
+
 vt_status server_start(const server_params *p, server **out) {
     *out = NULL;
     if (!p->model_path) return vt_errorf(VT_E_INVALID, "vt serve: no model (-m FILE)");
@@ -385,11 +449,13 @@ vt_status server_start(const server_params *p, server **out) {
     s->api_key = dup_or_null(p->api_key && *p->api_key ? p->api_key : NULL);
     s->cors_origins = dup_or_null(p->cors_origins);
     s->chat_template_name = dup_or_null(p->chat_template);
+    s->chat_template_file = dup_or_null(p->chat_template_file);
     s->params.host = s->host;
     s->params.model_path = s->model_path;
     s->params.api_key = s->api_key;
     s->params.cors_origins = s->cors_origins;
     s->params.chat_template = s->chat_template_name;
+    s->params.chat_template_file = s->chat_template_file;
     if (p->alias) {
         snprintf(s->model_id, sizeof s->model_id, "%s", p->alias);
     } else {
@@ -415,6 +481,11 @@ vt_status server_start(const server_params *p, server **out) {
                        s->chat_template_name);
         goto fail;
     }
+    if (s->chat_template_name && s->chat_template_file) {
+        st = vt_errorf(VT_E_INVALID, "vt serve: --chat-template and --chat-template-file: give one of them");
+        goto fail;
+    }
+    if (s->chat_template_file && (st = load_template_file(s)) != VT_OK) goto fail;
     if (!s->host || !s->model_path) {
         st = vt_errorf(VT_E_NOMEM, "vt serve: out of memory");
         goto fail;
@@ -501,5 +572,9 @@ void server_destroy(server *s) {
     free(s->api_key);
     free(s->cors_origins);
     free(s->chat_template_name);
+    free(s->chat_template_file);
+    free(s->bos_text);
+    free(s->eos_text);
+    jinja_template_destroy(s->jinja);
     free(s);
 }

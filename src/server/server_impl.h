@@ -3,6 +3,7 @@
 #ifndef VT_SERVER_SERVER_IMPL_H
 #define VT_SERVER_SERVER_IMPL_H
 
+#include "server/chat_jinja.h"
 #include "server/chat_template.h"
 #include "server/metrics.h"
 #include "server/openai.h"
@@ -85,7 +86,10 @@ struct server {
     vt_model *model;
     vt_engine *engine;
     int32_t n_ctx;
-    chat_template_kind tmpl;
+    chat_template_kind tmpl;  /* the built-in renderer: used when jinja is NULL */
+    jinja_template *jinja;    /* the model's template (or --chat-template-file's); NULL: none */
+    char *chat_template_file, *bos_text, *eos_text;
+    chat_jinja_env jinja_env;
     pthread_t engine_thread;
     bool engine_thread_started;
 
