@@ -7,6 +7,7 @@
 #include "test.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -231,6 +232,40 @@ static void test_range(void) {
     CHECK_EQ_INT(bad, 0);
 }
 
+/* ---- the CPUs this process may use ----------------------------------------------
+ * Pinned to one CPU (as `taskset -c 0` would), the default is one thread and a
+ * pool of 2 or 4 knows it is oversubscribed, whatever the machine has; the
+ * barriers still order memory with both threads on one core. The affinity of
+ * the calling thread is restored afterwards. */
+static void test_affinity(void) {
+    cpu_set_t old, one;
+    CHECK(sched_getaffinity(0, sizeof old, &old) == 0);
+    CHECK_EQ_INT(tp_usable_cpus(), CPU_COUNT(&old));
+    int first = -1;
+    for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
+        if (CPU_ISSET(c, &old)) first = c;
+    if (first < 0) return;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    CHECK(sched_setaffinity(0, sizeof one, &one) == 0);
+    CHECK_EQ_INT(tp_usable_cpus(), 1);
+    CHECK_EQ_INT(tp_default_threads(), 1);
+    tp_pool *pool = NULL;
+    CHECK_OK(tp_create(1, &pool));
+    if (pool) CHECK(!tp_oversubscribed(pool));
+    tp_destroy(pool);
+    CHECK_OK(tp_create(2, &pool)); /* workers inherit the one-CPU mask */
+    if (pool) CHECK(tp_oversubscribed(pool));
+    tp_destroy(pool);
+    test_barriers(4, 20, 50);
+    test_claim(3, 200);
+    CHECK(sched_setaffinity(0, sizeof old, &old) == 0);
+    CHECK_OK(tp_create(CPU_COUNT(&old), &pool));
+    if (pool) CHECK(!tp_oversubscribed(pool));
+    tp_destroy(pool);
+    printf("  pinned to CPU %d: 1 default thread, pools of 2+ oversubscribed\n", first);
+}
+
 int main(void) {
     int cores = tp_default_threads();
     CHECK(cores >= 1 && cores <= 4096);
@@ -248,5 +283,6 @@ int main(void) {
     test_many_runs(2, 10000);
     test_many_runs(4, 10000);
     test_idle_sleeps();
+    test_affinity();
     return test_finish();
 }
