@@ -1,4 +1,5 @@
 /* vt quantize IN OUT TYPE: convert a GGUF's weights to a llama.cpp file type. */
+#include "base/outfile.h"
 #include "cmds.h"
 
 #include "quant/quantize_model.h"
@@ -59,6 +60,7 @@ int cmd_quantize(int argc, char **argv) {
         quantize_usage();
         return 2;
     }
+    outfile_cleanup_on_signals(); /* Ctrl-C while writing leaves no temporary file */
     vt_status st = quant_model_file(pos[0], pos[1], &opts);
     if (st != VT_OK) {
         fprintf(stderr, "vt quantize: %s\n", vt_last_error());

@@ -1,5 +1,6 @@
 /* vt synth: write a synthetic GGUF (random weights, real shape) for tests and
  * benchmarks. The generator is src/model/synth.c. */
+#include "base/outfile.h"
 #include "cmds.h"
 #include "model/synth.h"
 
@@ -134,6 +135,7 @@ int cmd_synth(int argc, char **argv) {
         print_usage(stderr);
         return 2;
     }
+    outfile_cleanup_on_signals(); /* Ctrl-C while writing leaves no temporary file */
     vt_status s = synth_write(&p, out);
     if (s != VT_OK) {
         fprintf(stderr, "vt synth: %s\n", vt_last_error());
