@@ -4,6 +4,7 @@
 #include "gguf/gguf.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,9 @@ static void print_usage(FILE *f) {
             "tensor table. Exits 1 with the parser's message if the file is malformed.\n\n"
             "options:\n"
             "  -n N        array elements shown per key (default 8; 0 = all)\n"
-            "  --no-tensors  skip the tensor table\n");
+            "  --no-tensors  skip the tensor table\n"
+            "  --check     also read every tensor's values and name those holding NaN or\n"
+            "              infinity (exit 1 if any does)\n");
 }
 
 static void print_elem(const gguf_kv *kv, uint64_t i) {
@@ -68,10 +71,44 @@ static void print_value(const gguf_kv *kv, uint64_t max_elems) {
     }
 }
 
+/* --check: every tensor's values, dequantized; one line per tensor holding a NaN
+ * or an infinity (its first such element), then a summary. 1 if any. */
+static int check_values(const gguf_file *f, const char *path) {
+    int64_t n_bad = 0, n_unread = 0;
+    printf("\ncheck:\n");
+    for (int64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        const quant_traits *tr = quant_traits_get(t->type);
+        char name[128];
+        gguf_str_escape(t->name, name, sizeof name, 80);
+        if (!tr || !tr->dequant_ref) {
+            printf("  %-40s type %d cannot be read: not checked\n", name, (int)t->type);
+            n_unread++;
+            continue;
+        }
+        int64_t n = 1;
+        for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++) n *= t->ne[d];
+        float v = 0;
+        int64_t at = 0;
+        const int64_t count = quant_count_nonfinite(t->type, t->data, n, &at, &v);
+        if (count <= 0) continue;
+        n_bad++;
+        printf("  %-40s %-7s %lld non-finite values, the first at element %lld (%s)\n", name, tr->name,
+               (long long)count, (long long)at, isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+    }
+    if (n_bad)
+        fprintf(stderr, "vt inspect: %s: %lld of %lld tensors hold NaN or infinity\n", path, (long long)n_bad,
+                (long long)f->n_tensors);
+    else
+        printf("  all %lld tensors finite%s\n", (long long)(f->n_tensors - n_unread),
+               n_unread ? " (of those vt can read)" : "");
+    return n_bad ? 1 : 0;
+}
+
 int cmd_inspect(int argc, char **argv) {
     const char *path = NULL;
     uint64_t max_elems = 8;
-    bool tensors = true;
+    bool tensors = true, check = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             print_usage(stdout);
@@ -85,6 +122,8 @@ int cmd_inspect(int argc, char **argv) {
             }
         } else if (!strcmp(argv[i], "--no-tensors")) {
             tensors = false;
+        } else if (!strcmp(argv[i], "--check")) {
+            check = true;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "vt inspect: unknown option '%s'\n", argv[i]);
             print_usage(stderr);
@@ -149,7 +188,9 @@ int cmd_inspect(int argc, char **argv) {
         }
         printf("  total tensor bytes: %zu\n", total);
     }
+    int rc = 0;
+    if (check) rc = check_values(&f, path);
     gguf_free(&f);
     mapfile_close(&m);
-    return 0;
+    return rc;
 }
