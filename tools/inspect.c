@@ -1,6 +1,7 @@
 /* vt inspect FILE: print a GGUF file's header, metadata and tensor table. */
 #include "base/mapfile.h"
 #include "cmds.h"
+#include "opts.h"
 #include "gguf/gguf.h"
 
 #include <inttypes.h>
@@ -10,18 +11,6 @@
 #include <string.h>
 
 #define STR_SHOW 120 /* bytes of a string value shown */
-
-static void print_usage(FILE *f) {
-    fprintf(f,
-            "usage: vt inspect [options] FILE\n\n"
-            "Print the GGUF header, every metadata key with its type and value, and the\n"
-            "tensor table. Exits 1 with the parser's message if the file is malformed.\n\n"
-            "options:\n"
-            "  -n N        array elements shown per key (default 8; 0 = all)\n"
-            "  --no-tensors  skip the tensor table\n"
-            "  --check     also read every tensor's values and name those holding NaN or\n"
-            "              infinity (exit 1 if any does)\n");
-}
 
 static void print_elem(const gguf_kv *kv, uint64_t i) {
     char esc[4 * STR_SHOW + 8];
@@ -106,37 +95,37 @@ static int check_values(const gguf_file *f, const char *path) {
 }
 
 int cmd_inspect(int argc, char **argv) {
-    const char *path = NULL;
-    uint64_t max_elems = 8;
-    bool tensors = true, check = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            print_usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "-n") && i + 1 < argc) {
-            char *end;
-            max_elems = strtoull(argv[++i], &end, 10);
-            if (*end) {
-                fprintf(stderr, "vt inspect: -n expects a number, got '%s'\n", argv[i]);
-                return 2;
-            }
-        } else if (!strcmp(argv[i], "--no-tensors")) {
-            tensors = false;
-        } else if (!strcmp(argv[i], "--check")) {
-            check = true;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "vt inspect: unknown option '%s'\n", argv[i]);
-            print_usage(stderr);
-            return 2;
-        } else if (!path) {
-            path = argv[i];
-        } else {
-            fprintf(stderr, "vt inspect: one FILE expected\n");
-            return 2;
-        }
+    const char *path = NULL, *model_path = NULL;
+    long long max_elems = 8;
+    bool no_tensors = false, check = false;
+    const opt table[] = {
+        {.name = {"-m", "--model"}, .kind = OPT_STR, .dst = &model_path, .arg = "FILE",
+         .help = "the GGUF file (or give FILE alone, as before)"},
+        {.name = {"-n"}, .kind = OPT_INT, .dst = &max_elems, .arg = "N", .lo = 0, .hi = INT64_MAX,
+         .help = "array elements shown per key (default 8; 0 = all)"},
+        {.name = {"--no-tensors"}, .kind = OPT_FLAG, .dst = &no_tensors, .help = "skip the tensor table"},
+        {.name = {"--check"}, .kind = OPT_FLAG, .dst = &check,
+         .help = "also read every tensor's values and name those holding NaN or\n"
+                 "infinity (exit 1 if any does)"},
+    };
+    const opts_cmd cmd = {.name = "inspect",
+                          .usage = "vt inspect [options] -m FILE   (or: vt inspect [options] FILE)",
+                          .intro = "Print the GGUF header, every metadata key with its type and value, and the\n"
+                                   "tensor table. Exits 1 with the parser's message if the file is malformed.\n",
+                          .opts = table, .n_opts = (int)(sizeof table / sizeof table[0]), .max_pos = 1};
+    const char *pos[1];
+    int n_pos = 0;
+    const int prc = opts_parse(&cmd, argc, argv, pos, &n_pos, NULL);
+    if (prc >= 0) return prc;
+    if (model_path && n_pos) {
+        fprintf(stderr, "vt inspect: give the file once: -m %s or %s\n", model_path, pos[0]);
+        return 2;
     }
+    path = model_path ? model_path : n_pos ? pos[0] : NULL;
+    const bool tensors = !no_tensors;
     if (!path) {
-        print_usage(stderr);
+        fprintf(stderr, "vt inspect: no file (-m FILE)\n");
+        opts_usage(&cmd, stderr);
         return 2;
     }
     mapfile m;
@@ -166,7 +155,7 @@ int cmd_inspect(int argc, char **argv) {
         else
             snprintf(type, sizeof type, "%s", gguf_type_name(kv->type));
         printf("  %-40s %-9s ", key, type);
-        print_value(kv, max_elems);
+        print_value(kv, (uint64_t)max_elems);
         printf("\n");
     }
     if (tensors) {

@@ -7,9 +7,11 @@
 #include "base/size.h"
 #include "cpu/attention.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static vt_status model_own(model *m, void *p) {
     if (m->n_owned == m->cap_owned) {
@@ -359,8 +361,11 @@ vt_status vt_model_load(const char *path, const vt_model_params *params, vt_mode
              (long long)m->hp.n_ff, (long long)m->hp.n_vocab,
              quant_traits_get(m->layers[0].w_gate.type)->name,
              (double)m->weight_bytes / (1024.0 * 1024.0));
-    if (params && params->use_mlock) {
-        /* best effort; not fatal */
+    if (params && params->use_mlock && m->arena.base && m->arena.used > 0 &&
+        mlock(m->arena.base, m->arena.used) != 0) {
+        /* best effort, as llama.cpp's --mlock: the model works unlocked */
+        log_warn("%s: mlock of %.1f MiB of weights failed: %s (see ulimit -l)", path,
+                 (double)m->arena.used / (1024.0 * 1024.0), strerror(errno));
     }
     *out = m;
     return VT_OK;
