@@ -2,8 +2,12 @@
  *   barrier      one tp_barrier inside a running job (all threads hot)
  *   run_hot      one empty tp_run, issued back to back (workers still spinning)
  *   run_cold     one empty tp_run after the workers went to sleep (futex wake)
- * for 1, 2 and 4 threads (or the counts given on the command line). Prints a
- * table and one JSON line. Never asserts on time.
+ *   phase_pair   tests/test_threadpool's barrier workload: each thread writes its
+ *                slot, barrier, reads every slot, barrier; per pair, 100 runs of
+ *                100 pairs (the test checks the values, this times them)
+ * for 1, 2 and 4 threads (or the counts given on the command line; the test's
+ * shapes, which oversubscribe a 2-core machine, are `bench_threadpool 2 3 4 8`).
+ * Prints a table and one JSON line. Never asserts on time.
  *
  *   bench_threadpool [n_threads ...] */
 #include "cpu/threadpool.h"
@@ -30,9 +34,29 @@ static void barrier_fn(void *vctx, int ith, int nth) {
 
 static void empty_fn(void *vctx, int ith, int nth) {}
 
+#define PHASE_MAX_T 1024
+typedef struct {
+    tp_pool *pool;
+    int n_phases;
+    volatile long long slot[PHASE_MAX_T];
+    long long bad;
+} phase_ctx;
+
+static void phase_fn(void *vctx, int ith, int nth) {
+    phase_ctx *c = vctx;
+    long long bad = 0;
+    for (int k = 1; k <= c->n_phases; k++) {
+        c->slot[ith] = k;
+        tp_barrier(c->pool);
+        for (int j = 0; j < nth; j++) bad += c->slot[j] != k;
+        tp_barrier(c->pool);
+    }
+    if (bad && ith == 0) c->bad += bad;
+}
+
 typedef struct {
     int n_threads;
-    double barrier_ns, run_hot_ns, run_cold_ns;
+    double barrier_ns, run_hot_ns, run_cold_ns, phase_pair_ns;
 } result;
 
 static int measure(int n_threads, result *r) {
@@ -82,6 +106,18 @@ static int measure(int n_threads, result *r) {
             cold[j - 1] = t;
         }
     r->run_cold_ns = cold[10];
+
+    /* the test's phases: 100 runs of 100 pairs, per pair */
+    if (n_threads <= PHASE_MAX_T) {
+        static phase_ctx pc;
+        pc.pool = pool;
+        pc.n_phases = 100;
+        pc.bad = 0;
+        double t0 = now_ns();
+        for (int k = 0; k < 100; k++) tp_run(pool, phase_fn, &pc);
+        r->phase_pair_ns = (now_ns() - t0) / (100.0 * pc.n_phases);
+        if (pc.bad) fprintf(stderr, "bench_threadpool: %lld barrier mismatches\n", pc.bad);
+    }
     tp_destroy(pool);
     return 0;
 }
@@ -98,17 +134,18 @@ int main(int argc, char **argv) {
     }
     result res[16];
     printf("threadpool (%d physical cores)\n", tp_default_threads());
-    printf("%8s %12s %12s %12s\n", "threads", "barrier_ns", "run_hot_ns", "run_cold_ns");
+    printf("%8s %12s %12s %12s %14s\n", "threads", "barrier_ns", "run_hot_ns", "run_cold_ns", "phase_pair_ns");
     for (int i = 0; i < n; i++) {
         if (measure(counts[i], &res[i])) return 1;
-        printf("%8d %12.1f %12.1f %12.1f\n", res[i].n_threads, res[i].barrier_ns,
-               res[i].run_hot_ns, res[i].run_cold_ns);
+        printf("%8d %12.1f %12.1f %12.1f %14.1f\n", res[i].n_threads, res[i].barrier_ns,
+               res[i].run_hot_ns, res[i].run_cold_ns, res[i].phase_pair_ns);
     }
     printf("{\"bench\":\"threadpool\",\"cores\":%d,\"results\":[", tp_default_threads());
     for (int i = 0; i < n; i++)
-        printf("%s{\"threads\":%d,\"barrier_ns\":%.1f,\"run_hot_ns\":%.1f,\"run_cold_ns\":%.1f}",
+        printf("%s{\"threads\":%d,\"barrier_ns\":%.1f,\"run_hot_ns\":%.1f,\"run_cold_ns\":%.1f,"
+               "\"phase_pair_ns\":%.1f}",
                i ? "," : "", res[i].n_threads, res[i].barrier_ns, res[i].run_hot_ns,
-               res[i].run_cold_ns);
+               res[i].run_cold_ns, res[i].phase_pair_ns);
     printf("]}\n");
     return 0;
 }

@@ -25,6 +25,9 @@ typedef enum vt_status {
     VT_E_INVALID,     /* an argument from the caller is invalid */
     VT_E_NOT_FOUND,   /* a named thing (key, tensor, request id) does not exist */
     VT_E_ABORTED,     /* the operation was cancelled */
+    VT_E_NUMERIC,     /* a computation gave NaN or infinity (e.g. a logits row, from
+                         non-finite weights); the message names the step and, when
+                         known, the tensor */
 } vt_status;
 
 /* The message of the last failure on this thread. Never NULL. */

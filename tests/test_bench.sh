@@ -49,7 +49,7 @@ expect() { # name, expected substring, args...
   else bad "$name: rc=$rc, wanted '$want' in: $msg"; fi
 }
 expect "no model" "-m MODEL is required" -w tg8
-expect "bad reps" "-r must be" -m "$m" -r 0
+expect "bad reps" "-r: '0' is not an integer in [1, 100]" -m "$m" -r 0
 expect "bad threads" "bad thread count '5000'" -m "$m" -t 5000
 expect "bad workload" "bad workload 'xx1'" -m "$m" -w xx1
 expect "bad llama-mmap" "--llama-mmap takes on or off, not 'maybe'" -m "$m" --llama-mmap maybe

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# vt run's handling of bad input: each case exits non-zero with a message that
-# says what was wrong, and never crashes (exit codes >= 128 are signals).
+# The vt command's options and bad input: each bad case exits non-zero with a
+# message that says what was wrong, and never crashes (exit codes >= 128 are
+# signals); then repeated options and llama.cpp's flags across the commands.
 set -u
 vt=${VT_BIN:-./build/vt}
 models=${VT_TEST_MODELS:-../shared/models}
@@ -31,5 +32,71 @@ expect "unknown command" "unknown command 'frobnicate'" "$vt" frobnicate
 # A good run still works after all that (and -n 0 generates nothing).
 if out=$("$vt" run -m "$m" -p "Once" -n 0 --temp 0 2>/dev/null) && [ "$out" = "Once" ]; then
   pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL -n 0: got '$out'"; fi
+
+# ---- every command refuses a repeated option that takes one value (issue 30,
+# item 8), under the same or another spelling; vt bench's -m is a list.
+v=$models/vocab/ggml-vocab-llama-spm.gguf
+expect "run -m twice" "-m given twice" "$vt" run -m "$m" -m "$m"
+expect "run -m, --model" "--model given twice (first as -m)" "$vt" run -m "$m" --model "$m"
+expect "run -n twice" "-n given twice" "$vt" run -m "$m" -n 1 -n 2
+expect "run --temp twice" "--temperature given twice (first as --temp)" "$vt" run -m "$m" --temp 0 --temperature 1
+expect "inspect -m twice" "-m given twice" "$vt" inspect -m "$m" -m "$m"
+expect "inspect -m and FILE" "give the file once" "$vt" inspect -m "$m" "$m"
+expect "quantize -t twice" "--threads given twice (first as -t)" "$vt" quantize -t 1 --threads 2 a b Q8_0
+expect "synth -o twice" "-o given twice" "$vt" synth -o a.gguf -o b.gguf
+expect "tokenize -m twice" "-m given twice" "$vt" tokenize -m "$v" -m "$v" -p hi
+expect "bench -w twice" "-w given twice" "$vt" bench -m "$m" -w tg8 -w pp8
+if "$vt" serve --help >/dev/null 2>&1; then
+  expect "serve -m twice" "--model given twice (first as -m)" "$vt" serve -m "$m" --model "$m"
+  expect "serve --port twice" "--port given twice" "$vt" serve -m "$m" --port 1 --port 2
+fi
+# bench -m is a list: two are fine (the run then fails on -r, after parsing both)
+out=$("$vt" bench -m "$m" -m "$m" -r 0 2>&1); grep -q "given twice" <<<"$out" && {
+  fail=$((fail + 1)); echo "FAIL bench -m -m refused: $out"; } || pass=$((pass + 1))
+
+# ---- llama.cpp's flags (issue 30, item 16): accepted; a GPU-only one says once
+# that vt runs on the CPU; -f - reads stdin; VT_LOG must name a level; vt inspect
+# takes -m like the other commands.
+ok_run() { # name, expected stdout, wanted stderr substring ('' for none), args...
+  local name=$1 want_out=$2 want_err=$3; shift 3
+  local out err rc
+  out=$("$vt" run -m "$m" --temp 0 "$@" 2>"$tmpd/err"); rc=$?; err=$(cat "$tmpd/err")
+  if [ $rc -eq 0 ] && [ "$out" = "$want_out" ] && { [ -z "$want_err" ] || grep -qF -- "$want_err" <<<"$err"; }; then
+    pass=$((pass + 1))
+  else fail=$((fail + 1)); echo "FAIL $name: rc=$rc out='$out' err: $(tail -3 <<<"$err")"; fi
+}
+tmpd=$(mktemp -d); trap 'rm -rf "$tmpd"' EXIT
+ok_run "-ngl" "Once" "vt run: -ngl: vt runs on the CPU; ignored" -p Once -n 0 -ngl 99
+ok_run "--n-gpu-layers all" "Once" "vt runs on the CPU" -p Once -n 0 --n-gpu-layers all
+n_notes=$("$vt" run -m "$m" -p Once -n 0 -ngl 1 --gpu-layers 2 2>&1 >/dev/null | grep -c "runs on the CPU")
+[ "$n_notes" = 1 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: the GPU note came $n_notes times"; }
+ok_run "-fa" "Once" "" -p Once -n 0 -fa
+ok_run "-fa on, --color off" "Once" "" -fa on -p Once --color off -n 0
+ok_run "-co, --mlock, --no-mmap" "Once" "" -p Once -n 0 -co --mlock --no-mmap
+ok_run "-ub" "Once" "" -p Once -n 0 -ub 8
+ok_run "-b and -ub" "Once" "" -p Once -n 0 -b 4 -ub 8
+ok_run "-e" "$(printf 'a\tb')" "" -p 'a\tb' -e -n 0
+ok_run "--no-escape" 'a\tb' "" -p 'a\tb' -e --no-escape -n 0
+ok_run "--verbose-prompt" "Once" "prompt: 2 tokens" -p Once -n 0 --verbose-prompt
+"$vt" run -m "$m" -p Once -n 2 --log-disable >/dev/null 2>"$tmpd/err"
+[ ! -s "$tmpd/err" ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL --log-disable: $(cat "$tmpd/err")"; }
+out=$(printf 'Once' | "$vt" run -m "$m" -f - -n 0 --temp 0 2>/dev/null)
+[ "$out" = Once ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL -f -: got '$out'"; }
+expect "-p and -f" "-p and -f both give the prompt" "$vt" run -m "$m" -p a -f -
+expect "-fa nonsense" "unexpected argument 'nonsense'" "$vt" run -m "$m" -fa nonsense
+for c in "" run inspect quantize synth tokenize bench; do
+  out=$("$vt" $c --version 2>&1); rc=$?
+  [ $rc -eq 0 ] && grep -q "^vt " <<<"$out" && pass=$((pass + 1)) || {
+    fail=$((fail + 1)); echo "FAIL vt $c --version: rc=$rc $out"; }
+done
+out=$(VT_LOG=bogus "$vt" run -m "$m" -p Once -n 0 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "VT_LOG='bogus': expected debug, info, warn, error or none" <<<"$out" &&
+  pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL VT_LOG=bogus: rc=$rc $out"; }
+out=$(VT_LOG=none "$vt" run -m "$m" -p Once -n 0 2>/dev/null)
+[ "$out" = Once ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL VT_LOG=none: '$out'"; }
+a=$("$vt" inspect "$m" | tail -n +2); b=$("$vt" inspect -m "$m" | tail -n +2); c=$("$vt" inspect --model "$m" | tail -n +2)
+[ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" = "$c" ] && pass=$((pass + 1)) ||
+  { fail=$((fail + 1)); echo "FAIL: vt inspect -m FILE differs from vt inspect FILE"; }
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

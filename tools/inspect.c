@@ -1,24 +1,16 @@
 /* vt inspect FILE: print a GGUF file's header, metadata and tensor table. */
 #include "base/mapfile.h"
 #include "cmds.h"
+#include "opts.h"
 #include "gguf/gguf.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define STR_SHOW 120 /* bytes of a string value shown */
-
-static void print_usage(FILE *f) {
-    fprintf(f,
-            "usage: vt inspect [options] FILE\n\n"
-            "Print the GGUF header, every metadata key with its type and value, and the\n"
-            "tensor table. Exits 1 with the parser's message if the file is malformed.\n\n"
-            "options:\n"
-            "  -n N        array elements shown per key (default 8; 0 = all)\n"
-            "  --no-tensors  skip the tensor table\n");
-}
 
 static void print_elem(const gguf_kv *kv, uint64_t i) {
     char esc[4 * STR_SHOW + 8];
@@ -68,36 +60,72 @@ static void print_value(const gguf_kv *kv, uint64_t max_elems) {
     }
 }
 
-int cmd_inspect(int argc, char **argv) {
-    const char *path = NULL;
-    uint64_t max_elems = 8;
-    bool tensors = true;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            print_usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "-n") && i + 1 < argc) {
-            char *end;
-            max_elems = strtoull(argv[++i], &end, 10);
-            if (*end) {
-                fprintf(stderr, "vt inspect: -n expects a number, got '%s'\n", argv[i]);
-                return 2;
-            }
-        } else if (!strcmp(argv[i], "--no-tensors")) {
-            tensors = false;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "vt inspect: unknown option '%s'\n", argv[i]);
-            print_usage(stderr);
-            return 2;
-        } else if (!path) {
-            path = argv[i];
-        } else {
-            fprintf(stderr, "vt inspect: one FILE expected\n");
-            return 2;
+/* --check: every tensor's values, dequantized; one line per tensor holding a NaN
+ * or an infinity (its first such element), then a summary. 1 if any. */
+static int check_values(const gguf_file *f, const char *path) {
+    int64_t n_bad = 0, n_unread = 0;
+    printf("\ncheck:\n");
+    for (int64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        const quant_traits *tr = quant_traits_get(t->type);
+        char name[128];
+        gguf_str_escape(t->name, name, sizeof name, 80);
+        if (!tr || !tr->dequant_ref) {
+            printf("  %-40s type %d cannot be read: not checked\n", name, (int)t->type);
+            n_unread++;
+            continue;
         }
+        int64_t n = 1;
+        for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++) n *= t->ne[d];
+        float v = 0;
+        int64_t at = 0;
+        const int64_t count = quant_count_nonfinite(t->type, t->data, n, &at, &v);
+        if (count <= 0) continue;
+        n_bad++;
+        printf("  %-40s %-7s %lld non-finite values, the first at element %lld (%s)\n", name, tr->name,
+               (long long)count, (long long)at, isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
     }
+    if (n_bad)
+        fprintf(stderr, "vt inspect: %s: %lld of %lld tensors hold NaN or infinity\n", path, (long long)n_bad,
+                (long long)f->n_tensors);
+    else
+        printf("  all %lld tensors finite%s\n", (long long)(f->n_tensors - n_unread),
+               n_unread ? " (of those vt can read)" : "");
+    return n_bad ? 1 : 0;
+}
+
+int cmd_inspect(int argc, char **argv) {
+    const char *path = NULL, *model_path = NULL;
+    long long max_elems = 8;
+    bool no_tensors = false, check = false;
+    const opt table[] = {
+        {.name = {"-m", "--model"}, .kind = OPT_STR, .dst = &model_path, .arg = "FILE",
+         .help = "the GGUF file (or give FILE alone, as before)"},
+        {.name = {"-n"}, .kind = OPT_INT, .dst = &max_elems, .arg = "N", .lo = 0, .hi = INT64_MAX,
+         .help = "array elements shown per key (default 8; 0 = all)"},
+        {.name = {"--no-tensors"}, .kind = OPT_FLAG, .dst = &no_tensors, .help = "skip the tensor table"},
+        {.name = {"--check"}, .kind = OPT_FLAG, .dst = &check,
+         .help = "also read every tensor's values and name those holding NaN or\n"
+                 "infinity (exit 1 if any does)"},
+    };
+    const opts_cmd cmd = {.name = "inspect",
+                          .usage = "vt inspect [options] -m FILE   (or: vt inspect [options] FILE)",
+                          .intro = "Print the GGUF header, every metadata key with its type and value, and the\n"
+                                   "tensor table. Exits 1 with the parser's message if the file is malformed.\n",
+                          .opts = table, .n_opts = (int)(sizeof table / sizeof table[0]), .max_pos = 1};
+    const char *pos[1];
+    int n_pos = 0;
+    const int prc = opts_parse(&cmd, argc, argv, pos, &n_pos, NULL);
+    if (prc >= 0) return prc;
+    if (model_path && n_pos) {
+        fprintf(stderr, "vt inspect: give the file once: -m %s or %s\n", model_path, pos[0]);
+        return 2;
+    }
+    path = model_path ? model_path : n_pos ? pos[0] : NULL;
+    const bool tensors = !no_tensors;
     if (!path) {
-        print_usage(stderr);
+        fprintf(stderr, "vt inspect: no file (-m FILE)\n");
+        opts_usage(&cmd, stderr);
         return 2;
     }
     mapfile m;
@@ -127,7 +155,7 @@ int cmd_inspect(int argc, char **argv) {
         else
             snprintf(type, sizeof type, "%s", gguf_type_name(kv->type));
         printf("  %-40s %-9s ", key, type);
-        print_value(kv, max_elems);
+        print_value(kv, (uint64_t)max_elems);
         printf("\n");
     }
     if (tensors) {
@@ -149,7 +177,9 @@ int cmd_inspect(int argc, char **argv) {
         }
         printf("  total tensor bytes: %zu\n", total);
     }
+    int rc = 0;
+    if (check) rc = check_values(&f, path);
     gguf_free(&f);
     mapfile_close(&m);
-    return 0;
+    return rc;
 }

@@ -1,6 +1,7 @@
 /* vt run: generate text from a prompt, streaming it to stdout; timings to stderr. */
-#include "args.h"
+#include "base/log.h"
 #include "cmds.h"
+#include "opts.h"
 #include "engine/sampler.h"
 #include "tokenizer/tokenizer.h"
 #include "vt.h"
@@ -18,45 +19,46 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static void usage(void) {
-    fprintf(stderr,
-            "usage: vt run -m MODEL [options]\n"
-            "  -m, --model FILE        GGUF model\n"
-            "  -p, --prompt TEXT       prompt (default: empty, generation starts from BOS)\n"
-            "  -f, --file FILE         read the prompt from a file\n"
-            "  -n, --n-predict N       tokens to generate (default 128; -1: until EOS or context end)\n"
-            "  -t, --threads N         threads (default: physical cores)\n"
-            "  -c, --ctx-size N        context size (default: min(training context, 4096))\n"
-            "  -b, --batch-size N      prompt tokens per forward pass (default 512)\n"
-            "  --temp T                temperature (default 0.8; 0 = greedy)\n"
-            "  --top-k K               (default 40; 0 = off)\n"
-            "  --top-p P               (default 0.95; 1 = off)\n"
-            "  --min-p P               (default 0.05; 0 = off)\n"
-            "  --repeat-penalty X      (default 1.0 = off)\n"
-            "  --repeat-last-n N       penalty window (default 64)\n"
-            "  --presence-penalty X    (default 0)\n"
-            "  --frequency-penalty X   (default 0)\n"
-            "  --seed N                sampling seed (default: random)\n"
-            "  -ctk, --cache-type-k T  f16 (default), bf16, f32, q8_0\n"
-            "  -ctv, --cache-type-v T\n"
-            "  --ignore-eos            keep generating past end-of-generation tokens\n"
-            "  --no-display-prompt     do not echo the prompt\n");
-}
-
-static bool parse_kv_type(const char *opt, const char *s, vt_kv_type *out) {
+static bool parse_kv_type(const char *opt, const char *s, void *dst) {
     static const struct { const char *name; vt_kv_type t; } types[] = {
         {"f16", VT_KV_F16}, {"bf16", VT_KV_BF16}, {"f32", VT_KV_F32}, {"q8_0", VT_KV_Q8_0}};
     for (size_t i = 0; s && i < sizeof types / sizeof types[0]; i++)
         if (!strcmp(s, types[i].name)) {
-            *out = types[i].t;
+            *(vt_kv_type *)dst = types[i].t;
             return true;
         }
     fprintf(stderr, "vt: %s: unknown KV cache type '%s' (f16, bf16, f32, q8_0)\n", opt, s ? s : "");
     return false;
 }
 
+/* llama.cpp's -e: \n \r \t \' \" \\ \xHH in the prompt, in place. */
+static void process_escapes(char *s) {
+    char *o = s;
+    for (const char *p = s; *p; p++) {
+        if (*p != '\\' || !p[1]) {
+            *o++ = *p;
+            continue;
+        }
+        const char c = *++p;
+        if (c == 'n') *o++ = '\n';
+        else if (c == 'r') *o++ = '\r';
+        else if (c == 't') *o++ = '\t';
+        else if (c == '\'' || c == '"' || c == '\\') *o++ = c;
+        else if (c == 'x' && p[1] && p[2] && strchr("0123456789abcdefABCDEF", p[1]) &&
+                 strchr("0123456789abcdefABCDEF", p[2])) {
+            const char hex[3] = {p[1], p[2], 0};
+            *o++ = (char)strtol(hex, NULL, 16);
+            p += 2;
+        } else {
+            *o++ = '\\';
+            *o++ = c;
+        }
+    }
+    *o = 0;
+}
+
 static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
     if (!f) return NULL;
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
@@ -69,7 +71,7 @@ static char *read_file(const char *path, size_t *len) {
             buf = nb;
         }
     }
-    fclose(f);
+    if (f != stdin) fclose(f);
     if (buf) buf[n < cap ? n : cap - 1] = 0;
     *len = n;
     return buf;
@@ -107,48 +109,91 @@ static void stream_piece(streamer *st, const vt_model *m, int32_t tok) {
 
 int cmd_run(int argc, char **argv) {
     const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL;
-    long long n_predict = 128, n_threads = 0, n_ctx = 0, n_batch = 512, seed = -1, last_n = 64,
-              top_k = 40;
+    long long n_predict = 128, n_threads = 0, n_ctx = 0, n_batch = 512, n_ubatch = 512, seed = -1,
+              last_n = 64, top_k = 40;
     double temp = 0.8, top_p = 0.95, min_p = 0.05, rep = 1.0, pres = 0.0, freq = 0.0;
-    bool ignore_eos = false, display_prompt = true;
+    bool ignore_eos = false, display_prompt = true, escape = false, verbose_prompt = false, log_disable = false,
+         mlock = false;
     vt_kv_type tk = VT_KV_F16, tv = VT_KV_F16;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = NULL;
-#define OPT(s, l) (!strcmp(a, s) || !strcmp(a, l))
-#define VAL() ((v = arg_value(argc, argv, &i)) != NULL)
-        if (OPT("-h", "--help")) { usage(); return 0; }
-        else if (OPT("-m", "--model")) { if (!VAL()) return 2; model_path = v; }
-        else if (OPT("-p", "--prompt")) { if (!VAL()) return 2; prompt = v; }
-        else if (OPT("-f", "--file")) { if (!VAL()) return 2; prompt_file = v; }
-        else if (OPT("-n", "--n-predict")) { if (!VAL() || !arg_int(a, v, -1, 1 << 24, &n_predict)) return 2; }
-        else if (OPT("-t", "--threads")) { if (!VAL() || !arg_int(a, v, 0, 1024, &n_threads)) return 2; }
-        else if (OPT("-c", "--ctx-size")) { if (!VAL() || !arg_int(a, v, 0, 1 << 24, &n_ctx)) return 2; }
-        else if (OPT("-b", "--batch-size")) { if (!VAL() || !arg_int(a, v, 1, 1 << 16, &n_batch)) return 2; }
-        else if (OPT("--temp", "--temperature")) { if (!VAL() || !arg_float(a, v, 0, 100, &temp)) return 2; }
-        else if (OPT("--top-k", "--top-k")) { if (!VAL() || !arg_int(a, v, 0, 1 << 24, &top_k)) return 2; }
-        else if (OPT("--top-p", "--top-p")) { if (!VAL() || !arg_float(a, v, 0, 1, &top_p)) return 2; }
-        else if (OPT("--min-p", "--min-p")) { if (!VAL() || !arg_float(a, v, 0, 1, &min_p)) return 2; }
-        else if (OPT("--repeat-penalty", "--repeat-penalty")) { if (!VAL() || !arg_float(a, v, 0.0001, 100, &rep)) return 2; }
-        else if (OPT("--repeat-last-n", "--repeat-last-n")) { if (!VAL() || !arg_int(a, v, 0, 1 << 20, &last_n)) return 2; }
-        else if (OPT("--presence-penalty", "--presence-penalty")) { if (!VAL() || !arg_float(a, v, -100, 100, &pres)) return 2; }
-        else if (OPT("--frequency-penalty", "--frequency-penalty")) { if (!VAL() || !arg_float(a, v, -100, 100, &freq)) return 2; }
-        else if (OPT("--seed", "-s")) { if (!VAL() || !arg_int(a, v, -1, INT64_MAX, &seed)) return 2; }
-        else if (OPT("-ctk", "--cache-type-k")) { if (!VAL() || !parse_kv_type(a, v, &tk)) return 2; }
-        else if (OPT("-ctv", "--cache-type-v")) { if (!VAL() || !parse_kv_type(a, v, &tv)) return 2; }
-        else if (OPT("--ignore-eos", "--ignore-eos")) ignore_eos = true;
-        else if (OPT("--no-display-prompt", "--no-display-prompt")) display_prompt = false;
-        else {
-            fprintf(stderr, "vt run: unknown option '%s'\n", a);
-            usage();
-            return 2;
-        }
-#undef OPT
-#undef VAL
-    }
+    enum { ROW_BATCH = 6, ROW_UBATCH = 7 };
+    static const char *const on_off[] = {"on", "off", "auto", "true", "false", "1", "0", "yes", "no", NULL};
+    const opt table[] = {
+        {.name = {"-m", "--model"}, .kind = OPT_STR, .dst = &model_path, .arg = "FILE", .help = "GGUF model"},
+        {.name = {"-p", "--prompt"}, .kind = OPT_STR, .dst = &prompt, .arg = "TEXT",
+         .help = "prompt (default: empty, generation starts from BOS)"},
+        {.name = {"-f", "--file"}, .kind = OPT_STR, .dst = &prompt_file, .arg = "FILE",
+         .help = "read the prompt from FILE ('-': stdin)"},
+        {.name = {"-n", "--n-predict"}, .kind = OPT_INT, .dst = &n_predict, .arg = "N", .lo = -1, .hi = 1 << 24,
+         .help = "tokens to generate (default 128; -1: until EOS or context end)"},
+        {.name = {"-t", "--threads"}, .kind = OPT_INT, .dst = &n_threads, .arg = "N", .lo = 0, .hi = 1024,
+         .help = "threads (default: the physical cores this process may use)"},
+        {.name = {"-c", "--ctx-size"}, .kind = OPT_INT, .dst = &n_ctx, .arg = "N", .lo = 0, .hi = 1 << 24,
+         .help = "context size (default: min(training context, 4096))"},
+        [ROW_BATCH] = {.name = {"-b", "--batch-size"}, .kind = OPT_INT, .dst = &n_batch, .arg = "N", .lo = 1,
+                       .hi = 1 << 16, .help = "prompt tokens per forward pass (default 512)"},
+        [ROW_UBATCH] = {.name = {"-ub", "--ubatch-size"}, .kind = OPT_INT, .dst = &n_ubatch, .arg = "N", .lo = 1,
+                        .hi = 1 << 16,
+                        .help = "the same as -b: vt's batch is one forward pass, llama.cpp's\n"
+                                "micro-batch (given both, the smaller counts)"},
+        {.name = {"--temp", "--temperature"}, .kind = OPT_FLOAT, .dst = &temp, .arg = "T", .flo = 0, .fhi = 100,
+         .help = "temperature (default 0.8; 0 = greedy)"},
+        {.name = {"--top-k"}, .kind = OPT_INT, .dst = &top_k, .arg = "K", .lo = 0, .hi = 1 << 24,
+         .help = "(default 40; 0 = off)"},
+        {.name = {"--top-p"}, .kind = OPT_FLOAT, .dst = &top_p, .arg = "P", .flo = 0, .fhi = 1,
+         .help = "(default 0.95; 1 = off)"},
+        {.name = {"--min-p"}, .kind = OPT_FLOAT, .dst = &min_p, .arg = "P", .flo = 0, .fhi = 1,
+         .help = "(default 0.05; 0 = off)"},
+        {.name = {"--repeat-penalty"}, .kind = OPT_FLOAT, .dst = &rep, .arg = "X", .flo = 0.0001, .fhi = 100,
+         .help = "(default 1.0 = off)"},
+        {.name = {"--repeat-last-n"}, .kind = OPT_INT, .dst = &last_n, .arg = "N", .lo = 0, .hi = 1 << 20,
+         .help = "penalty window (default 64)"},
+        {.name = {"--presence-penalty"}, .kind = OPT_FLOAT, .dst = &pres, .arg = "X", .flo = -100, .fhi = 100,
+         .help = "(default 0)"},
+        {.name = {"--frequency-penalty"}, .kind = OPT_FLOAT, .dst = &freq, .arg = "X", .flo = -100, .fhi = 100,
+         .help = "(default 0)"},
+        {.name = {"-s", "--seed"}, .kind = OPT_INT, .dst = &seed, .arg = "N", .lo = -1, .hi = INT64_MAX,
+         .help = "sampling seed (default: random)"},
+        {.name = {"-ctk", "--cache-type-k"}, .kind = OPT_FN, .fn = parse_kv_type, .dst = &tk, .arg = "T",
+         .help = "f16 (default), bf16, f32, q8_0"},
+        {.name = {"-ctv", "--cache-type-v"}, .kind = OPT_FN, .fn = parse_kv_type, .dst = &tv, .arg = "T",
+         .help = "the same for V"},
+        {.name = {"--ignore-eos"}, .kind = OPT_FLAG, .dst = &ignore_eos,
+         .help = "keep generating past end-of-generation tokens"},
+        {.name = {"--no-display-prompt"}, .kind = OPT_FLAG, .dst = &display_prompt, .clear = true,
+         .help = "do not echo the prompt"},
+        {.name = {"-e", "--escape"}, .kind = OPT_FLAG, .dst = &escape,
+         .help = "process escapes in the prompt: \\n \\r \\t \\' \\\" \\\\ \\xHH"},
+        {.name = {"--no-escape"}, .kind = OPT_FLAG, .dst = &escape, .clear = true,
+         .help = "take the prompt as it is (default)"},
+        {.name = {"--verbose-prompt"}, .kind = OPT_FLAG, .dst = &verbose_prompt,
+         .help = "print the prompt's tokens (id and piece) on stderr first"},
+        {.name = {"--log-disable"}, .kind = OPT_FLAG, .dst = &log_disable,
+         .help = "no log lines, progress or timings on stderr (errors still are)"},
+        {.name = {"--mlock"}, .kind = OPT_FLAG, .dst = &mlock,
+         .help = "lock the packed weights in RAM (a warning if ulimit -l refuses)"},
+        {.name = {"--no-mmap"}, .kind = OPT_FLAG,
+         .help = "accepted: vt copies the weights into memory of its own anyway"},
+        {.name = {"-ngl", "--gpu-layers", "--n-gpu-layers"}, .kind = OPT_STR, .arg = "N",
+         .help = "accepted and ignored: vt runs on the CPU", .note = "vt runs on the CPU; ignored"},
+        {.name = {"-fa", "--flash-attn"}, .kind = OPT_MAYBE, .fn = opt_on_off, .choices = on_off,
+         .arg = "on|off|auto", .help = "accepted: vt's attention is always fused (flash-style)"},
+        {.name = {"-co", "--color"}, .kind = OPT_MAYBE, .fn = opt_on_off, .choices = on_off,
+         .arg = "on|off|auto", .help = "accepted: vt prints no colours"},
+    };
+    const opts_cmd cmd = {.name = "run", .usage = "vt run -m MODEL [options]", .opts = table,
+                          .n_opts = (int)(sizeof table / sizeof table[0])};
+    int counts[sizeof table / sizeof table[0]];
+    const int prc = opts_parse(&cmd, argc, argv, NULL, NULL, counts);
+    if (prc >= 0) return prc;
+    if (counts[ROW_UBATCH] && (!counts[ROW_BATCH] || n_ubatch < n_batch)) n_batch = n_ubatch;
+    if (log_disable) log_set_level(LOG_NONE);
     if (!model_path) {
         fprintf(stderr, "vt run: -m MODEL is required\n");
-        usage();
+        opts_usage(&cmd, stderr);
+        return 2;
+    }
+    if (prompt && prompt_file) {
+        fprintf(stderr, "vt run: -p and -f both give the prompt: use one\n");
         return 2;
     }
     char *prompt_buf = NULL;
@@ -162,6 +207,18 @@ int cmd_run(int argc, char **argv) {
         prompt = prompt_buf;
     }
     if (!prompt) prompt = "";
+    if (escape) {
+        if (!prompt_buf) {
+            prompt_buf = strdup(prompt);
+            if (!prompt_buf) {
+                fprintf(stderr, "vt run: out of memory\n");
+                return 1;
+            }
+        }
+        process_escapes(prompt_buf);
+        prompt = prompt_buf;
+        prompt_len = strlen(prompt_buf);
+    }
 
     int rc = 1;
     vt_model *model = NULL;
@@ -170,7 +227,8 @@ int cmd_run(int argc, char **argv) {
     int32_t *ids = NULL;
     const double t_load0 = now_ms();
     vt_model_params mp = vt_model_default_params();
-    mp.progress = isatty(STDERR_FILENO);
+    mp.progress = isatty(STDERR_FILENO) && !log_disable;
+    mp.use_mlock = mlock;
     if (vt_model_load(model_path, &mp, &model) != VT_OK) {
         fprintf(stderr, "vt: %s\n", vt_last_error());
         goto done;
@@ -200,6 +258,17 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "vt: the prompt is %lld tokens, but the context holds %d (use -c)\n",
                 (long long)n_ids, cp.n_ctx);
         goto done;
+    }
+
+    if (verbose_prompt) {
+        fprintf(stderr, "vt: prompt: %lld tokens\n", (long long)n_ids);
+        for (int64_t i = 0; i < n_ids; i++) {
+            char piece[128];
+            int64_t k = vt_token_piece(model, ids[i], piece, sizeof piece);
+            if (k < 0) k = 0;
+            if (k > (int64_t)sizeof piece) k = sizeof piece;
+            fprintf(stderr, "vt: %6d -> '%.*s'\n", ids[i], (int)k, piece);
+        }
     }
 
     sampler_params sp = sampler_default_params();
@@ -272,6 +341,8 @@ int cmd_run(int argc, char **argv) {
     if (isatty(STDOUT_FILENO)) fputc('\n', stdout);
     fflush(stdout);
 
+    rc = 0;
+    if (log_disable) goto done;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     fprintf(stderr, "\nvt: model        %s\n", vt_model_desc(model));
@@ -282,7 +353,6 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "vt: eval         = %10.2f ms / %5lld runs   (%8.2f ms per token, %9.2f tokens per second)\n",
                 t_gen, (long long)(n_gen - 1), t_gen / (double)(n_gen - 1), 1e3 * (double)(n_gen - 1) / t_gen);
     fprintf(stderr, "vt: peak RSS     = %10.1f MiB\n", (double)ru.ru_maxrss / 1024.0);
-    rc = 0;
 done:
     free(ids);
     free(prompt_buf);

@@ -1,7 +1,7 @@
 /* vt serve: the OpenAI-compatible HTTP server (src/server/). This file parses
  * the options, starts the server, and waits for SIGINT/SIGTERM to stop it. */
-#include "args.h"
 #include "cmds.h"
+#include "opts.h"
 #include "server/server.h"
 
 #include <pthread.h>
@@ -9,34 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static void usage(void) {
-    fprintf(stderr,
-            "usage: vt serve -m MODEL [options]\n"
-            "  -m, --model FILE          GGUF model\n"
-            "  --host ADDR               localhost or a numeric address to bind (default 127.0.0.1: loopback only)\n"
-            "  --port N                  TCP port (default 8080; 0: any free port, printed on stderr)\n"
-            "  -t, --threads N           compute threads (default: physical cores)\n"
-            "  -c, --ctx-size N          tokens per sequence (default: min(training context, 4096))\n"
-            "  -np, --parallel N         sequences decoded at once (default 16)\n"
-            "  -b, --batch-size N        token budget of one engine step (default 512)\n"
-            "  --kv-tokens N             KV cache size in tokens (default: parallel x ctx-size)\n"
-            "  --max-queue N             waiting requests before 503 (default 256)\n"
-            "  --no-prefix-cache         do not reuse KV blocks across requests\n"
-            "  -ctk, --cache-type-k T    f16 (default), bf16, f32, q8_0\n"
-            "  -ctv, --cache-type-v T\n"
-            "  --api-key KEY             require Authorization: Bearer KEY (not on /health)\n"
-            "  --cors-origins LIST       comma-separated origins allowed by CORS, or *\n"
-            "  --chat-template-file FILE render chats with this Jinja template instead of the model's\n"
-            "  --chat-template NAME      a built-in renderer instead of the model's Jinja template:\n"
-            "                            chatml, llama2, llama2-sys, mistral-v1, mistral-v3, mistral-v7,\n"
-            "                            llama3, gemma, phi3, phi4 (default: the model's template rendered\n"
-            "                            as Jinja; a model without one gets chatml)\n"
-            "  --alias NAME              model id reported by the API (default: the file name)\n"
-            "  --max-body BYTES          largest request body (default 8 MiB)\n"
-            "  --grace-ms N              on SIGINT/SIGTERM, wait this long for running requests (default 5000)\n");
-}
-
-static bool parse_kv_type(const char *opt, const char *s, vt_kv_type *out) {
+static bool parse_kv_type(const char *opt, const char *s, void *dst) {
+    vt_kv_type *out = dst;
     static const struct {
         const char *name;
         vt_kv_type t;
@@ -57,84 +31,81 @@ static void on_fatal(void *user) { pthread_kill(*(pthread_t *)user, SIGUSR1); }
 int cmd_serve(int argc, char **argv) {
     server_params p;
     server_default_params(&p);
-    long long grace_ms = 5000;
-    bool ctx_given = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = NULL;
-        long long n;
-#define VALUE()                                          \
-    do {                                                 \
-        if (!(v = arg_value(argc, argv, &i))) return 2;  \
-    } while (0)
-#define INT(lo, hi, dst)                                 \
-    do {                                                 \
-        VALUE();                                         \
-        if (!arg_int(a, v, lo, hi, &n)) return 2;        \
-        dst = n;                                         \
-    } while (0)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage();
-            return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            VALUE();
-            p.model_path = v;
-        } else if (!strcmp(a, "--host")) {
-            VALUE();
-            p.host = v;
-        } else if (!strcmp(a, "--port")) {
-            INT(0, 65535, p.port);
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            INT(0, 1024, p.engine.n_threads);
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
-            INT(0, 1 << 24, p.engine.n_ctx);
-            ctx_given = true;
-        } else if (!strcmp(a, "-np") || !strcmp(a, "--parallel")) {
-            INT(1, 4096, p.engine.max_seqs);
-        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
-            INT(1, 1 << 20, p.engine.max_batch_tokens);
-        } else if (!strcmp(a, "--kv-tokens")) {
-            INT(1, (long long)1 << 40, p.engine.kv_tokens);
-        } else if (!strcmp(a, "--max-queue")) {
-            INT(1, 1 << 20, p.engine.max_queue);
-        } else if (!strcmp(a, "--no-prefix-cache")) {
-            p.engine.prefix_cache = false;
-        } else if (!strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k")) {
-            VALUE();
-            if (!parse_kv_type(a, v, &p.engine.type_k)) return 2;
-        } else if (!strcmp(a, "-ctv") || !strcmp(a, "--cache-type-v")) {
-            VALUE();
-            if (!parse_kv_type(a, v, &p.engine.type_v)) return 2;
-        } else if (!strcmp(a, "--api-key")) {
-            VALUE();
-            p.api_key = v;
-        } else if (!strcmp(a, "--cors-origins")) {
-            VALUE();
-            p.cors_origins = v;
-        } else if (!strcmp(a, "--chat-template")) {
-            VALUE();
-            p.chat_template = v;
-        } else if (!strcmp(a, "--chat-template-file")) {
-            VALUE();
-            p.chat_template_file = v;
-        } else if (!strcmp(a, "--alias")) {
-            VALUE();
-            p.alias = v;
-        } else if (!strcmp(a, "--max-body")) {
-            INT(1024, (long long)1 << 32, p.max_body_bytes);
-        } else if (!strcmp(a, "--grace-ms")) {
-            INT(0, 3600 * 1000, grace_ms);
-        } else {
-            fprintf(stderr, "vt serve: unknown option '%s'\n", a);
-            usage();
-            return 2;
-        }
-#undef INT
-#undef VALUE
-    }
+    long long grace_ms = 5000, port = p.port, n_threads = p.engine.n_threads, n_ctx = p.engine.n_ctx,
+              max_seqs = p.engine.max_seqs, batch = p.engine.max_batch_tokens, ubatch = batch,
+              kv_tokens = p.engine.kv_tokens, max_queue = p.engine.max_queue, max_body = (long long)p.max_body_bytes;
+    bool no_prefix_cache = false;
+    enum { ROW_CTX = 4, ROW_BATCH = 6, ROW_UBATCH = 7 };
+    static const char *const on_off[] = {"on", "off", "auto", "true", "false", "1", "0", "yes", "no", NULL};
+    const opt table[] = {
+        {.name = {"-m", "--model"}, .kind = OPT_STR, .dst = &p.model_path, .arg = "FILE", .help = "GGUF model"},
+        {.name = {"--host"}, .kind = OPT_STR, .dst = &p.host, .arg = "ADDR",
+         .help = "localhost or a numeric address to bind\n(default 127.0.0.1: loopback only)"},
+        {.name = {"--port"}, .kind = OPT_INT, .dst = &port, .arg = "N", .lo = 0, .hi = 65535,
+         .help = "TCP port (default 8080; 0: any free port, printed on stderr)"},
+        {.name = {"-t", "--threads"}, .kind = OPT_INT, .dst = &n_threads, .arg = "N", .lo = 0, .hi = 1024,
+         .help = "compute threads (default: the physical cores this process may use)"},
+        [ROW_CTX] = {.name = {"-c", "--ctx-size"}, .kind = OPT_INT, .dst = &n_ctx, .arg = "N", .lo = 0, .hi = 1 << 24,
+                     .help = "tokens per sequence (default: min(training context, 4096);\n0: the training context)"},
+        {.name = {"-np", "--parallel"}, .kind = OPT_INT, .dst = &max_seqs, .arg = "N", .lo = 1, .hi = 4096,
+         .help = "sequences decoded at once (default 16)"},
+        [ROW_BATCH] = {.name = {"-b", "--batch-size"}, .kind = OPT_INT, .dst = &batch, .arg = "N", .lo = 1,
+                       .hi = 1 << 20, .help = "token budget of one engine step (default 512)"},
+        [ROW_UBATCH] = {.name = {"-ub", "--ubatch-size"}, .kind = OPT_INT, .dst = &ubatch, .arg = "N", .lo = 1,
+                        .hi = 1 << 20, .help = "the same as -b: one engine step is one forward pass\n(given both, the smaller counts)"},
+        {.name = {"--kv-tokens"}, .kind = OPT_INT, .dst = &kv_tokens, .arg = "N", .lo = 1, .hi = (long long)1 << 40,
+         .help = "KV cache size in tokens (default: parallel x ctx-size)"},
+        {.name = {"--max-queue"}, .kind = OPT_INT, .dst = &max_queue, .arg = "N", .lo = 1, .hi = 1 << 20,
+         .help = "waiting requests before 503 (default 256)"},
+        {.name = {"--no-prefix-cache"}, .kind = OPT_FLAG, .dst = &no_prefix_cache,
+         .help = "do not reuse KV blocks across requests"},
+        {.name = {"-ctk", "--cache-type-k"}, .kind = OPT_FN, .fn = parse_kv_type, .dst = &p.engine.type_k, .arg = "T",
+         .help = "f16 (default), bf16, f32, q8_0"},
+        {.name = {"-ctv", "--cache-type-v"}, .kind = OPT_FN, .fn = parse_kv_type, .dst = &p.engine.type_v, .arg = "T",
+         .help = "the same for V"},
+        {.name = {"--api-key"}, .kind = OPT_STR, .dst = &p.api_key, .arg = "KEY",
+         .help = "require Authorization: Bearer KEY (not on /health)"},
+        {.name = {"--cors-origins"}, .kind = OPT_STR, .dst = &p.cors_origins, .arg = "LIST",
+         .help = "comma-separated origins allowed by CORS, or *"},
+        {.name = {"--chat-template-file"}, .kind = OPT_STR, .dst = &p.chat_template_file, .arg = "FILE",
+         .help = "render chats with this Jinja template instead of the model's"},
+        {.name = {"--chat-template"}, .kind = OPT_STR, .dst = &p.chat_template, .arg = "NAME",
+         .help = "a built-in renderer instead of the model's Jinja template:\n"
+                 "chatml, llama2, llama2-sys, mistral-v1, mistral-v3, mistral-v7,\n"
+                 "llama3, gemma, phi3, phi4 (default: the model's template rendered\n"
+                 "as Jinja; a model without one gets chatml)"},
+        {.name = {"--alias"}, .kind = OPT_STR, .dst = &p.alias, .arg = "NAME",
+         .help = "model id reported by the API (default: the file name)"},
+        {.name = {"--max-body"}, .kind = OPT_INT, .dst = &max_body, .arg = "BYTES", .lo = 1024, .hi = (long long)1 << 32,
+         .help = "largest request body (default 8 MiB)"},
+        {.name = {"--grace-ms"}, .kind = OPT_INT, .dst = &grace_ms, .arg = "N", .lo = 0, .hi = 3600 * 1000,
+         .help = "on SIGINT/SIGTERM, wait this long for running requests (default 5000)"},
+        {.name = {"--no-mmap"}, .kind = OPT_FLAG,
+         .help = "accepted: vt copies the weights into memory of its own anyway"},
+        {.name = {"-ngl", "--gpu-layers", "--n-gpu-layers"}, .kind = OPT_STR, .arg = "N",
+         .help = "accepted and ignored: vt runs on the CPU", .note = "vt runs on the CPU; ignored"},
+        {.name = {"-fa", "--flash-attn"}, .kind = OPT_MAYBE, .fn = opt_on_off, .choices = on_off,
+         .arg = "on|off|auto", .help = "accepted: vt's attention is always fused (flash-style)"},
+    };
+    const opts_cmd cmd = {.name = "serve", .usage = "vt serve -m MODEL [options]", .opts = table,
+                          .n_opts = (int)(sizeof table / sizeof table[0])};
+    int counts[sizeof table / sizeof table[0]];
+    const int prc = opts_parse(&cmd, argc, argv, NULL, NULL, counts);
+    if (prc >= 0) return prc;
+    const bool ctx_given = counts[ROW_CTX] > 0;
+    if (counts[ROW_UBATCH] && (!counts[ROW_BATCH] || ubatch < batch)) batch = ubatch;
+    p.port = (int)port;
+    p.engine.n_threads = (int32_t)n_threads;
+    p.engine.n_ctx = (int32_t)n_ctx;
+    p.engine.max_seqs = (int32_t)max_seqs;
+    p.engine.max_batch_tokens = (int32_t)batch;
+    p.engine.kv_tokens = kv_tokens;
+    p.engine.max_queue = (int32_t)max_queue;
+    p.engine.prefix_cache = p.engine.prefix_cache && !no_prefix_cache;
+    p.max_body_bytes = (size_t)max_body;
     if (!p.model_path) {
         fprintf(stderr, "vt serve: no model (-m FILE)\n");
-        usage();
+        opts_usage(&cmd, stderr);
         return 2;
     }
     /* -c 0 means the training context, as in llama.cpp; the default caps it so a

@@ -1,6 +1,8 @@
 /* vt synth: write a synthetic GGUF (random weights, real shape) for tests and
  * benchmarks. The generator is src/model/synth.c. */
+#include "base/outfile.h"
 #include "cmds.h"
+#include "opts.h"
 #include "model/synth.h"
 
 #include <errno.h>
@@ -9,45 +11,14 @@
 #include <string.h>
 #include <strings.h>
 
-static void print_usage(FILE *f) {
-    fprintf(f,
-            "usage: vt synth [options] -o OUT.gguf\n\n"
-            "Write a model with random N(0, 0.02) weights and norms of 1.0, reproducible from\n"
-            "the seed, in the shape and weight type given.\n\n"
-            "options:\n"
-            "  --arch A          llama | qwen2 | qwen3 | qwen3moe (default llama)\n"
-            "  --layers N        blocks (default 2)\n"
-            "  --embd N          embedding width (default 256)\n"
-            "  --heads N         attention heads (default 4)\n"
-            "  --kv-heads N      KV heads (default 2)\n"
-            "  --head-dim N      per-head width (default embd / heads)\n"
-            "  --ff N            feed-forward width (default 512)\n"
-            "  --experts N       mixture of experts: N experts per layer (qwen3moe; llama:\n"
-            "                    Mixtral's layout, experts --ff wide)\n"
-            "  --experts-used N  experts per token (default 2)\n"
-            "  --expert-ff N     qwen3moe: rows of an expert's gate/up (default --ff)\n"
-            "  --ctx N           context_length (default 256)\n"
-            "  --swa N           llama: a sliding window of N positions (default none)\n"
-            "  --swa-pattern N   ... on layers il %% N < N - 1 (0, the default: every layer)\n"
-            "  --vocab-from F    copy the tokenizer.* keys of GGUF F (vocab size from it)\n"
-            "  --vocab N         generated SentencePiece vocabulary of N tokens (default 512)\n"
-            "  --type T          matrices: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k\n"
-            "                    q4_k q5_k q6_k iq4_nl iq4_xs (default f32)\n"
-            "  --embd-type T     token_embd.weight (default: --type)\n"
-            "  --output-type T   output.weight (default: --type)\n"
-            "  --tied            no output.weight (the head reuses token_embd)\n"
-            "  --rope-base F     rope.freq_base (default 10000 llama, 1e6 qwen)\n"
-            "  --seed N          (default 1)\n"
-            "  -t N              threads (default: physical cores)\n"
-            "  -q                no progress line\n"
-            "  -o OUT            output file (required)\n\n"
-            "The 1B-class benchmark shape:\n"
-            "  vt synth --layers 16 --embd 2048 --heads 32 --kv-heads 8 --ff 8192 --ctx 2048 \\\n"
-            "     --vocab-from ../shared/models/vocab/ggml-vocab-llama-spm.gguf --type q4_0 -o 1b-q4_0.gguf\n"
-            "Qwen3-30B-A3B's layer shape, 4 layers:\n"
-            "  vt synth --arch qwen3moe --layers 4 --embd 2048 --heads 32 --kv-heads 4 --head-dim 128 \\\n"
-            "     --ff 6144 --experts 128 --experts-used 8 --expert-ff 768 --ctx 4096 \\\n"
-            "     --vocab-from ../shared/models/vocab/ggml-vocab-qwen2.gguf --type q4_k -o moe.gguf\n");
+static void more_help(FILE *f) {
+    fprintf(f, "The 1B-class benchmark shape:\n"
+               "  vt synth --layers 16 --embd 2048 --heads 32 --kv-heads 8 --ff 8192 --ctx 2048 \\\n"
+               "     --vocab-from ../shared/models/vocab/ggml-vocab-llama-spm.gguf --type q4_0 -o 1b-q4_0.gguf\n"
+               "Qwen3-30B-A3B's layer shape, 4 layers:\n"
+               "  vt synth --arch qwen3moe --layers 4 --embd 2048 --heads 32 --kv-heads 4 --head-dim 128 \\\n"
+               "     --ff 6144 --experts 128 --experts-used 8 --expert-ff 768 --ctx 4096 \\\n"
+               "     --vocab-from ../shared/models/vocab/ggml-vocab-qwen2.gguf --type q4_k -o moe.gguf\n");
 }
 
 static bool parse_i64(const char *s, int64_t *out) {
@@ -58,6 +29,45 @@ static bool parse_i64(const char *s, int64_t *out) {
     if (errno || *end) return false;
     *out = v;
     return true;
+}
+
+static bool parse_type(const char *s, vt_dtype *out);
+
+/* OPT_FN parsers: the value into the synth_params field dst */
+static bool opt_i64(const char *o, const char *v, void *dst) {
+    if (parse_i64(v, dst)) return true;
+    fprintf(stderr, "vt synth: %s: '%s' is not an integer\n", o, v);
+    return false;
+}
+static bool opt_seed(const char *o, const char *v, void *dst) {
+    int64_t n;
+    if (!opt_i64(o, v, &n)) return false;
+    *(uint64_t *)dst = (uint64_t)n;
+    return true;
+}
+static bool opt_threads(const char *o, const char *v, void *dst) {
+    int64_t n;
+    if (!parse_i64(v, &n) || n < 0 || n > 1024) {
+        fprintf(stderr, "vt synth: %s: '%s' is not an integer in [0, 1024]\n", o, v);
+        return false;
+    }
+    *(int *)dst = (int)n;
+    return true;
+}
+static bool opt_rope(const char *o, const char *v, void *dst) {
+    char *end;
+    const float x = strtof(v, &end);
+    if (end == v || *end || !(x > 0)) {
+        fprintf(stderr, "vt synth: %s: '%s' is not a positive number\n", o, v);
+        return false;
+    }
+    *(float *)dst = x;
+    return true;
+}
+static bool opt_type(const char *o, const char *v, void *dst) {
+    if (parse_type(v, dst)) return true;
+    fprintf(stderr, "vt synth: %s: unknown type '%s'\n", o, v);
+    return false;
 }
 
 static bool parse_type(const char *s, vt_dtype *out) {
@@ -78,77 +88,67 @@ static bool parse_type(const char *s, vt_dtype *out) {
 
 int cmd_synth(int argc, char **argv) {
     synth_params p = synth_default_params();
-    p.progress = true;
     const char *out = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int64_t n = 0;
-        bool ok = true, takes = true;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            print_usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--tied")) {
-            p.tied = true;
-            takes = false;
-        } else if (!strcmp(a, "-q")) {
-            p.progress = false;
-            takes = false;
-        } else if (!v) {
-            fprintf(stderr, "vt synth: %s needs a value\n", a);
-            return 2;
-        } else if (!strcmp(a, "--arch")) {
-            p.arch = v;
-        } else if (!strcmp(a, "--vocab-from")) {
-            p.vocab_path = v;
-        } else if (!strcmp(a, "-o")) {
-            out = v;
-        } else if (!strcmp(a, "--type")) {
-            ok = parse_type(v, &p.type);
-        } else if (!strcmp(a, "--embd-type")) {
-            ok = parse_type(v, &p.embd_type);
-        } else if (!strcmp(a, "--output-type")) {
-            ok = parse_type(v, &p.output_type);
-        } else if (!strcmp(a, "--rope-base")) {
-            char *end;
-            p.rope_freq_base = strtof(v, &end);
-            ok = *end == 0 && p.rope_freq_base > 0;
-        } else if (!strcmp(a, "--seed")) {
-            ok = parse_i64(v, &n);
-            p.seed = (uint64_t)n;
-        } else {
-            ok = parse_i64(v, &n);
-            if (!strcmp(a, "--layers")) p.n_layer = n;
-            else if (!strcmp(a, "--embd")) p.n_embd = n;
-            else if (!strcmp(a, "--heads")) p.n_head = n;
-            else if (!strcmp(a, "--kv-heads")) p.n_head_kv = n;
-            else if (!strcmp(a, "--head-dim")) p.head_dim = n;
-            else if (!strcmp(a, "--ff")) p.n_ff = n;
-            else if (!strcmp(a, "--experts")) p.n_expert = n;
-            else if (!strcmp(a, "--experts-used")) p.n_expert_used = n;
-            else if (!strcmp(a, "--expert-ff")) p.n_ff_exp = n;
-            else if (!strcmp(a, "--ctx")) p.n_ctx = n;
-            else if (!strcmp(a, "--swa")) p.n_swa = n;
-            else if (!strcmp(a, "--swa-pattern")) p.swa_pattern = n;
-            else if (!strcmp(a, "--vocab")) p.n_vocab = n;
-            else if (!strcmp(a, "-t")) p.n_threads = (int)(n < 0 || n > 1024 ? -1 : n), ok = ok && n >= 0 && n <= 1024;
-            else {
-                fprintf(stderr, "vt synth: unknown option '%s'\n\n", a);
-                print_usage(stderr);
-                return 2;
-            }
-        }
-        if (!ok) {
-            fprintf(stderr, "vt synth: bad value '%s' for %s\n", v ? v : "", a);
-            return 2;
-        }
-        if (takes) i++;
-    }
+    bool quiet = false;
+    const opt table[] = {
+        {.name = {"--arch"}, .kind = OPT_STR, .dst = &p.arch, .arg = "A", .help = "llama | qwen2 | qwen3 | qwen3moe (default llama)"},
+        {.name = {"--layers"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_layer, .arg = "N", .help = "blocks (default 2)"},
+        {.name = {"--embd"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_embd, .arg = "N",
+         .help = "embedding width (default 256)"},
+        {.name = {"--heads"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_head, .arg = "N",
+         .help = "attention heads (default 4)"},
+        {.name = {"--kv-heads"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_head_kv, .arg = "N",
+         .help = "KV heads (default 2)"},
+        {.name = {"--head-dim"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.head_dim, .arg = "N",
+         .help = "per-head width (default embd / heads)"},
+        {.name = {"--ff"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_ff, .arg = "N",
+         .help = "feed-forward width (default 512)"},
+        {.name = {"--experts"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_expert, .arg = "N",
+         .help = "mixture of experts: N experts per layer (qwen3moe; llama:\nMixtral's layout, experts --ff wide)"},
+        {.name = {"--experts-used"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_expert_used, .arg = "N",
+         .help = "experts per token (default 2)"},
+        {.name = {"--expert-ff"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_ff_exp, .arg = "N",
+         .help = "qwen3moe: rows of an expert's gate/up (default --ff)"},
+        {.name = {"--swa"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_swa, .arg = "N",
+         .help = "llama: a sliding window of N positions (default none)"},
+        {.name = {"--swa-pattern"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.swa_pattern, .arg = "N",
+         .help = "... on layers il % N < N - 1 (0, the default: every layer)"},
+        {.name = {"--ctx"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_ctx, .arg = "N",
+         .help = "context_length (default 256)"},
+        {.name = {"--vocab-from"}, .kind = OPT_STR, .dst = &p.vocab_path, .arg = "F",
+         .help = "copy the tokenizer.* keys of GGUF F (vocab size from it)"},
+        {.name = {"--vocab"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_vocab, .arg = "N",
+         .help = "generated SentencePiece vocabulary of N tokens (default 512)"},
+        {.name = {"--type"}, .kind = OPT_FN, .fn = opt_type, .dst = &p.type, .arg = "T",
+         .help = "matrices: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k\n"
+                 "q4_k q5_k q6_k iq4_nl iq4_xs (default f32)"},
+        {.name = {"--embd-type"}, .kind = OPT_FN, .fn = opt_type, .dst = &p.embd_type, .arg = "T",
+         .help = "token_embd.weight (default: --type)"},
+        {.name = {"--output-type"}, .kind = OPT_FN, .fn = opt_type, .dst = &p.output_type, .arg = "T",
+         .help = "output.weight (default: --type)"},
+        {.name = {"--tied"}, .kind = OPT_FLAG, .dst = &p.tied, .help = "no output.weight (the head reuses token_embd)"},
+        {.name = {"--rope-base"}, .kind = OPT_FN, .fn = opt_rope, .dst = &p.rope_freq_base, .arg = "F",
+         .help = "rope.freq_base (default 10000 llama, 1e6 qwen)"},
+        {.name = {"--seed"}, .kind = OPT_FN, .fn = opt_seed, .dst = &p.seed, .arg = "N", .help = "(default 1)"},
+        {.name = {"-t", "--threads"}, .kind = OPT_FN, .fn = opt_threads, .dst = &p.n_threads, .arg = "N",
+         .help = "threads (default: physical cores)"},
+        {.name = {"-q", "--quiet"}, .kind = OPT_FLAG, .dst = &quiet, .help = "no progress line"},
+        {.name = {"-o", "--output"}, .kind = OPT_STR, .dst = &out, .arg = "OUT",
+         .help = "output file (required; written to a temporary name, then renamed)"},
+    };
+    const opts_cmd cmd = {.name = "synth", .usage = "vt synth [options] -o OUT.gguf",
+                          .intro = "Write a model with random N(0, 0.02) weights and norms of 1.0, reproducible from\n"
+                                   "the seed, in the shape and weight type given.\n",
+                          .opts = table, .n_opts = (int)(sizeof table / sizeof table[0]), .more = more_help};
+    const int prc = opts_parse(&cmd, argc, argv, NULL, NULL, NULL);
+    if (prc >= 0) return prc;
+    p.progress = !quiet;
     if (!out) {
         fprintf(stderr, "vt synth: -o OUT is required\n\n");
-        print_usage(stderr);
+        opts_usage(&cmd, stderr);
         return 2;
     }
+    outfile_cleanup_on_signals(); /* Ctrl-C while writing leaves no temporary file */
     vt_status s = synth_write(&p, out);
     if (s != VT_OK) {
         fprintf(stderr, "vt synth: %s\n", vt_last_error());

@@ -1,25 +1,14 @@
 /* vt tokenize -m FILE [-p TEXT | -f FILE] [--no-bos] [--special]: print the token
  * ids of a text, one token a line with its piece, then the ids on one line. */
-#include "args.h"
 #include "cmds.h"
+#include "opts.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 
+#include <errno.h>
 #include <inttypes.h>
-
-static void print_usage(FILE *f) {
-    fprintf(f,
-            "usage: vt tokenize -m FILE [-p TEXT | -f FILE] [options]\n\n"
-            "Tokenize TEXT (or the bytes of FILE, or stdin) with the tokenizer of the GGUF\n"
-            "FILE and print one token a line: index, id and piece; then all ids.\n\n"
-            "options:\n"
-            "  -m FILE      GGUF with tokenizer.* metadata (a model or a vocab-only file)\n"
-            "  -p TEXT      text to tokenize\n"
-            "  -f FILE      read the text from FILE ('-' for stdin)\n"
-            "  --no-bos     do not add BOS/EOS (add_special = false)\n"
-            "  --special    parse control-token texts like <|im_start|> (parse_special)\n"
-            "  --ids        print only the ids line\n");
-}
+#include <stdlib.h>
+#include <string.h>
 
 static char *read_all(FILE *f, size_t *len) {
     size_t cap = 4096, n = 0;
@@ -69,32 +58,28 @@ static void print_piece(const char *s, int64_t n) {
 
 int cmd_tokenize(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *file = NULL;
-    bool add_special = true, parse_special = false, ids_only = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            print_usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "-m")) {
-            if (!(model = arg_value(argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "-p")) {
-            if (!(prompt = arg_value(argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "-f")) {
-            if (!(file = arg_value(argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--no-bos")) {
-            add_special = false;
-        } else if (!strcmp(a, "--special")) {
-            parse_special = true;
-        } else if (!strcmp(a, "--ids")) {
-            ids_only = true;
-        } else {
-            fprintf(stderr, "vt tokenize: unknown option '%s'\n\n", a);
-            print_usage(stderr);
-            return 2;
-        }
-    }
+    bool no_bos = false, parse_special = false, ids_only = false;
+    const opt table[] = {
+        {.name = {"-m", "--model"}, .kind = OPT_STR, .dst = &model, .arg = "FILE",
+         .help = "GGUF with tokenizer.* metadata (a model or a vocab-only file)"},
+        {.name = {"-p", "--prompt"}, .kind = OPT_STR, .dst = &prompt, .arg = "TEXT", .help = "text to tokenize"},
+        {.name = {"-f", "--file"}, .kind = OPT_STR, .dst = &file, .arg = "FILE",
+         .help = "read the text from FILE ('-' for stdin, the default)"},
+        {.name = {"--no-bos"}, .kind = OPT_FLAG, .dst = &no_bos, .help = "do not add BOS/EOS (add_special = false)"},
+        {.name = {"--special"}, .kind = OPT_FLAG, .dst = &parse_special,
+         .help = "parse control-token texts like <|im_start|> (parse_special)"},
+        {.name = {"--ids"}, .kind = OPT_FLAG, .dst = &ids_only, .help = "print only the ids line"},
+    };
+    const opts_cmd cmd = {.name = "tokenize", .usage = "vt tokenize -m FILE [-p TEXT | -f FILE] [options]",
+                          .intro = "Tokenize TEXT (or the bytes of FILE, or stdin) with the tokenizer of the GGUF\n"
+                                   "FILE and print one token a line: index, id and piece; then all ids.\n",
+                          .opts = table, .n_opts = (int)(sizeof table / sizeof table[0])};
+    const int prc = opts_parse(&cmd, argc, argv, NULL, NULL, NULL);
+    if (prc >= 0) return prc;
+    const bool add_special = !no_bos;
     if (!model || (prompt && file)) {
-        print_usage(stderr);
+        fprintf(stderr, "vt tokenize: %s\n\n", !model ? "-m FILE is required" : "-p and -f both give the text: use one");
+        opts_usage(&cmd, stderr);
         return 2;
     }
     char *text = NULL;

@@ -1,7 +1,10 @@
 /* vt: the command-line front end. `vt <command> [options]`. */
+#include "base/log.h"
 #include "cmds.h"
+#include "opts.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Commands are weak so a build without a component (e.g. the server without
@@ -24,7 +27,9 @@ typedef struct {
 static void usage(const command *cmds, int n) {
     fprintf(stderr, "usage: vt <command> [options]\n\ncommands:\n");
     for (int i = 0; i < n; i++) fprintf(stderr, "  %-10s %s\n", cmds[i].name, cmds[i].help);
-    fprintf(stderr, "\n`vt <command> --help` for the options of one command.\n");
+    fprintf(stderr, "\n`vt <command> --help` for the options of one command; `vt --version`.\n"
+                    "Environment: VT_LOG=debug|info|warn|error|none, VT_ISA, VT_AMX, VT_PREFETCH\n"
+                    "(README.md says what each does).\n");
 }
 
 int main(int argc, char **argv) {
@@ -42,6 +47,17 @@ int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         usage(cmds, n);
         return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        opts_print_version(stdout);
+        return 0;
+    }
+    /* a misspelt level would silently keep the default: refuse it here */
+    log_level level;
+    const char *env_log = getenv("VT_LOG");
+    if (env_log && !log_level_parse(env_log, &level)) {
+        fprintf(stderr, "vt: VT_LOG='%s': expected debug, info, warn, error or none\n", env_log);
+        return 2;
     }
     for (int i = 0; i < n; i++) {
         if (strcmp(argv[1], cmds[i].name) != 0) continue;

@@ -7,14 +7,25 @@
 
 static int current_level = -1;
 
+bool log_level_parse(const char *s, log_level *out) {
+    static const struct {
+        const char *name;
+        log_level level;
+    } names[] = {{"debug", LOG_DEBUG}, {"info", LOG_INFO}, {"warn", LOG_WARN}, {"error", LOG_ERROR}, {"none", LOG_NONE}};
+    for (size_t i = 0; s && i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(s, names[i].name)) {
+            *out = names[i].level;
+            return true;
+        }
+    return false;
+}
+
 static log_level level_from_env(void) {
     const char *s = getenv("VT_LOG");
-    if (!s) return LOG_WARN;
-    if (!strcmp(s, "debug")) return LOG_DEBUG;
-    if (!strcmp(s, "info")) return LOG_INFO;
-    if (!strcmp(s, "error")) return LOG_ERROR;
-    if (!strcmp(s, "none")) return LOG_NONE;
-    return LOG_WARN;
+    log_level l = LOG_WARN;
+    if (s && !log_level_parse(s, &l))
+        fprintf(stderr, "vt warn: VT_LOG='%s' is not debug, info, warn, error or none; using warn\n", s);
+    return l;
 }
 
 void log_set_level(log_level level) { current_level = (int)level; }

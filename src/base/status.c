@@ -41,6 +41,7 @@ const char *vt_status_str(vt_status s) {
     case VT_E_INVALID: return "invalid argument";
     case VT_E_NOT_FOUND: return "not found";
     case VT_E_ABORTED: return "aborted";
+    case VT_E_NUMERIC: return "non-finite number";
     }
     return "unknown status";
 }

@@ -4,7 +4,12 @@
  * out-pointers. On failure it records one human-readable message that says what
  * was wrong and where (file, field, numbers) with vt_errorf(); the caller reads it
  * with vt_last_error(). The message lives in thread-local storage, so threads do
- * not clobber each other's errors. */
+ * not clobber each other's errors.
+ *
+ * VT_E_NUMERIC is for results that are not numbers: a logits row with a NaN or an
+ * infinity is never sampled from; its message names the step (which batch token,
+ * sequence, position or request) and, when one is found, the weight tensor that
+ * holds a non-finite value ("tensor 'blk.0.attn_q.weight': element 17 is nan"). */
 #ifndef VT_BASE_STATUS_H
 #define VT_BASE_STATUS_H
 

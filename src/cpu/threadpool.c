@@ -32,7 +32,14 @@
  *
  * Every spin loop pauses (pause / yield) and, after a bounded number of rounds,
  * calls sched_yield, so oversubscription (more threads than cores) does not turn
- * into a livelock: a waiting thread gives its core to the thread it waits for. */
+ * into a livelock: a waiting thread gives its core to the thread it waits for.
+ *
+ * Under load (other processes on our cores, or more threads than the cores this
+ * process may run on) a spinning waiter steals time from the thread it waits
+ * for. So a barrier waiter spins for a bounded time and then sleeps on a futex;
+ * a pool with more threads than the CPUs in its affinity mask (tp_usable_cpus)
+ * is oversubscribed by construction and spins far less before it yields and
+ * sleeps. The results do not depend on any of this: only who waits how. */
 #include "cpu/threadpool.h"
 
 #include "base/size.h"
@@ -44,6 +51,8 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +85,10 @@ static inline void cpu_relax(void) { __asm__ __volatile__("" ::: "memory"); }
  * process, and sleeping frees our core for it (the scheduler moves it over)
  * instead of making it wait out that process's time slice. */
 #define TP_BARRIER_SPIN_NS_DEFAULT 50000
+/* The same two spins in an oversubscribed pool: a partner we wait for is most
+ * likely waiting for a core, so give ours up almost at once. */
+#define TP_IDLE_SPIN_NS_OVERSUBSCRIBED 10000
+#define TP_BARRIER_SPIN_NS_OVERSUBSCRIBED 2000
 
 #define CACHE_LINE 64
 
@@ -87,6 +100,7 @@ typedef struct tp_worker {
 
 struct tp_pool {
     int n_threads;
+    bool oversubscribed;  /* n_threads > tp_usable_cpus() at creation */
     int spin_rounds;      /* pause rounds before sched_yield */
     int64_t idle_spin_ns; /* idle spin after a job before sleeping */
     tp_worker *workers; /* [n_threads - 1]: threads 1..n-1 */
@@ -183,13 +197,14 @@ vt_status tp_create(int n_threads, tp_pool **out) {
     if (!pool) return vt_errorf(VT_E_NOMEM, "threadpool: out of memory");
     memset(pool, 0, sizeof *pool);
     pool->n_threads = n_threads;
-    pool->idle_spin_ns = TP_IDLE_SPIN_NS_DEFAULT;
-    pool->bar_spin_ns = TP_BARRIER_SPIN_NS_DEFAULT;
     /* Oversubscribed: the thread we wait for may be waiting for our core, so
-     * yield almost at once instead of spinning out a time slice. */
-    long n_cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    pool->spin_rounds = n_cpus > 0 && n_threads > n_cpus ? TP_SPIN_OVERSUBSCRIBED
-                                                         : TP_SPIN_BEFORE_YIELD;
+     * yield almost at once instead of spinning out a time slice. The CPUs that
+     * count are those this process may run on (taskset, cgroup cpusets), not
+     * those the machine has. */
+    pool->oversubscribed = n_threads > tp_usable_cpus();
+    pool->idle_spin_ns = pool->oversubscribed ? TP_IDLE_SPIN_NS_OVERSUBSCRIBED : TP_IDLE_SPIN_NS_DEFAULT;
+    pool->bar_spin_ns = pool->oversubscribed ? TP_BARRIER_SPIN_NS_OVERSUBSCRIBED : TP_BARRIER_SPIN_NS_DEFAULT;
+    pool->spin_rounds = pool->oversubscribed ? TP_SPIN_OVERSUBSCRIBED : TP_SPIN_BEFORE_YIELD;
     const char *env = getenv("VT_TP_SPIN_US");
     if (env && *env) {
         long us = strtol(env, NULL, 10);
@@ -232,6 +247,8 @@ void tp_destroy(tp_pool *pool) {
 }
 
 int tp_n_threads(const tp_pool *pool) { return pool->n_threads; }
+
+bool tp_oversubscribed(const tp_pool *pool) { return pool->oversubscribed; }
 
 void tp_run(tp_pool *pool, tp_fn fn, void *ctx) {
     const int nth = pool->n_threads;
@@ -338,11 +355,56 @@ static int count_physical_cores(void) {
     return 0;
 }
 
+int tp_usable_cpus(void) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        const int n = CPU_COUNT(&set);
+        if (n > 0) return n;
+    }
+    const long c = sysconf(_SC_NPROCESSORS_ONLN);
+    return c > 0 ? (int)c : 1;
+}
+
+/* CPUs' worth of time the cgroup (v2) quotas of this process and its ancestors
+ * allow, rounded up, or 0 when none has a quota ("max") or there is no cgroup v2. */
+static int cgroup_cpu_quota(void) {
+    static const char root[] = "/sys/fs/cgroup";
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f) return 0;
+    char line[512], dir[600];
+    dir[0] = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "0::", 3) != 0) continue; /* the unified hierarchy */
+        line[strcspn(line, "\n")] = 0;
+        snprintf(dir, sizeof dir, "%s%s", root, line + 3);
+        break;
+    }
+    fclose(f);
+    int quota_cpus = 0;
+    for (size_t len = strlen(dir); len >= sizeof root - 1;) {
+        char path[640];
+        snprintf(path, sizeof path, "%.*s/cpu.max", (int)len, dir);
+        FILE *q = fopen(path, "r");
+        if (q) {
+            long long quota = 0, period = 0;
+            if (fscanf(q, "%lld %lld", &quota, &period) == 2 && quota > 0 && period > 0) {
+                const long long n = (quota + period - 1) / period;
+                if (n < INT_MAX && (quota_cpus == 0 || n < quota_cpus)) quota_cpus = (int)n;
+            } /* else "max": no limit at this level */
+            fclose(q);
+        }
+        while (len > sizeof root - 1 && dir[len - 1] != '/') len--; /* up one level */
+        if (len <= sizeof root - 1) break;
+        len--;
+    }
+    return quota_cpus;
+}
+
 int tp_default_threads(void) {
     int n = count_physical_cores();
-    if (n <= 0) {
-        long c = sysconf(_SC_NPROCESSORS_ONLN);
-        n = c > 0 ? (int)c : 1;
-    }
+    if (n <= 0) n = tp_usable_cpus();
+    const int quota = cgroup_cpu_quota();
+    if (quota > 0 && quota < n) n = quota;
     return n;
 }

@@ -11,6 +11,7 @@
 
 #include "base/status.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct tp_pool tp_pool;
@@ -20,6 +21,9 @@ typedef void (*tp_fn)(void *ctx, int ith, int nth);
 vt_status tp_create(int n_threads, tp_pool **out);
 void tp_destroy(tp_pool *pool);
 int tp_n_threads(const tp_pool *pool);
+/* More threads than tp_usable_cpus() when the pool was created: its waiters spin
+ * far less before they yield and sleep. */
+bool tp_oversubscribed(const tp_pool *pool);
 
 void tp_run(tp_pool *pool, tp_fn fn, void *ctx);
 /* Called by every thread inside fn. */
@@ -43,7 +47,11 @@ static inline void tp_range(int64_t n, int64_t grain, int ith, int nth, int64_t 
     *end = c1 * grain < n ? c1 * grain : n;
 }
 
-/* Number of physical cores (fallback: online CPUs). */
+/* The default thread count: the physical cores among the CPUs this process may
+ * run on (sched_getaffinity), capped by a cgroup v2 CPU quota; fallback: the
+ * usable CPUs. */
 int tp_default_threads(void);
+/* CPUs in this thread's affinity mask (fallback: online CPUs); at least 1. */
+int tp_usable_cpus(void);
 
 #endif

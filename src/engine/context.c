@@ -163,6 +163,7 @@ vt_status vt_decode(vt_context *c, const vt_batch *b) {
         c->cap_logits = n_logits;
     }
 
+    c->n_logits = 0; /* until this batch succeeds, vt_get_logits has nothing */
     /* Run in slices of n_batch tokens, in order. */
     int64_t out_row = 0;
     for (int32_t i0 = 0; i0 < b->n_tokens; i0 += c->p.n_batch) {
@@ -177,6 +178,16 @@ vt_status vt_decode(vt_context *c, const vt_batch *b) {
                         .logit_rows = c->rows, .n_logits = nl,
                         .logits = c->logits + (size_t)out_row * nv};
         if ((s = fwd_run(c->fwd, &fb)) != VT_OK) goto done;
+        for (int64_t r = 0; r < nl; r++) {
+            if (fwd_logits_finite(fb.logits + (size_t)r * nv, (int64_t)nv)) continue;
+            /* never sampled from: the sequences keep their lengths (the cache as before) */
+            const int32_t gi = i0 + c->rows[r];
+            char step[160];
+            snprintf(step, sizeof step, "decode of batch token %d (sequence %d, position %d)", gi, b->seq[gi],
+                     b->pos[gi]);
+            s = model_nonfinite_error(c->model, step);
+            goto done;
+        }
         out_row += nl;
     }
     memcpy(c->len, next, sizeof(int32_t) * (size_t)c->p.n_seq);

@@ -760,6 +760,18 @@ vt_status vt_engine_step(vt_engine *e, const vt_output **outs, int32_t *n_outs) 
                 }
                 if (r->n_computed == r->n_tokens) {
                     const float *l = e->logits + (size_t)row++ * (size_t)e->n_vocab;
+                    if (!fwd_logits_finite(l, e->n_vocab)) {
+                        /* this request ends with the reason; the others go on */
+                        char step[160];
+                        snprintf(step, sizeof step, "request %llu, %s at position %lld",
+                                 (unsigned long long)r->id, r->n_generated ? "decode" : "prefill",
+                                 (long long)(r->n_tokens - 1));
+                        model_nonfinite_error(e->model, step);
+                        vt_output *o = out_new(e, r, -1);
+                        if (o) out_error(e, o, vt_last_error());
+                        retire(e, r);
+                        continue;
+                    }
                     if (sample_one(e, r, l)) retire(e, r);
                 }
             }

@@ -168,8 +168,11 @@ vt_status gguf_writer_add_tensor(gguf_writer *w, const char *name, vt_dtype type
                                  uint32_t n_dims, const int64_t *ne, const void *data,
                                  size_t bytes);
 
-/* Write the file (v3, alignment 32 unless general.alignment was set). Writes to a
- * temporary name and renames, so a failed write never leaves a partial file. */
+/* Write the file (v3, alignment 32 unless general.alignment was set) through
+ * base/outfile: a temporary file in the same folder, fsync'd and renamed into
+ * place when complete, removed on failure (and on a signal, where the program
+ * called outfile_cleanup_on_signals), so the final name never holds a partial
+ * file. */
 vt_status gguf_writer_write(gguf_writer *w, const char *path);
 
 #endif

@@ -6,6 +6,7 @@
  * of two, shapes that do not match the data), so every written file parses. */
 #include "gguf/gguf.h"
 
+#include "base/outfile.h"
 #include "base/size.h"
 
 #include <errno.h>
@@ -406,41 +407,15 @@ static void write_all(const gguf_writer *w, sink *o, size_t alignment) {
 }
 
 vt_status gguf_writer_write(gguf_writer *w, const char *path) {
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 5);
-    if (!tmp) return vt_errorf(VT_E_NOMEM, "%s: out of memory", path);
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-    vt_status s = VT_OK;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        s = vt_errorf(VT_E_IO, "%s: cannot create: %s", tmp, strerror(errno));
-        free(tmp);
+    outfile of;
+    vt_status s = outfile_open(path, &of);
+    if (s != VT_OK) return s;
+    sink o = {.f = of.f};
+    write_all(w, &o, writer_alignment(w));
+    if (o.err) {
+        s = vt_errorf(VT_E_IO, "%s: write failed at byte %" PRIu64 ": %s", of.tmp, o.pos, strerror(o.err));
+        outfile_abort(&of);
         return s;
     }
-    sink o = {.f = fdopen(fd, "wb")};
-    if (!o.f) {
-        s = vt_errorf(VT_E_IO, "%s: fdopen: %s", tmp, strerror(errno));
-        close(fd);
-        goto fail;
-    }
-    setvbuf(o.f, NULL, _IOFBF, 1 << 20);
-    write_all(w, &o, writer_alignment(w));
-    if (!o.err && fflush(o.f) != 0) o.err = errno ? errno : EIO;
-    if (!o.err && fsync(fileno(o.f)) != 0 && errno != EINVAL && errno != EROFS) o.err = errno;
-    if (fclose(o.f) != 0 && !o.err) o.err = errno ? errno : EIO;
-    if (o.err) {
-        s = vt_errorf(VT_E_IO, "%s: write failed at byte %" PRIu64 ": %s", tmp, o.pos, strerror(o.err));
-        goto fail;
-    }
-    if (rename(tmp, path) != 0) {
-        s = vt_errorf(VT_E_IO, "%s: cannot rename to %s: %s", tmp, path, strerror(errno));
-        goto fail;
-    }
-    free(tmp);
-    return VT_OK;
-fail:
-    unlink(tmp);
-    free(tmp);
-    return s;
+    return outfile_commit(&of);
 }

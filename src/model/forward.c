@@ -875,3 +875,26 @@ vt_status fwd_run(fwd_ctx *f, const fwd_batch *b) {
     f->batch = NULL;
     return VT_OK;
 }
+
+bool fwd_logits_finite(const float *row, int64_t n) {
+    /* a float is NaN or infinite exactly when its exponent bits are all ones;
+     * four independent maxima keep the loop from waiting on one chain */
+    uint32_t mx[4] = {0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        for (int k = 0; k < 4; k++) {
+            uint32_t b;
+            memcpy(&b, row + i + k, 4);
+            b &= 0x7f800000u;
+            mx[k] = b > mx[k] ? b : mx[k];
+        }
+    }
+    for (; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, row + i, 4);
+        b &= 0x7f800000u;
+        mx[0] = b > mx[0] ? b : mx[0];
+    }
+    const uint32_t m01 = mx[0] > mx[1] ? mx[0] : mx[1], m23 = mx[2] > mx[3] ? mx[2] : mx[3];
+    return (m01 > m23 ? m01 : m23) != 0x7f800000u;
+}

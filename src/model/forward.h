@@ -67,6 +67,11 @@ void fwd_destroy(fwd_ctx *f);
  * attention scratch for a longer context cannot be grown (nothing is changed). */
 vt_status fwd_run(fwd_ctx *f, const fwd_batch *batch);
 
+/* True when every value of row[0..n) is finite (no NaN, no infinity): one pass
+ * over the exponent bits, cheap next to the output matmul that made the row.
+ * The contexts and the engine check every logits row with it before sampling. */
+bool fwd_logits_finite(const float *row, int64_t n);
+
 /* Barriers per layer, for the record. */
 int fwd_barriers_per_layer(void);
 

@@ -7,9 +7,11 @@
 #include "base/size.h"
 #include "cpu/attention.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static vt_status model_own(model *m, void *p) {
     if (m->n_owned == m->cap_owned) {
@@ -504,6 +506,7 @@ vt_status vt_model_load(const char *path, const vt_model_params *params, vt_mode
     *out = NULL;
     model *m = calloc(1, sizeof *m);
     if (!m) return vt_errorf(VT_E_NOMEM, "out of memory");
+    pthread_mutex_init(&m->scan_mu, NULL);
     vt_status s = mapfile_open(path, &m->map);
     if (s != VT_OK) goto fail_noprefix;
     s = gguf_parse(m->map.data, m->map.size, path, &m->gguf);
@@ -538,8 +541,11 @@ vt_status vt_model_load(const char *path, const vt_model_params *params, vt_mode
              (long long)m->hp.n_vocab,
              quant_traits_get(m->hp.n_expert ? m->layers[0].exp_gate[0].type : m->layers[0].w_gate.type)->name,
              (double)m->weight_bytes / (1024.0 * 1024.0));
-    if (params && params->use_mlock) {
-        /* best effort; not fatal */
+    if (params && params->use_mlock && m->arena.base && m->arena.used > 0 &&
+        mlock(m->arena.base, m->arena.used) != 0) {
+        /* best effort, as llama.cpp's --mlock: the model works unlocked */
+        log_warn("%s: mlock of %.1f MiB of weights failed: %s (see ulimit -l)", path,
+                 (double)m->arena.used / (1024.0 * 1024.0), strerror(errno));
     }
     *out = m;
     return VT_OK;
@@ -574,7 +580,38 @@ void vt_model_free(vt_model *m) {
     gguf_free(&m->gguf);
     mapfile_close(&m->map);
     free(m->path);
+    pthread_mutex_destroy(&m->scan_mu);
     free(m);
+}
+
+vt_status model_nonfinite_error(vt_model *m, const char *step) {
+    pthread_mutex_lock(&m->scan_mu);
+    if (!m->scan_done) {
+        m->scan_result[0] = 0;
+        for (int64_t i = 0; i < m->gguf.n_tensors && !m->scan_result[0]; i++) {
+            const gguf_tensor *t = &m->gguf.tensors[i];
+            int64_t n = 1;
+            for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++) n *= t->ne[d];
+            float v = 0;
+            int64_t at = 0;
+            if (quant_count_nonfinite(t->type, t->data, n, &at, &v) > 0) {
+                char name[160];
+                gguf_str_escape(t->name, name, sizeof name, 120);
+                snprintf(m->scan_result, sizeof m->scan_result, "tensor '%s': element %lld is %s", name,
+                         (long long)at, isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+            }
+        }
+        m->scan_done = true;
+    }
+    vt_status s = m->scan_result[0]
+                      ? vt_errorf(VT_E_NUMERIC, "%s: %s: the logits are not finite; %s", m->path, step,
+                                  m->scan_result)
+                      : vt_errorf(VT_E_NUMERIC,
+                                  "%s: %s: the logits are not finite (every weight is finite: the "
+                                  "activations overflowed)",
+                                  m->path, step);
+    pthread_mutex_unlock(&m->scan_mu);
+    return s;
 }
 
 void model_embed_rows(const model *m, const int32_t *tokens, int64_t n, float *out) {

@@ -24,6 +24,8 @@
 #include "tokenizer/tokenizer.h"
 #include "vt.h"
 
+#include <pthread.h>
+
 typedef enum model_arch {
     MODEL_ARCH_LLAMA,
     MODEL_ARCH_QWEN2,
@@ -111,6 +113,11 @@ struct vt_model {
     size_t expert_bytes;           /* of weight_bytes, in the experts' 3-D tensors */
     size_t step_bytes;             /* read by one decode step (vt_model_step_bytes) */
     char desc[256];
+
+    /* model_nonfinite_error's scan of the weights, done once, on the first error */
+    pthread_mutex_t scan_mu;
+    bool scan_done;
+    char scan_result[256];         /* "tensor '...': element N is nan", or "" */
 };
 
 typedef struct vt_model model;
@@ -119,6 +126,14 @@ typedef struct vt_model model;
  * the dense FFN or the router and every expert slice; the head last), into out
  * where it is not NULL; returns how many. */
 int64_t model_matrices(model *m, mm_weight **out);
+
+/* VT_E_NUMERIC for a logits row with a NaN or an infinity, produced at `step`
+ * (a phrase for the message: "decode of batch token 3 (sequence 0, position 7)").
+ * The message also names the first weight tensor of the file that holds a
+ * non-finite value, or says that all are finite (then the activations
+ * overflowed). The weights are scanned once per model, on the first such error;
+ * thread-safe. */
+vt_status model_nonfinite_error(vt_model *m, const char *step);
 
 /* Rows of token_embd for tokens[0..n) into out (n, n_embd). Ids are checked by
  * the caller. */

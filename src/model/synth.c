@@ -2,6 +2,7 @@
 #include "model/synth.h"
 
 #include "base/mapfile.h"
+#include "base/outfile.h"
 #include "base/size.h"
 #include "cpu/threadpool.h"
 #include "gguf/gguf.h"
@@ -369,6 +370,7 @@ vt_status synth_write(const synth_params *p, const char *path) {
 
     /* tokenizer first: it fixes n_vocab */
     if (p->vocab_path) {
+        if ((s = outfile_check_not_input(p->vocab_path, path)) != VT_OK) goto done;
         if ((s = mapfile_open(p->vocab_path, &vmap)) != VT_OK) goto done;
         if ((s = gguf_parse(vmap.data, vmap.size, p->vocab_path, &vf)) != VT_OK) goto done;
         vf_open = true;

@@ -4,6 +4,7 @@
 #include "base/size.h"
 #include "quant/quant_impl.h"
 
+#include <math.h>
 #include <string.h>
 
 const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
@@ -76,4 +77,26 @@ bool quant_row_bytes(vt_dtype type, int64_t n, size_t *out) {
     const quant_traits *t = quant_traits_get(type);
     if (!t || n < 0 || n % t->block_elems != 0) return false;
     return size_mul((size_t)(n / t->block_elems), t->block_bytes, out);
+}
+
+int64_t quant_count_nonfinite(vt_dtype type, const void *data, int64_t n, int64_t *first, float *first_value) {
+    const quant_traits *t = quant_traits_get(type);
+    if (!t || !t->dequant_ref || n < 0 || n % t->block_elems != 0) return -1;
+    enum { CHUNK = 4096 }; /* a multiple of every block size (at most 256) */
+    float buf[CHUNK];
+    const int64_t per = CHUNK / t->block_elems * t->block_elems;
+    const uint8_t *p = data;
+    int64_t count = 0;
+    for (int64_t i0 = 0; i0 < n; i0 += per) {
+        const int64_t k = n - i0 < per ? n - i0 : per;
+        t->dequant_ref(p + (size_t)(i0 / t->block_elems) * t->block_bytes, buf, k);
+        for (int64_t i = 0; i < k; i++) {
+            if (isfinite(buf[i])) continue;
+            if (count++ == 0) {
+                if (first) *first = i0 + i;
+                if (first_value) *first_value = buf[i];
+            }
+        }
+    }
+    return count;
 }

@@ -65,6 +65,13 @@ const quant_traits *quant_traits_by_name(const char *name);
  * or the byte count overflows. */
 bool quant_row_bytes(vt_dtype type, int64_t n, size_t *out);
 
+/* How many of the n elements of data (of `type`; n a multiple of its block size)
+ * dequantize to NaN or an infinity; the first one's index and value in *first and
+ * *first_value (either may be NULL). -1 when the type cannot be read. Scalar, for
+ * checks (vt inspect --check, naming the tensor behind a VT_E_NUMERIC), not for
+ * hot paths. */
+int64_t quant_count_nonfinite(vt_dtype type, const void *data, int64_t n, int64_t *first, float *first_value);
+
 /* Activation quantizers used by matmul (also the quant_ref of these types).
  * n is a multiple of the type's block size (1 for f16/bf16); bit-exact with
  * ggml's quantize_row_*_ref / ggml_fp32_to_*_row. Q8_1 stores s = d * sum(q);

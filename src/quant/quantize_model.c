@@ -5,6 +5,7 @@
 #include "quant/quantize_model.h"
 
 #include "base/mapfile.h"
+#include "base/outfile.h"
 #include "base/size.h"
 
 #include <pthread.h>
@@ -494,6 +495,7 @@ vt_status quant_model_file(const char *in_path, const char *out_path, const quan
     if (nth > 64) nth = 64;
     vt_status st;
 
+    if ((st = outfile_check_not_input(in_path, out_path)) != VT_OK) goto fail;
     if ((st = mapfile_open(in_path, &map)) != VT_OK) goto fail;
     if ((st = gguf_parse(map.data, map.size, in_path, &f)) != VT_OK) goto fail;
     parsed = true;

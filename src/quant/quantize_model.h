@@ -76,7 +76,8 @@ typedef struct quant_model_opts {
 
 /* Quantize the GGUF at in_path into out_path (written atomically by the gguf
  * writer). The input is mapped read-only; converted tensors are held in memory
- * until the file is written. */
+ * until the file is written. VT_E_INVALID, before anything is read, when
+ * out_path is the input file (outfile_check_not_input). */
 vt_status quant_model_file(const char *in_path, const char *out_path, const quant_model_opts *opts);
 
 #endif

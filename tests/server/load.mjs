@@ -83,12 +83,12 @@ async function one(i) {
   }
 }
 
-const t0 = Date.now();
+const t0 = Date.now(); // timing: printed only, never asserted
 let next = 0;
 await Promise.all(Array.from({ length: CONC }, async () => {
   while (next < TOTAL) await one(next++);
 }));
-const secs = (Date.now() - t0) / 1000;
+const secs = (Date.now() - t0) / 1000; // timing: printed only
 check(stats.aborted > 0 && stats.ok > TOTAL / 2, `mix: ${stats.ok} ok, ${stats.aborted} aborted`);
 for (const f of fails) console.log(`FAIL ${f}`);
 console.log(JSON.stringify({ total: TOTAL, concurrency: CONC, seconds: secs, requests_per_s: TOTAL / secs,
