@@ -145,7 +145,7 @@ req "NUL escape in the prompt" 400 "$(err_is 400 invalid_request_error 'is not a
   "$B/v1/completions" -d '{"prompt": "a\u0000b"}'
 printf '{"prompt": "x", "extra": %s%s}' "$(head -c 30000 /dev/zero | tr '\0' '[')" \
   "$(head -c 30000 /dev/zero | tr '\0' ']')" >"$tmp/deep"
-req "JSON nested 30000 deep" 400 "$(bad_json 'maximum parsing depth')" "${K[@]}" \
+req "JSON nested 30000 deep" 400 "$(err_is 400 invalid_request_error 'nested deeper than 64 levels')" "${K[@]}" \
   "$B/v1/completions" --data-binary @"$tmp/deep"
 req "number overflow" 400 "$(bad_json 'real number overflow')" "${K[@]}" \
   "$B/v1/completions" -d '{"prompt": "x", "temperature": 1e400}'

@@ -30,6 +30,10 @@ static void usage(void) {
             "                            llama3, gemma, phi3, phi4 (default: from the model, else chatml)\n"
             "  --alias NAME              model id reported by the API (default: the file name)\n"
             "  --max-body BYTES          largest request body (default 8 MiB)\n"
+            "  --max-connections N       open connections, all clients together (default 256)\n"
+            "  --max-connections-per-peer N  open connections of one client address (default 64; 0: no limit)\n"
+            "  --read-timeout S          seconds a client may stay silent while sending a request (default 10)\n"
+            "  --idle-timeout S          seconds a keep-alive connection may idle between requests (default 5)\n"
             "  --grace-ms N              on SIGINT/SIGTERM, wait this long for running requests (default 5000)\n");
 }
 
@@ -116,6 +120,14 @@ int cmd_serve(int argc, char **argv) {
             p.alias = v;
         } else if (!strcmp(a, "--max-body")) {
             INT(1024, (long long)1 << 32, p.max_body_bytes);
+        } else if (!strcmp(a, "--max-connections")) {
+            INT(1, 1 << 16, p.max_connections);
+        } else if (!strcmp(a, "--max-connections-per-peer")) {
+            INT(0, 1 << 16, p.max_connections_per_peer);
+        } else if (!strcmp(a, "--read-timeout")) {
+            INT(1, 3600, p.read_timeout_s);
+        } else if (!strcmp(a, "--idle-timeout")) {
+            INT(1, 3600, p.idle_timeout_s);
         } else if (!strcmp(a, "--grace-ms")) {
             INT(0, 3600 * 1000, grace_ms);
         } else {

@@ -15,6 +15,12 @@
 #include <math.h>
 #include <string.h>
 
+/* A whole (not streamed) answer with logprobs is built as a JSON tree: about
+ * LOGPROB_VALUE_COST bytes per token and alternative. Past ANSWER_MAX_COST the
+ * request is refused up front (413); streamed, the same request costs a chunk. */
+#define LOGPROB_VALUE_COST 400
+#define ANSWER_MAX_COST ((size_t)64 << 20)
+
 /* JSON has no -inf: an impossible token's logprob is reported as -9999 (as OpenAI does). */
 static json_t *lp_json(float v) { return json_real(isfinite(v) ? (double)v : -9999.0); }
 
@@ -185,8 +191,7 @@ static enum MHD_Result respond_whole(server *s, struct MHD_Connection *conn, job
     enum MHD_Result res;
     const char *err = job_error(j);
     if (gone) {
-        job_abort(j, false);
-        metrics_count_client_abort(&s->metrics);
+        job_abort_by_client(j);
         *status = 499; /* the client closed the connection (nginx's convention) */
         res = MHD_NO;
     } else if (j->shutdown) {
@@ -342,6 +347,8 @@ static void stream_format_locked(server *s, job *j) {
     }
     sb_add(&j->out, "data: [DONE]\n\n");
     j->stream_done = true;
+    /* generation is over: the client gets the read timeout to take the rest */
+    if (j->conn) http_set_timeout(j->conn, (unsigned)s->params.read_timeout_s);
 }
 
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -372,7 +379,7 @@ static void stream_free(void *cls) {
     pthread_mutex_lock(&j->mu);
     bool unfinished = j->n_finished < j->n_choices;
     pthread_mutex_unlock(&j->mu);
-    if (unfinished) job_abort(j, false); /* the client disconnected mid-stream */
+    if (unfinished) job_abort_by_client(j); /* the client disconnected mid-stream */
     job_unref(j);
 }
 
@@ -413,8 +420,9 @@ enum MHD_Result completions_handle(server *s, struct MHD_Connection *conn, oai_k
     oai_request req;
     vt_status st = oai_parse_request(kind, body, len, &req);
     if (st != VT_OK) {
-        *status_out = 400;
-        return http_send_error(s, conn, 400, NULL, "%s", vt_last_error());
+        int code = st == VT_E_RANGE ? 413 : st == VT_E_NOMEM ? 503 : 400;
+        *status_out = code;
+        return http_send_error(s, conn, code, NULL, "%s", vt_last_error());
     }
     job *j = job_create(s, &req);
     if (!j) {
@@ -425,8 +433,22 @@ enum MHD_Result completions_handle(server *s, struct MHD_Connection *conn, oai_k
     *job_out = j; /* the connection's reference; dropped when the request completes */
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     j->sock_fd = ci ? ci->connect_fd : -1;
+    j->conn = conn;
 
     st = job_prepare(j);
+    if (st == VT_OK && !j->req.stream && j->req.n_logprobs >= 0) {
+        int64_t tokens = j->req.max_tokens > 0 ? j->req.max_tokens : s->n_ctx - j->n_prompt;
+        if (tokens > s->n_ctx - j->n_prompt) tokens = s->n_ctx - j->n_prompt;
+        double cost = (double)j->n_choices * (double)tokens * (double)(1 + j->req.n_logprobs) * LOGPROB_VALUE_COST;
+        if (cost > (double)ANSWER_MAX_COST) {
+            *status_out = 413;
+            return http_send_error(s, conn, 413, NULL,
+                                   "the answer could take %.0f MiB (%d choices x %lld tokens x %d logprobs), more "
+                                   "than %zu MiB: ask for fewer, or stream it",
+                                   cost / (1 << 20), j->n_choices, (long long)tokens, 1 + j->req.n_logprobs,
+                                   ANSWER_MAX_COST >> 20);
+        }
+    }
     if (st == VT_OK) st = job_submit(j);
     if (st != VT_OK) {
         int code = status_of(st);

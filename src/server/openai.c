@@ -318,9 +318,50 @@ static vt_status parse_fields(oai_kind kind, json_t *root, oai_request *r) {
     return VT_OK;
 }
 
+vt_status oai_json_cost(const char *body, size_t len, size_t *cost_out) {
+    size_t cost = 0;
+    int depth = 0;
+    bool scalar = false; /* inside a number or literal */
+    for (size_t i = 0; i < len; i++) {
+        char c = body[i];
+        if (c == '"') {
+            size_t k = i + 1;
+            while (k < len && body[k] != '"') k += body[k] == '\\' ? 2 : 1;
+            cost += 80 + (k - i);
+            i = k;
+            scalar = false;
+            continue;
+        }
+        if (c == '{' || c == '[') {
+            cost += c == '{' ? 256 : 128;
+            if (++depth > OAI_MAX_JSON_DEPTH) {
+                return vt_errorf(VT_E_INVALID, "request body: JSON nested deeper than %d levels", OAI_MAX_JSON_DEPTH);
+            }
+            scalar = false;
+        } else if (c == '}' || c == ']') {
+            depth--;
+            scalar = false;
+        } else if (c == ',' || c == ':' || c == ' ' || c == '\n' || c == '\r' || c == '\t') {
+            scalar = false;
+        } else if (!scalar) {
+            cost += 40;
+            scalar = true;
+        }
+    }
+    if (cost_out) *cost_out = cost;
+    if (cost > OAI_MAX_JSON_COST) {
+        return vt_errorf(VT_E_RANGE,
+                         "request body: parsing it would take %zu MiB, more than the %zu MiB a request may cost "
+                         "(too many small JSON values)",
+                         cost >> 20, OAI_MAX_JSON_COST >> 20);
+    }
+    return VT_OK;
+}
+
 vt_status oai_parse_request(oai_kind kind, const char *body, size_t len, oai_request *out) {
     memset(out, 0, sizeof *out);
     out->kind = kind;
+    VT_TRY(oai_json_cost(body, len, NULL));
     json_error_t jerr;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {

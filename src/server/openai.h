@@ -28,6 +28,8 @@
 #define OAI_MAX_MESSAGES 4096   /* messages in a chat */
 #define OAI_MAX_TOKENS (1 << 24) /* max_tokens, and prompt token ids */
 #define OAI_MAX_LOGPROBS 20
+#define OAI_MAX_JSON_DEPTH 64           /* nesting of a request body */
+#define OAI_MAX_JSON_COST ((size_t)32 << 20) /* bytes the parsed body may cost (oai_json_cost) */
 
 typedef enum oai_kind { OAI_COMPLETION, OAI_CHAT } oai_kind;
 
@@ -58,7 +60,15 @@ typedef struct oai_request {
     bool ignore_eos;
 } oai_request;
 
-/* Parse a request body of `len` bytes. On success *out owns allocations (free
+/* What parsing `len` bytes of JSON would cost, found by one pass over the text
+ * (no allocation): the bytes jansson allocates for each value (an object 256,
+ * an array 128, a string 80 plus its length, any other value 40, as jansson
+ * allocates them with glibc on 64-bit) into *cost, and the deepest nesting. A
+ * body of small values costs up to ~100x its size, so it is checked first:
+ * VT_E_RANGE past OAI_MAX_JSON_COST (a 413), VT_E_INVALID past
+ * OAI_MAX_JSON_DEPTH (a 400). Malformed text is left to the parser. */
+vt_status oai_json_cost(const char *body, size_t len, size_t *cost);
+/* Parse a request body of `len` bytes (after oai_json_cost). On success *out owns allocations (free
  * with oai_request_free); on failure *out is cleared and the message (from
  * vt_last_error) names the offending field. */
 vt_status oai_parse_request(oai_kind kind, const char *body, size_t len, oai_request *out);

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <string.h>
 #include <time.h>
 
@@ -19,6 +20,21 @@ double server_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+void server_log(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char when[32];
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    fprintf(stderr, "%s.%03ldZ vt serve: %s\n", when, ts.tv_nsec / 1000000L, msg); /* one call: one line */
+}
+
 void server_default_params(server_params *p) {
     memset(p, 0, sizeof *p);
     p->host = "127.0.0.1";
@@ -26,6 +42,9 @@ void server_default_params(server_params *p) {
     p->engine = vt_engine_default_params();
     p->max_body_bytes = DEFAULT_MAX_BODY;
     p->max_connections = 256;
+    p->max_connections_per_peer = 64;
+    p->read_timeout_s = 10;
+    p->idle_timeout_s = 5;
 }
 
 /* ---- jobs ------------------------------------------------------------------- */
@@ -129,6 +148,16 @@ vt_status job_prepare(job *j) {
         text = r->prompt_text;
         text_len = r->prompt_text_len;
     }
+    /* Tokenizing costs memory by the byte: text that could not fit in the context
+     * even as the longest tokens is refused before it is tokenized. */
+    size_t fits = (size_t)s->n_ctx * (s->max_piece_bytes + 1) + 64;
+    if (text && text_len > fits) {
+        free(rendered);
+        return vt_errorf(VT_E_RANGE,
+                         "the prompt is %zu bytes but the context is %d tokens (at most %zu bytes a token): "
+                         "it cannot fit",
+                         text_len, s->n_ctx, s->max_piece_bytes);
+    }
     if (text) {
         vt_status st = vt_tokenize(s->model, text, text_len, true, true, &j->prompt, &j->n_prompt);
         free(rendered);
@@ -208,10 +237,23 @@ void job_abort(job *j, bool shutdown) {
     if (any) kick_engine(s);
 }
 
+void job_abort_by_client(job *j) {
+    pthread_mutex_lock(&j->mu);
+    bool first = !j->client_gone && !j->shutdown && !atomic_load(&j->srv->hard_stop);
+    j->client_gone = true;
+    pthread_mutex_unlock(&j->mu);
+    if (first) metrics_count_client_abort(&j->srv->metrics);
+    job_abort(j, false);
+}
+
+/* A real hang-up: the connection is reset or shut both ways. A client that only
+ * shut its sending side (shutdown(SHUT_WR), as nc -N and some proxies do after
+ * the request) still reads the answer, so end-of-input alone is not "gone"; a
+ * client that closed its socket is noticed when a write to it fails. */
 static bool client_gone(int fd) {
     if (fd < 0) return false;
-    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+    struct pollfd p = {.fd = fd, .events = 0};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
 }
 
 bool job_wait_locked(job *j) {
@@ -309,6 +351,12 @@ static vt_status load_model(server *s) {
     int32_t train = vt_model_n_ctx_train(s->model), want = s->params.engine.n_ctx;
     s->n_ctx = want > 0 ? want : want == 0 ? train : (train > 0 && train < -want ? train : -want);
     s->params.engine.n_ctx = s->n_ctx;
+    char piece[512];
+    s->max_piece_bytes = 1;
+    for (int32_t t = 0; t < vt_model_n_vocab(s->model); t++) {
+        int64_t k = vt_token_piece(s->model, t, piece, sizeof piece);
+        if (k > (int64_t)s->max_piece_bytes) s->max_piece_bytes = (size_t)k;
+    }
 
     /* The chat template: --chat-template, else the GGUF's, else chatml. */
     s->tmpl = CHAT_TMPL_UNKNOWN;
@@ -327,8 +375,7 @@ static vt_status load_model(server *s) {
     }
     vt_status st = vt_engine_create(s->model, &s->params.engine, &s->engine);
     if (st != VT_OK) return st;
-    fprintf(stderr, "vt serve: loaded %s (%s) in %.0f ms; context %d, %d sequences, chat template %s\n",
-            s->model_id, vt_model_desc(s->model), (server_now() - t0) * 1e3, s->n_ctx,
+    server_log("loaded %s (%s) in %.0f ms; context %d, %d sequences, chat template %s", s->model_id, vt_model_desc(s->model), (server_now() - t0) * 1e3, s->n_ctx,
             s->params.engine.max_seqs, chat_template_name(s->tmpl));
     return VT_OK;
 }
@@ -336,7 +383,7 @@ static vt_status load_model(server *s) {
 static void *engine_main(void *arg) {
     server *s = arg;
     if (load_model(s) != VT_OK) {
-        fprintf(stderr, "vt serve: %s\n", vt_last_error());
+        server_log("%s", vt_last_error());
         atomic_store(&s->state, SERVER_FAILED);
         if (s->params.on_fatal) s->params.on_fatal(s->params.user);
         return NULL;
@@ -380,6 +427,9 @@ vt_status server_start(const server_params *p, server **out) {
     s->params = *p;
     if (!s->params.max_body_bytes) s->params.max_body_bytes = DEFAULT_MAX_BODY;
     if (s->params.max_connections <= 0) s->params.max_connections = 256;
+    if (s->params.max_connections_per_peer < 0) s->params.max_connections_per_peer = 0;
+    if (s->params.read_timeout_s <= 0) s->params.read_timeout_s = 10;
+    if (s->params.idle_timeout_s <= 0) s->params.idle_timeout_s = 5;
     s->host = strdup(p->host ? p->host : "127.0.0.1");
     s->model_path = strdup(p->model_path);
     s->api_key = dup_or_null(p->api_key && *p->api_key ? p->api_key : NULL);
@@ -404,6 +454,7 @@ vt_status server_start(const server_params *p, server **out) {
     pthread_cond_init(&s->wake, NULL);
     pthread_cond_init(&s->jobs_cv, NULL);
     metrics_init(&s->metrics);
+    conns_init(&s->conns, s->params.max_connections, s->params.max_connections_per_peer);
     json_object_seed(0); /* before any thread builds JSON */
 
     vt_status st = VT_OK;
@@ -469,7 +520,7 @@ void server_stop(server *s, int grace_ms) {
             list[k++] = j;
         }
         pthread_mutex_unlock(&s->mu);
-        fprintf(stderr, "vt serve: aborting %lld request(s) still running\n", (long long)k);
+        server_log("aborting %lld request(s) still running", (long long)k);
         for (int64_t i = 0; i < k; i++) job_abort(list[i], true);
         for (int64_t i = 0; i < k; i++) job_unref(list[i]);
         free(list);
@@ -493,6 +544,7 @@ void server_destroy(server *s) {
     if (s->engine) vt_engine_free(s->engine);
     if (s->model) vt_model_free(s->model);
     metrics_free(&s->metrics);
+    conns_free(&s->conns);
     pthread_cond_destroy(&s->jobs_cv);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->mu);

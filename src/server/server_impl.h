@@ -4,6 +4,7 @@
 #define VT_SERVER_SERVER_IMPL_H
 
 #include "server/chat_template.h"
+#include "server/conns.h"
 #include "server/metrics.h"
 #include "server/openai.h"
 #include "server/server.h"
@@ -54,6 +55,7 @@ struct job {
     job_choice *choices;      /* (n_choices) */
     int32_t n_choices, n_finished;
     bool aborted;             /* by the client or a shutdown */
+    bool client_gone;         /* the client went away (counted once in the metrics) */
     bool shutdown;            /* aborted because the server stops */
 
     job_event *ev;            /* (n_ev) events not yet consumed */
@@ -63,6 +65,7 @@ struct job {
     char id[48];
     long long created;        /* unix seconds */
     int sock_fd;              /* the client's socket, to notice a hang-up while waiting; -1: none */
+    struct MHD_Connection *conn; /* the connection (a stream sets its timeout when generation ends) */
 
     /* streaming state, touched only by the connection's thread */
     strbuf out;
@@ -85,6 +88,7 @@ struct server {
     vt_model *model;
     vt_engine *engine;
     int32_t n_ctx;
+    size_t max_piece_bytes;   /* the longest token's text: a prompt longer than n_ctx times this cannot fit */
     chat_template_kind tmpl;
     pthread_t engine_thread;
     bool engine_thread_started;
@@ -100,9 +104,12 @@ struct server {
 
     atomic_uint_fast64_t counter; /* request ids and default seeds */
     metrics metrics;
+    conns conns;              /* connection admission (conns.h) */
 };
 
 double server_now(void);
+/* One line on stderr: "2026-01-02T03:04:05.678Z vt serve: " and the message. */
+void server_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Jobs (server.c). job_create takes ownership of req; refs = 1 (the caller). */
 job *job_create(server *s, oai_request *req);
@@ -115,6 +122,8 @@ vt_status job_prepare(job *j);
 vt_status job_submit(job *j);
 /* Abort every running choice (idempotent). */
 void job_abort(job *j, bool shutdown);
+/* The client went away: abort, and count it in the metrics the first time only. */
+void job_abort_by_client(job *j);
 /* Wait (job->mu held) until there is an event, every choice finished, or the
  * client hung up / the server stops hard (returns false then). */
 bool job_wait_locked(job *j);
@@ -136,5 +145,7 @@ enum MHD_Result http_send_json(server *s, struct MHD_Connection *conn, int statu
 enum MHD_Result http_send_error(server *s, struct MHD_Connection *conn, int status, const char *code,
                                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 void http_add_common_headers(server *s, struct MHD_Connection *conn, struct MHD_Response *r);
+/* The connection's inactivity timeout in seconds (0: none), from its own thread. */
+void http_set_timeout(struct MHD_Connection *conn, unsigned seconds);
 
 #endif
