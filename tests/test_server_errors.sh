@@ -120,6 +120,15 @@ req "oversized body (chunked)" 413 "$(err_is 413 invalid_request_error 'larger t
 req "server still serves after 413" 200 "b.choices[0].text.length > 0 && b.usage.completion_tokens === 4" \
   "${K[@]}" "$B/v1/completions" -d '{"prompt": "Once", "max_tokens": 4, "temperature": 0}'
 
+# n_predict and max_tokens agree, as llama-server: 0 generates nothing (200, empty, "length").
+for f in max_tokens n_predict max_completion_tokens; do
+  req "$f 0: nothing generated" 200 \
+    "b.choices[0].text === '' && b.choices[0].finish_reason === 'length' && b.usage.completion_tokens === 0 && b.usage.prompt_tokens === 2" \
+    "${K[@]}" "$B/v1/completions" -d "{\"prompt\": \"Once\", \"$f\": 0}"
+done
+req "n_predict -2" 400 "$(err_is 400 invalid_request_error "field 'n_predict': -2 is out of range [-1,")" \
+  "${K[@]}" "$B/v1/completions" -d '{"prompt": "x", "n_predict": -2}'
+
 # /tokenize and /detokenize (llama-server's shapes)
 req "tokenize" 200 "Array.isArray(b.tokens) && b.tokens.length > 0 && b.tokens.every(Number.isInteger)" \
   "${K[@]}" "$B/tokenize" -d '{"content": "Once upon a time"}'

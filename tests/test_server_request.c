@@ -23,7 +23,7 @@ int main(void) {
     /* completions: defaults */
     CHECK_OK(parse(OAI_COMPLETION, "{\"prompt\": \"Once upon\"}", &r));
     CHECK(r.prompt_text && !strcmp(r.prompt_text, "Once upon") && r.prompt_text_len == 9);
-    CHECK(r.n == 1 && !r.stream && r.max_tokens == 0 && r.n_stop == 0 && r.n_logprobs == -1);
+    CHECK(r.n == 1 && !r.stream && r.max_tokens == -1 && r.n_stop == 0 && r.n_logprobs == -1);
     CHECK(fabsf(r.sampling.temperature - 0.8f) < 1e-6f && r.sampling.top_k == 40);
     CHECK(!r.seed_given);
     oai_request_free(&r);
@@ -87,7 +87,18 @@ int main(void) {
               "field 'temperature': 3 is out of range [0, 2]");
     check_bad(OAI_COMPLETION, "{\"prompt\": \"x\", \"top_p\": 0}", VT_E_INVALID, "field 'top_p'");
     check_bad(OAI_COMPLETION, "{\"prompt\": \"x\", \"top_k\": -1}", VT_E_INVALID, "field 'top_k'");
-    check_bad(OAI_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": 0}", VT_E_INVALID, "field 'max_tokens'");
+    /* n_predict and max_tokens agree (llama-server): -1 unlimited, 0 nothing, below -1 refused */
+    CHECK_OK(parse(OAI_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": 0}", &r));
+    CHECK(r.max_tokens == 0);
+    oai_request_free(&r);
+    CHECK_OK(parse(OAI_COMPLETION, "{\"prompt\": \"x\", \"n_predict\": 0}", &r));
+    CHECK(r.max_tokens == 0);
+    oai_request_free(&r);
+    CHECK_OK(parse(OAI_COMPLETION, "{\"prompt\": \"x\", \"max_completion_tokens\": -1}", &r));
+    CHECK(r.max_tokens == -1);
+    oai_request_free(&r);
+    check_bad(OAI_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": -2}", VT_E_INVALID, "field 'max_tokens'");
+    check_bad(OAI_COMPLETION, "{\"prompt\": \"x\", \"n_predict\": -2}", VT_E_INVALID, "field 'n_predict'");
     check_bad(OAI_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": 1.5}", VT_E_INVALID,
               "field 'max_tokens': expected an integer");
     check_bad(OAI_COMPLETION, "{\"prompt\": \"x\", \"n\": 17}", VT_E_INVALID, "field 'n'");

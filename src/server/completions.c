@@ -449,6 +449,19 @@ enum MHD_Result completions_handle(server *s, struct MHD_Connection *conn, oai_k
                                    ANSWER_MAX_COST >> 20);
         }
     }
+    if (st == VT_OK && j->req.max_tokens == 0) {
+        /* n_predict / max_tokens 0: nothing to generate; the answer is empty, its
+         * finish "length", its usage the prompt's tokens (not evaluated). */
+        pthread_mutex_lock(&j->mu);
+        for (int32_t i = 0; i < j->n_choices; i++) {
+            j->choices[i].finished = true;
+            j->choices[i].finish = VT_FINISH_LENGTH;
+            j->choices[i].n_prompt = (int32_t)j->n_prompt;
+        }
+        j->n_finished = j->n_choices;
+        pthread_mutex_unlock(&j->mu);
+        return j->req.stream ? respond_stream(s, conn, j, status_out) : respond_whole(s, conn, j, status_out);
+    }
     if (st == VT_OK) st = job_submit(j);
     if (st != VT_OK) {
         int code = status_of(st);

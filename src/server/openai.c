@@ -273,12 +273,13 @@ static vt_status parse_fields(oai_kind kind, json_t *root, oai_request *r) {
         r->seed_given = true;
     }
 
-    /* max_tokens: the newest name wins when several are given */
+    /* max_tokens: the newest name wins when several are given. All three mean
+     * what llama-server's n_predict means: -1 unlimited, 0 no token generated. */
     const char *names[] = {"n_predict", "max_tokens", "max_completion_tokens"};
     for (int i = 0; i < 3; i++) {
         v = 0;
-        VT_TRY(get_int(root, names[i], i == 0 ? -1 : 1, OAI_MAX_TOKENS, &v, &given));
-        if (given) r->max_tokens = v < 0 ? 0 : (int32_t)v;
+        VT_TRY(get_int(root, names[i], -1, OAI_MAX_TOKENS, &v, &given));
+        if (given) r->max_tokens = (int32_t)v;
     }
     v = 1;
     VT_TRY(get_int(root, "n", 1, OAI_MAX_N, &v, NULL));
@@ -374,6 +375,7 @@ vt_status oai_parse_request(oai_kind kind, const char *body, size_t len, oai_req
         return vt_errorf(VT_E_INVALID, "request body: expected a JSON object, got %s", k);
     }
     out->root = root;
+    out->max_tokens = -1;
     /* Defaults as llama-server's, so the two answer alike when a client sets nothing. */
     out->sampling = (vt_sampling){.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
                                   .repeat_penalty = 1.0f, .penalty_last_n = 64};

@@ -5,7 +5,8 @@
  * Accepted fields (others are ignored, as OpenAI clients send extras):
  *   model (string), prompt (string | array of token ids) / messages (array of
  *   {role, content: string | [{type:"text", text}] | null}), max_tokens,
- *   max_completion_tokens, n_predict, temperature, top_p, top_k, min_p,
+ *   max_completion_tokens, n_predict (the three alike: -1 unlimited, 0 nothing
+ *   generated, as llama-server), temperature, top_p, top_k, min_p,
  *   presence_penalty, frequency_penalty, repetition_penalty / repeat_penalty,
  *   stop (string | array of strings), seed, stream, stream_options.include_usage,
  *   logprobs (chat: bool, completions: integer), top_logprobs (chat), n,
@@ -51,7 +52,8 @@ typedef struct oai_request {
 
     vt_sampling sampling;
     bool seed_given;
-    int32_t max_tokens;      /* 0: not given */
+    int32_t max_tokens;      /* -1: not given or unlimited (until EOS or a full context); 0: generate
+                                nothing (llama-server's n_predict 0); > 0: at most this many */
     const char *stop[OAI_MAX_STOP];
     int32_t n_stop;
     bool stream, include_usage;

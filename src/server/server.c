@@ -193,7 +193,7 @@ vt_status job_submit(job *j) {
         } else {
             p.sampling.seed = r->sampling.seed + (uint64_t)i;
         }
-        p.max_tokens = r->max_tokens;
+        p.max_tokens = r->max_tokens > 0 ? r->max_tokens : 0; /* the engine's 0: unlimited */
         p.stop = r->stop;
         p.n_stop = r->n_stop;
         p.ignore_eos = r->ignore_eos;
