@@ -96,6 +96,14 @@ h=$(hdr -X OPTIONS -H "Origin: http://b.test" -H "Access-Control-Request-Method:
 if echo "$h" | grep -q '^HTTP/1.1 204' && echo "$h" | grep -qi '^access-control-allow-origin: http://b.test$' &&
    echo "$h" | grep -qi '^access-control-allow-headers: .*authorization'; then pass=$((pass + 1)); else
   fail=$((fail + 1)); echo "FAIL CORS preflight: $h"; fi
+h=$(hdr -X OPTIONS -H "Origin: http://a.test" -H "Access-Control-Request-Method: POST" \
+  -H "Access-Control-Request-Headers: x-stainless-os, x-stainless-lang, authorization, content-type" "$B/v1/chat/completions")
+if echo "$h" | grep -qi '^access-control-allow-headers: .*x-stainless-os, x-stainless-lang' &&
+   echo "$h" | grep -qi '^access-control-allow-origin: http://a.test$'; then pass=$((pass + 1)); else
+  fail=$((fail + 1)); echo "FAIL CORS preflight with requested headers: $h"; fi
+h=$(hdr -X OPTIONS -H "Origin: http://evil.test" -H "Access-Control-Request-Headers: x-evil" "$B/v1/chat/completions")
+if ! echo "$h" | grep -qi 'x-evil' && ! echo "$h" | grep -qi '^access-control-allow-origin'; then pass=$((pass + 1)); else
+  fail=$((fail + 1)); echo "FAIL CORS preflight of an unlisted origin echoed its headers: $h"; fi
 h=$(hdr -H "Origin: http://evil.test" "$B/health")
 if echo "$h" | grep -q '^HTTP/1.1 200' && ! echo "$h" | grep -qi '^access-control-allow-origin'; then pass=$((pass + 1)); else
   fail=$((fail + 1)); echo "FAIL CORS: unlisted origin got: $h"; fi

@@ -65,10 +65,11 @@ void http_set_timeout(struct MHD_Connection *conn, unsigned seconds) {
     MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
 }
 
-void http_add_common_headers(server *s, struct MHD_Connection *conn, struct MHD_Response *r) {
-    if (!s->cors_origins) return;
+/* The request's Origin when --cors-origins allows it, else NULL. */
+static const char *allowed_origin(server *s, struct MHD_Connection *conn) {
+    if (!s->cors_origins) return NULL;
     const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
-    if (!origin) return;
+    if (!origin) return NULL;
     bool ok = !strcmp(s->cors_origins, "*");
     size_t ol = strlen(origin);
     for (const char *p = s->cors_origins; !ok && *p;) {
@@ -80,7 +81,12 @@ void http_add_common_headers(server *s, struct MHD_Connection *conn, struct MHD_
         if (!e) break;
         p = e + 1;
     }
-    if (!ok) return;
+    return ok ? origin : NULL;
+}
+
+void http_add_common_headers(server *s, struct MHD_Connection *conn, struct MHD_Response *r) {
+    const char *origin = allowed_origin(s, conn);
+    if (!origin) return;
     MHD_add_response_header(r, "Access-Control-Allow-Origin", !strcmp(s->cors_origins, "*") ? "*" : origin);
     MHD_add_response_header(r, "Vary", "Origin");
 }
@@ -348,7 +354,22 @@ static enum MHD_Result handle_options(server *s, struct MHD_Connection *conn, in
     if (!r) return MHD_NO;
     http_add_common_headers(s, conn, r);
     MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-    MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    /* An allowed origin may send whatever headers it asks for (the openai SDK
+     * sends x-stainless-*): the list is echoed when it is a plain list of header
+     * names; the key is still checked on the request itself. */
+    const char *want = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+    bool plain = want && *want && strlen(want) <= 1024;
+    for (const char *p = want; plain && *p; p++) {
+        plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                strchr("-_., ", *p);
+    }
+    if (plain && allowed_origin(s, conn)) {
+        char list[1100];
+        snprintf(list, sizeof list, "Authorization, Content-Type, %s", want);
+        MHD_add_response_header(r, "Access-Control-Allow-Headers", list);
+    } else {
+        MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    }
     MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
     *status = 204;
     enum MHD_Result res = MHD_queue_response(conn, 204, r);
