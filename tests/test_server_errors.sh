@@ -137,6 +137,25 @@ done
 req "n_predict -2" 400 "$(err_is 400 invalid_request_error "field 'n_predict': -2 is out of range [-1,")" \
   "${K[@]}" "$B/v1/completions" -d '{"prompt": "x", "n_predict": -2}'
 
+# A batch of prompts (OpenAI): one choice per prompt and n, index = prompt * n + k;
+# each answered as the same prompt alone (greedy), usage the sum of the prompts.
+one=$(curl -s "${K[@]}" "$B/v1/completions" -d '{"prompt": "One day", "max_tokens": 4, "temperature": 0}' |
+  node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.stringify(JSON.parse(s).choices[0].text)))')
+req "prompt batch of strings" 200 \
+  "b.choices.length === 2 && b.choices[0].index === 0 && b.choices[1].index === 1 && b.choices[1].text === $one && b.usage.prompt_tokens === 2 + 3 && b.usage.completion_tokens === 8" \
+  "${K[@]}" "$B/v1/completions" -d '{"prompt": ["Once", "One day"], "max_tokens": 4, "temperature": 0}'
+req "prompt batch with n 2" 200 \
+  "b.choices.length === 4 && b.choices.map(c => c.index).join() === '0,1,2,3' && b.choices[2].text === $one && b.choices[3].text === $one" \
+  "${K[@]}" "$B/v1/completions" -d '{"prompt": ["Once", "One day"], "n": 2, "max_tokens": 4, "temperature": 0}'
+req "prompt batch of token-id arrays" 200 "b.choices.length === 2 && b.usage.prompt_tokens === 3" \
+  "${K[@]}" "$B/v1/completions" -d '{"prompt": [[1, 403], [1]], "max_tokens": 2}'
+curl -s -o "$tmp/batch.sse" "${K[@]}" "$B/v1/completions" \
+  -d '{"prompt": ["Once", "One day"], "max_tokens": 3, "stream": true}'
+if grep -q '"index":1' "$tmp/batch.sse" && grep -q '"index":0' "$tmp/batch.sse" && grep -q 'data: \[DONE\]' "$tmp/batch.sse"; then
+  pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL streamed prompt batch: $(head -c 300 "$tmp/batch.sse")"; fi
+req "prompt batch mixing kinds" 400 "$(err_is 400 invalid_request_error "field 'prompt[1]': a batch holds prompts of one kind")" \
+  "${K[@]}" "$B/v1/completions" -d '{"prompt": ["Once", [1]]}'
+
 # /tokenize and /detokenize (llama-server's shapes)
 req "tokenize" 200 "Array.isArray(b.tokens) && b.tokens.length > 0 && b.tokens.every(Number.isInteger)" \
   "${K[@]}" "$B/tokenize" -d '{"content": "Once upon a time"}'

@@ -115,7 +115,7 @@ static json_t *timings_json(const job *j) {
         if (c->t_first && (!first || c->t_first < first)) first = c->t_first;
         if (c->t_last > last) last = c->t_last;
     }
-    int64_t prompt_n = (int64_t)j->n_prompt - c0->n_cached;
+    int64_t prompt_n = j->prompts[0].n - c0->n_cached;
     double prompt_ms = c0->t_first ? (c0->t_first - j->t_start) * 1e3 : (server_now() - j->t_start) * 1e3;
     /* The first token comes out of the prompt pass; the rest are the generation. */
     int64_t pred_n = gen;
@@ -437,8 +437,8 @@ enum MHD_Result completions_handle(server *s, struct MHD_Connection *conn, oai_k
 
     st = job_prepare(j);
     if (st == VT_OK && !j->req.stream && j->req.n_logprobs >= 0) {
-        int64_t tokens = j->req.max_tokens > 0 ? j->req.max_tokens : s->n_ctx - j->n_prompt;
-        if (tokens > s->n_ctx - j->n_prompt) tokens = s->n_ctx - j->n_prompt;
+        int64_t room = s->n_ctx - j->prompts[0].n; /* the first prompt's: a batch's differ little */
+        int64_t tokens = j->req.max_tokens > 0 && j->req.max_tokens < room ? j->req.max_tokens : room;
         double cost = (double)j->n_choices * (double)tokens * (double)(1 + j->req.n_logprobs) * LOGPROB_VALUE_COST;
         if (cost > (double)ANSWER_MAX_COST) {
             *status_out = 413;
@@ -456,7 +456,7 @@ enum MHD_Result completions_handle(server *s, struct MHD_Connection *conn, oai_k
         for (int32_t i = 0; i < j->n_choices; i++) {
             j->choices[i].finished = true;
             j->choices[i].finish = VT_FINISH_LENGTH;
-            j->choices[i].n_prompt = (int32_t)j->n_prompt;
+            j->choices[i].n_prompt = (int32_t)j->prompts[i / j->req.n].n;
         }
         j->n_finished = j->n_choices;
         pthread_mutex_unlock(&j->mu);

@@ -72,47 +72,70 @@ static vt_status get_bool(json_t *obj, const char *name, bool *out) {
     return VT_OK;
 }
 
-static vt_status parse_prompt(json_t *root, oai_request *r) {
-    json_t *p = field(root, "prompt");
-    if (!p) return vt_errorf(VT_E_INVALID, "field 'prompt': required");
+/* One prompt: a string, or an array of token ids (`where` names it in messages). */
+static vt_status parse_one_prompt(json_t *p, const char *where, oai_prompt *out) {
     if (json_is_string(p)) {
-        r->prompt_text = json_string_value(p);
-        r->prompt_text_len = json_string_length(p);
+        out->text = json_string_value(p);
+        out->text_len = json_string_length(p);
         return VT_OK;
-    }
-    if (!json_is_array(p)) {
-        return vt_errorf(VT_E_INVALID, "field 'prompt': expected a string or an array of token ids, got %s",
-                         json_kind(p));
     }
     size_t n = json_array_size(p);
-    if (n == 1 && json_is_string(json_array_get(p, 0))) { /* ["text"]: one prompt */
-        json_t *s = json_array_get(p, 0);
-        r->prompt_text = json_string_value(s);
-        r->prompt_text_len = json_string_length(s);
-        return VT_OK;
-    }
-    if (n == 0) return vt_errorf(VT_E_INVALID, "field 'prompt': empty array");
+    if (n == 0) return vt_errorf(VT_E_INVALID, "field '%s': empty array", where);
     if (n > OAI_MAX_TOKENS) {
-        return vt_errorf(VT_E_INVALID, "field 'prompt': %zu token ids, more than %d", n, OAI_MAX_TOKENS);
+        return vt_errorf(VT_E_INVALID, "field '%s': %zu token ids, more than %d", where, n, OAI_MAX_TOKENS);
     }
-    r->prompt_tokens = malloc(n * sizeof *r->prompt_tokens);
-    if (!r->prompt_tokens) return vt_errorf(VT_E_NOMEM, "prompt: out of memory for %zu tokens", n);
+    out->tokens = malloc(n * sizeof *out->tokens);
+    if (!out->tokens) return vt_errorf(VT_E_NOMEM, "prompt: out of memory for %zu tokens", n);
     for (size_t i = 0; i < n; i++) {
         json_t *t = json_array_get(p, i);
         if (!json_is_integer(t)) {
             return vt_errorf(VT_E_INVALID,
-                             "field 'prompt[%zu]': expected a token id (integer), got %s "
+                             "field '%s[%zu]': expected a token id (integer), got %s "
                              "(a prompt is a string or an array of token ids)",
-                             i, json_kind(t));
+                             where, i, json_kind(t));
         }
         json_int_t id = json_integer_value(t);
         if (id < 0 || id > INT32_MAX) {
-            return vt_errorf(VT_E_INVALID, "field 'prompt[%zu]': token id %lld is out of range", i,
-                             (long long)id);
+            return vt_errorf(VT_E_INVALID, "field '%s[%zu]': token id %lld is out of range", where, i, (long long)id);
         }
-        r->prompt_tokens[i] = (int32_t)id;
+        out->tokens[i] = (int32_t)id;
     }
-    r->n_prompt_tokens = (int64_t)n;
+    out->n_tokens = (int64_t)n;
+    return VT_OK;
+}
+
+static vt_status parse_prompt(json_t *root, oai_request *r) {
+    json_t *p = field(root, "prompt");
+    if (!p) return vt_errorf(VT_E_INVALID, "field 'prompt': required");
+    if (!json_is_string(p) && !json_is_array(p)) {
+        return vt_errorf(VT_E_INVALID, "field 'prompt': expected a string or an array of token ids, got %s",
+                         json_kind(p));
+    }
+    /* A batch: an array whose first element is a string or an array. */
+    json_t *first = json_is_array(p) ? json_array_get(p, 0) : NULL;
+    bool batch = first && (json_is_string(first) || json_is_array(first));
+    size_t n = batch ? json_array_size(p) : 1;
+    if (n > OAI_MAX_CHOICES) {
+        return vt_errorf(VT_E_INVALID, "field 'prompt': %zu prompts, more than %d", n, OAI_MAX_CHOICES);
+    }
+    r->prompts = calloc(n, sizeof *r->prompts);
+    if (!r->prompts) return vt_errorf(VT_E_NOMEM, "prompt: out of memory");
+    r->n_prompts = (int32_t)n;
+    if (!batch) return parse_one_prompt(p, "prompt", &r->prompts[0]);
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get(p, i);
+        char where[32];
+        snprintf(where, sizeof where, "prompt[%zu]", i);
+        if (!json_is_string(e) && !json_is_array(e)) {
+            return vt_errorf(VT_E_INVALID, "field '%s': expected a string or an array of token ids, got %s "
+                             "(a batch holds prompts of one kind)", where, json_kind(e));
+        }
+        if (json_is_string(e) != json_is_string(first)) {
+            return vt_errorf(VT_E_INVALID, "field '%s': a batch holds prompts of one kind (all strings or all "
+                             "token-id arrays)", where);
+        }
+        VT_TRY(parse_one_prompt(e, where, &r->prompts[i]));
+    }
     return VT_OK;
 }
 
@@ -284,6 +307,10 @@ static vt_status parse_fields(oai_kind kind, json_t *root, oai_request *r) {
     v = 1;
     VT_TRY(get_int(root, "n", 1, OAI_MAX_N, &v, NULL));
     r->n = (int32_t)v;
+    if (r->n_prompts > 1 && (int64_t)r->n_prompts * r->n > OAI_MAX_CHOICES) {
+        return vt_errorf(VT_E_INVALID, "fields 'prompt' and 'n': %d prompts x n %d is more than %d choices",
+                         r->n_prompts, r->n, OAI_MAX_CHOICES);
+    }
     VT_TRY(parse_stop(root, r));
     VT_TRY(get_bool(root, "stream", &r->stream));
     VT_TRY(get_bool(root, "ignore_eos", &r->ignore_eos));
@@ -393,7 +420,8 @@ void oai_request_free(oai_request *r) {
     }
     free(r->joined);
     free(r->messages);
-    free(r->prompt_tokens);
+    for (int32_t i = 0; r->prompts && i < r->n_prompts; i++) free(r->prompts[i].tokens);
+    free(r->prompts);
     if (r->root) json_decref(r->root);
     oai_kind kind = r->kind;
     memset(r, 0, sizeof *r);

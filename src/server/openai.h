@@ -3,7 +3,9 @@
  * fuzzed (fuzz/fuzz_server_request.c). Tokenizing and queuing are the server's.
  *
  * Accepted fields (others are ignored, as OpenAI clients send extras):
- *   model (string), prompt (string | array of token ids) / messages (array of
+ *   model (string), prompt (string | array of token ids | a batch: array of
+ *   strings or of token-id arrays, answered with one choice per prompt and n,
+ *   index = prompt * n + k, as OpenAI does) / messages (array of
  *   {role, content: string | [{type:"text", text}] | null}), max_tokens,
  *   max_completion_tokens, n_predict (the three alike: -1 unlimited, 0 nothing
  *   generated, as llama-server), temperature, top_p, top_k, min_p,
@@ -25,7 +27,8 @@
 
 #define OAI_MAX_STOP 16         /* stop strings per request */
 #define OAI_MAX_STOP_LEN 512    /* bytes of one stop string */
-#define OAI_MAX_N 16            /* choices per request */
+#define OAI_MAX_N 16            /* choices per prompt */
+#define OAI_MAX_CHOICES 64      /* choices per request: prompts x n */
 #define OAI_MAX_MESSAGES 4096   /* messages in a chat */
 #define OAI_MAX_TOKENS (1 << 24) /* max_tokens, and prompt token ids */
 #define OAI_MAX_LOGPROBS 20
@@ -34,16 +37,21 @@
 
 typedef enum oai_kind { OAI_COMPLETION, OAI_CHAT } oai_kind;
 
+typedef struct oai_prompt {
+    const char *text;        /* points into the parsed body; NULL for token ids */
+    size_t text_len;
+    int32_t *tokens;         /* (n_tokens), malloc'd; ids not yet checked against a vocab */
+    int64_t n_tokens;
+} oai_prompt;
+
 typedef struct oai_request {
     oai_kind kind;
     json_t *root;            /* the parsed body; the strings below point into it */
     const char *model;       /* NULL when absent */
 
-    /* completions: exactly one of prompt_text / prompt_tokens */
-    const char *prompt_text;
-    size_t prompt_text_len;
-    int32_t *prompt_tokens;  /* (n_prompt_tokens), malloc'd; ids not yet checked against a vocab */
-    int64_t n_prompt_tokens;
+    /* completions: one or more prompts, each text or token ids */
+    oai_prompt *prompts;     /* (n_prompts), malloc'd */
+    int32_t n_prompts;
 
     /* chat */
     chat_message *messages;  /* (n_messages), malloc'd; text of multi-part contents is joined */

@@ -52,12 +52,17 @@ void server_default_params(server_params *p) {
 job *job_create(server *s, oai_request *req) {
     job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
-    int32_t n = req->n > 0 ? req->n : 1;
+    int32_t n_prompts = req->kind == OAI_COMPLETION && req->n_prompts > 1 ? req->n_prompts : 1;
+    int32_t n = (req->n > 0 ? req->n : 1) * n_prompts; /* bounded by the parser: OAI_MAX_CHOICES */
     j->choices = calloc((size_t)n, sizeof *j->choices);
-    if (!j->choices) {
+    j->prompts = calloc((size_t)n_prompts, sizeof *j->prompts);
+    if (!j->choices || !j->prompts) {
+        free(j->choices);
+        free(j->prompts);
         free(j);
         return NULL;
     }
+    j->n_prompts = n_prompts;
     j->srv = s;
     atomic_init(&j->refs, 1);
     pthread_mutex_init(&j->mu, NULL);
@@ -109,7 +114,8 @@ void job_unref(job *j) {
     free(j->ev);
     for (int32_t i = 0; i < j->n_choices; i++) free(j->choices[i].error);
     free(j->choices);
-    free(j->prompt);
+    for (int32_t i = 0; i < j->n_prompts; i++) free(j->prompts[i].ids);
+    free(j->prompts);
     sb_free(&j->out);
     oai_request_free(&j->req);
     pthread_cond_destroy(&j->cv);
@@ -124,55 +130,62 @@ static void kick_engine(server *s) {
     pthread_mutex_unlock(&s->mu);
 }
 
-vt_status job_prepare(job *j) {
-    server *s = j->srv;
-    oai_request *r = &j->req;
-    const char *text = NULL;
-    size_t text_len = 0;
-    char *rendered = NULL;
-    if (r->kind == OAI_CHAT) {
-        VT_TRY(chat_template_render(s->tmpl, r->messages, r->n_messages, &rendered, &text_len));
-        text = rendered;
-    } else if (r->prompt_tokens) {
+/* One prompt (text, or token ids) into its token ids; `where` names it in messages. */
+static vt_status prepare_one(server *s, const char *where, const char *text, size_t text_len, int32_t **ids_io,
+                             int64_t n_ids, struct job_prompt *out) {
+    if (!text) {
         int32_t n_vocab = vt_model_n_vocab(s->model);
-        for (int64_t i = 0; i < r->n_prompt_tokens; i++) {
-            if (r->prompt_tokens[i] >= n_vocab) {
-                return vt_errorf(VT_E_INVALID, "field 'prompt[%lld]': token id %d is not below the vocabulary size %d",
-                                 (long long)i, r->prompt_tokens[i], n_vocab);
+        for (int64_t i = 0; i < n_ids; i++) {
+            if ((*ids_io)[i] >= n_vocab) {
+                return vt_errorf(VT_E_INVALID, "field '%s[%lld]': token id %d is not below the vocabulary size %d",
+                                 where, (long long)i, (*ids_io)[i], n_vocab);
             }
         }
-        j->prompt = r->prompt_tokens;
-        j->n_prompt = r->n_prompt_tokens;
-        r->prompt_tokens = NULL;
+        out->ids = *ids_io;
+        out->n = n_ids;
+        *ids_io = NULL;
     } else {
-        text = r->prompt_text;
-        text_len = r->prompt_text_len;
+        /* Tokenizing costs memory by the byte: text that could not fit in the
+         * context even as the longest tokens is refused before it is tokenized. */
+        size_t fits = (size_t)s->n_ctx * (s->max_piece_bytes + 1) + 64;
+        if (text_len > fits) {
+            return vt_errorf(VT_E_RANGE,
+                             "the prompt is %zu bytes but the context is %d tokens (at most %zu bytes a token): "
+                             "it cannot fit",
+                             text_len, s->n_ctx, s->max_piece_bytes);
+        }
+        vt_status st = vt_tokenize(s->model, text, text_len, true, true, &out->ids, &out->n);
+        if (st != VT_OK) return vt_error_prefix(VT_E_INVALID, where);
     }
-    /* Tokenizing costs memory by the byte: text that could not fit in the context
-     * even as the longest tokens is refused before it is tokenized. */
-    size_t fits = (size_t)s->n_ctx * (s->max_piece_bytes + 1) + 64;
-    if (text && text_len > fits) {
-        free(rendered);
-        return vt_errorf(VT_E_RANGE,
-                         "the prompt is %zu bytes but the context is %d tokens (at most %zu bytes a token): "
-                         "it cannot fit",
-                         text_len, s->n_ctx, s->max_piece_bytes);
-    }
-    if (text) {
-        vt_status st = vt_tokenize(s->model, text, text_len, true, true, &j->prompt, &j->n_prompt);
-        free(rendered);
-        if (st != VT_OK) return vt_error_prefix(VT_E_INVALID, "prompt");
-    }
-    if (j->n_prompt == 0) {
-        return vt_errorf(VT_E_INVALID, "field '%s': the prompt is empty (0 tokens)",
-                         r->kind == OAI_CHAT ? "messages" : "prompt");
-    }
-    if (j->n_prompt >= s->n_ctx) {
+    if (out->n == 0) return vt_errorf(VT_E_INVALID, "field '%s': the prompt is empty (0 tokens)", where);
+    if (out->n >= s->n_ctx) {
         return vt_errorf(VT_E_RANGE,
                          "the prompt is %lld tokens but the context is %d tokens "
                          "(the prompt must be shorter, to leave room for generated tokens)",
-                         (long long)j->n_prompt, s->n_ctx);
+                         (long long)out->n, s->n_ctx);
     }
+    return VT_OK;
+}
+
+vt_status job_prepare(job *j) {
+    server *s = j->srv;
+    oai_request *r = &j->req;
+    if (r->kind == OAI_CHAT) {
+        char *rendered = NULL;
+        size_t len = 0;
+        VT_TRY(chat_template_render(s->tmpl, r->messages, r->n_messages, &rendered, &len));
+        vt_status st = prepare_one(s, "messages", rendered, len, NULL, 0, &j->prompts[0]);
+        free(rendered);
+        VT_TRY(st);
+    } else {
+        for (int32_t p = 0; p < j->n_prompts; p++) {
+            char where[32];
+            snprintf(where, sizeof where, j->n_prompts > 1 ? "prompt[%d]" : "prompt", p);
+            oai_prompt *q = &r->prompts[p];
+            VT_TRY(prepare_one(s, where, q->text, q->text_len, &q->tokens, q->n_tokens, &j->prompts[p]));
+        }
+    }
+    for (int32_t p = 0; p < j->n_prompts; p++) j->n_prompt += j->prompts[p].n;
     return VT_OK;
 }
 
@@ -184,8 +197,9 @@ vt_status job_submit(job *j) {
     for (int32_t i = 0; i < j->n_choices; i++) {
         job_choice *c = &j->choices[i];
         vt_request_params p = {0};
-        p.prompt = j->prompt;
-        p.n_prompt = j->n_prompt;
+        const struct job_prompt *jp = &j->prompts[i / (r->n > 0 ? r->n : 1)];
+        p.prompt = jp->ids;
+        p.n_prompt = jp->n;
         p.sampling = r->sampling;
         if (!r->seed_given) {
             uint64_t k = atomic_fetch_add(&s->counter, 1);

@@ -50,8 +50,12 @@ struct job {
     pthread_cond_t cv;        /* signalled on every new event and finish */
 
     oai_request req;
-    int32_t *prompt;          /* (n_prompt) token ids */
-    int64_t n_prompt;
+    struct job_prompt {
+        int32_t *ids;         /* (n) token ids, malloc'd */
+        int64_t n;
+    } *prompts;               /* (n_prompts): one, or a completion batch; choice i uses i / req.n */
+    int32_t n_prompts;
+    int64_t n_prompt;         /* tokens of all prompts (usage) */
     job_choice *choices;      /* (n_choices) */
     int32_t n_choices, n_finished;
     bool aborted;             /* by the client or a shutdown */
@@ -115,7 +119,7 @@ void server_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 job *job_create(server *s, oai_request *req);
 void job_ref(job *j);
 void job_unref(job *j);
-/* Render/tokenize the prompt and check it against the vocabulary and context:
+/* Render/tokenize the prompt(s) and check them against the vocabulary and context:
  * VT_E_INVALID / VT_E_RANGE (400) with a message naming the field or numbers. */
 vt_status job_prepare(job *j);
 /* Queue the n choices with the engine. On failure nothing stays queued. */
