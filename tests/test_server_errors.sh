@@ -137,6 +137,16 @@ done
 req "n_predict -2" 400 "$(err_is 400 invalid_request_error "field 'n_predict': -2 is out of range [-1,")" \
   "${K[@]}" "$B/v1/completions" -d '{"prompt": "x", "n_predict": -2}'
 
+# A model that is not loaded: llama-server's policy (one model per server) is to
+# answer with the loaded model and name it in the response; vt does the same.
+req "a model that is not loaded is answered by the loaded one" 200 \
+  "b.model === 'stories260K.gguf' && b.choices[0].text.length > 0" \
+  "${K[@]}" "$B/v1/completions" -d '{"model": "gpt-4o-not-here", "prompt": "Once", "max_tokens": 2}'
+req "chat naming another model" 200 "b.model === 'stories260K.gguf' && b.object === 'chat.completion'" \
+  "${K[@]}" "$B/v1/chat/completions" -d '{"model": "x", "messages": [{"role": "user", "content": "Once"}], "max_tokens": 2}'
+req "model not a string" 400 "$(err_is 400 invalid_request_error "field 'model': expected a string")" \
+  "${K[@]}" "$B/v1/completions" -d '{"model": 5, "prompt": "Once"}'
+
 # A batch of prompts (OpenAI): one choice per prompt and n, index = prompt * n + k;
 # each answered as the same prompt alone (greedy), usage the sum of the prompts.
 one=$(curl -s "${K[@]}" "$B/v1/completions" -d '{"prompt": "One day", "max_tokens": 4, "temperature": 0}' |
