@@ -57,6 +57,9 @@ wait_ready || exit 1
 B=$BASE
 K=(-H "Authorization: Bearer sekret")
 J=(-H "Content-Type: application/json")
+# The first forward pass ran while loading, before /health said ready (the warm-up).
+req "warmed up before ready" 200 "text:vt_generation_tokens_total 2" "${K[@]}" "$B/metrics"
+grep -q 'warmed up in' "$tmp/a.log" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: no warm-up log line"; }
 req "health needs no key" 200 "b.status === 'ok'" "$B/health"
 req "models without key" 401 "$(err_is '"invalid_api_key"' authentication_error 'API key')" "$B/v1/models"
 req "models with a wrong key" 401 "$(err_is '"invalid_api_key"' authentication_error 'API key')" \
@@ -270,7 +273,13 @@ for i in 1 2 3 4; do
   curl -sN -o "$tmp/s$i" "$B/v1/completions" \
     -d '{"prompt": "Once", "max_tokens": 2000, "ignore_eos": true, "temperature": 0, "stream": true}' &
 done
-sleep 0.2
+# SIGTERM once all four are in (one running, three waiting), however loaded the machine
+for _ in $(seq 1 100); do
+  m=$(curl -s "$B/metrics")
+  r=$(echo "$m" | sed -n 's/^vt_requests_running \(.*\)/\1/p'); w=$(echo "$m" | sed -n 's/^vt_requests_waiting \(.*\)/\1/p')
+  [ $((${r:-0} + ${w:-0})) -ge 4 ] && break
+  sleep 0.05
+done
 t0=$(date +%s%N)
 stop_server
 ms=$((($(date +%s%N) - t0) / 1000000))

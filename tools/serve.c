@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static void usage(void) {
     fprintf(stderr,
@@ -157,6 +158,7 @@ int cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
     pthread_t self = pthread_self();
+    p.progress = isatty(STDERR_FILENO); /* the load progress bar, on a terminal */
     p.on_fatal = on_fatal;
     p.user = &self;
 

@@ -357,9 +357,44 @@ static void dispatch(server *s, const vt_output *o) {
     if (finished) job_unref(j); /* the engine's reference */
 }
 
+/* One short request through the engine before /health says ready: the first
+ * forward pass pays for page faults of the activation workspace and the first KV
+ * blocks, and the threads' first wake-up; no client should. (The weights'
+ * prefetch probe already runs in vt_engine_create.) Its tokens count in the
+ * engine's totals in /metrics. */
+static vt_status warm_up(server *s) {
+    static const int32_t fallback[1] = {0};
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    if (vt_tokenize(s->model, "Once upon a time", 16, true, false, &ids, &n) != VT_OK || n == 0) {
+        free(ids);
+        ids = NULL;
+        n = 0;
+    }
+    if (n > s->n_ctx - 2) n = s->n_ctx - 2 > 0 ? s->n_ctx - 2 : 1;
+    vt_request_params p = {.prompt = n ? ids : fallback, .n_prompt = n ? n : 1, .max_tokens = 2, .ignore_eos = true};
+    p.sampling = (vt_sampling){.temperature = 0, .top_p = 1, .repeat_penalty = 1}; /* greedy */
+    uint64_t id;
+    vt_status st = vt_engine_add(s->engine, &p, &id);
+    bool done = false;
+    for (int step = 0; st == VT_OK && !done && step < 64; step++) {
+        const vt_output *outs = NULL;
+        int32_t n_outs = 0;
+        st = vt_engine_step(s->engine, &outs, &n_outs);
+        for (int32_t i = 0; st == VT_OK && i < n_outs; i++) {
+            if (outs[i].id == id && outs[i].finish != VT_FINISH_NONE) done = true;
+        }
+    }
+    if (!done && st == VT_OK) vt_engine_abort(s->engine, id);
+    free(ids);
+    return st;
+}
+
 static vt_status load_model(server *s) {
     vt_model_params mp = vt_model_default_params();
+    mp.progress = s->params.progress;
     double t0 = server_now();
+    server_log("loading %s", s->model_path);
     VT_TRY(vt_model_load(s->model_path, &mp, &s->model));
     /* n_ctx: > 0 as given; 0 the training context; < 0 the training context capped at -n_ctx */
     int32_t train = vt_model_n_ctx_train(s->model), want = s->params.engine.n_ctx;
@@ -389,6 +424,10 @@ static vt_status load_model(server *s) {
     }
     vt_status st = vt_engine_create(s->model, &s->params.engine, &s->engine);
     if (st != VT_OK) return st;
+    double t1 = server_now();
+    st = warm_up(s);
+    if (st != VT_OK) return vt_error_prefix(st, "the warm-up request failed");
+    server_log("warmed up in %.0f ms", (server_now() - t1) * 1e3);
     server_log("loaded %s (%s) in %.0f ms; context %d, %d sequences, chat template %s", s->model_id, vt_model_desc(s->model), (server_now() - t0) * 1e3, s->n_ctx,
             s->params.engine.max_seqs, chat_template_name(s->tmpl));
     return VT_OK;

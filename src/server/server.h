@@ -32,6 +32,7 @@ typedef struct server_params {
     int read_timeout_s;        /* silence allowed while a request is read (default 10) */
     int idle_timeout_s;        /* silence allowed between keep-alive requests (default 5) */
     int threads_hint;          /* unused by the server; kept for the CLI's report */
+    bool progress;             /* draw the model's load progress bar on stderr */
     /* Called (from the engine thread) if loading the model fails, so the caller can
      * end the process; NULL: nothing. */
     void (*on_fatal)(void *user);
