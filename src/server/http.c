@@ -580,11 +580,12 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     }
     if (!h->started) {
         h->started = true;
-        /* The raw target ends where the HTTP version begins: a NUL byte inside it
-         * cut the string MHD hands over short of that. */
-        if (h->raw_uri && version && (uintptr_t)version != (uintptr_t)(h->raw_uri + h->raw_uri_len + 1)) {
-            h->bad_target = true;
-        }
+        /* libmicrohttpd parses the request line in place: the raw target ends
+         * one byte before the HTTP version, and a NUL byte inside the target cut
+         * the string it hands over short of that. (Checked only where the version
+         * lies just past the target, as it does in the line buffer.) */
+        uintptr_t v = (uintptr_t)version, u = (uintptr_t)h->raw_uri;
+        if (h->raw_uri && version && v > u && v - u <= 65536 && v != u + h->raw_uri_len + 1) h->bad_target = true;
         url = origin_form(url);
         snprintf(h->method, sizeof h->method, "%s", method);
         snprintf(h->path, sizeof h->path, "%s", url);
