@@ -347,8 +347,6 @@ static void stream_format_locked(server *s, job *j) {
     }
     sb_add(&j->out, "data: [DONE]\n\n");
     j->stream_done = true;
-    /* generation is over: the client gets the read timeout to take the rest */
-    if (j->conn) http_set_timeout(j->conn, (unsigned)s->params.read_timeout_s);
 }
 
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -370,6 +368,9 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         bool ok = (j->roles_sent || j->req.kind != OAI_CHAT) ? job_wait_locked(j) : true;
         if (ok) stream_format_locked(s, j);
         pthread_mutex_unlock(&j->mu);
+        /* generation is over: the client gets the read timeout to take the rest
+         * (set outside j->mu: MHD takes its own lock for it) */
+        if (ok && j->stream_done && j->conn) http_set_timeout(j->conn, (unsigned)s->params.read_timeout_s);
         if (!ok) return MHD_CONTENT_READER_END_WITH_ERROR; /* the client is gone or the server stops */
     }
 }
