@@ -57,6 +57,9 @@ wait_ready || exit 1
 B=$BASE
 K=(-H "Authorization: Bearer sekret")
 J=(-H "Content-Type: application/json")
+# The first forward pass ran while loading, before /health said ready (the warm-up).
+req "warmed up before ready" 200 "text:vt_generation_tokens_total 2" "${K[@]}" "$B/metrics"
+grep -q 'warmed up in' "$tmp/a.log" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: no warm-up log line"; }
 req "health needs no key" 200 "b.status === 'ok'" "$B/health"
 req "models without key" 401 "$(err_is '"invalid_api_key"' authentication_error 'API key')" "$B/v1/models"
 req "models with a wrong key" 401 "$(err_is '"invalid_api_key"' authentication_error 'API key')" \
@@ -96,6 +99,14 @@ h=$(hdr -X OPTIONS -H "Origin: http://b.test" -H "Access-Control-Request-Method:
 if echo "$h" | grep -q '^HTTP/1.1 204' && echo "$h" | grep -qi '^access-control-allow-origin: http://b.test$' &&
    echo "$h" | grep -qi '^access-control-allow-headers: .*authorization'; then pass=$((pass + 1)); else
   fail=$((fail + 1)); echo "FAIL CORS preflight: $h"; fi
+h=$(hdr -X OPTIONS -H "Origin: http://a.test" -H "Access-Control-Request-Method: POST" \
+  -H "Access-Control-Request-Headers: x-stainless-os, x-stainless-lang, authorization, content-type" "$B/v1/chat/completions")
+if echo "$h" | grep -qi '^access-control-allow-headers: .*x-stainless-os, x-stainless-lang' &&
+   echo "$h" | grep -qi '^access-control-allow-origin: http://a.test$'; then pass=$((pass + 1)); else
+  fail=$((fail + 1)); echo "FAIL CORS preflight with requested headers: $h"; fi
+h=$(hdr -X OPTIONS -H "Origin: http://evil.test" -H "Access-Control-Request-Headers: x-evil" "$B/v1/chat/completions")
+if ! echo "$h" | grep -qi 'x-evil' && ! echo "$h" | grep -qi '^access-control-allow-origin'; then pass=$((pass + 1)); else
+  fail=$((fail + 1)); echo "FAIL CORS preflight of an unlisted origin echoed its headers: $h"; fi
 h=$(hdr -H "Origin: http://evil.test" "$B/health")
 if echo "$h" | grep -q '^HTTP/1.1 200' && ! echo "$h" | grep -qi '^access-control-allow-origin'; then pass=$((pass + 1)); else
   fail=$((fail + 1)); echo "FAIL CORS: unlisted origin got: $h"; fi
@@ -119,6 +130,44 @@ req "oversized body (chunked)" 413 "$(err_is 413 invalid_request_error 'larger t
   "${K[@]}" -H "Transfer-Encoding: chunked" "$B/v1/completions" --data-binary @"$tmp/big"
 req "server still serves after 413" 200 "b.choices[0].text.length > 0 && b.usage.completion_tokens === 4" \
   "${K[@]}" "$B/v1/completions" -d '{"prompt": "Once", "max_tokens": 4, "temperature": 0}'
+
+# n_predict and max_tokens agree, as llama-server: 0 generates nothing (200, empty, "length").
+for f in max_tokens n_predict max_completion_tokens; do
+  req "$f 0: nothing generated" 200 \
+    "b.choices[0].text === '' && b.choices[0].finish_reason === 'length' && b.usage.completion_tokens === 0 && b.usage.prompt_tokens === 2" \
+    "${K[@]}" "$B/v1/completions" -d "{\"prompt\": \"Once\", \"$f\": 0}"
+done
+req "n_predict -2" 400 "$(err_is 400 invalid_request_error "field 'n_predict': -2 is out of range [-1,")" \
+  "${K[@]}" "$B/v1/completions" -d '{"prompt": "x", "n_predict": -2}'
+
+# A model that is not loaded: llama-server's policy (one model per server) is to
+# answer with the loaded model and name it in the response; vt does the same.
+req "a model that is not loaded is answered by the loaded one" 200 \
+  "b.model === 'stories260K.gguf' && b.choices[0].text.length > 0" \
+  "${K[@]}" "$B/v1/completions" -d '{"model": "gpt-4o-not-here", "prompt": "Once", "max_tokens": 2}'
+req "chat naming another model" 200 "b.model === 'stories260K.gguf' && b.object === 'chat.completion'" \
+  "${K[@]}" "$B/v1/chat/completions" -d '{"model": "x", "messages": [{"role": "user", "content": "Once"}], "max_tokens": 2}'
+req "model not a string" 400 "$(err_is 400 invalid_request_error "field 'model': expected a string")" \
+  "${K[@]}" "$B/v1/completions" -d '{"model": 5, "prompt": "Once"}'
+
+# A batch of prompts (OpenAI): one choice per prompt and n, index = prompt * n + k;
+# each answered as the same prompt alone (greedy), usage the sum of the prompts.
+one=$(curl -s "${K[@]}" "$B/v1/completions" -d '{"prompt": "One day", "max_tokens": 4, "temperature": 0}' |
+  node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.stringify(JSON.parse(s).choices[0].text)))')
+req "prompt batch of strings" 200 \
+  "b.choices.length === 2 && b.choices[0].index === 0 && b.choices[1].index === 1 && b.choices[1].text === $one && b.usage.prompt_tokens === 2 + 3 && b.usage.completion_tokens === 8" \
+  "${K[@]}" "$B/v1/completions" -d '{"prompt": ["Once", "One day"], "max_tokens": 4, "temperature": 0}'
+req "prompt batch with n 2" 200 \
+  "b.choices.length === 4 && b.choices.map(c => c.index).join() === '0,1,2,3' && b.choices[2].text === $one && b.choices[3].text === $one" \
+  "${K[@]}" "$B/v1/completions" -d '{"prompt": ["Once", "One day"], "n": 2, "max_tokens": 4, "temperature": 0}'
+req "prompt batch of token-id arrays" 200 "b.choices.length === 2 && b.usage.prompt_tokens === 3" \
+  "${K[@]}" "$B/v1/completions" -d '{"prompt": [[1, 403], [1]], "max_tokens": 2}'
+curl -s -o "$tmp/batch.sse" "${K[@]}" "$B/v1/completions" \
+  -d '{"prompt": ["Once", "One day"], "max_tokens": 3, "stream": true}'
+if grep -q '"index":1' "$tmp/batch.sse" && grep -q '"index":0' "$tmp/batch.sse" && grep -q 'data: \[DONE\]' "$tmp/batch.sse"; then
+  pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL streamed prompt batch: $(head -c 300 "$tmp/batch.sse")"; fi
+req "prompt batch mixing kinds" 400 "$(err_is 400 invalid_request_error "field 'prompt[1]': a batch holds prompts of one kind")" \
+  "${K[@]}" "$B/v1/completions" -d '{"prompt": ["Once", [1]]}'
 
 # /tokenize and /detokenize (llama-server's shapes)
 req "tokenize" 200 "Array.isArray(b.tokens) && b.tokens.length > 0 && b.tokens.every(Number.isInteger)" \
@@ -145,7 +194,7 @@ req "NUL escape in the prompt" 400 "$(err_is 400 invalid_request_error 'is not a
   "$B/v1/completions" -d '{"prompt": "a\u0000b"}'
 printf '{"prompt": "x", "extra": %s%s}' "$(head -c 30000 /dev/zero | tr '\0' '[')" \
   "$(head -c 30000 /dev/zero | tr '\0' ']')" >"$tmp/deep"
-req "JSON nested 30000 deep" 400 "$(bad_json 'maximum parsing depth')" "${K[@]}" \
+req "JSON nested 30000 deep" 400 "$(err_is 400 invalid_request_error 'nested deeper than 64 levels')" "${K[@]}" \
   "$B/v1/completions" --data-binary @"$tmp/deep"
 req "number overflow" 400 "$(bad_json 'real number overflow')" "${K[@]}" \
   "$B/v1/completions" -d '{"prompt": "x", "temperature": 1e400}'
@@ -225,7 +274,13 @@ for i in 1 2 3 4; do
   curl -sN -o "$tmp/s$i" "$B/v1/completions" \
     -d '{"prompt": "Once", "max_tokens": 2000, "ignore_eos": true, "temperature": 0, "stream": true}' &
 done
-sleep 0.2
+# SIGTERM once all four are in (one running, three waiting), however loaded the machine
+for _ in $(seq 1 100); do
+  m=$(curl -s "$B/metrics")
+  r=$(echo "$m" | sed -n 's/^vt_requests_running \(.*\)/\1/p'); w=$(echo "$m" | sed -n 's/^vt_requests_waiting \(.*\)/\1/p')
+  [ $((${r:-0} + ${w:-0})) -ge 4 ] && break
+  sleep 0.05
+done
 stop_server
 wait
 [ "$SERVER_RC" = 0 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: exit $SERVER_RC after SIGTERM"; }

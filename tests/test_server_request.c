@@ -14,7 +14,7 @@ static void check_bad(oai_kind kind, const char *body, vt_status want, const cha
     vt_status st = parse(kind, body, &r);
     CHECK_MSG(st == want && strstr(vt_last_error(), needle), "body %s: status %s, message '%s' (want '%s')", body,
               vt_status_str(st), vt_last_error(), needle);
-    CHECK(r.root == NULL && r.messages == NULL && r.prompt_tokens == NULL);
+    CHECK(r.root == NULL && r.messages == NULL && r.prompts == NULL);
 }
 
 int main(void) {
@@ -22,8 +22,9 @@ int main(void) {
 
     /* completions: defaults */
     CHECK_OK(parse(OAI_COMPLETION, "{\"prompt\": \"Once upon\"}", &r));
-    CHECK(r.prompt_text && !strcmp(r.prompt_text, "Once upon") && r.prompt_text_len == 9);
-    CHECK(r.n == 1 && !r.stream && r.max_tokens == 0 && r.n_stop == 0 && r.n_logprobs == -1);
+    CHECK(r.n_prompts == 1 && r.prompts[0].text && !strcmp(r.prompts[0].text, "Once upon") &&
+          r.prompts[0].text_len == 9);
+    CHECK(r.n == 1 && !r.stream && r.max_tokens == -1 && r.n_stop == 0 && r.n_logprobs == -1);
     CHECK(fabsf(r.sampling.temperature - 0.8f) < 1e-6f && r.sampling.top_k == 40);
     CHECK(!r.seed_given);
     oai_request_free(&r);
@@ -37,7 +38,7 @@ int main(void) {
                    "\"logprobs\": 2, \"n\": 3, \"ignore_eos\": true, \"user\": \"x\"}",
                    &r));
     CHECK(r.model && !strcmp(r.model, "m"));
-    CHECK(r.n_prompt_tokens == 3 && r.prompt_tokens[0] == 1 && r.prompt_tokens[2] == 3);
+    CHECK(r.n_prompts == 1 && r.prompts[0].n_tokens == 3 && r.prompts[0].tokens[0] == 1 && r.prompts[0].tokens[2] == 3);
     CHECK(r.max_tokens == 7 && r.sampling.temperature == 0 && fabsf(r.sampling.top_p - 0.5f) < 1e-6f);
     CHECK(r.sampling.top_k == 3 && fabsf(r.sampling.min_p - 0.1f) < 1e-6f);
     CHECK(fabsf(r.sampling.presence_penalty - 0.5f) < 1e-6f && fabsf(r.sampling.frequency_penalty + 0.5f) < 1e-6f);
@@ -52,9 +53,22 @@ int main(void) {
                    "{\"prompt\": [\"x\"], \"max_tokens\": 5, \"max_completion_tokens\": 9, \"stop\": \"\\n\", "
                    "\"temperature\": null, \"seed\": null}",
                    &r));
-    CHECK(r.prompt_text && !strcmp(r.prompt_text, "x"));
+    CHECK(r.n_prompts == 1 && r.prompts[0].text && !strcmp(r.prompts[0].text, "x"));
     CHECK(r.max_tokens == 9 && r.n_stop == 1 && !strcmp(r.stop[0], "\n") && !r.seed_given);
     oai_request_free(&r);
+
+    /* a batch of prompts (OpenAI): strings, or token-id arrays, never mixed */
+    CHECK_OK(parse(OAI_COMPLETION, "{\"prompt\": [\"Once\", \"One day\"], \"n\": 2}", &r));
+    CHECK(r.n_prompts == 2 && !strcmp(r.prompts[1].text, "One day") && r.prompts[1].text_len == 7 && r.n == 2);
+    oai_request_free(&r);
+    CHECK_OK(parse(OAI_COMPLETION, "{\"prompt\": [[1, 2], [3]]}", &r));
+    CHECK(r.n_prompts == 2 && r.prompts[0].n_tokens == 2 && r.prompts[1].n_tokens == 1 && r.prompts[1].tokens[0] == 3);
+    oai_request_free(&r);
+    check_bad(OAI_COMPLETION, "{\"prompt\": [\"a\", [1]]}", VT_E_INVALID, "field 'prompt[1]': a batch holds");
+    check_bad(OAI_COMPLETION, "{\"prompt\": [[1], []]}", VT_E_INVALID, "field 'prompt[1]': empty array");
+    check_bad(OAI_COMPLETION, "{\"prompt\": [[1], [-1]]}", VT_E_INVALID, "field 'prompt[1][0]'");
+    check_bad(OAI_COMPLETION, "{\"prompt\": [\"a\", \"b\", \"c\", \"d\", \"e\"], \"n\": 16}", VT_E_INVALID,
+              "5 prompts x n 16 is more than 64 choices");
 
     /* chat: content parts joined, developer -> system, logprobs + top_logprobs */
     CHECK_OK(parse(OAI_CHAT,
@@ -87,7 +101,18 @@ int main(void) {
               "field 'temperature': 3 is out of range [0, 2]");
     check_bad(OAI_COMPLETION, "{\"prompt\": \"x\", \"top_p\": 0}", VT_E_INVALID, "field 'top_p'");
     check_bad(OAI_COMPLETION, "{\"prompt\": \"x\", \"top_k\": -1}", VT_E_INVALID, "field 'top_k'");
-    check_bad(OAI_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": 0}", VT_E_INVALID, "field 'max_tokens'");
+    /* n_predict and max_tokens agree (llama-server): -1 unlimited, 0 nothing, below -1 refused */
+    CHECK_OK(parse(OAI_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": 0}", &r));
+    CHECK(r.max_tokens == 0);
+    oai_request_free(&r);
+    CHECK_OK(parse(OAI_COMPLETION, "{\"prompt\": \"x\", \"n_predict\": 0}", &r));
+    CHECK(r.max_tokens == 0);
+    oai_request_free(&r);
+    CHECK_OK(parse(OAI_COMPLETION, "{\"prompt\": \"x\", \"max_completion_tokens\": -1}", &r));
+    CHECK(r.max_tokens == -1);
+    oai_request_free(&r);
+    check_bad(OAI_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": -2}", VT_E_INVALID, "field 'max_tokens'");
+    check_bad(OAI_COMPLETION, "{\"prompt\": \"x\", \"n_predict\": -2}", VT_E_INVALID, "field 'n_predict'");
     check_bad(OAI_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": 1.5}", VT_E_INVALID,
               "field 'max_tokens': expected an integer");
     check_bad(OAI_COMPLETION, "{\"prompt\": \"x\", \"n\": 17}", VT_E_INVALID, "field 'n'");

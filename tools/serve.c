@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static bool parse_kv_type(const char *opt, const char *s, void *dst) {
     vt_kv_type *out = dst;
@@ -33,7 +34,9 @@ int cmd_serve(int argc, char **argv) {
     server_default_params(&p);
     long long grace_ms = 5000, port = p.port, n_threads = p.engine.n_threads, n_ctx = p.engine.n_ctx,
               max_seqs = p.engine.max_seqs, batch = p.engine.max_batch_tokens, ubatch = batch,
-              kv_tokens = p.engine.kv_tokens, max_queue = p.engine.max_queue, max_body = (long long)p.max_body_bytes;
+              kv_tokens = p.engine.kv_tokens, max_queue = p.engine.max_queue, max_body = (long long)p.max_body_bytes,
+              max_conns = p.max_connections, max_conns_peer = p.max_connections_per_peer,
+              read_timeout = p.read_timeout_s, idle_timeout = p.idle_timeout_s;
     bool no_prefix_cache = false;
     enum { ROW_CTX = 4, ROW_BATCH = 6, ROW_UBATCH = 7 };
     static const char *const on_off[] = {"on", "off", "auto", "true", "false", "1", "0", "yes", "no", NULL};
@@ -78,6 +81,14 @@ int cmd_serve(int argc, char **argv) {
          .help = "model id reported by the API (default: the file name)"},
         {.name = {"--max-body"}, .kind = OPT_INT, .dst = &max_body, .arg = "BYTES", .lo = 1024, .hi = (long long)1 << 32,
          .help = "largest request body (default 8 MiB)"},
+        {.name = {"--max-connections"}, .kind = OPT_INT, .dst = &max_conns, .arg = "N", .lo = 1, .hi = 1 << 16,
+         .help = "open connections, all clients together (default 256)"},
+        {.name = {"--max-connections-per-peer"}, .kind = OPT_INT, .dst = &max_conns_peer, .arg = "N", .lo = 0,
+         .hi = 1 << 16, .help = "open connections of one client address (default 64; 0: no limit)"},
+        {.name = {"--read-timeout"}, .kind = OPT_INT, .dst = &read_timeout, .arg = "S", .lo = 1, .hi = 3600,
+         .help = "seconds a client may stay silent while sending a request (default 10)"},
+        {.name = {"--idle-timeout"}, .kind = OPT_INT, .dst = &idle_timeout, .arg = "S", .lo = 1, .hi = 3600,
+         .help = "seconds a keep-alive connection may idle between requests (default 5)"},
         {.name = {"--grace-ms"}, .kind = OPT_INT, .dst = &grace_ms, .arg = "N", .lo = 0, .hi = 3600 * 1000,
          .help = "on SIGINT/SIGTERM, wait this long for running requests (default 5000)"},
         {.name = {"--no-mmap"}, .kind = OPT_FLAG,
@@ -103,6 +114,10 @@ int cmd_serve(int argc, char **argv) {
     p.engine.max_queue = (int32_t)max_queue;
     p.engine.prefix_cache = p.engine.prefix_cache && !no_prefix_cache;
     p.max_body_bytes = (size_t)max_body;
+    p.max_connections = (int)max_conns;
+    p.max_connections_per_peer = (int)max_conns_peer;
+    p.read_timeout_s = (int)read_timeout;
+    p.idle_timeout_s = (int)idle_timeout;
     if (!p.model_path) {
         fprintf(stderr, "vt serve: no model (-m FILE)\n");
         opts_usage(&cmd, stderr);
@@ -122,6 +137,7 @@ int cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
     pthread_t self = pthread_self();
+    p.progress = isatty(STDERR_FILENO); /* the load progress bar, on a terminal */
     p.on_fatal = on_fatal;
     p.user = &self;
 

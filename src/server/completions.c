@@ -15,6 +15,12 @@
 #include <math.h>
 #include <string.h>
 
+/* A whole (not streamed) answer with logprobs is built as a JSON tree: about
+ * LOGPROB_VALUE_COST bytes per token and alternative. Past ANSWER_MAX_COST the
+ * request is refused up front (413); streamed, the same request costs a chunk. */
+#define LOGPROB_VALUE_COST 400
+#define ANSWER_MAX_COST ((size_t)64 << 20)
+
 /* JSON has no -inf: an impossible token's logprob is reported as -9999 (as OpenAI does). */
 static json_t *lp_json(float v) { return json_real(isfinite(v) ? (double)v : -9999.0); }
 
@@ -109,7 +115,7 @@ static json_t *timings_json(const job *j) {
         if (c->t_first && (!first || c->t_first < first)) first = c->t_first;
         if (c->t_last > last) last = c->t_last;
     }
-    int64_t prompt_n = (int64_t)j->n_prompt - c0->n_cached;
+    int64_t prompt_n = j->prompts[0].n - c0->n_cached;
     double prompt_ms = c0->t_first ? (c0->t_first - j->t_start) * 1e3 : (server_now() - j->t_start) * 1e3;
     /* The first token comes out of the prompt pass; the rest are the generation. */
     int64_t pred_n = gen;
@@ -185,8 +191,7 @@ static enum MHD_Result respond_whole(server *s, struct MHD_Connection *conn, job
     enum MHD_Result res;
     const char *err = job_error(j);
     if (gone) {
-        job_abort(j, false);
-        metrics_count_client_abort(&s->metrics);
+        job_abort_by_client(j);
         *status = 499; /* the client closed the connection (nginx's convention) */
         res = MHD_NO;
     } else if (j->shutdown) {
@@ -363,6 +368,9 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         bool ok = (j->roles_sent || j->req.kind != OAI_CHAT) ? job_wait_locked(j) : true;
         if (ok) stream_format_locked(s, j);
         pthread_mutex_unlock(&j->mu);
+        /* generation is over: the client gets the read timeout to take the rest
+         * (set outside j->mu: MHD takes its own lock for it) */
+        if (ok && j->stream_done && j->conn) http_set_timeout(j->conn, (unsigned)s->params.read_timeout_s);
         if (!ok) return MHD_CONTENT_READER_END_WITH_ERROR; /* the client is gone or the server stops */
     }
 }
@@ -372,7 +380,7 @@ static void stream_free(void *cls) {
     pthread_mutex_lock(&j->mu);
     bool unfinished = j->n_finished < j->n_choices;
     pthread_mutex_unlock(&j->mu);
-    if (unfinished) job_abort(j, false); /* the client disconnected mid-stream */
+    if (unfinished) job_abort_by_client(j); /* the client disconnected mid-stream */
     job_unref(j);
 }
 
@@ -413,8 +421,9 @@ enum MHD_Result completions_handle(server *s, struct MHD_Connection *conn, oai_k
     oai_request req;
     vt_status st = oai_parse_request(kind, body, len, &req);
     if (st != VT_OK) {
-        *status_out = 400;
-        return http_send_error(s, conn, 400, NULL, "%s", vt_last_error());
+        int code = st == VT_E_RANGE ? 413 : st == VT_E_NOMEM ? 503 : 400;
+        *status_out = code;
+        return http_send_error(s, conn, code, NULL, "%s", vt_last_error());
     }
     job *j = job_create(s, &req);
     if (!j) {
@@ -425,8 +434,35 @@ enum MHD_Result completions_handle(server *s, struct MHD_Connection *conn, oai_k
     *job_out = j; /* the connection's reference; dropped when the request completes */
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     j->sock_fd = ci ? ci->connect_fd : -1;
+    j->conn = conn;
 
     st = job_prepare(j);
+    if (st == VT_OK && !j->req.stream && j->req.n_logprobs >= 0) {
+        int64_t room = s->n_ctx - j->prompts[0].n; /* the first prompt's: a batch's differ little */
+        int64_t tokens = j->req.max_tokens > 0 && j->req.max_tokens < room ? j->req.max_tokens : room;
+        double cost = (double)j->n_choices * (double)tokens * (double)(1 + j->req.n_logprobs) * LOGPROB_VALUE_COST;
+        if (cost > (double)ANSWER_MAX_COST) {
+            *status_out = 413;
+            return http_send_error(s, conn, 413, NULL,
+                                   "the answer could take %.0f MiB (%d choices x %lld tokens x %d logprobs), more "
+                                   "than %zu MiB: ask for fewer, or stream it",
+                                   cost / (1 << 20), j->n_choices, (long long)tokens, 1 + j->req.n_logprobs,
+                                   ANSWER_MAX_COST >> 20);
+        }
+    }
+    if (st == VT_OK && j->req.max_tokens == 0) {
+        /* n_predict / max_tokens 0: nothing to generate; the answer is empty, its
+         * finish "length", its usage the prompt's tokens (not evaluated). */
+        pthread_mutex_lock(&j->mu);
+        for (int32_t i = 0; i < j->n_choices; i++) {
+            j->choices[i].finished = true;
+            j->choices[i].finish = VT_FINISH_LENGTH;
+            j->choices[i].n_prompt = (int32_t)j->prompts[i / j->req.n].n;
+        }
+        j->n_finished = j->n_choices;
+        pthread_mutex_unlock(&j->mu);
+        return j->req.stream ? respond_stream(s, conn, j, status_out) : respond_whole(s, conn, j, status_out);
+    }
     if (st == VT_OK) st = job_submit(j);
     if (st != VT_OK) {
         int code = status_of(st);

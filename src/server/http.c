@@ -1,6 +1,19 @@
-/* HTTP plumbing over libmicrohttpd: routing, body limits, authentication, CORS,
- * the small endpoints (/health, /metrics, /v1/models, /tokenize, /detokenize)
- * and one log line per request. The completion endpoints are in completions.c. */
+/* HTTP plumbing over libmicrohttpd: connection admission (conns.h) and timeouts,
+ * routing, body limits, authentication, CORS, the small endpoints (/health,
+ * /metrics, /v1/models, /tokenize, /detokenize) and one log line per request.
+ * The completion endpoints are in completions.c.
+ *
+ * A request is judged on MHD's first callback, when its header is complete and
+ * before any body byte is buffered: the request target, the body framing
+ * (Transfer-Encoding, Content-Length), the route and method, the API key, the
+ * connection's admission class and a declared body size. Anything refused there
+ * is answered at once, and MHD drops the body and closes the connection.
+ *
+ * Timeouts count the client's silence, never the server's work: reading a
+ * request (header or body) may pause --read-timeout seconds between bytes, a
+ * keep-alive connection may idle --idle-timeout seconds between requests, and
+ * while a request generates there is no timeout (a streamed answer gets the
+ * read timeout back once generation ends, for the client to read the rest). */
 #include "server/server_impl.h"
 
 #include "base/status.h"
@@ -9,10 +22,16 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+/* /tokenize: the text it tokenizes and the answer it builds, at most (413 past either). */
+#define TOKENIZE_MAX_TEXT ((size_t)1 << 20)
+#define TOKENIZE_MAX_ANSWER ((size_t)16 << 20)
 
 /* Bytes of an oversized chunked body read and dropped before the connection is cut. */
 #define DISCARD_CAP ((uint64_t)64 << 20)
@@ -21,6 +40,11 @@
 typedef struct http_req {
     server *srv;
     strbuf body;
+    bool started;     /* the first callback (complete header) has been seen */
+    bool bad_target;  /* the request target holds a NUL byte (raw or %00) */
+    const char *raw_uri; /* the raw target in MHD's line buffer, for the NUL check */
+    size_t raw_uri_len;
+    int route;        /* route_id of a request whose body is being read */
     bool too_large;
     uint64_t seen; /* body bytes received, kept or not */
     bool answered;
@@ -31,10 +55,21 @@ typedef struct http_req {
     job *job; /* a completion request's job (a reference), for the log line */
 } http_req;
 
-void http_add_common_headers(server *s, struct MHD_Connection *conn, struct MHD_Response *r) {
-    if (!s->cors_origins) return;
+/* The connection's admission record (conns.h), or NULL (out of memory at accept). */
+static conn_ctx *ctx_of(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? (conn_ctx *)ci->socket_context : NULL;
+}
+
+void http_set_timeout(struct MHD_Connection *conn, unsigned seconds) {
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
+}
+
+/* The request's Origin when --cors-origins allows it, else NULL. */
+static const char *allowed_origin(server *s, struct MHD_Connection *conn) {
+    if (!s->cors_origins) return NULL;
     const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
-    if (!origin) return;
+    if (!origin) return NULL;
     bool ok = !strcmp(s->cors_origins, "*");
     size_t ol = strlen(origin);
     for (const char *p = s->cors_origins; !ok && *p;) {
@@ -46,7 +81,12 @@ void http_add_common_headers(server *s, struct MHD_Connection *conn, struct MHD_
         if (!e) break;
         p = e + 1;
     }
-    if (!ok) return;
+    return ok ? origin : NULL;
+}
+
+void http_add_common_headers(server *s, struct MHD_Connection *conn, struct MHD_Response *r) {
+    const char *origin = allowed_origin(s, conn);
+    if (!origin) return;
     MHD_add_response_header(r, "Access-Control-Allow-Origin", !strcmp(s->cors_origins, "*") ? "*" : origin);
     MHD_add_response_header(r, "Vary", "Origin");
 }
@@ -63,6 +103,8 @@ enum MHD_Result http_send_json(server *s, struct MHD_Connection *conn, int statu
     }
     MHD_add_response_header(r, "Content-Type", "application/json; charset=utf-8");
     http_add_common_headers(s, conn, r);
+    conn_ctx *cx = ctx_of(conn);
+    if (cx && cx->close_after) MHD_add_response_header(r, "Connection", "close");
     enum MHD_Result res = MHD_queue_response(conn, (unsigned)status, r);
     MHD_destroy_response(r);
     return res;
@@ -75,6 +117,12 @@ enum MHD_Result http_send_error(server *s, struct MHD_Connection *conn, int stat
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    conn_ctx *cx = ctx_of(conn);
+    if (cx) { /* the log line's reason, cut to fit */
+        size_t n = strnlen(msg, sizeof cx->reason - 1);
+        memcpy(cx->reason, msg, n);
+        cx->reason[n] = 0;
+    }
     return http_send_json(s, conn, status, oai_error_json(status, NULL, code, msg));
 }
 
@@ -131,6 +179,10 @@ static enum MHD_Result handle_metrics(server *s, struct MHD_Connection *conn, in
     bool ready = atomic_load(&s->state) == SERVER_READY;
     if (ready) vt_engine_stats_get(s->engine, &st);
     metrics_render(&s->metrics, ready ? &st : NULL, atomic_load(&s->state) == SERVER_LOADING, &sb);
+    int64_t open;
+    uint64_t refused_per_peer, refused_full, evicted;
+    conns_stats(&s->conns, &open, &refused_per_peer, &refused_full, &evicted);
+    metrics_render_conns(&sb, open, refused_per_peer, refused_full, evicted);
     *status = 200;
     return send_text(s, conn, 200, "text/plain; version=0.0.4; charset=utf-8", &sb);
 }
@@ -164,6 +216,12 @@ static enum MHD_Result handle_models(server *s, struct MHD_Connection *conn, int
 
 static json_t *parse_object(server *s, struct MHD_Connection *conn, const char *body, size_t len,
                             int *status, enum MHD_Result *res) {
+    vt_status cst = oai_json_cost(body, len, NULL);
+    if (cst != VT_OK) {
+        *status = cst == VT_E_RANGE ? 413 : 400;
+        *res = http_send_error(s, conn, *status, NULL, "%s", vt_last_error());
+        return NULL;
+    }
     json_error_t jerr;
     json_t *root = json_loadb(body, len, 0, &jerr);
     if (!root || !json_is_object(root)) {
@@ -200,36 +258,54 @@ static enum MHD_Result handle_tokenize(server *s, struct MHD_Connection *conn, c
         return http_send_error(s, conn, 400, NULL,
                                "fields 'add_special', 'parse_special', 'with_pieces': expected booleans");
     }
+    if (json_string_length(c) > TOKENIZE_MAX_TEXT) {
+        size_t n = json_string_length(c);
+        json_decref(root);
+        *status = 413;
+        return http_send_error(s, conn, 413, NULL, "field 'content': %zu bytes, more than /tokenize takes (%zu)", n,
+                               TOKENIZE_MAX_TEXT);
+    }
     int32_t *ids = NULL;
     int64_t n = 0;
     vt_status st = vt_tokenize(s->model, json_string_value(c), json_string_length(c), as && json_is_true(as),
                                !ps || json_is_true(ps), &ids, &n);
+    bool pieces = wp && json_is_true(wp);
+    json_decref(root);
     if (st != VT_OK) {
-        json_decref(root);
         *status = 400;
         return http_send_error(s, conn, 400, NULL, "content: %s", vt_last_error());
     }
-    json_t *arr = json_array();
+    /* The answer is written as text, not built as a JSON tree (a value per token
+     * would cost hundreds of bytes each), and stops at TOKENIZE_MAX_ANSWER. */
+    strbuf sb = {0};
+    sb_add(&sb, "{\"tokens\":[");
     char piece[256];
-    for (int64_t i = 0; i < n; i++) {
-        if (wp && json_is_true(wp)) {
-            int64_t k = vt_token_piece(s->model, ids[i], piece, sizeof piece);
-            if (k < 0) k = 0;
-            if (k > (int64_t)sizeof piece) k = sizeof piece;
-            json_t *e = json_object();
-            json_object_set_new(e, "id", json_integer(ids[i]));
-            json_object_set_new(e, "piece", oai_json_string_lossy(piece, (size_t)k));
-            json_array_append_new(arr, e);
-        } else {
-            json_array_append_new(arr, json_integer(ids[i]));
+    for (int64_t i = 0; i < n && !sb.failed && sb.len <= TOKENIZE_MAX_ANSWER; i++) {
+        if (i) sb_add(&sb, ",");
+        if (!pieces) {
+            sb_printf(&sb, "%d", ids[i]);
+            continue;
         }
+        int64_t k = vt_token_piece(s->model, ids[i], piece, sizeof piece);
+        if (k < 0) k = 0;
+        if (k > (int64_t)sizeof piece) k = sizeof piece;
+        json_t *str = oai_json_string_lossy(piece, (size_t)k);
+        char *t = json_dumps(str, JSON_ENCODE_ANY);
+        json_decref(str);
+        sb_printf(&sb, "{\"id\":%d,\"piece\":%s}", ids[i], t ? t : "\"\"");
+        free(t);
     }
     free(ids);
-    json_decref(root);
-    json_t *o = json_object();
-    json_object_set_new(o, "tokens", arr);
+    sb_add(&sb, "]}");
+    if (sb.failed || sb.len > TOKENIZE_MAX_ANSWER) {
+        sb_free(&sb);
+        *status = 413;
+        return http_send_error(s, conn, 413, NULL,
+                               "the answer (%lld tokens%s) would be larger than %zu MiB; tokenize less at once",
+                               (long long)n, pieces ? " with pieces" : "", TOKENIZE_MAX_ANSWER >> 20);
+    }
     *status = 200;
-    return http_send_json(s, conn, 200, o);
+    return send_text(s, conn, 200, "application/json; charset=utf-8", &sb);
 }
 
 static enum MHD_Result handle_detokenize(server *s, struct MHD_Connection *conn, const char *body, size_t len,
@@ -278,7 +354,22 @@ static enum MHD_Result handle_options(server *s, struct MHD_Connection *conn, in
     if (!r) return MHD_NO;
     http_add_common_headers(s, conn, r);
     MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-    MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    /* An allowed origin may send whatever headers it asks for (the openai SDK
+     * sends x-stainless-*): the list is echoed when it is a plain list of header
+     * names; the key is still checked on the request itself. */
+    const char *want = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+    bool plain = want && *want && strlen(want) <= 1024;
+    for (const char *p = want; plain && *p; p++) {
+        plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                strchr("-_., ", *p);
+    }
+    if (plain && allowed_origin(s, conn)) {
+        char list[1100];
+        snprintf(list, sizeof list, "Authorization, Content-Type, %s", want);
+        MHD_add_response_header(r, "Access-Control-Allow-Headers", list);
+    } else {
+        MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    }
     MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
     *status = 204;
     enum MHD_Result res = MHD_queue_response(conn, 204, r);
@@ -315,9 +406,80 @@ static const struct {
     {"/detokenize", "POST", ROUTE_DETOKENIZE},
 };
 
-static enum MHD_Result dispatch_request(http_req *h, struct MHD_Connection *conn, const char *url,
-                                        const char *method) {
+/* The body framing headers, gathered on the first callback. */
+typedef struct framing {
+    int n_length;             /* Content-Length headers */
+    bool length_bad;          /* one is not a decimal number, or two differ */
+    unsigned long long length;
+    const char *te;           /* the (last) Transfer-Encoding value */
+    int n_te;
+} framing;
+
+static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    framing *f = cls;
+    if (!key || !value) return MHD_YES;
+    if (!strcasecmp(key, "Content-Length")) {
+        /* a list ("5, 5") counts as one value per element */
+        for (const char *p = value;;) {
+            while (*p == ' ' || *p == '\t') p++;
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(p, &end, 10);
+            if (end == p || errno || *p == '-' || *p == '+') {
+                f->length_bad = true;
+                break;
+            }
+            if (f->n_length++ && v != f->length) f->length_bad = true;
+            f->length = v;
+            p = end;
+            while (*p == ' ' || *p == '\t') p++;
+            if (*p == 0) break;
+            if (*p != ',') {
+                f->length_bad = true;
+                break;
+            }
+            p++;
+        }
+    } else if (!strcasecmp(key, "Transfer-Encoding")) {
+        f->te = value;
+        f->n_te++;
+    }
+    return MHD_YES;
+}
+
+static bool te_is_chunked(const char *v) {
+    while (*v == ' ' || *v == '\t') v++;
+    size_t n = strlen(v);
+    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t')) n--;
+    return n == 7 && !strncasecmp(v, "chunked", 7);
+}
+
+/* Answer at once and close the connection afterwards (the body, if any, is not read). */
+#define REFUSE(code, errcode, ...)                                             \
+    do {                                                                       \
+        if (cx) cx->close_after = true;                                        \
+        h->status = (code);                                                    \
+        h->answered = true;                                                    \
+        return http_send_error(s, conn, (code), (errcode), __VA_ARGS__);       \
+    } while (0)
+
+/* The first callback: the header is complete, no body byte is buffered yet. */
+static enum MHD_Result first_call(http_req *h, struct MHD_Connection *conn, const char *url, const char *method) {
     server *s = h->srv;
+    conn_ctx *cx = ctx_of(conn);
+    if (h->bad_target) REFUSE(400, NULL, "the request target contains a NUL byte");
+
+    framing f = {0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, framing_header, &f);
+    if (f.n_te) {
+        if (f.n_te > 1 || !te_is_chunked(f.te)) {
+            REFUSE(501, NULL, "Transfer-Encoding '%.60s' is not supported (only chunked)", f.te ? f.te : "");
+        }
+        if (f.n_length) REFUSE(400, NULL, "both Transfer-Encoding and Content-Length are given");
+    }
+    if (f.length_bad) REFUSE(400, NULL, "Content-Length: two different values, or not a number");
+
     route_id id = ROUTE_NONE;
     const char *want = NULL;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
@@ -328,25 +490,29 @@ static enum MHD_Result dispatch_request(http_req *h, struct MHD_Connection *conn
         }
         break;
     }
-    if (!want) {
-        h->status = 404;
-        return http_send_error(s, conn, 404, NULL, "no endpoint %s %.100s", method, url);
+    bool has_body = f.n_te || (f.n_length && f.length > 0);
+    if (!want) REFUSE(404, NULL, "no endpoint %s %.100s", method, url);
+    if (!strcmp(method, "OPTIONS")) {
+        if (has_body && cx) cx->close_after = true;
+        h->answered = true;
+        return handle_options(s, conn, &h->status);
     }
-    if (!strcmp(method, "OPTIONS")) return handle_options(s, conn, &h->status);
-    if (id == ROUTE_NONE) {
-        h->status = 405;
-        return http_send_error(s, conn, 405, NULL, "%.100s takes %s, not %s", url, want, method);
+    if (id == ROUTE_NONE) REFUSE(405, NULL, "%.100s takes %s, not %s", url, want, method);
+    bool keyed = s->api_key && key_ok(s, conn);
+    if (id != ROUTE_HEALTH && s->api_key && !keyed) {
+        REFUSE(401, "invalid_api_key", "invalid or missing API key (send Authorization: Bearer KEY)");
     }
-    if (id != ROUTE_HEALTH && s->api_key && !key_ok(s, conn)) {
-        h->status = 401;
-        return http_send_error(s, conn, 401, "invalid_api_key",
-                               "invalid or missing API key (send Authorization: Bearer KEY)");
+    if (cx && (keyed || !s->api_key)) conns_set_authenticated(&s->conns, cx);
+    if (cx && cx->reserved && id != ROUTE_HEALTH && id != ROUTE_METRICS && !keyed) {
+        REFUSE(503, NULL, "too many connections (this one may only ask for /health and /metrics%s)",
+               s->api_key ? " or send the API key" : "");
     }
-    if (h->too_large) {
-        h->status = 413;
-        return http_send_error(s, conn, 413, NULL, "request body larger than %zu bytes",
-                               s->params.max_body_bytes);
+    if (f.n_length && f.length > s->params.max_body_bytes) {
+        h->too_large = true;
+        REFUSE(413, NULL, "request body larger than %zu bytes", s->params.max_body_bytes);
     }
+    if (has_body && cx) cx->close_after = id == ROUTE_HEALTH || id == ROUTE_METRICS || id == ROUTE_MODELS;
+    h->answered = true;
     switch (id) {
     case ROUTE_HEALTH: return handle_health(s, conn, &h->status);
     case ROUTE_METRICS: return handle_metrics(s, conn, &h->status);
@@ -354,21 +520,50 @@ static enum MHD_Result dispatch_request(http_req *h, struct MHD_Connection *conn
     default: break;
     }
     if (atomic_load(&s->state) != SERVER_READY) {
+        if (has_body && cx) cx->close_after = true;
         h->status = 503;
         return send_loading(s, conn);
     }
+    h->answered = false;
+    h->route = id; /* read the body, answer on the last callback */
+    return MHD_YES;
+}
+#undef REFUSE
+
+/* The last callback: the whole body is in h->body. */
+static enum MHD_Result dispatch_body(http_req *h, struct MHD_Connection *conn) {
+    server *s = h->srv;
+    if (h->too_large) {
+        h->status = 413;
+        return http_send_error(s, conn, 413, NULL, "request body larger than %zu bytes", s->params.max_body_bytes);
+    }
     const char *body = h->body.ptr ? h->body.ptr : "";
-    switch (id) {
+    switch ((route_id)h->route) {
     case ROUTE_TOKENIZE: return handle_tokenize(s, conn, body, h->body.len, &h->status);
     case ROUTE_DETOKENIZE: return handle_detokenize(s, conn, body, h->body.len, &h->status);
     case ROUTE_COMPLETIONS:
-    case ROUTE_CHAT:
-        return completions_handle(s, conn, id == ROUTE_CHAT ? OAI_CHAT : OAI_COMPLETION, body, h->body.len,
-                                  &h->job, &h->status);
+    case ROUTE_CHAT: {
+        http_set_timeout(conn, 0); /* generating: the client's silence is no timeout */
+        enum MHD_Result r = completions_handle(s, conn, h->route == ROUTE_CHAT ? OAI_CHAT : OAI_COMPLETION, body,
+                                               h->body.len, &h->job, &h->status);
+        if (!h->job || !h->job->req.stream) http_set_timeout(conn, (unsigned)s->params.read_timeout_s);
+        return r;
+    }
     default: break;
     }
     h->status = 500;
     return http_send_error(s, conn, 500, NULL, "unrouted endpoint");
+}
+
+/* The target of an absolute-form request line (http://host/path, RFC 9112 3.2.2)
+ * is its path; the authority is not checked (one server, any name). */
+static const char *origin_form(const char *url) {
+    const char *p = NULL;
+    if (!strncasecmp(url, "http://", 7)) p = url + 7;
+    else if (!strncasecmp(url, "https://", 8)) p = url + 8;
+    if (!p) return url;
+    const char *slash = strchr(p, '/');
+    return slash ? slash : "/";
 }
 
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -381,31 +576,33 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         if (!h) return MHD_NO;
         h->srv = s;
         h->t0 = server_now();
+        *con_cls = h;
+    }
+    if (!h->started) {
+        h->started = true;
+        /* libmicrohttpd parses the request line in place: the raw target ends
+         * one byte before the HTTP version, and a NUL byte inside the target cut
+         * the string it hands over short of that. (Checked only where the version
+         * lies just past the target, as it does in the line buffer.) */
+        uintptr_t v = (uintptr_t)version, u = (uintptr_t)h->raw_uri;
+        if (h->raw_uri && version && v > u && v - u <= 65536 && v != u + h->raw_uri_len + 1) h->bad_target = true;
+        url = origin_form(url);
         snprintf(h->method, sizeof h->method, "%s", method);
         snprintf(h->path, sizeof h->path, "%s", url);
-        *con_cls = h;
-        /* Refuse a declared oversized body before reading any of it. */
-        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-        if (cl) {
-            char *end;
-            errno = 0;
-            unsigned long long v = strtoull(cl, &end, 10);
-            if (errno || end == cl || v > s->params.max_body_bytes) h->too_large = true;
+        conn_ctx *cx = ctx_of(conn);
+        if (cx) {
+            cx->close_after = false;
+            cx->reason[0] = 0;
+            conns_set_busy(&s->conns, cx, true);
         }
-        if (h->too_large) {
-            h->answered = true;
-            h->status = 413;
-            return http_send_error(s, conn, 413, NULL, "request body larger than %zu bytes",
-                                   s->params.max_body_bytes);
-        }
-        return MHD_YES;
+        return first_call(h, conn, url, method);
     }
     if (*upload_size) {
         /* MHD cannot queue a response in the middle of an upload, so a chunked body
          * past the limit is read and dropped (memory stays bounded) and answered
          * 413 when it ends; past a hard cap the connection is simply closed. */
         h->seen += *upload_size;
-        if (!h->too_large) {
+        if (!h->too_large && !h->answered) {
             if (h->body.len + *upload_size > s->params.max_body_bytes) {
                 h->too_large = true;
                 sb_free(&h->body);
@@ -423,15 +620,41 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     }
     if (h->answered) return MHD_YES;
     h->answered = true;
-    return dispatch_request(h, conn, url, method);
+    return dispatch_body(h, conn);
+}
+
+/* MHD's URI log callback runs when the request line is parsed, before the
+ * target is split at '?' and unescaped: the raw target is still whole here. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
+    (void)conn;
+    http_req *h = calloc(1, sizeof *h);
+    if (!h) return NULL;
+    h->srv = cls;
+    h->t0 = server_now();
+    h->raw_uri = uri;
+    h->raw_uri_len = strlen(uri);
+    for (const char *p = uri; (p = strchr(p, '%')); p++) {
+        if (p[1] == '0' && p[2] == '0') h->bad_target = true; /* %00 */
+    }
+    return h;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
     server *s = cls;
     http_req *h = *con_cls;
+    conn_ctx *cx = ctx_of(conn);
+    if (cx) {
+        conns_set_busy(&s->conns, cx, false);
+        http_set_timeout(conn, (unsigned)s->params.idle_timeout_s); /* keep-alive idle */
+    }
     if (!h) return;
     *con_cls = NULL;
+    if (!h->started) { /* the connection ended inside the header: nothing to log */
+        sb_free(&h->body);
+        free(h);
+        return;
+    }
     int32_t n_prompt = 0, n_gen = 0;
     if (h->job) {
         job *j = h->job;
@@ -440,19 +663,45 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         for (int32_t i = 0; i < j->n_choices; i++) n_gen += j->choices[i].n_generated;
         bool unfinished = j->n_finished < j->n_choices;
         pthread_mutex_unlock(&j->mu);
-        if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && unfinished) {
-            metrics_count_client_abort(&s->metrics);
-            job_abort(j, false);
-        }
+        if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && unfinished) job_abort_by_client(j);
         job_unref(j);
     }
-    int status = h->status ? h->status : 500;
+    const char *why = cx && cx->reason[0] ? cx->reason : NULL;
+    int status = h->status;
+    if (!status) {
+        /* never answered: the client went away while sending the request */
+        status = 499;
+        why = toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "the client was silent past the read timeout"
+                                                             : "the client closed the connection mid-request";
+    }
     metrics_count_status(&s->metrics, status);
-    fprintf(stderr, "vt serve: %s %s %d prompt=%d completion=%d %.1f ms%s\n", h->method, h->path, status,
-            n_prompt, n_gen, (server_now() - h->t0) * 1e3,
-            toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed early)");
+    const char *early = "";
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && h->status) early = " (connection closed early)";
+    server_log("%s %s %d prompt=%d completion=%d %.1f ms%s%s%s", h->method, h->path, status, n_prompt, n_gen,
+               (server_now() - h->t0) * 1e3, early, status >= 400 && why ? ": " : "",
+               status >= 400 && why ? why : "");
     sb_free(&h->body);
     free(h);
+}
+
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t len) {
+    server *s = cls;
+    return conns_admit(&s->conns, addr, len) ? MHD_YES : MHD_NO;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fd = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *ad = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const struct sockaddr *sa = ad ? ad->client_addr : NULL;
+        socklen_t len = !sa ? 0 : sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+        *socket_context = fd ? conns_add(&s->conns, fd->connect_fd, sa, len) : NULL;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
+        conns_remove(&s->conns, *socket_context);
+        *socket_context = NULL;
+    }
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -461,7 +710,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     vsnprintf(buf, sizeof buf, fmt, ap);
     size_t n = strlen(buf);
     while (n && buf[n - 1] == '\n') buf[--n] = 0;
-    fprintf(stderr, "vt serve: http: %s\n", buf);
+    server_log("http: %s", buf);
 }
 
 vt_status http_start(server *s) {
@@ -490,12 +739,17 @@ vt_status http_start(server *s) {
                          s->host);
     }
     (void)len;
-    s->daemon = MHD_start_daemon(flags, (uint16_t)s->params.port, NULL, NULL, on_access, s,
+    /* MHD's own limit leaves room for the reserved connections and for evicted
+     * ones whose threads are still closing; conns.c enforces the real limits. */
+    unsigned hard_limit = (unsigned)s->params.max_connections + CONNS_RESERVED + 64;
+    s->daemon = MHD_start_daemon(flags, (uint16_t)s->params.port, on_accept, s, on_access, s,
                                  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                                 MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->params.max_connections,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
+                                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                                 MHD_OPTION_CONNECTION_LIMIT, hard_limit,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->params.read_timeout_s,
                                  MHD_OPTION_END);
     if (!s->daemon) {
         return vt_errorf(VT_E_IO, "vt serve: cannot listen on %s port %d (in use, or not an address of this host)",
@@ -503,8 +757,8 @@ vt_status http_start(server *s) {
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : s->params.port;
-    fprintf(stderr, "vt serve: listening on http://%s%s%s:%d\n", strchr(host, ':') ? "[" : "", host,
-            strchr(host, ':') ? "]" : "", s->port);
+    server_log("listening on http://%s%s%s:%d", strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "",
+               s->port);
     return VT_OK;
 }
 

@@ -42,6 +42,21 @@ void metrics_count_client_abort(metrics *m) {
     pthread_mutex_unlock(&m->mu);
 }
 
+static void gauge(strbuf *o, const char *name, const char *type, const char *help, double v);
+
+void metrics_render_conns(strbuf *o, int64_t open, uint64_t refused_per_peer, uint64_t refused_full,
+                          uint64_t evicted) {
+    gauge(o, "vt_http_connections_open", "gauge", "TCP connections open", (double)open);
+    sb_printf(o, "# HELP vt_http_connections_refused_total connections closed at accept: a peer over its limit, "
+                 "or the server full with nothing idle to evict\n"
+                 "# TYPE vt_http_connections_refused_total counter\n"
+                 "vt_http_connections_refused_total{reason=\"per_peer\"} %llu\n"
+                 "vt_http_connections_refused_total{reason=\"full\"} %llu\n",
+              (unsigned long long)refused_per_peer, (unsigned long long)refused_full);
+    gauge(o, "vt_http_connections_evicted_total", "counter", "idle connections closed to admit a new one",
+          (double)evicted);
+}
+
 static void render_hist(strbuf *o, const char *name, const char *help, const histogram *h) {
     sb_printf(o, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
     uint64_t cum = 0;

@@ -37,6 +37,9 @@ void metrics_observe_itl(metrics *m, double seconds);
 void metrics_observe_request(metrics *m, double seconds);
 void metrics_count_status(metrics *m, int http_status);
 void metrics_count_client_abort(metrics *m);
+/* The connection admission numbers (conns.h), appended to the exposition text. */
+void metrics_render_conns(strbuf *out, int64_t open, uint64_t refused_per_peer, uint64_t refused_full,
+                          uint64_t evicted);
 /* Append the exposition text. stats may be NULL (model still loading). */
 void metrics_render(metrics *m, const vt_engine_stats *stats, int loading, strbuf *out);
 

@@ -72,47 +72,70 @@ static vt_status get_bool(json_t *obj, const char *name, bool *out) {
     return VT_OK;
 }
 
-static vt_status parse_prompt(json_t *root, oai_request *r) {
-    json_t *p = field(root, "prompt");
-    if (!p) return vt_errorf(VT_E_INVALID, "field 'prompt': required");
+/* One prompt: a string, or an array of token ids (`where` names it in messages). */
+static vt_status parse_one_prompt(json_t *p, const char *where, oai_prompt *out) {
     if (json_is_string(p)) {
-        r->prompt_text = json_string_value(p);
-        r->prompt_text_len = json_string_length(p);
+        out->text = json_string_value(p);
+        out->text_len = json_string_length(p);
         return VT_OK;
-    }
-    if (!json_is_array(p)) {
-        return vt_errorf(VT_E_INVALID, "field 'prompt': expected a string or an array of token ids, got %s",
-                         json_kind(p));
     }
     size_t n = json_array_size(p);
-    if (n == 1 && json_is_string(json_array_get(p, 0))) { /* ["text"]: one prompt */
-        json_t *s = json_array_get(p, 0);
-        r->prompt_text = json_string_value(s);
-        r->prompt_text_len = json_string_length(s);
-        return VT_OK;
-    }
-    if (n == 0) return vt_errorf(VT_E_INVALID, "field 'prompt': empty array");
+    if (n == 0) return vt_errorf(VT_E_INVALID, "field '%s': empty array", where);
     if (n > OAI_MAX_TOKENS) {
-        return vt_errorf(VT_E_INVALID, "field 'prompt': %zu token ids, more than %d", n, OAI_MAX_TOKENS);
+        return vt_errorf(VT_E_INVALID, "field '%s': %zu token ids, more than %d", where, n, OAI_MAX_TOKENS);
     }
-    r->prompt_tokens = malloc(n * sizeof *r->prompt_tokens);
-    if (!r->prompt_tokens) return vt_errorf(VT_E_NOMEM, "prompt: out of memory for %zu tokens", n);
+    out->tokens = malloc(n * sizeof *out->tokens);
+    if (!out->tokens) return vt_errorf(VT_E_NOMEM, "prompt: out of memory for %zu tokens", n);
     for (size_t i = 0; i < n; i++) {
         json_t *t = json_array_get(p, i);
         if (!json_is_integer(t)) {
             return vt_errorf(VT_E_INVALID,
-                             "field 'prompt[%zu]': expected a token id (integer), got %s "
+                             "field '%s[%zu]': expected a token id (integer), got %s "
                              "(a prompt is a string or an array of token ids)",
-                             i, json_kind(t));
+                             where, i, json_kind(t));
         }
         json_int_t id = json_integer_value(t);
         if (id < 0 || id > INT32_MAX) {
-            return vt_errorf(VT_E_INVALID, "field 'prompt[%zu]': token id %lld is out of range", i,
-                             (long long)id);
+            return vt_errorf(VT_E_INVALID, "field '%s[%zu]': token id %lld is out of range", where, i, (long long)id);
         }
-        r->prompt_tokens[i] = (int32_t)id;
+        out->tokens[i] = (int32_t)id;
     }
-    r->n_prompt_tokens = (int64_t)n;
+    out->n_tokens = (int64_t)n;
+    return VT_OK;
+}
+
+static vt_status parse_prompt(json_t *root, oai_request *r) {
+    json_t *p = field(root, "prompt");
+    if (!p) return vt_errorf(VT_E_INVALID, "field 'prompt': required");
+    if (!json_is_string(p) && !json_is_array(p)) {
+        return vt_errorf(VT_E_INVALID, "field 'prompt': expected a string or an array of token ids, got %s",
+                         json_kind(p));
+    }
+    /* A batch: an array whose first element is a string or an array. */
+    json_t *first = json_is_array(p) ? json_array_get(p, 0) : NULL;
+    bool batch = first && (json_is_string(first) || json_is_array(first));
+    size_t n = batch ? json_array_size(p) : 1;
+    if (n > OAI_MAX_CHOICES) {
+        return vt_errorf(VT_E_INVALID, "field 'prompt': %zu prompts, more than %d", n, OAI_MAX_CHOICES);
+    }
+    r->prompts = calloc(n, sizeof *r->prompts);
+    if (!r->prompts) return vt_errorf(VT_E_NOMEM, "prompt: out of memory");
+    r->n_prompts = (int32_t)n;
+    if (!batch) return parse_one_prompt(p, "prompt", &r->prompts[0]);
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get(p, i);
+        char where[32];
+        snprintf(where, sizeof where, "prompt[%zu]", i);
+        if (!json_is_string(e) && !json_is_array(e)) {
+            return vt_errorf(VT_E_INVALID, "field '%s': expected a string or an array of token ids, got %s "
+                             "(a batch holds prompts of one kind)", where, json_kind(e));
+        }
+        if (json_is_string(e) != json_is_string(first)) {
+            return vt_errorf(VT_E_INVALID, "field '%s': a batch holds prompts of one kind (all strings or all "
+                             "token-id arrays)", where);
+        }
+        VT_TRY(parse_one_prompt(e, where, &r->prompts[i]));
+    }
     return VT_OK;
 }
 
@@ -273,16 +296,21 @@ static vt_status parse_fields(oai_kind kind, json_t *root, oai_request *r) {
         r->seed_given = true;
     }
 
-    /* max_tokens: the newest name wins when several are given */
+    /* max_tokens: the newest name wins when several are given. All three mean
+     * what llama-server's n_predict means: -1 unlimited, 0 no token generated. */
     const char *names[] = {"n_predict", "max_tokens", "max_completion_tokens"};
     for (int i = 0; i < 3; i++) {
         v = 0;
-        VT_TRY(get_int(root, names[i], i == 0 ? -1 : 1, OAI_MAX_TOKENS, &v, &given));
-        if (given) r->max_tokens = v < 0 ? 0 : (int32_t)v;
+        VT_TRY(get_int(root, names[i], -1, OAI_MAX_TOKENS, &v, &given));
+        if (given) r->max_tokens = (int32_t)v;
     }
     v = 1;
     VT_TRY(get_int(root, "n", 1, OAI_MAX_N, &v, NULL));
     r->n = (int32_t)v;
+    if (r->n_prompts > 1 && (int64_t)r->n_prompts * r->n > OAI_MAX_CHOICES) {
+        return vt_errorf(VT_E_INVALID, "fields 'prompt' and 'n': %d prompts x n %d is more than %d choices",
+                         r->n_prompts, r->n, OAI_MAX_CHOICES);
+    }
     VT_TRY(parse_stop(root, r));
     VT_TRY(get_bool(root, "stream", &r->stream));
     VT_TRY(get_bool(root, "ignore_eos", &r->ignore_eos));
@@ -318,9 +346,50 @@ static vt_status parse_fields(oai_kind kind, json_t *root, oai_request *r) {
     return VT_OK;
 }
 
+vt_status oai_json_cost(const char *body, size_t len, size_t *cost_out) {
+    size_t cost = 0;
+    int depth = 0;
+    bool scalar = false; /* inside a number or literal */
+    for (size_t i = 0; i < len; i++) {
+        char c = body[i];
+        if (c == '"') {
+            size_t k = i + 1;
+            while (k < len && body[k] != '"') k += body[k] == '\\' ? 2 : 1;
+            cost += 80 + (k - i);
+            i = k;
+            scalar = false;
+            continue;
+        }
+        if (c == '{' || c == '[') {
+            cost += c == '{' ? 256 : 128;
+            if (++depth > OAI_MAX_JSON_DEPTH) {
+                return vt_errorf(VT_E_INVALID, "request body: JSON nested deeper than %d levels", OAI_MAX_JSON_DEPTH);
+            }
+            scalar = false;
+        } else if (c == '}' || c == ']') {
+            depth--;
+            scalar = false;
+        } else if (c == ',' || c == ':' || c == ' ' || c == '\n' || c == '\r' || c == '\t') {
+            scalar = false;
+        } else if (!scalar) {
+            cost += 40;
+            scalar = true;
+        }
+    }
+    if (cost_out) *cost_out = cost;
+    if (cost > OAI_MAX_JSON_COST) {
+        return vt_errorf(VT_E_RANGE,
+                         "request body: parsing it would take %zu MiB, more than the %zu MiB a request may cost "
+                         "(too many small JSON values)",
+                         cost >> 20, OAI_MAX_JSON_COST >> 20);
+    }
+    return VT_OK;
+}
+
 vt_status oai_parse_request(oai_kind kind, const char *body, size_t len, oai_request *out) {
     memset(out, 0, sizeof *out);
     out->kind = kind;
+    VT_TRY(oai_json_cost(body, len, NULL));
     json_error_t jerr;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
@@ -333,6 +402,7 @@ vt_status oai_parse_request(oai_kind kind, const char *body, size_t len, oai_req
         return vt_errorf(VT_E_INVALID, "request body: expected a JSON object, got %s", k);
     }
     out->root = root;
+    out->max_tokens = -1;
     /* Defaults as llama-server's, so the two answer alike when a client sets nothing. */
     out->sampling = (vt_sampling){.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
                                   .repeat_penalty = 1.0f, .penalty_last_n = 64};
@@ -350,7 +420,8 @@ void oai_request_free(oai_request *r) {
     }
     free(r->joined);
     free(r->messages);
-    free(r->prompt_tokens);
+    for (int32_t i = 0; r->prompts && i < r->n_prompts; i++) free(r->prompts[i].tokens);
+    free(r->prompts);
     if (r->root) json_decref(r->root);
     oai_kind kind = r->kind;
     memset(r, 0, sizeof *r);

@@ -3,9 +3,12 @@
  * fuzzed (fuzz/fuzz_server_request.c). Tokenizing and queuing are the server's.
  *
  * Accepted fields (others are ignored, as OpenAI clients send extras):
- *   model (string), prompt (string | array of token ids) / messages (array of
+ *   model (string), prompt (string | array of token ids | a batch: array of
+ *   strings or of token-id arrays, answered with one choice per prompt and n,
+ *   index = prompt * n + k, as OpenAI does) / messages (array of
  *   {role, content: string | [{type:"text", text}] | null}), max_tokens,
- *   max_completion_tokens, n_predict, temperature, top_p, top_k, min_p,
+ *   max_completion_tokens, n_predict (the three alike: -1 unlimited, 0 nothing
+ *   generated, as llama-server), temperature, top_p, top_k, min_p,
  *   presence_penalty, frequency_penalty, repetition_penalty / repeat_penalty,
  *   stop (string | array of strings), seed, stream, stream_options.include_usage,
  *   logprobs (chat: bool, completions: integer), top_logprobs (chat), n,
@@ -24,23 +27,31 @@
 
 #define OAI_MAX_STOP 16         /* stop strings per request */
 #define OAI_MAX_STOP_LEN 512    /* bytes of one stop string */
-#define OAI_MAX_N 16            /* choices per request */
+#define OAI_MAX_N 16            /* choices per prompt */
+#define OAI_MAX_CHOICES 64      /* choices per request: prompts x n */
 #define OAI_MAX_MESSAGES 4096   /* messages in a chat */
 #define OAI_MAX_TOKENS (1 << 24) /* max_tokens, and prompt token ids */
 #define OAI_MAX_LOGPROBS 20
+#define OAI_MAX_JSON_DEPTH 64           /* nesting of a request body */
+#define OAI_MAX_JSON_COST ((size_t)32 << 20) /* bytes the parsed body may cost (oai_json_cost) */
 
 typedef enum oai_kind { OAI_COMPLETION, OAI_CHAT } oai_kind;
+
+typedef struct oai_prompt {
+    const char *text;        /* points into the parsed body; NULL for token ids */
+    size_t text_len;
+    int32_t *tokens;         /* (n_tokens), malloc'd; ids not yet checked against a vocab */
+    int64_t n_tokens;
+} oai_prompt;
 
 typedef struct oai_request {
     oai_kind kind;
     json_t *root;            /* the parsed body; the strings below point into it */
     const char *model;       /* NULL when absent */
 
-    /* completions: exactly one of prompt_text / prompt_tokens */
-    const char *prompt_text;
-    size_t prompt_text_len;
-    int32_t *prompt_tokens;  /* (n_prompt_tokens), malloc'd; ids not yet checked against a vocab */
-    int64_t n_prompt_tokens;
+    /* completions: one or more prompts, each text or token ids */
+    oai_prompt *prompts;     /* (n_prompts), malloc'd */
+    int32_t n_prompts;
 
     /* chat */
     chat_message *messages;  /* (n_messages), malloc'd; text of multi-part contents is joined */
@@ -49,7 +60,8 @@ typedef struct oai_request {
 
     vt_sampling sampling;
     bool seed_given;
-    int32_t max_tokens;      /* 0: not given */
+    int32_t max_tokens;      /* -1: not given or unlimited (until EOS or a full context); 0: generate
+                                nothing (llama-server's n_predict 0); > 0: at most this many */
     const char *stop[OAI_MAX_STOP];
     int32_t n_stop;
     bool stream, include_usage;
@@ -58,7 +70,15 @@ typedef struct oai_request {
     bool ignore_eos;
 } oai_request;
 
-/* Parse a request body of `len` bytes. On success *out owns allocations (free
+/* What parsing `len` bytes of JSON would cost, found by one pass over the text
+ * (no allocation): the bytes jansson allocates for each value (an object 256,
+ * an array 128, a string 80 plus its length, any other value 40, as jansson
+ * allocates them with glibc on 64-bit) into *cost, and the deepest nesting. A
+ * body of small values costs up to ~100x its size, so it is checked first:
+ * VT_E_RANGE past OAI_MAX_JSON_COST (a 413), VT_E_INVALID past
+ * OAI_MAX_JSON_DEPTH (a 400). Malformed text is left to the parser. */
+vt_status oai_json_cost(const char *body, size_t len, size_t *cost);
+/* Parse a request body of `len` bytes (after oai_json_cost). On success *out owns allocations (free
  * with oai_request_free); on failure *out is cleared and the message (from
  * vt_last_error) names the offending field. */
 vt_status oai_parse_request(oai_kind kind, const char *body, size_t len, oai_request *out);

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <string.h>
 #include <time.h>
 
@@ -19,6 +20,21 @@ double server_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+void server_log(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char when[32];
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    fprintf(stderr, "%s.%03ldZ vt serve: %s\n", when, ts.tv_nsec / 1000000L, msg); /* one call: one line */
+}
+
 void server_default_params(server_params *p) {
     memset(p, 0, sizeof *p);
     p->host = "127.0.0.1";
@@ -26,6 +42,9 @@ void server_default_params(server_params *p) {
     p->engine = vt_engine_default_params();
     p->max_body_bytes = DEFAULT_MAX_BODY;
     p->max_connections = 256;
+    p->max_connections_per_peer = 64;
+    p->read_timeout_s = 10;
+    p->idle_timeout_s = 5;
 }
 
 /* ---- jobs ------------------------------------------------------------------- */
@@ -33,12 +52,17 @@ void server_default_params(server_params *p) {
 job *job_create(server *s, oai_request *req) {
     job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
-    int32_t n = req->n > 0 ? req->n : 1;
+    int32_t n_prompts = req->kind == OAI_COMPLETION && req->n_prompts > 1 ? req->n_prompts : 1;
+    int32_t n = (req->n > 0 ? req->n : 1) * n_prompts; /* bounded by the parser: OAI_MAX_CHOICES */
     j->choices = calloc((size_t)n, sizeof *j->choices);
-    if (!j->choices) {
+    j->prompts = calloc((size_t)n_prompts, sizeof *j->prompts);
+    if (!j->choices || !j->prompts) {
+        free(j->choices);
+        free(j->prompts);
         free(j);
         return NULL;
     }
+    j->n_prompts = n_prompts;
     j->srv = s;
     atomic_init(&j->refs, 1);
     pthread_mutex_init(&j->mu, NULL);
@@ -90,7 +114,8 @@ void job_unref(job *j) {
     free(j->ev);
     for (int32_t i = 0; i < j->n_choices; i++) free(j->choices[i].error);
     free(j->choices);
-    free(j->prompt);
+    for (int32_t i = 0; i < j->n_prompts; i++) free(j->prompts[i].ids);
+    free(j->prompts);
     sb_free(&j->out);
     oai_request_free(&j->req);
     pthread_cond_destroy(&j->cv);
@@ -105,48 +130,63 @@ static void kick_engine(server *s) {
     pthread_mutex_unlock(&s->mu);
 }
 
-vt_status job_prepare(job *j) {
-    server *s = j->srv;
-    oai_request *r = &j->req;
-    const char *text = NULL;
-    size_t text_len = 0;
-    char *rendered = NULL;
-    if (r->kind == OAI_CHAT && s->jinja) {
-        VT_TRY(chat_jinja_render(s->jinja, r, &s->jinja_env, &rendered, &text_len));
-        text = rendered;
-    } else if (r->kind == OAI_CHAT) {
-        VT_TRY(chat_template_render(s->tmpl, r->messages, r->n_messages, &rendered, &text_len));
-        text = rendered;
-    } else if (r->prompt_tokens) {
+/* One prompt (text, or token ids) into its token ids; `where` names it in messages. */
+static vt_status prepare_one(server *s, const char *where, const char *text, size_t text_len, int32_t **ids_io,
+                             int64_t n_ids, struct job_prompt *out) {
+    if (!text) {
         int32_t n_vocab = vt_model_n_vocab(s->model);
-        for (int64_t i = 0; i < r->n_prompt_tokens; i++) {
-            if (r->prompt_tokens[i] >= n_vocab) {
-                return vt_errorf(VT_E_INVALID, "field 'prompt[%lld]': token id %d is not below the vocabulary size %d",
-                                 (long long)i, r->prompt_tokens[i], n_vocab);
+        for (int64_t i = 0; i < n_ids; i++) {
+            if ((*ids_io)[i] >= n_vocab) {
+                return vt_errorf(VT_E_INVALID, "field '%s[%lld]': token id %d is not below the vocabulary size %d",
+                                 where, (long long)i, (*ids_io)[i], n_vocab);
             }
         }
-        j->prompt = r->prompt_tokens;
-        j->n_prompt = r->n_prompt_tokens;
-        r->prompt_tokens = NULL;
+        out->ids = *ids_io;
+        out->n = n_ids;
+        *ids_io = NULL;
     } else {
-        text = r->prompt_text;
-        text_len = r->prompt_text_len;
+        /* Tokenizing costs memory by the byte: text that could not fit in the
+         * context even as the longest tokens is refused before it is tokenized. */
+        size_t fits = (size_t)s->n_ctx * (s->max_piece_bytes + 1) + 64;
+        if (text_len > fits) {
+            return vt_errorf(VT_E_RANGE,
+                             "the prompt is %zu bytes but the context is %d tokens (at most %zu bytes a token): "
+                             "it cannot fit",
+                             text_len, s->n_ctx, s->max_piece_bytes);
+        }
+        vt_status st = vt_tokenize(s->model, text, text_len, true, true, &out->ids, &out->n);
+        if (st != VT_OK) return vt_error_prefix(VT_E_INVALID, where);
     }
-    if (text) {
-        vt_status st = vt_tokenize(s->model, text, text_len, true, true, &j->prompt, &j->n_prompt);
-        free(rendered);
-        if (st != VT_OK) return vt_error_prefix(VT_E_INVALID, "prompt");
-    }
-    if (j->n_prompt == 0) {
-        return vt_errorf(VT_E_INVALID, "field '%s': the prompt is empty (0 tokens)",
-                         r->kind == OAI_CHAT ? "messages" : "prompt");
-    }
-    if (j->n_prompt >= s->n_ctx) {
+    if (out->n == 0) return vt_errorf(VT_E_INVALID, "field '%s': the prompt is empty (0 tokens)", where);
+    if (out->n >= s->n_ctx) {
         return vt_errorf(VT_E_RANGE,
                          "the prompt is %lld tokens but the context is %d tokens "
                          "(the prompt must be shorter, to leave room for generated tokens)",
-                         (long long)j->n_prompt, s->n_ctx);
+                         (long long)out->n, s->n_ctx);
     }
+    return VT_OK;
+}
+
+vt_status job_prepare(job *j) {
+    server *s = j->srv;
+    oai_request *r = &j->req;
+    if (r->kind == OAI_CHAT) {
+        char *rendered = NULL;
+        size_t len = 0;
+        if (s->jinja) VT_TRY(chat_jinja_render(s->jinja, r, &s->jinja_env, &rendered, &len));
+        else VT_TRY(chat_template_render(s->tmpl, r->messages, r->n_messages, &rendered, &len));
+        vt_status st = prepare_one(s, "messages", rendered, len, NULL, 0, &j->prompts[0]);
+        free(rendered);
+        VT_TRY(st);
+    } else {
+        for (int32_t p = 0; p < j->n_prompts; p++) {
+            char where[32];
+            snprintf(where, sizeof where, j->n_prompts > 1 ? "prompt[%d]" : "prompt", p);
+            oai_prompt *q = &r->prompts[p];
+            VT_TRY(prepare_one(s, where, q->text, q->text_len, &q->tokens, q->n_tokens, &j->prompts[p]));
+        }
+    }
+    for (int32_t p = 0; p < j->n_prompts; p++) j->n_prompt += j->prompts[p].n;
     return VT_OK;
 }
 
@@ -158,8 +198,9 @@ vt_status job_submit(job *j) {
     for (int32_t i = 0; i < j->n_choices; i++) {
         job_choice *c = &j->choices[i];
         vt_request_params p = {0};
-        p.prompt = j->prompt;
-        p.n_prompt = j->n_prompt;
+        const struct job_prompt *jp = &j->prompts[i / (r->n > 0 ? r->n : 1)];
+        p.prompt = jp->ids;
+        p.n_prompt = jp->n;
         p.sampling = r->sampling;
         if (!r->seed_given) {
             uint64_t k = atomic_fetch_add(&s->counter, 1);
@@ -167,7 +208,7 @@ vt_status job_submit(job *j) {
         } else {
             p.sampling.seed = r->sampling.seed + (uint64_t)i;
         }
-        p.max_tokens = r->max_tokens;
+        p.max_tokens = r->max_tokens > 0 ? r->max_tokens : 0; /* the engine's 0: unlimited */
         p.stop = r->stop;
         p.n_stop = r->n_stop;
         p.ignore_eos = r->ignore_eos;
@@ -211,10 +252,23 @@ void job_abort(job *j, bool shutdown) {
     if (any) kick_engine(s);
 }
 
+void job_abort_by_client(job *j) {
+    pthread_mutex_lock(&j->mu);
+    bool first = !j->client_gone && !j->shutdown && !atomic_load(&j->srv->hard_stop);
+    j->client_gone = true;
+    pthread_mutex_unlock(&j->mu);
+    if (first) metrics_count_client_abort(&j->srv->metrics);
+    job_abort(j, false);
+}
+
+/* A real hang-up: the connection is reset or shut both ways. A client that only
+ * shut its sending side (shutdown(SHUT_WR), as nc -N and some proxies do after
+ * the request) still reads the answer, so end-of-input alone is not "gone"; a
+ * client that closed its socket is noticed when a write to it fails. */
 static bool client_gone(int fd) {
     if (fd < 0) return false;
-    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+    struct pollfd p = {.fd = fd, .events = 0};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
 }
 
 bool job_wait_locked(job *j) {
@@ -304,14 +358,55 @@ static void dispatch(server *s, const vt_output *o) {
     if (finished) job_unref(j); /* the engine's reference */
 }
 
+/* One short request through the engine before /health says ready: the first
+ * forward pass pays for page faults of the activation workspace and the first KV
+ * blocks, and the threads' first wake-up; no client should. (The weights'
+ * prefetch probe already runs in vt_engine_create.) Its tokens count in the
+ * engine's totals in /metrics. */
+static vt_status warm_up(server *s) {
+    static const int32_t fallback[1] = {0};
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    if (vt_tokenize(s->model, "Once upon a time", 16, true, false, &ids, &n) != VT_OK || n == 0) {
+        free(ids);
+        ids = NULL;
+        n = 0;
+    }
+    if (n > s->n_ctx - 2) n = s->n_ctx - 2 > 0 ? s->n_ctx - 2 : 1;
+    vt_request_params p = {.prompt = n ? ids : fallback, .n_prompt = n ? n : 1, .max_tokens = 2, .ignore_eos = true};
+    p.sampling = (vt_sampling){.temperature = 0, .top_p = 1, .repeat_penalty = 1}; /* greedy */
+    uint64_t id;
+    vt_status st = vt_engine_add(s->engine, &p, &id);
+    bool done = false;
+    for (int step = 0; st == VT_OK && !done && step < 64; step++) {
+        const vt_output *outs = NULL;
+        int32_t n_outs = 0;
+        st = vt_engine_step(s->engine, &outs, &n_outs);
+        for (int32_t i = 0; st == VT_OK && i < n_outs; i++) {
+            if (outs[i].id == id && outs[i].finish != VT_FINISH_NONE) done = true;
+        }
+    }
+    if (!done && st == VT_OK) vt_engine_abort(s->engine, id);
+    free(ids);
+    return st;
+}
+
 static vt_status load_model(server *s) {
     vt_model_params mp = vt_model_default_params();
+    mp.progress = s->params.progress;
     double t0 = server_now();
+    server_log("loading %s", s->model_path);
     VT_TRY(vt_model_load(s->model_path, &mp, &s->model));
     /* n_ctx: > 0 as given; 0 the training context; < 0 the training context capped at -n_ctx */
     int32_t train = vt_model_n_ctx_train(s->model), want = s->params.engine.n_ctx;
     s->n_ctx = want > 0 ? want : want == 0 ? train : (train > 0 && train < -want ? train : -want);
     s->params.engine.n_ctx = s->n_ctx;
+    char piece[512];
+    s->max_piece_bytes = 1;
+    for (int32_t t = 0; t < vt_model_n_vocab(s->model); t++) {
+        int64_t k = vt_token_piece(s->model, t, piece, sizeof piece);
+        if (k > (int64_t)s->max_piece_bytes) s->max_piece_bytes = (size_t)k;
+    }
 
     /* The chat template: --chat-template-file (parsed by server_start), else
      * --chat-template's built-in family, else the GGUF's Jinja template, else (no
@@ -355,8 +450,11 @@ static vt_status load_model(server *s) {
     }
     vt_status st = vt_engine_create(s->model, &s->params.engine, &s->engine);
     if (st != VT_OK) return st;
-    fprintf(stderr, "vt serve: loaded %s (%s) in %.0f ms; context %d, %d sequences, chat template %s\n",
-            s->model_id, vt_model_desc(s->model), (server_now() - t0) * 1e3, s->n_ctx,
+    double t1 = server_now();
+    st = warm_up(s);
+    if (st != VT_OK) return vt_error_prefix(st, "the warm-up request failed");
+    server_log("warmed up in %.0f ms", (server_now() - t1) * 1e3);
+    server_log("loaded %s (%s) in %.0f ms; context %d, %d sequences, chat template %s", s->model_id, vt_model_desc(s->model), (server_now() - t0) * 1e3, s->n_ctx,
             s->params.engine.max_seqs, tmpl_desc ? tmpl_desc : chat_template_name(s->tmpl));
     return VT_OK;
 }
@@ -364,7 +462,7 @@ static vt_status load_model(server *s) {
 static void *engine_main(void *arg) {
     server *s = arg;
     if (load_model(s) != VT_OK) {
-        fprintf(stderr, "vt serve: %s\n", vt_last_error());
+        server_log("%s", vt_last_error());
         atomic_store(&s->state, SERVER_FAILED);
         if (s->params.on_fatal) s->params.on_fatal(s->params.user);
         return NULL;
@@ -444,6 +542,9 @@ vt_status server_start(const server_params *p, server **out) {
     s->params = *p;
     if (!s->params.max_body_bytes) s->params.max_body_bytes = DEFAULT_MAX_BODY;
     if (s->params.max_connections <= 0) s->params.max_connections = 256;
+    if (s->params.max_connections_per_peer < 0) s->params.max_connections_per_peer = 0;
+    if (s->params.read_timeout_s <= 0) s->params.read_timeout_s = 10;
+    if (s->params.idle_timeout_s <= 0) s->params.idle_timeout_s = 5;
     s->host = strdup(p->host ? p->host : "127.0.0.1");
     s->model_path = strdup(p->model_path);
     s->api_key = dup_or_null(p->api_key && *p->api_key ? p->api_key : NULL);
@@ -470,6 +571,7 @@ vt_status server_start(const server_params *p, server **out) {
     pthread_cond_init(&s->wake, NULL);
     pthread_cond_init(&s->jobs_cv, NULL);
     metrics_init(&s->metrics);
+    conns_init(&s->conns, s->params.max_connections, s->params.max_connections_per_peer);
     json_object_seed(0); /* before any thread builds JSON */
 
     vt_status st = VT_OK;
@@ -540,7 +642,7 @@ void server_stop(server *s, int grace_ms) {
             list[k++] = j;
         }
         pthread_mutex_unlock(&s->mu);
-        fprintf(stderr, "vt serve: aborting %lld request(s) still running\n", (long long)k);
+        server_log("aborting %lld request(s) still running", (long long)k);
         for (int64_t i = 0; i < k; i++) job_abort(list[i], true);
         for (int64_t i = 0; i < k; i++) job_unref(list[i]);
         free(list);
@@ -564,6 +666,7 @@ void server_destroy(server *s) {
     if (s->engine) vt_engine_free(s->engine);
     if (s->model) vt_model_free(s->model);
     metrics_free(&s->metrics);
+    conns_free(&s->conns);
     pthread_cond_destroy(&s->jobs_cv);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->mu);

@@ -28,8 +28,12 @@ typedef struct server_params {
     const char *chat_template_file; /* Jinja template file used instead of the model's */
     const char *alias;         /* model id in responses; NULL: the file's base name */
     size_t max_body_bytes;     /* request bodies above this get 413 (default 8 MiB) */
-    int max_connections;       /* default 256 */
+    int max_connections;       /* open connections, all peers (default 256; conns.h) */
+    int max_connections_per_peer; /* open connections of one peer address (default 64; 0: no limit) */
+    int read_timeout_s;        /* silence allowed while a request is read (default 10) */
+    int idle_timeout_s;        /* silence allowed between keep-alive requests (default 5) */
     int threads_hint;          /* unused by the server; kept for the CLI's report */
+    bool progress;             /* draw the model's load progress bar on stderr */
     /* Called (from the engine thread) if loading the model fails, so the caller can
      * end the process; NULL: nothing. */
     void (*on_fatal)(void *user);

@@ -5,6 +5,7 @@
 
 #include "server/chat_jinja.h"
 #include "server/chat_template.h"
+#include "server/conns.h"
 #include "server/metrics.h"
 #include "server/openai.h"
 #include "server/server.h"
@@ -50,11 +51,16 @@ struct job {
     pthread_cond_t cv;        /* signalled on every new event and finish */
 
     oai_request req;
-    int32_t *prompt;          /* (n_prompt) token ids */
-    int64_t n_prompt;
+    struct job_prompt {
+        int32_t *ids;         /* (n) token ids, malloc'd */
+        int64_t n;
+    } *prompts;               /* (n_prompts): one, or a completion batch; choice i uses i / req.n */
+    int32_t n_prompts;
+    int64_t n_prompt;         /* tokens of all prompts (usage) */
     job_choice *choices;      /* (n_choices) */
     int32_t n_choices, n_finished;
     bool aborted;             /* by the client or a shutdown */
+    bool client_gone;         /* the client went away (counted once in the metrics) */
     bool shutdown;            /* aborted because the server stops */
 
     job_event *ev;            /* (n_ev) events not yet consumed */
@@ -64,6 +70,7 @@ struct job {
     char id[48];
     long long created;        /* unix seconds */
     int sock_fd;              /* the client's socket, to notice a hang-up while waiting; -1: none */
+    struct MHD_Connection *conn; /* the connection (a stream sets its timeout when generation ends) */
 
     /* streaming state, touched only by the connection's thread */
     strbuf out;
@@ -86,6 +93,7 @@ struct server {
     vt_model *model;
     vt_engine *engine;
     int32_t n_ctx;
+    size_t max_piece_bytes;   /* the longest token's text: a prompt longer than n_ctx times this cannot fit */
     chat_template_kind tmpl;  /* the built-in renderer: used when jinja is NULL */
     jinja_template *jinja;    /* the model's template (or --chat-template-file's); NULL: none */
     char *chat_template_file, *bos_text, *eos_text;
@@ -104,21 +112,26 @@ struct server {
 
     atomic_uint_fast64_t counter; /* request ids and default seeds */
     metrics metrics;
+    conns conns;              /* connection admission (conns.h) */
 };
 
 double server_now(void);
+/* One line on stderr: "2026-01-02T03:04:05.678Z vt serve: " and the message. */
+void server_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Jobs (server.c). job_create takes ownership of req; refs = 1 (the caller). */
 job *job_create(server *s, oai_request *req);
 void job_ref(job *j);
 void job_unref(job *j);
-/* Render/tokenize the prompt and check it against the vocabulary and context:
+/* Render/tokenize the prompt(s) and check them against the vocabulary and context:
  * VT_E_INVALID / VT_E_RANGE (400) with a message naming the field or numbers. */
 vt_status job_prepare(job *j);
 /* Queue the n choices with the engine. On failure nothing stays queued. */
 vt_status job_submit(job *j);
 /* Abort every running choice (idempotent). */
 void job_abort(job *j, bool shutdown);
+/* The client went away: abort, and count it in the metrics the first time only. */
+void job_abort_by_client(job *j);
 /* Wait (job->mu held) until there is an event, every choice finished, or the
  * client hung up / the server stops hard (returns false then). */
 bool job_wait_locked(job *j);
@@ -140,5 +153,7 @@ enum MHD_Result http_send_json(server *s, struct MHD_Connection *conn, int statu
 enum MHD_Result http_send_error(server *s, struct MHD_Connection *conn, int status, const char *code,
                                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 void http_add_common_headers(server *s, struct MHD_Connection *conn, struct MHD_Response *r);
+/* The connection's inactivity timeout in seconds (0: none), from its own thread. */
+void http_set_timeout(struct MHD_Connection *conn, unsigned seconds);
 
 #endif
