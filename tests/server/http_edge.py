@@ -308,10 +308,20 @@ def group_reserve():
     st, _, body, how = post("/v1/completions", '{"prompt": "x", "max_tokens": 1}', timeout=15)
     check("other requests on a reserved connection: 503", st == 503 and b"too many connections" in body,
           f"{st} {how} {body[:200]}")
-    for s in busy:
+    reserved = [conn(timeout=30) for _ in range(16)]  # the whole reserve, held idle
+    time.sleep(0.2)
+    extra = conn(timeout=15)
+    out, how = read_all(extra)  # refused at accept: closed without an answer
+    extra.close()
+    check("past the reserve a connection is closed at accept", out == b"" and how in ("eof", "reset"), f"{how} {out[:80]}")
+    for s in busy + reserved:
         s.close()
+    time.sleep(0.2)
     st, _, body, how = get("/metrics", timeout=15)
     check("server serves after the busy connections left", st == 200, f"{st} {how}")
+    check("/metrics counts the refused connection",
+          re.search(r'^vt_http_connections_refused_total\{reason="full"\} [1-9]', body.decode(), re.M) is not None,
+          body.decode()[-500:])
 
 
 # ---- item 3: what a request may cost is bounded before it is parsed or tokenized
