@@ -313,7 +313,8 @@ def group_reserve():
     extra = conn(timeout=15)
     out, how = read_all(extra)  # refused at accept: closed without an answer
     extra.close()
-    check("past the reserve a connection is closed at accept", out == b"" and how in ("eof", "reset"), f"{how} {out[:80]}")
+    check("past the reserve a connection is closed at accept", out == b"" and how in ("eof", "reset"),
+          f"{how} {out[:80]}")
     for s in busy + reserved:
         s.close()
     time.sleep(0.2)
