@@ -228,10 +228,13 @@ def group_halfclose():
 # ---- item 6: abort accounting, mid-upload disconnects, log lines
 def group_abort():
     before = metric("vt_requests_aborted_by_client_total")
-    body = b'{"prompt": "Once", "max_tokens": 400, "ignore_eos": true, "temperature": 0, "n": 4}'
+    body = b'{"prompt": "Once", "max_tokens": 400, "ignore_eos": true, "temperature": 0, "n": 16}'
     s = conn()
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-    time.sleep(0.05)
+    for _ in range(200):  # until it generates (16 x 400 tokens one at a time: -np 1)
+        if (metric("vt_requests_running") or 0) >= 1:
+            break
+        time.sleep(0.05)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with RST: a real hang-up
     s.close()
     ok = wait_log(r"POST /v1/completions 499 .*")
