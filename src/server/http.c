@@ -455,10 +455,10 @@ static bool te_is_chunked(const char *v) {
     return n == 7 && !strncasecmp(v, "chunked", 7);
 }
 
-/* Answer at once and close the connection afterwards (the body, if any, is not read). */
+/* Answer at once; a request with a body (never read) or unknown framing ends the connection. */
 #define REFUSE(code, errcode, ...)                                             \
     do {                                                                       \
-        if (cx) cx->close_after = true;                                        \
+        if (cx) cx->close_after = framing_bad || has_body;                     \
         h->status = (code);                                                    \
         h->answered = true;                                                    \
         return http_send_error(s, conn, (code), (errcode), __VA_ARGS__);       \
@@ -468,10 +468,11 @@ static bool te_is_chunked(const char *v) {
 static enum MHD_Result first_call(http_req *h, struct MHD_Connection *conn, const char *url, const char *method) {
     server *s = h->srv;
     conn_ctx *cx = ctx_of(conn);
-    if (h->bad_target) REFUSE(400, NULL, "the request target contains a NUL byte");
-
     framing f = {0};
     MHD_get_connection_values(conn, MHD_HEADER_KIND, framing_header, &f);
+    bool has_body = f.n_te || (f.n_length && f.length > 0);
+    bool framing_bad = (f.n_te && (f.n_te > 1 || !te_is_chunked(f.te) || f.n_length)) || f.length_bad;
+    if (h->bad_target) REFUSE(400, NULL, "the request target contains a NUL byte");
     if (f.n_te) {
         if (f.n_te > 1 || !te_is_chunked(f.te)) {
             REFUSE(501, NULL, "Transfer-Encoding '%.60s' is not supported (only chunked)", f.te ? f.te : "");
@@ -490,7 +491,6 @@ static enum MHD_Result first_call(http_req *h, struct MHD_Connection *conn, cons
         }
         break;
     }
-    bool has_body = f.n_te || (f.n_length && f.length > 0);
     if (!want) REFUSE(404, NULL, "no endpoint %s %.100s", method, url);
     if (!strcmp(method, "OPTIONS")) {
         if (has_body && cx) cx->close_after = true;

@@ -454,8 +454,9 @@ static vt_status load_model(server *s) {
     st = warm_up(s);
     if (st != VT_OK) return vt_error_prefix(st, "the warm-up request failed");
     server_log("warmed up in %.0f ms", (server_now() - t1) * 1e3);
-    server_log("loaded %s (%s) in %.0f ms; context %d, %d sequences, chat template %s", s->model_id, vt_model_desc(s->model), (server_now() - t0) * 1e3, s->n_ctx,
-            s->params.engine.max_seqs, tmpl_desc ? tmpl_desc : chat_template_name(s->tmpl));
+    server_log("loaded %s (%s) in %.0f ms; context %d, %d sequences, chat template %s", s->model_id,
+               vt_model_desc(s->model), (server_now() - t0) * 1e3, s->n_ctx, s->params.engine.max_seqs,
+               tmpl_desc ? tmpl_desc : chat_template_name(s->tmpl));
     return VT_OK;
 }
 

@@ -228,10 +228,13 @@ def group_halfclose():
 # ---- item 6: abort accounting, mid-upload disconnects, log lines
 def group_abort():
     before = metric("vt_requests_aborted_by_client_total")
-    body = b'{"prompt": "Once", "max_tokens": 400, "ignore_eos": true, "temperature": 0, "n": 4}'
+    body = b'{"prompt": "Once", "max_tokens": 400, "ignore_eos": true, "temperature": 0, "n": 16}'
     s = conn()
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-    time.sleep(0.05)
+    for _ in range(200):  # until it generates (16 x 400 tokens one at a time: -np 1)
+        if (metric("vt_requests_running") or 0) >= 1:
+            break
+        time.sleep(0.05)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with RST: a real hang-up
     s.close()
     ok = wait_log(r"POST /v1/completions 499 .*")
@@ -308,10 +311,21 @@ def group_reserve():
     st, _, body, how = post("/v1/completions", '{"prompt": "x", "max_tokens": 1}', timeout=15)
     check("other requests on a reserved connection: 503", st == 503 and b"too many connections" in body,
           f"{st} {how} {body[:200]}")
-    for s in busy:
+    reserved = [conn(timeout=30) for _ in range(16)]  # the whole reserve, held idle
+    time.sleep(0.2)
+    extra = conn(timeout=15)
+    out, how = read_all(extra)  # refused at accept: closed without an answer
+    extra.close()
+    check("past the reserve a connection is closed at accept", out == b"" and how in ("eof", "reset"),
+          f"{how} {out[:80]}")
+    for s in busy + reserved:
         s.close()
+    time.sleep(0.2)
     st, _, body, how = get("/metrics", timeout=15)
     check("server serves after the busy connections left", st == 200, f"{st} {how}")
+    check("/metrics counts the refused connection",
+          re.search(r'^vt_http_connections_refused_total\{reason="full"\} [1-9]', body.decode(), re.M) is not None,
+          body.decode()[-500:])
 
 
 # ---- item 3: what a request may cost is bounded before it is parsed or tokenized
