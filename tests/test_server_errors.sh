@@ -225,7 +225,14 @@ for i in 1 2 3 4; do
   curl -sN -o "$tmp/s$i" "$B/v1/completions" \
     -d '{"prompt": "Once", "max_tokens": 2000, "ignore_eos": true, "temperature": 0, "stream": true}' &
 done
-sleep 0.2
+# SIGTERM once all four are in the engine (running + waiting = 4), however long
+# a loaded machine takes to get them there (a fixed sleep lost them under load)
+for _ in $(seq 1 400); do
+  m=$(curl -s "$B/metrics")
+  r=$(sed -n 's/^vt_requests_running \([0-9]*\).*/\1/p' <<<"$m"); w=$(sed -n 's/^vt_requests_waiting \([0-9]*\).*/\1/p' <<<"$m")
+  [ $((${r:-0} + ${w:-0})) -ge 4 ] && break
+  sleep 0.05
+done
 stop_server
 wait
 [ "$SERVER_RC" = 0 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: exit $SERVER_RC after SIGTERM"; }
