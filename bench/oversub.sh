@@ -5,10 +5,12 @@
 # A/B protocol (../shared/BENCH.md): both engines, same file, same threads, in
 # alternation, so the load falls on both alike.
 #
-#   bench/oversub.sh [-m MODEL] [-w WORKLOADS] [-r PAIRS] [--no-baseline] [--aa]
+#   bench/oversub.sh [-m MODEL] [-w WORKLOADS] [-r PAIRS] [--engine E] [--no-baseline] [--aa]
 #
 # MODEL defaults to the 1B Q4_K_M synth of bench/make-models.sh
-# (/tmp/vt-bench-models/synth-1b-q4_k_m.gguf), WORKLOADS to tg128, PAIRS to 5.
+# (/tmp/vt-bench-models/synth-1b-q4_k_m.gguf), WORKLOADS to tg128, PAIRS to 5;
+# --engine vt skips llama.cpp (whose spinning threads can take minutes per run
+# on a machine that is loaded already).
 # The busy loop is pinned to the first usable CPU (taskset, when present) and is
 # killed on exit. Publishable figures need an otherwise quiet machine; say in
 # BENCHMARKS.md what else was running (the script prints the load average).
@@ -16,7 +18,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 vt=${VT:-$root/build/vt}
 model=/tmp/vt-bench-models/synth-1b-q4_k_m.gguf
-work=tg128 pairs=5 baseline=1 aa=--no-aa
+work=tg128 pairs=5 baseline=1 aa=--no-aa engine=both
 while [ $# -gt 0 ]; do
   case $1 in
     -m) model=$2; shift 2 ;;
@@ -24,7 +26,8 @@ while [ $# -gt 0 ]; do
     -r) pairs=$2; shift 2 ;;
     --no-baseline) baseline=0; shift ;;
     --aa) aa=; shift ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --engine) engine=$2; shift 2 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "oversub.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -36,7 +39,7 @@ echo "# model $model, workloads $work, threads $t_list, $pairs pairs"
 
 if [ "$baseline" = 1 ]; then
   echo "## unloaded"
-  "$vt" bench -m "$model" -w "$work" -t "$t_list" -r "$pairs" $aa
+  "$vt" bench -m "$model" -w "$work" -t "$t_list" -r "$pairs" --engine "$engine" $aa
 fi
 
 busy_pid=
@@ -51,4 +54,4 @@ else
   where="unpinned (no taskset)"
 fi
 echo "## one core taken by a busy loop ($where, pid $busy_pid)"
-"$vt" bench -m "$model" -w "$work" -t "$t_list" -r "$pairs" $aa
+"$vt" bench -m "$model" -w "$work" -t "$t_list" -r "$pairs" --engine "$engine" $aa

@@ -274,10 +274,11 @@ for i in 1 2 3 4; do
   curl -sN -o "$tmp/s$i" "$B/v1/completions" \
     -d '{"prompt": "Once", "max_tokens": 2000, "ignore_eos": true, "temperature": 0, "stream": true}' &
 done
-# SIGTERM once all four are in (one running, three waiting), however loaded the machine
-for _ in $(seq 1 100); do
+# SIGTERM once all four are in the engine (running + waiting = 4), however long
+# a loaded machine takes to get them there (a fixed sleep lost them under load)
+for _ in $(seq 1 400); do
   m=$(curl -s "$B/metrics")
-  r=$(echo "$m" | sed -n 's/^vt_requests_running \(.*\)/\1/p'); w=$(echo "$m" | sed -n 's/^vt_requests_waiting \(.*\)/\1/p')
+  r=$(sed -n 's/^vt_requests_running \([0-9]*\).*/\1/p' <<<"$m"); w=$(sed -n 's/^vt_requests_waiting \([0-9]*\).*/\1/p' <<<"$m")
   [ $((${r:-0} + ${w:-0})) -ge 4 ] && break
   sleep 0.05
 done
