@@ -21,6 +21,7 @@ X86_DECLARE_DOT(q5_0, avx2)
 X86_DECLARE_DOT(q5_1, avx2)
 X86_DECLARE_DOT(q8_0, avx2)
 X86_DECLARE_DOT(iq4_nl, avx2)
+X86_DECLARE_DOT(mxfp4, avx2)
 /* dot_k_avx2.c */
 X86_DECLARE_DOT(q2_K, avx2)
 X86_DECLARE_DOT(q3_K, avx2)
