@@ -51,6 +51,7 @@ const cpu_type_row x86_type_rows[] = {
     {.type = VT_DTYPE_Q4_K, .isa = CPU_ISA_AVX512, .amx = true, .gemm_wide = gemm_q4_K_amx},
     {.type = VT_DTYPE_Q5_K, .isa = CPU_ISA_AVX512, .amx = true, .gemm_wide = gemm_q5_K_amx},
     {.type = VT_DTYPE_Q6_K, .isa = CPU_ISA_AVX512, .amx = true, .gemm_wide = gemm_q6_K_amx},
+    {.type = VT_DTYPE_MXFP4, .isa = CPU_ISA_AVX512, .amx = true, .gemm_wide = gemm_mxfp4_amx},
 };
 const size_t x86_n_type_rows = sizeof x86_type_rows / sizeof x86_type_rows[0];
 
