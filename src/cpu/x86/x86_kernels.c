@@ -43,7 +43,8 @@ const cpu_type_row x86_type_rows[] = {
     {.type = VT_DTYPE_Q4_K, .isa = CPU_ISA_AVX512, .gemm = gemm_q4_K_avx512, .gemm_nopf = gemm_q4_K_avx512_nopf},
     {.type = VT_DTYPE_Q5_K, .isa = CPU_ISA_AVX512, .gemm = gemm_q5_K_avx512, .gemm_nopf = gemm_q5_K_avx512_nopf},
     {.type = VT_DTYPE_Q6_K, .isa = CPU_ISA_AVX512, .gemm = gemm_q6_K_avx512, .gemm_nopf = gemm_q6_K_avx512_nopf},
-    {.type = VT_DTYPE_MXFP4, .isa = CPU_ISA_AVX512, .gemm = gemm_mxfp4_avx512, .gemm_nopf = gemm_mxfp4_avx512_nopf},
+    {.type = VT_DTYPE_MXFP4, .isa = CPU_ISA_AVX512, .gemm = gemm_mxfp4_avx512,
+     .gemm_cached = gemm_mxfp4_avx512_nopf, .gemm_nopf = gemm_mxfp4_avx512_nopf},
 
     /* AVX-512 with AMX-INT8: tile GEMMs for prefill */
     {.type = VT_DTYPE_Q4_0, .isa = CPU_ISA_AVX512, .amx = true, .gemm_wide = gemm_q4_0_amx},
