@@ -8,15 +8,16 @@
 #define DECL(f) void f(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride, \
                        const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
 DECL(emu_gemm_q4_0_amx) DECL(emu_gemm_q8_0_amx) DECL(emu_gemm_q4_K_amx) DECL(emu_gemm_q5_K_amx) DECL(emu_gemm_q6_K_amx)
+DECL(emu_gemm_mxfp4_amx)
 static uint64_t s = 88172645463325252ull;
 static float rnd(void) { s ^= s << 13; s ^= s >> 7; s ^= s << 17; return ((s >> 40) & 0xffffff) / 16777216.0f * 2 - 1; }
 int main(void) {
     struct { vt_dtype t; pack_gemm_fn f; const char *name; } ks[] = {
         {VT_DTYPE_Q4_0, emu_gemm_q4_0_amx, "q4_0"}, {VT_DTYPE_Q8_0, emu_gemm_q8_0_amx, "q8_0"},
         {VT_DTYPE_Q4_K, emu_gemm_q4_K_amx, "q4_K"}, {VT_DTYPE_Q5_K, emu_gemm_q5_K_amx, "q5_K"},
-        {VT_DTYPE_Q6_K, emu_gemm_q6_K_amx, "q6_K"}};
+        {VT_DTYPE_Q6_K, emu_gemm_q6_K_amx, "q6_K"}, {VT_DTYPE_MXFP4, emu_gemm_mxfp4_amx, "mxfp4"}};
     int fails = 0;
-    for (int ki = 0; ki < 5; ki++) {
+    for (int ki = 0; ki < (int)(sizeof ks / sizeof ks[0]); ki++) {
         const vt_dtype t = ks[ki].t;
         const quant_traits *tr = quant_traits_get(t), *dt = quant_traits_get(tr->dot_type);
         const pack_gemm_fn ref = pack_gemm_ref(t);

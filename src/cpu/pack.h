@@ -17,11 +17,11 @@
  * A group is read as one sequential stream, scales next to their quants. The
  * bytes per group equal 16 file rows exactly (nothing is added).
  *
- * Kernels (matmul packs a type only where the tier has one): all five types (and
- * MXFP4) on
- * AVX2, AVX-512 VNNI (x86/gemm_avx2.c, gemm_avx512.c) and NEON dotprod
- * (arm/gemm_neon_dot.c, also used by the i8mm tier, which has smmla for Q8_0 at
- * 4 tokens); AMX wide tiles for all five. Plain NEON and ref: none.
+ * Kernels (matmul packs a type only where the tier has one): all six types
+ * (Q4_0, Q8_0, MXFP4, Q4_K, Q5_K, Q6_K) on AVX2, AVX-512 VNNI (x86/gemm_avx2.c,
+ * gemm_avx512.c) and NEON dotprod (arm/gemm_neon_dot.c, also used by the i8mm
+ * tier, which has smmla for Q8_0 at 4 tokens); AMX wide tiles for all six.
+ * Plain NEON and ref: none.
  *
  * Group layouts (nb = blocks per row, per block b in order; "16 x" = rows 0..15):
  *   Q4_0  blocks in pairs: d of block 2p (16 f16), d of 2p + 1 | qs of 2p | qs of

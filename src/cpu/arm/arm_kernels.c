@@ -6,7 +6,7 @@
 /* The file-layout dot of type t on the tier of suffix sfx, with its multi-row form. */
 #define DOT(t, sfx) .dot = dot_##t##_##sfx, .dot_rows = dot_rows_##t##_##sfx
 
-/* The twelve int8-domain dots of a tier (dot_legacy_<isa>.c, dot_k_<isa>.c). */
+/* The thirteen int8-domain dots of a tier (dot_legacy_<isa>.c, dot_k_<isa>.c). */
 #define INT8_DOTS(sfx, ISA)                                                                \
     {.type = VT_DTYPE_Q4_0, .isa = ISA, DOT(q4_0, sfx)},                                   \
     {.type = VT_DTYPE_Q4_1, .isa = ISA, DOT(q4_1, sfx)},                                   \
@@ -19,7 +19,8 @@
     {.type = VT_DTYPE_Q4_K, .isa = ISA, DOT(q4_K, sfx)},                                   \
     {.type = VT_DTYPE_Q5_K, .isa = ISA, DOT(q5_K, sfx)},                                   \
     {.type = VT_DTYPE_Q6_K, .isa = ISA, DOT(q6_K, sfx)},                                   \
-    {.type = VT_DTYPE_IQ4_XS, .isa = ISA, DOT(iq4_xs, sfx)}
+    {.type = VT_DTYPE_IQ4_XS, .isa = ISA, DOT(iq4_xs, sfx)},                               \
+    {.type = VT_DTYPE_MXFP4, .isa = ISA, DOT(mxfp4, sfx)}
 
 const cpu_type_row arm_type_rows[] = {
     /* plain ASIMD (every aarch64 core): the dots and the activation quantizers */

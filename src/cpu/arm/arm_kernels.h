@@ -23,7 +23,7 @@
     void dot_rows_##t##_##isa(int64_t n, const void *w, size_t w_stride, const void *x,    \
                               float *s, int nr);
 
-/* The twelve int8-domain weight types, one set per tier:
+/* The thirteen int8-domain weight types, one set per tier:
  * dot_legacy_<isa>.c and dot_k_<isa>.c. */
 #define ARM_DECLARE_INT8_DOTS(isa)                                                         \
     ARM_DECLARE_DOT(q4_0, isa)                                                             \
@@ -37,7 +37,8 @@
     ARM_DECLARE_DOT(q4_K, isa)                                                             \
     ARM_DECLARE_DOT(q5_K, isa)                                                             \
     ARM_DECLARE_DOT(q6_K, isa)                                                             \
-    ARM_DECLARE_DOT(iq4_xs, isa)
+    ARM_DECLARE_DOT(iq4_xs, isa)                                                           \
+    ARM_DECLARE_DOT(mxfp4, isa)
 
 ARM_DECLARE_INT8_DOTS(neon)
 ARM_DECLARE_INT8_DOTS(neon_dot)

@@ -1,6 +1,6 @@
 /* NEON dots of the 32-element block types, included by dot_legacy_neon.c (plain
  * ASIMD) and dot_legacy_neon_dot.c (sdot) with ARM_SFX set to the tier:
- * Q4_0, Q5_0, Q8_0, IQ4_NL x Q8_0 and Q4_1, Q5_1 x Q8_1.
+ * Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4 x Q8_0 and Q4_1, Q5_1 x Q8_1.
  *
  * Per block the integer dot is exact (neon_common.h), then its 4 int32 lanes are
  * converted and accumulated in float with d_w * d_x, even blocks into one
@@ -62,6 +62,12 @@ VT_INLINE void iq4_nl_bytes(const block_iq4_nl *b, int8x16_t q[2]) {
     q[0] = vqtbl1q_s8(grid, vandq_u8(v, vdupq_n_u8(0x0f)));
     q[1] = vqtbl1q_s8(grid, vshrq_n_u8(v, 4));
 }
+VT_INLINE void mxfp4_bytes(const block_mxfp4 *b, int8x16_t q[2]) {
+    const int8x16_t grid = vld1q_s8(mxfp4_values);
+    const uint8x16_t v = vld1q_u8(b->qs);
+    q[0] = vqtbl1q_s8(grid, vandq_u8(v, vdupq_n_u8(0x0f)));
+    q[1] = vqtbl1q_s8(grid, vshrq_n_u8(v, 4));
+}
 VT_INLINE void q4_1_bytes(const block_q4_1 *b, int8x16_t q[2]) {
     const uint8x16_t v = vld1q_u8(b->qs);
     q[0] = vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0f)));
@@ -90,6 +96,18 @@ VT_INLINE float32x4_t f16x4_strided(const uint8_t *p, size_t stride, int count) 
     }
     return vcvt_f32_f16(vreinterpret_f16_u16(h));
 }
+
+/* Four halved E8M0 scales (MXFP4) from p, p + stride, ... (count < 4: the rest
+ * are 0), as floats. */
+VT_INLINE float32x4_t e8m0x4_strided(const uint8_t *p, size_t stride, int count) {
+    float f[4] = {0, 0, 0, 0};
+    for (int i = 0; i < count; i++) f[i] = mxfp4_e8m0_half(p[i * stride]);
+    return vld1q_f32(f);
+}
+
+/* The scales of blocks b .. b + cnt - 1 of a row, by the block's scale field. */
+#define SCALE4_F16(wb, cnt) f16x4_strided((const uint8_t *)&(wb)->d, sizeof *(wb), cnt)
+#define SCALE4_E8M0(wb, cnt) e8m0x4_strided(&(wb)->e, sizeof *(wb), cnt)
 
 /* The integer dot of block b of row r as 4 float lanes. */
 #define BLOCK_DOT(name, block_t, b, r, x0, x1)                                             \
@@ -129,7 +147,7 @@ VT_INLINE float32x4_t f16x4_strided(const uint8_t *p, size_t stride, int count) 
 /* Symmetric types x Q8_0: s[r] = sum_b d_w d_x * dot_i8(w_b, x_b). `unit` is
  * the factor the bytes function leaves on the integer dot (1/16 for Q4_0),
  * applied once at the end (exact: a power of two). */
-#define SYM_KERNEL(name, block_t, unit)                                                    \
+#define SYM_KERNEL(name, block_t, unit, scale4)                                            \
     VT_INLINE void name##_rows(int64_t n, const uint8_t *w, size_t ws, const block_q8_0 *x, \
                                float *s, const int nr) {                                   \
         const int64_t nb = n / QK8_0;                                                      \
@@ -142,7 +160,7 @@ VT_INLINE float32x4_t f16x4_strided(const uint8_t *p, size_t stride, int count) 
             float32x4_t d4[CPU_DOT_ROWS_MAX];                                              \
             _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) {                         \
                 const block_t *wb = (const block_t *)(w + (size_t)r * ws) + b;             \
-                d4[r] = vmulq_f32(f16x4_strided((const uint8_t *)&wb->d, sizeof *wb, cnt), dx4); \
+                d4[r] = vmulq_f32(scale4(wb, cnt), dx4);                                   \
             }                                                                              \
             if (cnt == 4) {                                                                \
                 GROUP_STEP(name, block_t, 0);                                              \
@@ -189,10 +207,11 @@ VT_INLINE float32x4_t f16x4_strided(const uint8_t *p, size_t stride, int count) 
             s[r] = vaddvq_f32(vaddq_f32(acc[r][0], acc[r][1])) + vaddvq_f32(summ[r]);      \
     }
 
-SYM_KERNEL(q4_0, block_q4_0, 0.0625f)
-SYM_KERNEL(q5_0, block_q5_0, 1.0f)
-SYM_KERNEL(q8_0, block_q8_0, 1.0f)
-SYM_KERNEL(iq4_nl, block_iq4_nl, 1.0f)
+SYM_KERNEL(q4_0, block_q4_0, 0.0625f, SCALE4_F16)
+SYM_KERNEL(q5_0, block_q5_0, 1.0f, SCALE4_F16)
+SYM_KERNEL(q8_0, block_q8_0, 1.0f, SCALE4_F16)
+SYM_KERNEL(iq4_nl, block_iq4_nl, 1.0f, SCALE4_F16)
+SYM_KERNEL(mxfp4, block_mxfp4, 1.0f, SCALE4_E8M0)
 OFS_KERNEL(q4_1, block_q4_1)
 OFS_KERNEL(q5_1, block_q5_1)
 
@@ -200,5 +219,6 @@ ARM_EXPORT_DOT(q4_0)
 ARM_EXPORT_DOT(q5_0)
 ARM_EXPORT_DOT(q8_0)
 ARM_EXPORT_DOT(iq4_nl)
+ARM_EXPORT_DOT(mxfp4)
 ARM_EXPORT_DOT(q4_1)
 ARM_EXPORT_DOT(q5_1)

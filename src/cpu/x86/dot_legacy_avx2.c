@@ -1,5 +1,5 @@
 /* AVX2 dots of the 32-element block types with their activation type:
- * Q4_0, Q5_0, Q8_0, IQ4_NL x Q8_0 and Q4_1, Q5_1 x Q8_1.
+ * Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4 x Q8_0 and Q4_1, Q5_1 x Q8_1.
  *
  * Per block the integer dot is exact (maddubs + madd into 8 int32 lanes), then
  * converted and accumulated in float with the block's d_w * d_x. Each kernel is
@@ -28,6 +28,10 @@ VT_INLINE __m256i iq4_nl_bytes(const block_iq4_nl *b) {
     const __m128i grid = _mm_loadu_si128((const __m128i *)iq4nl_values);
     return _mm256_shuffle_epi8(_mm256_set_m128i(grid, grid), nibbles_to_bytes(b->qs));
 }
+VT_INLINE __m256i mxfp4_bytes(const block_mxfp4 *b) {
+    const __m128i grid = _mm_loadu_si128((const __m128i *)mxfp4_values);
+    return _mm256_shuffle_epi8(_mm256_set_m128i(grid, grid), nibbles_to_bytes(b->qs));
+}
 /* Unsigned bytes of the offset types. */
 VT_INLINE __m256i q4_1_bytes(const block_q4_1 *b) { return nibbles_to_bytes(b->qs); }
 VT_INLINE __m256i q5_1_bytes(const block_q5_1 *b) {
@@ -35,8 +39,12 @@ VT_INLINE __m256i q5_1_bytes(const block_q5_1 *b) {
     return _mm256_or_si256(nibbles_to_bytes(b->qs), hi);
 }
 
+/* The scale of a weight block, by its scale field. */
+#define SCALE_F16(wb) f16c_to_f32((wb)->d)
+#define SCALE_E8M0(wb) mxfp4_e8m0_half((wb)->e)
+
 /* Symmetric types x Q8_0: s[r] = sum_b d_w d_x * dot_i8(w_b, x_b). */
-#define SYM_KERNEL(name, block_t, bytes_fn)                                                \
+#define SYM_KERNEL(name, block_t, bytes_fn, scale)                                         \
     VT_INLINE void name##_rows(int64_t n, const uint8_t *w, size_t ws, const block_q8_0 *x, \
                                float *s, const int nr) {                                   \
         const int64_t nb = n / QK8_0;                                                      \
@@ -47,7 +55,7 @@ VT_INLINE __m256i q5_1_bytes(const block_q5_1 *b) {
             const float dx = f16c_to_f32(x[b].d);                                          \
             for (int r = 0; r < nr; r++) {                                                 \
                 const block_t *wb = (const block_t *)(w + (size_t)r * ws) + b;             \
-                const __m256 d = _mm256_set1_ps(f16c_to_f32(wb->d) * dx);                  \
+                const __m256 d = _mm256_set1_ps(scale(wb) * dx);                           \
                 const __m256 p = _mm256_cvtepi32_ps(dot_s8s8_i32(bytes_fn(wb), xq));       \
                 acc[r] = _mm256_fmadd_ps(d, p, acc[r]);                                    \
             }                                                                              \
@@ -80,10 +88,11 @@ VT_INLINE __m256i q5_1_bytes(const block_q5_1 *b) {
         for (int r = 0; r < nr; r++) s[r] = hsum_f32x8(acc[r]) + summ[r];                  \
     }
 
-SYM_KERNEL(q4_0, block_q4_0, q4_0_bytes)
-SYM_KERNEL(q5_0, block_q5_0, q5_0_bytes)
-SYM_KERNEL(q8_0, block_q8_0, q8_0_bytes)
-SYM_KERNEL(iq4_nl, block_iq4_nl, iq4_nl_bytes)
+SYM_KERNEL(q4_0, block_q4_0, q4_0_bytes, SCALE_F16)
+SYM_KERNEL(q5_0, block_q5_0, q5_0_bytes, SCALE_F16)
+SYM_KERNEL(q8_0, block_q8_0, q8_0_bytes, SCALE_F16)
+SYM_KERNEL(iq4_nl, block_iq4_nl, iq4_nl_bytes, SCALE_F16)
+SYM_KERNEL(mxfp4, block_mxfp4, mxfp4_bytes, SCALE_E8M0)
 OFS_KERNEL(q4_1, block_q4_1, q4_1_bytes)
 OFS_KERNEL(q5_1, block_q5_1, q5_1_bytes)
 
@@ -108,5 +117,6 @@ EXPORT(q4_0)
 EXPORT(q5_0)
 EXPORT(q8_0)
 EXPORT(iq4_nl)
+EXPORT(mxfp4)
 EXPORT(q4_1)
 EXPORT(q5_1)

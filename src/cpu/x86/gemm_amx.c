@@ -1,5 +1,5 @@
-/* AMX-INT8 GEMMs for prefill over the packed Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K layouts
- * (cpu/pack.h).
+/* AMX-INT8 GEMMs for prefill over the packed Q4_0 / Q8_0 / MXFP4 / Q4_K / Q5_K / Q6_K
+ * layouts (cpu/pack.h).
  *
  * A packed group is already what a tile multiply wants as its B operand: chunk
  * vector k of a block holds bytes 4k..4k+3 of the 16 rows, which is row k of a
@@ -8,7 +8,8 @@
  *   A (nt x 32 bytes)  the activation quants of block b of the nt token rows,
  *                      loaded with the activation row stride;
  *   B (8 x 64 bytes)   the block's 8 chunk vectors (Q8_0: straight from the
- *                      weight; Q4_0: nibbles widened to q - 8 in a scratch tile);
+ *                      weight; Q4_0: nibbles widened to q - 8 in a scratch tile;
+ *                      MXFP4: to their grid values, scales from E8M0 bytes);
  *   C (nt x 16 int32)  = A . B by tdpbssd, the exact integer dot of every
  *                      (token, row) pair of the block.
  *
@@ -97,6 +98,29 @@ VT_INLINE void widen_q4_0(const uint8_t *v, uint8_t *tile) {
     }
 }
 
+/* MXFP4 chunk vectors of one block as a signed B tile: as widen_q4_0, each
+ * nibble mapped through the grid (mxfp4_values, -12..12). */
+VT_INLINE void widen_mxfp4(const uint8_t *v, uint8_t *tile) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i grid = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)mxfp4_values));
+    UNROLL
+    for (int k = 0; k < 4; k++) {
+        const __m512i raw = _mm512_loadu_si512(v + k * CHUNK_VEC);
+        _mm512_storeu_si512(tile + k * CHUNK_VEC, _mm512_shuffle_epi8(grid, _mm512_and_si512(raw, m4)));
+        _mm512_storeu_si512(tile + (4 + k) * CHUNK_VEC,
+                            _mm512_shuffle_epi8(grid, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4)));
+    }
+}
+
+/* The halved E8M0 scales of the 16 rows (bytes at e) as floats (mxfp4_e8m0_half). */
+VT_INLINE __m512 e8m0_half_x16(const uint8_t *e) {
+    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)e));
+    const __m512i norm = _mm512_slli_epi32(_mm512_sub_epi32(v, _mm512_set1_epi32(1)), 23);
+    const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), v);
+    const __mmask16 small = _mm512_cmplt_epu32_mask(v, _mm512_set1_epi32(2));
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, norm, sub));
+}
+
 /* acc[m] += (d_w * d_x[m]) * (float)C[m] for the n token rows of C. */
 VT_INLINE void scale_block(const int32_t *c, __m512 dw, const float *dx, int n, __m512 *acc) {
     UNROLL
@@ -128,11 +152,12 @@ VT_INLINE void scale_block(const int32_t *c, __m512 dw, const float *dx, int n, 
     } while (0)
 
 /* One group of 16 rows against n0 + n1 <= 32 tokens (two token tiles, so each B
- * operand serves both); B_OF(b, scratch) gives block b's B operand. Blocks
+ * operand serves both); B_OF(b, scratch) gives block b's B operand, DW_OF(b)
+ * its 16 weight scales. Blocks
  * alternate between tiles 2/4/5 and 3/6/7: block b's C is stored and scaled
  * while the tile unit multiplies b + 1. Token tile 0 accumulates in registers,
  * tile 1 in a small array (32 accumulators and the scales do not fit). */
-#define AMX_GROUP(name, NAME_UP, B_OF)                                                      \
+#define AMX_GROUP(name, NAME_UP, B_OF, DW_OF)                                               \
     static void name##_group_amx(int64_t nb, const uint8_t *g, const uint8_t *xa,           \
                                  size_t x_stride, const float *dx, int n0, int n1,          \
                                  float *y, int64_t ldy) {                                   \
@@ -140,7 +165,7 @@ VT_INLINE void scale_block(const int32_t *c, __m512 dw, const float *dx, int n, 
         _Alignas(64) uint8_t bt[2][8 * CHUNK_VEC];                                          \
         _Alignas(64) int32_t ct[2][2][16 * 16];                                             \
         _Alignas(64) __m512 acc1[16];                                                       \
-        (void)bt;                                                                           \
+        (void)bt, (void)qb;                                                                 \
         __m512 acc[16];                                                                     \
         UNROLL                                                                              \
         for (int m = 0; m < 16; m++) acc[m] = acc1[m] = _mm512_setzero_ps();                \
@@ -157,7 +182,7 @@ VT_INLINE void scale_block(const int32_t *c, __m512 dw, const float *dx, int n, 
                 BLOCK_ST(1, 6, 7);                                                          \
             else                                                                            \
                 BLOCK_ST(0, 4, 5);                                                          \
-            const __m512 dw = load_f16x16(g + pack_pair_d(p, qb));                          \
+            const __m512 dw = DW_OF(p);                                                     \
             scale_block(ct[p & 1][0], dw, dx + p * PACK_TOK_WIDE, n0, acc);                 \
             if (n1) scale_block(ct[p & 1][1], dw, dx + p * PACK_TOK_WIDE + 16, n1, acc1);   \
         }                                                                                   \
@@ -167,8 +192,12 @@ VT_INLINE void scale_block(const int32_t *c, __m512 dw, const float *dx, int n, 
 
 #define Q4_0_B(blk, scratch) (widen_q4_0(g + pack_pair_qs(nb, blk, qb), (scratch)), (scratch))
 #define Q8_0_B(blk, scratch) (g + pack_pair_qs(nb, blk, qb))
-AMX_GROUP(q4_0, Q4_0, Q4_0_B)
-AMX_GROUP(q8_0, Q8_0, Q8_0_B)
+#define MXFP4_B(blk, scratch) (widen_mxfp4(g + pack_mxfp4_qs(nb, blk), (scratch)), (scratch))
+#define PAIR_DW(blk) load_f16x16(g + pack_pair_d(blk, qb))
+#define MXFP4_DW(blk) e8m0_half_x16(g + pack_mxfp4_e(blk))
+AMX_GROUP(q4_0, Q4_0, Q4_0_B, PAIR_DW)
+AMX_GROUP(q8_0, Q8_0, Q8_0_B, PAIR_DW)
+AMX_GROUP(mxfp4, MXFP4, MXFP4_B, MXFP4_DW)
 
 /* The exported GEMMs: pack_gemm_fn for n_tok <= PACK_TOK_WIDE. */
 #define AMX_GEMM(name)                                                                      \
@@ -198,6 +227,7 @@ AMX_GROUP(q8_0, Q8_0, Q8_0_B)
 
 AMX_GEMM(q4_0)
 AMX_GEMM(q8_0)
+AMX_GEMM(mxfp4)
 
 /* ---- Q4_K ------------------------------------------------------------------------ */
 

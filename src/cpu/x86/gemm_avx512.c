@@ -726,6 +726,68 @@ VT_INLINE void mxfp4_group(int64_t nb, const uint8_t *g, const block_q8_0 *const
     for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + t * ldy, acc[t]);
 }
 
+/* Two groups at once for 4-token tiles (rows 0..15 of g and of g + gb), as
+ * legacy_group2: each activation broadcast feeds two vpdpbusd. Per row the
+ * arithmetic of mxfp4_group, so the same bits. */
+VT_INLINE void mxfp4_group2(int64_t nb, const uint8_t *g, size_t gb, const block_q8_0 *const *xr,
+                            const pack_xblock *xs, float *y, int64_t ldy, const bool pf_on) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+    __m512 acc[2][PACK_TOK_MAX];
+    UNROLL
+    for (int h = 0; h < 2; h++)
+        UNROLL
+        for (int t = 0; t < PACK_TOK_MAX; t++) acc[h][t] = _mm512_setzero_ps();
+    size_t pf[2] = {PF_DIST, PF_DIST};
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *v = g + pack_mxfp4_qs(nb, b);
+        UNROLL
+        for (int h = 0; h < 2 && pf_on; h++)
+            prefetch_pair_to(g + h * gb, gb, &pf[h], PF_DIST + (size_t)(b + 1) * PACK_ROWS * sizeof(block_mxfp4));
+        __m512i s0[2][PACK_TOK_MAX], s1[2][PACK_TOK_MAX];
+        UNROLL
+        for (int t = 0; t < PACK_TOK_MAX; t++) {
+            s0[0][t] = s0[1][t] = _mm512_set1_epi32(xs[t * nb + b].bias);
+            s1[0][t] = s1[1][t] = _mm512_setzero_si512();
+        }
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            __m512i wa[2], wb[2];
+            UNROLL
+            for (int h = 0; h < 2; h++) {
+                const __m512i raw = _mm512_loadu_si512(v + h * gb + k * CHUNK_VEC);
+                wa[h] = _mm512_shuffle_epi8(lut, _mm512_and_si512(raw, m4));
+                wb[h] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
+            }
+            UNROLL
+            for (int t = 0; t < PACK_TOK_MAX; t++) {
+                const __m512i xa = bcast32(xr[t][b].qs + 4 * k), xb = bcast32(xr[t][b].qs + 16 + 4 * k);
+                UNROLL
+                for (int h = 0; h < 2; h++) {
+                    s0[h][t] = _mm512_dpbusd_epi32(s0[h][t], wa[h], xa);
+                    s1[h][t] = _mm512_dpbusd_epi32(s1[h][t], wb[h], xb);
+                }
+            }
+        }
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            const __m512 dw = e8m0_half_x16(g + h * gb + pack_mxfp4_e(b));
+            UNROLL
+            for (int t = 0; t < PACK_TOK_MAX; t++) {
+                const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xs[t * nb + b].d));
+                acc[h][t] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(_mm512_add_epi32(s0[h][t], s1[h][t])), acc[h][t]);
+            }
+        }
+    }
+    UNROLL
+    for (int h = 0; h < 2; h++)
+        UNROLL
+        for (int t = 0; t < PACK_TOK_MAX; t++) _mm512_storeu_ps(y + h * PACK_ROWS + t * ldy, acc[h][t]);
+}
+
+/* gemm_mxfp4_avx512 streams from memory with software prefetch; _nopf, without,
+ * serves both decode without it and prefill's token blocks (gemm_cached), as
+ * Q4_0's _cached does. 4-token tiles two groups at a time. */
 #define MXFP4_GEMM(suffix, pf_on)                                                               \
     void gemm_mxfp4_avx512##suffix(int64_t n_in, const void *w, int64_t n_groups, const void *x, \
                                    size_t x_stride, const pack_xblock *xs, int n_tok, float *y,  \
@@ -738,6 +800,11 @@ VT_INLINE void mxfp4_group(int64_t nb, const uint8_t *g, const block_q8_0 *const
         for (int64_t gi = 0; gi < n_groups; gi++) {                                              \
             const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;                    \
             float *yg = y + gi * PACK_ROWS;                                                      \
+            if (n_tok == 4 && gi + 2 <= n_groups) {                                              \
+                mxfp4_group2(nb, g, group_bytes, xr, xs, yg, ldy, pf_on);                        \
+                gi++;                                                                            \
+                continue;                                                                        \
+            }                                                                                    \
             switch (n_tok) {                                                                     \
             case 4: mxfp4_group(nb, g, xr, xs, yg, ldy, 4, pf_on); break;                        \
             case 3: mxfp4_group(nb, g, xr, xs, yg, ldy, 3, pf_on); break;                        \

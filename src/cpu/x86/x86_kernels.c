@@ -30,7 +30,8 @@ const cpu_type_row x86_type_rows[] = {
     {.type = VT_DTYPE_Q8_K, .isa = CPU_ISA_AVX2, .quantize_act = quantize_q8_K_avx2},
     {.type = VT_DTYPE_IQ4_NL, .isa = CPU_ISA_AVX2, DOT(iq4_nl, avx2)},
     {.type = VT_DTYPE_IQ4_XS, .isa = CPU_ISA_AVX2, DOT(iq4_xs, avx2)},
-    {.type = VT_DTYPE_MXFP4, .isa = CPU_ISA_AVX2, .gemm = gemm_mxfp4_avx2, .gemm_nopf = gemm_mxfp4_avx2_nopf},
+    {.type = VT_DTYPE_MXFP4, .isa = CPU_ISA_AVX2, DOT(mxfp4, avx2), .gemm = gemm_mxfp4_avx2,
+     .gemm_nopf = gemm_mxfp4_avx2_nopf},
 
     /* AVX-512 VNNI: the packed GEMMs (the dots stay AVX2's). Q4_0's decode kernel
      * without software prefetch is its prefill one; Q8_0's differ at 1-2 tokens
@@ -42,7 +43,8 @@ const cpu_type_row x86_type_rows[] = {
     {.type = VT_DTYPE_Q4_K, .isa = CPU_ISA_AVX512, .gemm = gemm_q4_K_avx512, .gemm_nopf = gemm_q4_K_avx512_nopf},
     {.type = VT_DTYPE_Q5_K, .isa = CPU_ISA_AVX512, .gemm = gemm_q5_K_avx512, .gemm_nopf = gemm_q5_K_avx512_nopf},
     {.type = VT_DTYPE_Q6_K, .isa = CPU_ISA_AVX512, .gemm = gemm_q6_K_avx512, .gemm_nopf = gemm_q6_K_avx512_nopf},
-    {.type = VT_DTYPE_MXFP4, .isa = CPU_ISA_AVX512, .gemm = gemm_mxfp4_avx512, .gemm_nopf = gemm_mxfp4_avx512_nopf},
+    {.type = VT_DTYPE_MXFP4, .isa = CPU_ISA_AVX512, .gemm = gemm_mxfp4_avx512,
+     .gemm_cached = gemm_mxfp4_avx512_nopf, .gemm_nopf = gemm_mxfp4_avx512_nopf},
 
     /* AVX-512 with AMX-INT8: tile GEMMs for prefill */
     {.type = VT_DTYPE_Q4_0, .isa = CPU_ISA_AVX512, .amx = true, .gemm_wide = gemm_q4_0_amx},
@@ -50,6 +52,7 @@ const cpu_type_row x86_type_rows[] = {
     {.type = VT_DTYPE_Q4_K, .isa = CPU_ISA_AVX512, .amx = true, .gemm_wide = gemm_q4_K_amx},
     {.type = VT_DTYPE_Q5_K, .isa = CPU_ISA_AVX512, .amx = true, .gemm_wide = gemm_q5_K_amx},
     {.type = VT_DTYPE_Q6_K, .isa = CPU_ISA_AVX512, .amx = true, .gemm_wide = gemm_q6_K_amx},
+    {.type = VT_DTYPE_MXFP4, .isa = CPU_ISA_AVX512, .amx = true, .gemm_wide = gemm_mxfp4_amx},
 };
 const size_t x86_n_type_rows = sizeof x86_type_rows / sizeof x86_type_rows[0];
 
