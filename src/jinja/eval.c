@@ -757,9 +757,9 @@ static jinja_value *eval_node(jctx *cx, const jnode *n);
  * the parser's nesting limit times the macro depth; this bounds it once more. */
 jinja_value *jeval(jctx *cx, const jnode *n) {
     if (cx->failed) return NULL;
-    if (++cx->eval_depth > 4096) {
+    if (++cx->eval_depth > 1000) {
         cx->eval_depth--;
-        return jctx_fail(cx, VT_E_RANGE, "expressions nested deeper than 4096 evaluations");
+        return jctx_fail(cx, VT_E_RANGE, "expressions nested deeper than 1000 evaluations");
     }
     jinja_value *v = eval_node(cx, n);
     cx->eval_depth--;
