@@ -219,6 +219,8 @@ static void test_semantics(void) {
               "True True True");
     RENDER_IS("{{ '{} and {name}'.format(1, name='x') }} {{ '%s-%d' % ('a', 3) }}", "{}", "1 and x a-3");
     RENDER_IS("{{ 'a\\nb' | indent(2) }}|{{ 'a\\nb' | indent(2, first=true) }}", "{}", "a\n  b|  a\n  b");
+    RENDER_IS("{% macro m(a) %}{{ varargs }}{{ kwargs }}{% endmacro %}{{ m(1, 2, k=3) }}", "{}", "(2,){'k': 3}");
+    RENDER_IS("{{ 'x\\n' | indent }}|{{ 2.5 | round }}|{{ 3.5 | round }}|{{ 1 is sameas 1 }}", "{}", "x\n|2.0|4.0|True");
     /* filters */
     RENDER_IS("{{ {'a': 'é', 'b': [1, 2.5, none]} | tojson }}", "{}", "{\"a\": \"é\", \"b\": [1, 2.5, null]}");
     RENDER_IS("{{ {'a': 'é'} | tojson(ensure_ascii=true) }}", "{}", "{\"a\": \"\\u00e9\"}");

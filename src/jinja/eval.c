@@ -600,6 +600,7 @@ static jinja_value *call_macro(jctx *cx, const jnode *def, jframe *parent, jinja
     jinja_value *result = NULL;
     bool *bound = NULL;
     if (!varargs || !kwargs) goto nomem;
+    varargs->flags |= JV_F_TUPLE;
     if (def->n_names) {
         bound = jmem_alloc((size_t)def->n_names * sizeof *bound);
         if (!bound) goto nomem;
