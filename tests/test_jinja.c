@@ -209,6 +209,7 @@ static void test_semantics(void) {
     RENDER_IS("{% for x in [1,2,3] %}{{ loop.previtem }}|{{ loop.nextitem }} {% endfor %}", "{}", "|2 1|3 2| ");
     RENDER_IS("{% set x %}  block {{ 1 }} {% endset %}[{{ x | trim }}]", "{}", "[block 1]");
     RENDER_IS("{% filter upper %}abc{% endfilter %}", "{}", "ABC");
+    RENDER_IS("{% set a = 1 %}{% with a = 2, b = a %}{{ a }}{{ b }}{% endwith %}{{ a }}{{ b }}", "{}", "211");
     /* strings */
     RENDER_IS("{{ ' a b  '.split() }} {{ 'a,b,,c'.split(',', 2) }} {{ 'xxhixx'.strip('x') }}", "{}",
               "['a', 'b'] ['a', 'b', ',c'] hi");

@@ -1165,6 +1165,30 @@ static int exec_node(jctx *cx, const jnode *n) {
         jinja_value_free(v);
         return ok ? EX_OK : EX_ERR;
     }
+    case S_WITH: {
+        jframe *f = frame_push(cx, cx->frame);
+        if (!f) return jctx_nomem(cx), EX_ERR;
+        int r = EX_OK;
+        for (int i = 0; i < n->n_args && r == EX_OK; i++) {
+            jinja_value *v = jeval(cx, n->kw[i]); /* in the outer scope */
+            if (!v) {
+                r = EX_ERR;
+                break;
+            }
+            jframe *saved = cx->frame;
+            cx->frame = f;
+            r = assign(cx, n->args[i], v);
+            cx->frame = saved;
+        }
+        if (r == EX_OK) {
+            jframe *saved = cx->frame;
+            cx->frame = f;
+            r = exec_body(cx, n->b);
+            cx->frame = saved;
+        }
+        frame_pop(f);
+        return r;
+    }
     case S_BREAK: return EX_BREAK;
     case S_CONTINUE: return EX_CONTINUE;
     default: jctx_fail(cx, VT_E_INVALID, "internal: not a statement"); return EX_ERR;
