@@ -44,6 +44,8 @@ static const char *templates_dir(void) {
 
 /* Renders src with vars given as JSON; returns the text (caller frees) or NULL,
  * with the status in *st. */
+static jinja_limits test_limits_;
+
 static char *render_json(const char *src, const char *vars_json, vt_status *st) {
     jinja_template *t = NULL;
     jinja_value *vars = NULL;
@@ -53,7 +55,7 @@ static char *render_json(const char *src, const char *vars_json, vt_status *st) 
     if (*st != VT_OK) return NULL;
     *st = jinja_value_from_json(vars_json, strlen(vars_json), &vars);
     if (*st == VT_OK) {
-        jinja_render_opts o = {.year = 2026, .month = 12, .day = 5};
+        jinja_render_opts o = {.limits = test_limits_, .year = 2026, .month = 12, .day = 5};
         *st = jinja_template_render(t, vars, &o, &out, &len);
     }
     jinja_value_free(vars);
@@ -209,6 +211,7 @@ static void test_semantics(void) {
     RENDER_IS("{% for x in [1,2,3] %}{{ loop.previtem }}|{{ loop.nextitem }} {% endfor %}", "{}", "|2 1|3 2| ");
     RENDER_IS("{% set x %}  block {{ 1 }} {% endset %}[{{ x | trim }}]", "{}", "[block 1]");
     RENDER_IS("{% filter upper %}abc{% endfilter %}", "{}", "ABC");
+    RENDER_IS("{% set a = 1 %}{% with a = 2, b = a %}{{ a }}{{ b }}{% endwith %}{{ a }}{{ b }}", "{}", "211");
     /* strings */
     RENDER_IS("{{ ' a b  '.split() }} {{ 'a,b,,c'.split(',', 2) }} {{ 'xxhixx'.strip('x') }}", "{}",
               "['a', 'b'] ['a', 'b', ',c'] hi");
@@ -219,6 +222,8 @@ static void test_semantics(void) {
               "True True True");
     RENDER_IS("{{ '{} and {name}'.format(1, name='x') }} {{ '%s-%d' % ('a', 3) }}", "{}", "1 and x a-3");
     RENDER_IS("{{ 'a\\nb' | indent(2) }}|{{ 'a\\nb' | indent(2, first=true) }}", "{}", "a\n  b|  a\n  b");
+    RENDER_IS("{% macro m(a) %}{{ varargs }}{{ kwargs }}{% endmacro %}{{ m(1, 2, k=3) }}", "{}", "(2,){'k': 3}");
+    RENDER_IS("{{ 'x\\n' | indent }}|{{ 2.5 | round }}|{{ 3.5 | round }}|{{ 1 is sameas 1 }}", "{}", "x\n|2.0|4.0|True");
     /* filters */
     RENDER_IS("{{ {'a': 'é', 'b': [1, 2.5, none]} | tojson }}", "{}", "{\"a\": \"é\", \"b\": [1, 2.5, null]}");
     RENDER_IS("{{ {'a': 'é'} | tojson(ensure_ascii=true) }}", "{}", "{\"a\": \"\\u00e9\"}");
@@ -267,13 +272,16 @@ static void test_semantics(void) {
 }
 
 static void test_limits(void) {
-    /* hostile templates end with VT_E_RANGE instead of hanging or exhausting memory */
+    /* hostile templates end with VT_E_RANGE instead of hanging or exhausting memory
+     * (limits below the defaults keep the test short; the defaults work the same way) */
+    test_limits_ = (jinja_limits){.max_steps = 100000, .max_memory = 16 << 20};
     RENDER_FAILS("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "{}", VT_E_RANGE);
     RENDER_FAILS("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "{}", VT_E_RANGE);
     RENDER_FAILS("{% set s = 'x' * 100000 %}{% for i in range(100000) %}{{ s }}{% endfor %}", "{}", VT_E_RANGE);
     RENDER_FAILS("{{ range(1000000000) | list }}", "{}", VT_E_RANGE);
     RENDER_FAILS("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
                  "{}", VT_E_RANGE);
+    test_limits_ = (jinja_limits){0};
     /* a small limit is honoured */
     jinja_template *t = NULL;
     const char *src = "{% for i in range(100) %}{{ i }}{% endfor %}";

@@ -13,6 +13,8 @@
 
 #include "base/status.h"
 
+#include <pthread.h>
+
 static char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -172,8 +174,56 @@ static void test_request_details(void) {
     CHECK(!out && st == VT_E_INVALID);
 }
 
+/* The server renders one parsed template on many connection threads at once
+ * (TSan runs this test): literals are shared, never reference-counted. */
+typedef struct thread_arg {
+    const jinja_template *t;
+    const char *want;
+    int failures;
+} thread_arg;
+
+static void *render_loop(void *p) {
+    thread_arg *a = p;
+    chat_jinja_env env = {.bos_token = "<s>", .eos_token = "</s>"};
+    for (int i = 0; i < 50; i++) {
+        oai_request r;
+        char *out = NULL;
+        size_t len;
+        if (oai_parse_request(OAI_CHAT, REQUESTS[0][1], strlen(REQUESTS[0][1]), &r) != VT_OK) {
+            a->failures++;
+            continue;
+        }
+        if (chat_jinja_render(a->t, &r, &env, &out, &len) != VT_OK || strcmp(out, a->want)) a->failures++;
+        free(out);
+        oai_request_free(&r);
+    }
+    return NULL;
+}
+
+static void test_threads(void) {
+    const char *src = "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}"
+                      "{{ m.role }}{{ m.tool_calls | default([]) | map(attribute='function') | map(attribute='arguments')"
+                      " | list | tojson }}{% endfor %}{{ ns.n }}{{ tools | length }}{{ {'k': [1, 'v']} }}";
+    const char *want = "user[]assistant[{\"city\": \"Paris\", \"unit\": \"celsius\"}]tool[]31{'k': [1, 'v']}";
+    jinja_template *t = NULL;
+    CHECK_OK(jinja_template_parse(src, strlen(src), &t));
+    if (!t) return;
+    thread_arg args[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (thread_arg){.t = t, .want = want};
+        CHECK(pthread_create(&th[i], NULL, render_loop, &args[i]) == 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_EQ_INT(args[i].failures, 0);
+    }
+    jinja_template_destroy(t);
+}
+
 int main(void) {
     test_request_details();
+    test_threads();
     test_real_templates();
     return test_finish();
 }

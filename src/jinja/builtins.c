@@ -735,25 +735,21 @@ static jinja_value *indent(jctx *cx, jinja_value *v, const jcall *c) {
     if (w && w->kind == JV_STRING) jbuf_put(&ind, w->u.s.p, w->u.s.len);
     else
         for (int64_t i = 0; i < (w && w->kind == JV_INT ? w->u.i : 4) && i < 4096; i++) jbuf_putc(&ind, ' ');
-    /* s + "\n", split into lines (Python splitlines on \n, \r, \r\n) */
+    /* Jinja: (s + "\n").splitlines(), i.e. the segments of s between line breaks,
+     * the one after the last break included even when empty */
     jbuf b = {0};
     const char *p = s->u.s.p;
     size_t len = s->u.s.len, i = 0;
-    bool first_line = true;
-    while (i < len || first_line) {
+    for (bool first_line = true;; first_line = false) {
         size_t j = i;
         while (j < len && p[j] != '\n' && p[j] != '\r') j++;
-        size_t next = j;
-        if (next < len) next += (p[next] == '\r' && next + 1 < len && p[next + 1] == '\n') ? 2 : 1;
-        else next = len + 1; /* the appended "\n" ends the last line */
         if (!first_line) {
             jbuf_putc(&b, '\n');
             if (blank || j > i) jbuf_put(&b, ind.p, ind.len);
         }
         jbuf_put(&b, p + i, j - i);
-        first_line = false;
-        i = next;
-        if (i > len) break;
+        if (j >= len) break;
+        i = j + ((p[j] == '\r' && j + 1 < len && p[j + 1] == '\n') ? 2 : 1);
     }
     jinja_value *body = jbuf_to_value(&b, 0);
     jinja_value *r = NULL;
@@ -1010,7 +1006,8 @@ jinja_value *jbuiltin_filter(jctx *cx, const char *name, jinja_value *v, jinja_v
         double x = v->kind == JV_FLOAT ? v->u.f : v->kind == JV_INT ? (double)v->u.i : v->u.b;
         double m = pow(10, prec && prec->kind == JV_INT ? (double)prec->u.i : 0);
         const char *meth = method && method->kind == JV_STRING ? method->u.s.p : "common";
-        double r = !strcmp(meth, "ceil") ? ceil(x * m) / m : !strcmp(meth, "floor") ? floor(x * m) / m : round(x * m) / m;
+        /* "common" is Python's round(): halves go to the even neighbour */
+        double r = !strcmp(meth, "ceil") ? ceil(x * m) / m : !strcmp(meth, "floor") ? floor(x * m) / m : nearbyint(x * m) / m;
         return ok_or_nomem(cx, jinja_float(r));
     }
     if (!strcmp(name, "indent")) return indent(cx, v, &c);
@@ -1162,7 +1159,10 @@ bool jbuiltin_test(jctx *cx, const char *name, jinja_value *v, jinja_value **arg
         }
     } else if (!strcmp(name, "sameas")) {
         if (!a) goto need_arg;
-        *out = v == a || (k == a->kind && (k == JV_NONE || (k == JV_BOOL && v->u.b == a->u.b)));
+        /* identity: scalars compare by value (CPython caches small ints and interns
+         * short strings), containers by reference */
+        *out = v == a || (k == a->kind && (k == JV_NONE || k == JV_UNDEFINED || k == JV_BOOL || k == JV_INT ||
+                                            k == JV_FLOAT || k == JV_STRING) && jv_equal(v, a));
     } else if (!strcmp(name, "eq") || !strcmp(name, "equalto") || !strcmp(name, "==")) {
         if (!a) goto need_arg;
         *out = jv_equal(v, a);

@@ -600,6 +600,7 @@ static jinja_value *call_macro(jctx *cx, const jnode *def, jframe *parent, jinja
     jinja_value *result = NULL;
     bool *bound = NULL;
     if (!varargs || !kwargs) goto nomem;
+    varargs->flags |= JV_F_TUPLE;
     if (def->n_names) {
         bound = jmem_alloc((size_t)def->n_names * sizeof *bound);
         if (!bound) goto nomem;
@@ -757,9 +758,9 @@ static jinja_value *eval_node(jctx *cx, const jnode *n);
  * the parser's nesting limit times the macro depth; this bounds it once more. */
 jinja_value *jeval(jctx *cx, const jnode *n) {
     if (cx->failed) return NULL;
-    if (++cx->eval_depth > 4096) {
+    if (++cx->eval_depth > 1000) {
         cx->eval_depth--;
-        return jctx_fail(cx, VT_E_RANGE, "expressions nested deeper than 4096 evaluations");
+        return jctx_fail(cx, VT_E_RANGE, "expressions nested deeper than 1000 evaluations");
     }
     jinja_value *v = eval_node(cx, n);
     cx->eval_depth--;
@@ -1163,6 +1164,30 @@ static int exec_node(jctx *cx, const jnode *n) {
         bool ok = emit(cx, v);
         jinja_value_free(v);
         return ok ? EX_OK : EX_ERR;
+    }
+    case S_WITH: {
+        jframe *f = frame_push(cx, cx->frame);
+        if (!f) return jctx_nomem(cx), EX_ERR;
+        int r = EX_OK;
+        for (int i = 0; i < n->n_args && r == EX_OK; i++) {
+            jinja_value *v = jeval(cx, n->kw[i]); /* in the outer scope */
+            if (!v) {
+                r = EX_ERR;
+                break;
+            }
+            jframe *saved = cx->frame;
+            cx->frame = f;
+            r = assign(cx, n->args[i], v);
+            cx->frame = saved;
+        }
+        if (r == EX_OK) {
+            jframe *saved = cx->frame;
+            cx->frame = f;
+            r = exec_body(cx, n->b);
+            cx->frame = saved;
+        }
+        frame_pop(f);
+        return r;
     }
     case S_BREAK: return EX_BREAK;
     case S_CONTINUE: return EX_CONTINUE;

@@ -8,7 +8,7 @@
  *
  *   statements  if/elif/else, for (unpacking, `if` filter, else, loop.*, recursion
  *               not supported), set (incl. `set x.attr` on a namespace and block set
- *               with filters), macro (defaults, caller), call blocks, filter blocks,
+ *               with filters), with, macro (defaults, caller), call blocks, filter blocks,
  *               break/continue, generation, raw
  *   expressions literals (str, int, float, list, tuple, dict, booleans, none), names,
  *               .attr / [key] / [a:b:c], calls, filters, tests, + - * / // % ** ~,

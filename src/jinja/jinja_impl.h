@@ -125,7 +125,7 @@ bool jv_compare(const jinja_value *a, const jinja_value *b, int *out);
 
 typedef enum jnode_kind {
     S_BODY, S_TEXT, S_OUTPUT, S_IF, S_FOR, S_SET, S_SET_BLOCK, S_MACRO, S_CALL_BLOCK,
-    S_FILTER_BLOCK, S_BREAK, S_CONTINUE,
+    S_FILTER_BLOCK, S_BREAK, S_CONTINUE, S_WITH,
     E_LIT, E_NAME, E_LIST, E_TUPLE, E_DICT, E_ATTR, E_ITEM, E_SLICE, E_CALL, E_FILTER,
     E_TEST, E_NEG, E_POS, E_NOT, E_BIN, E_AND, E_OR, E_CMP, E_COND,
 } jnode_kind;
@@ -146,6 +146,7 @@ typedef enum jop {
  *   S_MACRO      str: name, names: parameters, args: defaults (NULL entries), b: body
  *   S_CALL_BLOCK a: the call (E_CALL), names/args: caller's parameters, b: body
  *   S_FILTER_BLOCK args: filters, b: body
+ *   S_WITH       args: targets, kw: values (evaluated outside), b: body (own scope)
  *   E_LIT lit; E_NAME str; E_LIST/E_TUPLE args; E_DICT args: keys, kw: values
  *   E_ATTR a, str; E_ITEM a, b; E_SLICE a, args[3] (NULL entries)
  *   E_CALL a: callee; E_FILTER a: operand, str: name; E_TEST a, str, op: negated;

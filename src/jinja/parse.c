@@ -1261,6 +1261,25 @@ static jnode *parse_statement(parser *p) {
         static const char *const ends[] = {"endfilter", NULL};
         n->b = parse_body(p, ends);
         if (!skip_name(p, "endfilter")) perr(p, cur(p)->line, "expected 'endfilter'");
+    } else if (!strcmp(kw, "with")) {
+        n = node(p, S_WITH);
+        if (!n) return NULL;
+        nlist targets = {0}, values = {0};
+        while (!p->failed && cur(p)->kind != T_BLOCK_END) {
+            if (targets.n) expect_op(p, ",");
+            jnode *t = parse_assign_target(p, NULL, false);
+            expect_op(p, "=");
+            nlist_push(p, &targets, t, NULL);
+            nlist_push(p, &values, parse_expression(p, true), NULL);
+        }
+        n->args = targets.v;
+        n->n_args = targets.n;
+        n->kw = values.v;
+        n->n_kw = values.n;
+        expect_kind(p, T_BLOCK_END);
+        static const char *const ends[] = {"endwith", NULL};
+        n->b = parse_body(p, ends);
+        if (!skip_name(p, "endwith")) perr(p, cur(p)->line, "expected 'endwith'");
     } else if (!strcmp(kw, "generation")) {
         expect_kind(p, T_BLOCK_END);
         static const char *const ends[] = {"endgeneration", NULL};

@@ -119,7 +119,9 @@ vt_status chat_jinja_render(const jinja_template *t, const oai_request *r, const
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);
-    jinja_render_opts o = {.year = tm.tm_year + 1900, .month = tm.tm_mon + 1, .day = tm.tm_mday};
+    /* tighter than the interpreter's defaults: many requests may render at once */
+    jinja_render_opts o = {.limits = {.max_output = (size_t)16 << 20, .max_memory = (size_t)64 << 20},
+                           .year = tm.tm_year + 1900, .month = tm.tm_mon + 1, .day = tm.tm_mday};
     if (env->year) {
         o.year = env->year;
         o.month = env->month;
