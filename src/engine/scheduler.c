@@ -59,7 +59,8 @@ void sched_release_blocks(vt_engine *e, request *r) {
     /* Release the newest first: the LRU then evicts a sequence's tail before its
      * head, which keeps the reusable prefix longest. */
     for (int32_t g = 0; g < e->kv.n_groups; g++) {
-        for (int64_t i = r->n_blocks; i-- > r->n_released[g];) pcache_release(&e->pc[g], r->blocks[g][i]);
+        for (int64_t i = r->n_blocks; i-- > r->n_released[g];)
+            pcache_release(&e->pc[g], r->blocks[g][i]);
         r->n_released[g] = 0;
     }
     r->n_blocks = 0;
@@ -169,7 +170,8 @@ static bool admit(vt_engine *e, request *r, int64_t budget, int64_t *n_sched) {
     const int64_t need = blocks_for(e, cached + n) - hits;
     for (int32_t g = 0; g < e->kv.n_groups; g++) {
         int64_t hits_in_lru = 0;
-        for (int64_t i = r->n_released[g]; i < hits; i++) hits_in_lru += e->pc[g].in_lru[r->blocks[g][i]];
+        for (int64_t i = r->n_released[g]; i < hits; i++)
+            hits_in_lru += e->pc[g].in_lru[r->blocks[g][i]];
         if (pcache_available(&e->pc[g]) - hits_in_lru < need) return false;
     }
 
