@@ -231,7 +231,7 @@ int main(void) {
     unlink(tmp);
     if (!m) return test_finish();
     int64_t swa_steps = 0, swa_preempt = 0, swa_hits = 0;
-    const int32_t swa_total = total >= 1000 ? 250 : total / 4 + 1;
+    const int32_t swa_total = total >= 1000 ? 500 : total / 2 + 1;
     for (int32_t done = 0; done < swa_total; done += per_engine) {
         vt_engine_stats st = {0};
         const int32_t n = swa_total - done < per_engine ? swa_total - done : per_engine;
@@ -241,6 +241,10 @@ int main(void) {
     }
     printf("soak, sliding windows: %d requests, %lld steps, %lld preemptions, %lld prefix hits\n",
            swa_total, (long long)swa_steps, (long long)swa_preempt, (long long)swa_hits);
+    if (total >= 1000) {
+        CHECK(swa_preempt > 0);
+        CHECK(swa_hits > 0);
+    }
     vt_model_free(m);
     return test_finish();
 }

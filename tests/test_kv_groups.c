@@ -219,6 +219,17 @@ static void engine_generate(vt_model *m, const vt_engine_params *p, int32_t *con
     vt_engine *e = NULL;
     CHECK_OK(vt_engine_create(m, p, &e));
     if (!e) return;
+    /* a SWA pool is sized by its windows, not by the context */
+    for (int32_t g = 0; g < e->kv.n_groups; g++) {
+        const kv_group_spec *sp = &e->kv.groups[g].spec;
+        if (sp->kind != KV_GROUP_SWA) continue;
+        const int64_t bs = p->kv_block, mb = p->max_batch_tokens;
+        const int64_t want = p->max_seqs * ((sp->window - 1 + bs - 1) / bs + 2) + (mb + bs - 1) / bs;
+        /* ... and never more than a full group's (kv_tokens, or max_seqs contexts) */
+        const int64_t full = p->kv_tokens > 0 ? (p->kv_tokens + bs - 1) / bs : p->max_seqs * (N_CTX / bs);
+        CHECK_EQ_INT(sp->n_blocks, want < full ? want : full);
+        if (p->kv_tokens == 0) CHECK(sp->n_blocks * 4 < full);
+    }
     uint64_t ids[N_PROMPTS];
     memset(out, 0, sizeof *out * (size_t)n);
     for (int k = 0; k < n; k++) {

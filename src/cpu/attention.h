@@ -122,7 +122,8 @@ static inline int64_t attn_part_floats(int64_t head_dim) { return head_dim + 2; 
 
 /* Merge n_chunks partials (in order) into out[head_dim]; out does not overlap
  * the partials (restrict: the loops over head_dim vectorize). sink: the head's
- * sink logit, or NULL. No partial may be empty unless another is not. */
+ * sink logit, or NULL. Empty partials {-inf, 0, 0} count for nothing; at least
+ * one partial must not be empty. */
 void attn_combine(const float *restrict parts, int64_t n_chunks, int64_t stride, int64_t head_dim,
                   const float *sink, float *restrict out);
 

@@ -279,7 +279,8 @@ vt_status vt_engine_create(vt_model *model, const vt_engine_params *params, vt_e
     int64_t n_blocks = (kv_tokens + p.kv_block - 1) / p.kv_block;
     if (n_blocks > INT32_MAX / 2) n_blocks = INT32_MAX / 2;
     for (int32_t g = 0; g < n_groups; g++)
-        specs[g].n_blocks = specs[g].kind == KV_GROUP_SWA && swa_blocks[g] < n_blocks ? swa_blocks[g] : n_blocks;
+        specs[g].n_blocks =
+            specs[g].kind == KV_GROUP_SWA && swa_blocks[g] < n_blocks ? swa_blocks[g] : n_blocks;
 
     vt_engine *e = calloc(1, sizeof *e);
     if (!e) {

@@ -59,7 +59,8 @@ void sched_release_blocks(vt_engine *e, request *r) {
     /* Release the newest first: the LRU then evicts a sequence's tail before its
      * head, which keeps the reusable prefix longest. */
     for (int32_t g = 0; g < e->kv.n_groups; g++) {
-        for (int64_t i = r->n_blocks; i-- > r->n_released[g];) pcache_release(&e->pc[g], r->blocks[g][i]);
+        for (int64_t i = r->n_blocks; i-- > r->n_released[g];)
+            pcache_release(&e->pc[g], r->blocks[g][i]);
         r->n_released[g] = 0;
     }
     r->n_blocks = 0;
@@ -140,18 +141,24 @@ static int64_t lookup_prefix(vt_engine *e, request *r, int64_t *n_queried) {
         r->block_hash[hits] = h;
         parent = h;
     }
-    /* the longest run of those whose window blocks every SWA group holds */
-    for (; hits > 0; hits--) {
+    /* The longest prefix of those whose window blocks every SWA group holds:
+     * prefix h is served when no group misses a block in [first needed, h). One
+     * lookup per block and group, one pass up keeping each group's last miss. */
+    for (int32_t g = has_full; g < e->kv.n_groups; g++)
+        for (int64_t i = 0; i < hits; i++)
+            r->blocks[g][i] = pcache_lookup(&e->pc[g], i ? r->block_hash[i - 1] : 0, r->block_hash[i],
+                                            r->tokens + i * bs);
+    int64_t last_miss[KV_MAX_GROUPS], best = 0;
+    for (int32_t g = 0; g < KV_MAX_GROUPS; g++) last_miss[g] = -1;
+    for (int64_t h = 1; h <= hits; h++) {
         bool all = true;
-        for (int32_t g = has_full; g < e->kv.n_groups && all; g++)
-            for (int64_t i = first_needed(e, g, hits * bs); i < hits && all; i++) {
-                const int32_t b = pcache_lookup(&e->pc[g], i ? r->block_hash[i - 1] : 0,
-                                                r->block_hash[i], r->tokens + i * bs);
-                r->blocks[g][i] = b;
-                all = b >= 0;
-            }
-        if (all) break;
+        for (int32_t g = has_full; g < e->kv.n_groups; g++) {
+            if (r->blocks[g][h - 1] < 0) last_miss[g] = h - 1;
+            all = all && last_miss[g] < first_needed(e, g, h * bs);
+        }
+        if (all) best = h;
     }
+    hits = best;
     for (int32_t g = has_full; g < e->kv.n_groups; g++) {
         r->n_released[g] = first_needed(e, g, hits * bs);
         for (int64_t i = 0; i < r->n_released[g]; i++) r->blocks[g][i] = -1;
@@ -169,7 +176,8 @@ static bool admit(vt_engine *e, request *r, int64_t budget, int64_t *n_sched) {
     const int64_t need = blocks_for(e, cached + n) - hits;
     for (int32_t g = 0; g < e->kv.n_groups; g++) {
         int64_t hits_in_lru = 0;
-        for (int64_t i = r->n_released[g]; i < hits; i++) hits_in_lru += e->pc[g].in_lru[r->blocks[g][i]];
+        for (int64_t i = r->n_released[g]; i < hits; i++)
+            hits_in_lru += e->pc[g].in_lru[r->blocks[g][i]];
         if (pcache_available(&e->pc[g]) - hits_in_lru < need) return false;
     }
 

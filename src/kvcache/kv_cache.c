@@ -30,7 +30,8 @@ vt_status kv_groups_from_windows(int64_t n_layer, const int64_t *window, kv_grou
     int32_t n = 0;
     for (int64_t il = 0; il < n_layer; il++) {
         const int64_t w = window ? window[il] : 0;
-        if (w < 0) return vt_errorf(VT_E_INVALID, "layer %lld: sliding window %lld", (long long)il, (long long)w);
+        if (w < 0)
+            return vt_errorf(VT_E_INVALID, "layer %lld: sliding window %lld", (long long)il, (long long)w);
         /* FULL goes first whatever the layer order, so a model with any full
          * layer has it as group 0 */
         if (w == 0 && (n == 0 || specs[0].kind != KV_GROUP_FULL)) {
@@ -61,7 +62,8 @@ static vt_status pool_init(kv_pool *p, int64_t n_blocks) {
     p->n_blocks = n_blocks;
     p->free_list = malloc((size_t)n_blocks * sizeof *p->free_list);
     p->ref = calloc((size_t)n_blocks, sizeof *p->ref);
-    if (!p->free_list || !p->ref) return vt_errorf(VT_E_NOMEM, "KV cache: out of memory for %lld block ids", (long long)n_blocks);
+    if (!p->free_list || !p->ref)
+        return vt_errorf(VT_E_NOMEM, "KV cache: out of memory for %lld block ids", (long long)n_blocks);
     /* Lowest ids on top, so allocation order is predictable. */
     for (int64_t i = 0; i < n_blocks; i++) p->free_list[i] = (int32_t)(n_blocks - 1 - i);
     p->n_free = n_blocks;
@@ -152,7 +154,8 @@ fail:
 vt_status kv_cache_init(kv_cache *kv, vt_dtype type_k, vt_dtype type_v, int64_t n_layer,
                         int64_t n_head_kv, int64_t head_dim, int64_t block_size, int64_t n_blocks) {
     const kv_group_spec full = {.kind = KV_GROUP_FULL, .n_blocks = n_blocks};
-    return kv_cache_init_groups(kv, type_k, type_v, n_layer, n_head_kv, head_dim, block_size, &full, 1, NULL);
+    return kv_cache_init_groups(kv, type_k, type_v, n_layer, n_head_kv, head_dim, block_size, &full, 1,
+                                NULL);
 }
 
 void kv_cache_free(kv_cache *kv) {

@@ -56,7 +56,9 @@ typedef struct kv_pool {
 typedef struct kv_group {
     kv_group_spec spec;
     int64_t n_layer;     /* layers in the group */
-    uint8_t *k, *v;      /* attention: (n_layer, n_head_kv, n_blocks, block_size, row); STATE: k only */
+    /* attention: (n_layer, n_head_kv, n_blocks, block_size, row) each; STATE: k only,
+     * (n_layer, n_blocks, state_bytes) */
+    uint8_t *k, *v;
     size_t k_bytes, v_bytes;
     kv_pool pool;
 } kv_group;
@@ -123,7 +125,9 @@ int32_t kv_pool_release(kv_pool *p, int32_t block);
 /* The pool of group 0 (the only one of kv_cache_init). */
 static inline kv_pool *kv_pool0(kv_cache *kv) { return &kv->groups[0].pool; }
 static inline int32_t kv_block_alloc(kv_cache *kv) { return kv_pool_alloc(kv_pool0(kv)); }
-static inline void kv_block_retain(kv_cache *kv, int32_t block) { kv_pool_retain(kv_pool0(kv), block); }
+static inline void kv_block_retain(kv_cache *kv, int32_t block) {
+    kv_pool_retain(kv_pool0(kv), block);
+}
 static inline int32_t kv_block_release(kv_cache *kv, int32_t block) {
     return kv_pool_release(kv_pool0(kv), block);
 }

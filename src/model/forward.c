@@ -197,10 +197,15 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const int64_t w = m->layers[il].attn.window;
         const kv_group_spec *gs = &kv->groups[kv->layer_group[il]].spec;
-        if (w < 0 || gs->kind == KV_GROUP_STATE || (gs->kind == KV_GROUP_SWA && (w == 0 || w > gs->window))) {
+        if (w < 0 || gs->kind == KV_GROUP_STATE ||
+            (gs->kind == KV_GROUP_SWA && (w == 0 || w > gs->window))) {
             fwd_destroy(f);
-            return vt_errorf(VT_E_INVALID, "layer %lld attends over a window of %lld positions, its KV cache group keeps %lld",
-                             (long long)il, (long long)w, gs->kind == KV_GROUP_SWA ? (long long)gs->window : -1LL);
+            return vt_errorf(VT_E_INVALID,
+                             "layer %lld attends over a window of %lld positions (0: all); its KV cache "
+                             "group is %s of %lld",
+                             (long long)il, (long long)w,
+                             gs->kind == KV_GROUP_STATE ? "a state group" : "a window",
+                             gs->kind == KV_GROUP_SWA ? (long long)gs->window : 0LL);
         }
         f->lv[il] = kv_layer_of(kv, il);
         int p = 0;
@@ -208,7 +213,8 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
         if (p == f->n_plans) {
             if (f->n_plans == KV_MAX_GROUPS) {
                 fwd_destroy(f);
-                return vt_errorf(VT_E_UNSUPPORTED, "the layers have more than %d distinct windows", KV_MAX_GROUPS);
+                return vt_errorf(VT_E_UNSUPPORTED, "the layers have more than %d distinct windows",
+                                 KV_MAX_GROUPS);
             }
             f->plans[f->n_plans++].window = w;
         }
