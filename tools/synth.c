@@ -35,6 +35,8 @@ static void print_usage(FILE *f) {
             "  --output-type T   output.weight (default: --type)\n"
             "  --tied            no output.weight (the head reuses token_embd)\n"
             "  --rope-base F     rope.freq_base (default 10000 llama, 1e6 qwen)\n"
+            "  --yarn F          YaRN rope scaling by factor F\n"
+            "  --yarn-orig-ctx N its original context length (default --ctx)\n"
             "  --seed N          (default 1)\n"
             "  -t N              threads (default: physical cores)\n"
             "  -q                no progress line\n"
@@ -111,6 +113,10 @@ int cmd_synth(int argc, char **argv) {
             char *end;
             p.rope_freq_base = strtof(v, &end);
             ok = *end == 0 && p.rope_freq_base > 0;
+        } else if (!strcmp(a, "--yarn")) {
+            char *end;
+            p.yarn_factor = strtof(v, &end);
+            ok = *end == 0 && p.yarn_factor > 0;
         } else if (!strcmp(a, "--seed")) {
             ok = parse_i64(v, &n);
             p.seed = (uint64_t)n;
@@ -126,6 +132,7 @@ int cmd_synth(int argc, char **argv) {
             else if (!strcmp(a, "--experts-used")) p.n_expert_used = n;
             else if (!strcmp(a, "--expert-ff")) p.n_ff_exp = n;
             else if (!strcmp(a, "--ctx")) p.n_ctx = n;
+            else if (!strcmp(a, "--yarn-orig-ctx")) p.yarn_orig_ctx = n;
             else if (!strcmp(a, "--vocab")) p.n_vocab = n;
             else if (!strcmp(a, "-t")) p.n_threads = (int)(n < 0 || n > 1024 ? -1 : n), ok = ok && n >= 0 && n <= 1024;
             else {

@@ -416,11 +416,18 @@ static void rope_apply(float *x, const float *cs, int64_t n_rot, model_rope mode
 static void rope_table(const model_hparams *hp, const float *freq_factors, int32_t pos, float *cs) {
     const float theta_scale = powf(hp->rope_freq_base, -2.0f / (float)hp->n_rot);
     float theta = (float)pos;
+    const float ms = hp->rope_mscale;
     for (int64_t i = 0; i < hp->n_rot / 2; i++) {
         const float ff = freq_factors ? freq_factors[i] : 1.0f;
-        const float t = hp->rope_freq_scale * (theta / ff);
-        cs[2 * i] = cosf(t);
-        cs[2 * i + 1] = sinf(t);
+        const float extrap = theta / ff;
+        float t = hp->rope_freq_scale * extrap;
+        if (hp->rope_yarn) { /* ggml's rope_yarn, ext_factor 1 */
+            const float y = ((float)i - hp->yarn_low) / fmaxf(0.001f, hp->yarn_high - hp->yarn_low);
+            const float ramp = 1 - fminf(1, fmaxf(0, y));
+            t = t * (1 - ramp) + extrap * ramp;
+        }
+        cs[2 * i] = cosf(t) * ms;
+        cs[2 * i + 1] = sinf(t) * ms;
         theta *= theta_scale;
     }
 }

@@ -55,6 +55,12 @@ typedef struct model_hparams {
     model_rope rope;
     float rope_freq_base;
     float rope_freq_scale; /* 1 / linear scaling factor */
+    float rope_mscale;     /* cos/sin scale (llama.cpp's attn_factor; YaRN's magnitude correction) */
+    /* YaRN (rope.scaling.type "yarn"): pair i turns at a blend of the interpolated
+     * (freq_scale) and the original angle, all original below yarn_low, all
+     * interpolated above yarn_high (ggml's corr dims, beta_fast 32, beta_slow 1) */
+    bool rope_yarn;
+    float yarn_low, yarn_high;
     float rms_eps;
     int64_t n_expert;      /* experts per FFN; 0: a dense FFN (w_gate, w_up, w_down) */
     int64_t n_expert_used; /* experts per token (<= n_expert) */
