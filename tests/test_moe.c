@@ -8,11 +8,15 @@
  *   the prefill batch and in the decode steps after it;
  * - shapes where an expert is several slices wide and tall (n_ff_exp 320 =
  *   256 + 64, n_embd 512 = 2 x 256) and where it is one slice;
- * - vt_model_step_bytes counts only the experts a token routes to. */
+ * - vt_model_step_bytes counts only the experts a token routes to;
+ * - moe_select (both gatings, ties, a bias, k = n) and gpt-oss's clamped
+ *   SwiGLU on hand-computed values. */
+#include "model/moe.h"
 #include "model/synth.h"
 #include "test.h"
 #include "vt.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,7 +200,60 @@ static void check_model(const char *label, const char *arch, vt_dtype type, int6
     vt_model_free(m);
 }
 
+static void test_select(void) {
+    const float logits[5] = {0.0f, 1.0f, 3.0f, 2.0f, 3.0f};
+    float scratch[5], w[5];
+    int32_t sel[5];
+    /* softmax over all, top 2 (a tie: the lower index first), renormalised */
+    moe_select(logits, NULL, 5, 2, MOE_GATING_SOFTMAX, scratch, sel, w);
+    CHECK_EQ_INT(sel[0], 2);
+    CHECK_EQ_INT(sel[1], 4);
+    CHECK(fabsf(w[0] - 0.5f) < 1e-7f && fabsf(w[1] - 0.5f) < 1e-7f);
+    /* top 3: e^3, e^3, e^2 over their sum */
+    moe_select(logits, NULL, 5, 3, MOE_GATING_SOFTMAX, scratch, sel, w);
+    CHECK_EQ_INT(sel[2], 3);
+    const double z = 2 * exp(3.0) + exp(2.0);
+    CHECK(fabs(w[0] - exp(3.0) / z) < 1e-6 && fabs(w[2] - exp(2.0) / z) < 1e-6);
+    /* all five: the softmax itself */
+    moe_select(logits, NULL, 5, 5, MOE_GATING_SOFTMAX, scratch, sel, w);
+    double sum = 0;
+    for (int j = 0; j < 5; j++) sum += w[j];
+    CHECK(fabs(sum - 1.0) < 1e-6);
+    CHECK_EQ_INT(sel[4], 0);
+    /* gpt-oss: top-k of logits + bias, softmax over the k only */
+    const float bias[5] = {2.5f, 0, 0, 0, -1.0f};
+    moe_select(logits, bias, 5, 2, MOE_GATING_SOFTMAX_WEIGHT, scratch, sel, w);
+    CHECK_EQ_INT(sel[0], 2); /* 3 */
+    CHECK_EQ_INT(sel[1], 0); /* 2.5, above 3's 2 and 4's 2 */
+    CHECK(fabs(w[0] - 1.0 / (1.0 + exp(-0.5))) < 1e-6 && fabs(w[0] + w[1] - 1.0) < 1e-6);
+    /* scratch may be the logits themselves */
+    float l2[5];
+    memcpy(l2, logits, sizeof l2);
+    moe_select(l2, NULL, 5, 2, MOE_GATING_SOFTMAX, l2, sel, w);
+    CHECK_EQ_INT(sel[0], 2);
+    CHECK(fabsf(w[1] - 0.5f) < 1e-7f);
+}
+
+static void test_swiglu_oai(void) {
+    float g[5] = {0.0f, 1.0f, 10.0f, -3.0f, 7.0f};
+    const float u[5] = {5.0f, 2.0f, -10.0f, 100.0f, 0.0f};
+    moe_swiglu_oai(g, u, 5, MOE_OAI_ALPHA, MOE_OAI_LIMIT);
+    const double a = MOE_OAI_ALPHA;
+    const double want[5] = {
+        0.0,
+        1.0 / (1 + exp(-a)) * 3.0,           /* up + 1 */
+        7.0 / (1 + exp(-7 * a)) * -6.0,      /* gate clamped to 7, up to -7 */
+        -3.0 / (1 + exp(3 * a)) * 8.0,       /* negative gate: no lower clamp */
+        7.0 / (1 + exp(-7 * a)) * 1.0,
+    };
+    for (int i = 0; i < 5; i++)
+        CHECK_MSG(fabs(g[i] - want[i]) <= 1e-5 * fabs(want[i]) + 1e-7, "swiglu_oai[%d] = %.7g, want %.7g", i,
+                  g[i], want[i]);
+}
+
 int main(void) {
+    test_select();
+    test_swiglu_oai();
     if (!mkdtemp(g_dir)) {
         perror("mkdtemp");
         return 1;

@@ -6,6 +6,7 @@
 #include "base/size.h"
 #include "cpu/kernels.h"
 #include "cpu/matmul.h"
+#include "model/moe.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -523,11 +524,8 @@ static void step_norm_quant(fwd_ctx *f, int64_t T, resid_kind add, const float *
 
 /* ---- mixture of experts ------------------------------------------------------------- */
 
-/* Thread 0, between barriers: each token's experts from its router logits, as
- * llama.cpp's build_moe_ffn (softmax gating, norm_w): softmax over all experts
- * (max subtracted, the sum in double, then scaled by 1 / sum), the
- * n_expert_used largest (the lower index first on a tie), their probabilities
- * divided by their sum (clamped below at 2^-14). Then the grouped rows: each
+/* Thread 0, between barriers: each token's experts and weights from its
+ * router logits (moe_select, model/moe.h). Then the grouped rows: each
  * expert's tokens in token order, experts in index order, and the experts with
  * tokens by count, most first (the work items' order: the longest first). */
 static void moe_route(fwd_ctx *f, int64_t T) {
@@ -536,33 +534,8 @@ static void moe_route(fwd_ctx *f, int64_t T) {
     for (int64_t e = 0; e < ne; e++) f->exp_fill[e] = 0;
     for (int64_t t = 0; t < T; t++) {
         float *p = f->router + t * ne;
-        float mx = -INFINITY;
-        for (int64_t e = 0; e < ne; e++) mx = p[e] > mx ? p[e] : mx;
-        double sum = 0;
-        for (int64_t e = 0; e < ne; e++) {
-            p[e] = expf(p[e] - mx);
-            sum += (double)p[e];
-        }
-        const float inv = (float)(1.0 / sum);
-        for (int64_t e = 0; e < ne; e++) p[e] *= inv;
-        int32_t *sel = f->sel + t * k;
-        float *w = f->sel_w + t * k;
-        double wsum = 0;
-        for (int64_t j = 0; j < k; j++) {
-            int32_t best = -1;
-            for (int64_t e = 0; e < ne; e++) {
-                bool taken = false;
-                for (int64_t i = 0; i < j && !taken; i++) taken = sel[i] == e;
-                if (!taken && (best < 0 || p[e] > p[best])) best = (int32_t)e;
-            }
-            sel[j] = best;
-            w[j] = p[best];
-            wsum += (double)w[j];
-            f->exp_fill[best]++;
-        }
-        float ws = (float)wsum;
-        if (ws < 6.103515625e-5f) ws = 6.103515625e-5f;
-        for (int64_t j = 0; j < k; j++) w[j] /= ws;
+        moe_select(p, NULL, ne, k, hp->gating, p, f->sel + t * k, f->sel_w + t * k);
+        for (int64_t j = 0; j < k; j++) f->exp_fill[f->sel[t * k + j]]++;
     }
     f->exp_off[0] = 0;
     f->n_active = 0;

@@ -100,6 +100,7 @@ static vt_status load_experts_hparams(model *m) {
     if (hp->n_expert_used > hp->n_expert)
         return vt_errorf(VT_E_RANGE, "key '%s' = %lld is more than expert_count %lld",
                          arch_key(m, "expert_used_count"), (long long)hp->n_expert_used, (long long)hp->n_expert);
+    hp->gating = MOE_GATING_SOFTMAX; /* qwen3moe and llama: norm_w */
     return VT_OK;
 }
 

@@ -20,6 +20,7 @@
 #include "base/mapfile.h"
 #include "cpu/matmul.h"
 #include "gguf/gguf.h"
+#include "model/moe.h"
 #include "tokenizer/tokenizer.h"
 #include "vt.h"
 
@@ -65,6 +66,7 @@ typedef struct model_hparams {
     int64_t n_expert;      /* experts per FFN; 0: a dense FFN (w_gate, w_up, w_down) */
     int64_t n_expert_used; /* experts per token (<= n_expert) */
     int64_t n_ff_exp;      /* rows of one expert's gate and up */
+    moe_gating gating;     /* how the router's logits become choices and weights */
 } model_hparams;
 
 typedef struct layer_weights {
