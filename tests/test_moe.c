@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define N_PROMPT 24
+#define N_PROMPT 40
 #define N_GEN 8
 #define N_ROWS (N_PROMPT + N_GEN)
 

@@ -524,19 +524,30 @@ static void step_norm_quant(fwd_ctx *f, int64_t T, resid_kind add, const float *
 
 /* ---- mixture of experts ------------------------------------------------------------- */
 
-/* Thread 0, between barriers: each token's experts and weights from its
- * router logits (moe_select, model/moe.h). Then the grouped rows: each
- * expert's tokens in token order, experts in index order, and the experts with
- * tokens by count, most first (the work items' order: the longest first). */
-static void moe_route(fwd_ctx *f, int64_t T) {
+/* Passes of at least this many tokens choose their experts on all threads (a
+ * barrier more); smaller ones on thread 0 while it groups them. */
+#define MOE_SELECT_SHARED_MIN 32
+
+/* Tokens [t0, t1): experts and weights from their router logits (moe_select,
+ * model/moe.h). */
+static void moe_select_rows(fwd_ctx *f, int64_t t0, int64_t t1) {
+    const model_hparams *hp = &f->m->hp;
+    const int64_t ne = hp->n_expert, k = hp->n_expert_used;
+    for (int64_t t = t0; t < t1; t++) {
+        float *p = f->router + t * ne;
+        moe_select(p, NULL, ne, k, hp->gating, p, f->sel + t * k, f->sel_w + t * k);
+    }
+}
+
+/* Thread 0, between barriers, once every token has its experts: the grouped
+ * rows, each expert's tokens in token order, experts in index order, and the
+ * experts with tokens by count, most first (the work items' order: the
+ * longest first). */
+static void moe_group(fwd_ctx *f, int64_t T) {
     const model_hparams *hp = &f->m->hp;
     const int64_t ne = hp->n_expert, k = hp->n_expert_used;
     for (int64_t e = 0; e < ne; e++) f->exp_fill[e] = 0;
-    for (int64_t t = 0; t < T; t++) {
-        float *p = f->router + t * ne;
-        moe_select(p, NULL, ne, k, hp->gating, p, f->sel + t * k, f->sel_w + t * k);
-        for (int64_t j = 0; j < k; j++) f->exp_fill[f->sel[t * k + j]]++;
-    }
+    for (int64_t i = 0; i < T * k; i++) f->exp_fill[f->sel[i]]++;
     f->exp_off[0] = 0;
     f->n_active = 0;
     f->gather = false;
@@ -620,7 +631,15 @@ static void moe_ffn(fwd_ctx *f, const layer_weights *L, const uint8_t *xr, int64
     const int64_t ne = m->hp.n_expert;
     mm_compute(&L->router, xr, T, f->router, ne, f->run, ith);
     tp_barrier(f->run);
-    if (ith == 0) moe_route(f, T);
+    if (T >= MOE_SELECT_SHARED_MIN && nth > 1) {
+        int64_t t0, t1;
+        tp_range(T, 1, ith, nth, &t0, &t1);
+        moe_select_rows(f, t0, t1);
+        tp_barrier(f->run);
+    } else if (ith == 0) {
+        moe_select_rows(f, 0, T);
+    }
+    if (ith == 0) moe_group(f, T);
     tp_barrier(f->run);
     if (f->gather) {
         const size_t xs = mm_act_row_bytes(L->exp_gate[0].type, m->hp.n_embd);
