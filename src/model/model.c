@@ -147,6 +147,9 @@ static vt_status load_hparams(model *m) {
     } else if (gguf_str_eq(arch, "qwen3moe")) {
         hp->arch = MODEL_ARCH_QWEN3MOE;
         hp->rope = MODEL_ROPE_NEOX;
+    } else if (gguf_str_eq(arch, "gpt-oss")) {
+        return vt_errorf(VT_E_UNSUPPORTED, "architecture 'gpt-oss' is not supported yet (its attention sinks, "
+                                           "sliding-window layers and MXFP4 experts are not implemented)");
     } else {
         return vt_errorf(VT_E_UNSUPPORTED,
                          "architecture '%.*s' is not supported (vt runs llama, qwen2, qwen3, qwen3moe)",
