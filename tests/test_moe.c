@@ -10,7 +10,12 @@
  *   256 + 64, n_embd 512 = 2 x 256) and where it is one slice;
  * - vt_model_step_bytes counts only the experts a token routes to;
  * - moe_select (both gatings, ties, a bias, k = n) and gpt-oss's clamped
- *   SwiGLU on hand-computed values. */
+ *   SwiGLU on hand-computed values;
+ * - the experts' unfused path (gpt-oss: biases, clamped SwiGLU): with zero
+ *   biases and SiLU it gives the fused path's bits; with gpt-oss's activation,
+ *   a router bias that reroutes and nonzero biases, the same bits on 1, 2 and
+ *   3 threads and other logits than without. */
+#include "model/model.h"
 #include "model/moe.h"
 #include "model/synth.h"
 #include "test.h"
@@ -181,6 +186,64 @@ static void check_batch(vt_model *m, const char *label) {
     free(ref);
 }
 
+/* The unfused expert path on m (qwen3moe), by setting the gpt-oss fields. */
+static void check_split(vt_model *m, const char *label) {
+    model_hparams *hp = &m->hp;
+    const int nv = vt_model_n_vocab(m);
+    const size_t n = (size_t)N_ROWS * (size_t)nv;
+    float *ref = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float)), *oai = malloc(n * sizeof(float));
+    int32_t prompt[N_PROMPT], gen[N_GEN];
+    prompt_of(1, nv, prompt, N_PROMPT);
+    CHECK(run_alone(m, 2, prompt, ref, gen));
+    const int64_t ne = hp->n_expert, nf = hp->n_ff_exp, d = hp->n_embd;
+    float *zf = calloc((size_t)(ne * nf), sizeof(float)), *zd = calloc((size_t)(ne * d), sizeof(float));
+    float *bf = malloc(sizeof(float) * (size_t)(ne * nf)), *bd = malloc(sizeof(float) * (size_t)(ne * d)),
+          *br = malloc(sizeof(float) * (size_t)ne);
+    for (int64_t i = 0; i < ne * nf; i++) bf[i] = 0.05f * (float)((i * 7919) % 13 - 6);
+    for (int64_t i = 0; i < ne * d; i++) bd[i] = 0.01f * (float)((i * 104729) % 11 - 5);
+    for (int64_t i = 0; i < ne; i++) br[i] = i == 1 ? 2.0f : 0.0f;
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        m->layers[il].exp_gate_b = zf;
+        m->layers[il].exp_up_b = zf;
+        m->layers[il].exp_down_b = zd;
+    }
+    CHECK(run_alone(m, 2, prompt, got, gen));
+    CHECK_MSG(!memcmp(ref, got, n * sizeof(float)), "%s: the unfused path with zero biases differs", label);
+    /* gpt-oss's pieces: its activation, biases, its routing */
+    hp->act = MOE_ACT_SWIGLU_OAI;
+    hp->gating = MOE_GATING_SOFTMAX_WEIGHT;
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        m->layers[il].exp_gate_b = bf;
+        m->layers[il].exp_up_b = bf;
+        m->layers[il].exp_down_b = bd;
+        m->layers[il].router_b = br;
+    }
+    CHECK(run_alone(m, 1, prompt, oai, gen));
+    setenv("VT_SOLO_KIB", "0", 1);
+    for (int t = 2; t <= 3; t++) {
+        CHECK(run_alone(m, t, prompt, got, gen));
+        CHECK_MSG(!memcmp(oai, got, n * sizeof(float)), "%s: gpt-oss pieces differ at %d threads", label, t);
+    }
+    unsetenv("VT_SOLO_KIB");
+    double e = 0;
+    for (int i = 0; i < N_ROWS; i++) e += test_nmse(oai + (size_t)i * nv, ref + (size_t)i * nv, nv);
+    CHECK_MSG(e / N_ROWS > 1e-3, "%s: gpt-oss pieces changed the logits by NMSE %.3g only", label, e / N_ROWS);
+    hp->act = MOE_ACT_SILU;
+    hp->gating = MOE_GATING_SOFTMAX;
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        m->layers[il].exp_gate_b = m->layers[il].exp_up_b = m->layers[il].exp_down_b = NULL;
+        m->layers[il].router_b = NULL;
+    }
+    free(zf);
+    free(zd);
+    free(bf);
+    free(bd);
+    free(br);
+    free(ref);
+    free(got);
+    free(oai);
+}
+
 static void check_model(const char *label, const char *arch, vt_dtype type, int64_t n_embd, int64_t ff_exp,
                         int64_t n_expert, int64_t n_used) {
     size_t exp_bytes = 0;
@@ -196,6 +259,7 @@ static void check_model(const char *label, const char *arch, vt_dtype type, int6
               all);
     check_threads(m, label);
     check_batch(m, label);
+    if (!strcmp(arch, "qwen3moe")) check_split(m, label);
     printf("%-22s %s\n", label, vt_model_desc(m));
     vt_model_free(m);
 }

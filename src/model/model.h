@@ -67,6 +67,7 @@ typedef struct model_hparams {
     int64_t n_expert_used; /* experts per token (<= n_expert) */
     int64_t n_ff_exp;      /* rows of one expert's gate and up */
     moe_gating gating;     /* how the router's logits become choices and weights */
+    moe_act act;           /* the experts' activation */
 } model_hparams;
 
 typedef struct layer_weights {
@@ -85,6 +86,9 @@ typedef struct layer_weights {
                                       [s * moe_ff_slice, +moe_ff_slice) of expert e's (n_ff_exp, n_embd) */
     mm_weight *exp_down;           /* (n_expert * moe_n_down_slices): [e * n + s] holds rows
                                       [s * moe_down_slice, ...) of expert e's (n_embd, n_ff_exp) */
+    const float *router_b;         /* (n_expert) router bias (gpt-oss), or NULL */
+    const float *exp_gate_b, *exp_up_b; /* (n_expert, n_ff_exp) expert biases (gpt-oss), or NULL */
+    const float *exp_down_b;       /* (n_expert, n_embd), or NULL */
 } layer_weights;
 
 struct vt_model {

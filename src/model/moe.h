@@ -23,6 +23,12 @@ typedef enum moe_gating {
     MOE_GATING_SOFTMAX_WEIGHT,
 } moe_gating;
 
+/* An expert's activation of (gate, up). */
+typedef enum moe_act {
+    MOE_ACT_SILU,       /* SiLU(gate) * up: qwen3moe, llama */
+    MOE_ACT_SWIGLU_OAI, /* moe_swiglu_oai: gpt-oss */
+} moe_act;
+
 /* gpt-oss's clamped SwiGLU (LLM_FFN_SWIGLU_OAI_MOE: ggml_swiglu_oai). */
 #define MOE_OAI_ALPHA 1.702f
 #define MOE_OAI_LIMIT 7.0f
