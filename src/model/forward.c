@@ -210,14 +210,25 @@ static void choose_prefetch(const model *m, tp_pool *pool) {
         return;
     }
     const cpu_kernels *k = cpu_kernels_get();
-    const int64_t n_all = 7 * m->hp.n_layer + 1;
+    /* per layer: 7 dense matrices, or 4 and the router and every expert slice
+     * (a decode step's GEMMs on them are one slice each, as in the pass) */
+    const int64_t nf = m->moe_n_ff_slices, nd = m->moe_n_down_slices;
+    const int64_t per_layer = 8 + (m->hp.n_expert ? m->hp.n_expert * (2 * nf + nd) : 0);
+    const int64_t n_all = per_layer * m->hp.n_layer + 1;
     const mm_weight **all = malloc(sizeof *all * (size_t)n_all), **ws = malloc(sizeof *ws * (size_t)n_all);
     if (!all || !ws) goto done;
     int64_t n = 0;
     for (int64_t il = 0; il < m->hp.n_layer; il++) {
         const layer_weights *L = &m->layers[il];
-        const mm_weight *lw[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (int i = 0; i < 7; i++) all[n++] = lw[i];
+        const mm_weight *lw[8] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->router};
+        for (int i = 0; i < 8; i++) all[n++] = lw[i];
+        for (int64_t e = 0; m->hp.n_expert && e < m->hp.n_expert; e++) {
+            for (int64_t sl = 0; sl < nf; sl++) {
+                all[n++] = &L->exp_gate[e * nf + sl];
+                all[n++] = &L->exp_up[e * nf + sl];
+            }
+            for (int64_t sl = 0; sl < nd; sl++) all[n++] = &L->exp_down[e * nd + sl];
+        }
     }
     all[n++] = &m->output;
     size_t x_bytes = 0, y_len = 0, type_bytes[VT_DTYPE_COUNT] = {0};
