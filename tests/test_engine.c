@@ -666,6 +666,38 @@ static void test_eos(void) {
     vt_model_free(m);
 }
 
+/* The batching, chunked prefill, preemption and prefix-cache tests again on a
+ * small mixture-of-experts model (qwen3moe: 8 experts, 2 per token), whose
+ * passes group each step's tokens by expert: same tokens alone and together. */
+static void test_moe_engine(void) {
+    char path[] = "/tmp/vt_test_engine_moe_XXXXXX";
+    const int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    close(fd);
+    synth_params sp = synth_default_params();
+    sp.arch = "qwen3moe";
+    sp.n_embd = 128;
+    sp.n_head = 4;
+    sp.n_head_kv = 2;
+    sp.head_dim = 32;
+    sp.n_ff = 64;
+    sp.n_ff_exp = 64;
+    sp.n_expert = 8;
+    sp.n_expert_used = 2;
+    sp.type = VT_DTYPE_Q8_0;
+    sp.n_threads = 2;
+    CHECK_OK(synth_write(&sp, path));
+    CHECK_OK(vt_model_load(path, NULL, &g_model));
+    unlink(path);
+    if (!g_model) return;
+    printf("mixture of experts: %s\n", vt_model_desc(g_model));
+    test_batched_equals_alone();
+    test_prefix_cache();
+    vt_model_free(g_model);
+    g_model = NULL;
+}
+
 int main(void) {
     /* every pass on the pool, so TSan sees its workers: stories260K's decode
      * steps would otherwise run on the calling thread alone */
@@ -683,5 +715,7 @@ int main(void) {
     test_kv_types();
     test_eos();
     vt_model_free(g_model);
+    g_model = NULL;
+    test_moe_engine();
     return test_finish();
 }

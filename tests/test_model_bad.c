@@ -295,7 +295,10 @@ int main(void) {
         {"rope.freq_base inf", {KF32("rope.freq_base", INFINITY)}, {{0}}, "'llama.rope.freq_base' = inf is not a positive number"},
         {"rope scaling factor -2", {KF32("rope.scaling.factor", -2.0f)}, {{0}}, "rope scaling factor -2 is invalid"},
         {"rope scaling factor inf", {KF32("rope.scaling.factor", INFINITY)}, {{0}}, "rope scaling factor inf is invalid"},
-        {"rope scaling type yarn", {{K_STR, "llama.rope.scaling.type", 0, 0, "yarn"}}, {{0}}, "rope scaling type 'yarn' is not supported"},
+        {"gpt-oss", {{K_STR, "general.architecture", 0, 0, "gpt-oss"}}, {{0}},
+         "architecture 'gpt-oss' is not supported yet (its attention sinks"},
+        {"rope scaling type longrope", {{K_STR, "llama.rope.scaling.type", 0, 0, "longrope"}}, {{0}}, "rope scaling type 'longrope' is not supported"},
+        {"rope scaling attn_factor 0", {KF32("rope.scaling.attn_factor", 0.0f)}, {{0}}, "'llama.rope.scaling.attn_factor' = 0 is not a positive number"},
         /* tensors */
         {"token_embd of 256 rows, tokenizer of 512", {{0}},
          {{"token_embd.weight", VT_DTYPE_F32, 2, {64, 256}}, {"output.weight", VT_DTYPE_F32, 2, {64, 256}}},

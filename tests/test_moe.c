@@ -8,17 +8,26 @@
  *   the prefill batch and in the decode steps after it;
  * - shapes where an expert is several slices wide and tall (n_ff_exp 320 =
  *   256 + 64, n_embd 512 = 2 x 256) and where it is one slice;
- * - vt_model_step_bytes counts only the experts a token routes to. */
+ * - vt_model_step_bytes counts only the experts a token routes to;
+ * - moe_select (both gatings, ties, a bias, k = n) and gpt-oss's clamped
+ *   SwiGLU on hand-computed values;
+ * - the experts' unfused path (gpt-oss: biases, clamped SwiGLU): with zero
+ *   biases and SiLU it gives the fused path's bits; with gpt-oss's activation,
+ *   a router bias that reroutes and nonzero biases, the same bits on 1, 2 and
+ *   3 threads and other logits than without. */
+#include "model/model.h"
+#include "model/moe.h"
 #include "model/synth.h"
 #include "test.h"
 #include "vt.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#define N_PROMPT 24
+#define N_PROMPT 40
 #define N_GEN 8
 #define N_ROWS (N_PROMPT + N_GEN)
 
@@ -177,6 +186,64 @@ static void check_batch(vt_model *m, const char *label) {
     free(ref);
 }
 
+/* The unfused expert path on m (qwen3moe), by setting the gpt-oss fields. */
+static void check_split(vt_model *m, const char *label) {
+    model_hparams *hp = &m->hp;
+    const int nv = vt_model_n_vocab(m);
+    const size_t n = (size_t)N_ROWS * (size_t)nv;
+    float *ref = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float)), *oai = malloc(n * sizeof(float));
+    int32_t prompt[N_PROMPT], gen[N_GEN];
+    prompt_of(1, nv, prompt, N_PROMPT);
+    CHECK(run_alone(m, 2, prompt, ref, gen));
+    const int64_t ne = hp->n_expert, nf = hp->n_ff_exp, d = hp->n_embd;
+    float *zf = calloc((size_t)(ne * nf), sizeof(float)), *zd = calloc((size_t)(ne * d), sizeof(float));
+    float *bf = malloc(sizeof(float) * (size_t)(ne * nf)), *bd = malloc(sizeof(float) * (size_t)(ne * d)),
+          *br = malloc(sizeof(float) * (size_t)ne);
+    for (int64_t i = 0; i < ne * nf; i++) bf[i] = 0.05f * (float)((i * 7919) % 13 - 6);
+    for (int64_t i = 0; i < ne * d; i++) bd[i] = 0.01f * (float)((i * 104729) % 11 - 5);
+    for (int64_t i = 0; i < ne; i++) br[i] = i == 1 ? 2.0f : 0.0f;
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        m->layers[il].exp_gate_b = zf;
+        m->layers[il].exp_up_b = zf;
+        m->layers[il].exp_down_b = zd;
+    }
+    CHECK(run_alone(m, 2, prompt, got, gen));
+    CHECK_MSG(!memcmp(ref, got, n * sizeof(float)), "%s: the unfused path with zero biases differs", label);
+    /* gpt-oss's pieces: its activation, biases, its routing */
+    hp->act = MOE_ACT_SWIGLU_OAI;
+    hp->gating = MOE_GATING_SOFTMAX_WEIGHT;
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        m->layers[il].exp_gate_b = bf;
+        m->layers[il].exp_up_b = bf;
+        m->layers[il].exp_down_b = bd;
+        m->layers[il].router_b = br;
+    }
+    CHECK(run_alone(m, 1, prompt, oai, gen));
+    setenv("VT_SOLO_KIB", "0", 1);
+    for (int t = 2; t <= 3; t++) {
+        CHECK(run_alone(m, t, prompt, got, gen));
+        CHECK_MSG(!memcmp(oai, got, n * sizeof(float)), "%s: gpt-oss pieces differ at %d threads", label, t);
+    }
+    unsetenv("VT_SOLO_KIB");
+    double e = 0;
+    for (int i = 0; i < N_ROWS; i++) e += test_nmse(oai + (size_t)i * nv, ref + (size_t)i * nv, nv);
+    CHECK_MSG(e / N_ROWS > 1e-3, "%s: gpt-oss pieces changed the logits by NMSE %.3g only", label, e / N_ROWS);
+    hp->act = MOE_ACT_SILU;
+    hp->gating = MOE_GATING_SOFTMAX;
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        m->layers[il].exp_gate_b = m->layers[il].exp_up_b = m->layers[il].exp_down_b = NULL;
+        m->layers[il].router_b = NULL;
+    }
+    free(zf);
+    free(zd);
+    free(bf);
+    free(bd);
+    free(br);
+    free(ref);
+    free(got);
+    free(oai);
+}
+
 static void check_model(const char *label, const char *arch, vt_dtype type, int64_t n_embd, int64_t ff_exp,
                         int64_t n_expert, int64_t n_used) {
     size_t exp_bytes = 0;
@@ -192,11 +259,65 @@ static void check_model(const char *label, const char *arch, vt_dtype type, int6
               all);
     check_threads(m, label);
     check_batch(m, label);
+    if (!strcmp(arch, "qwen3moe")) check_split(m, label);
     printf("%-22s %s\n", label, vt_model_desc(m));
     vt_model_free(m);
 }
 
+static void test_select(void) {
+    const float logits[5] = {0.0f, 1.0f, 3.0f, 2.0f, 3.0f};
+    float scratch[5], w[5];
+    int32_t sel[5];
+    /* softmax over all, top 2 (a tie: the lower index first), renormalised */
+    moe_select(logits, NULL, 5, 2, MOE_GATING_SOFTMAX, scratch, sel, w);
+    CHECK_EQ_INT(sel[0], 2);
+    CHECK_EQ_INT(sel[1], 4);
+    CHECK(fabsf(w[0] - 0.5f) < 1e-7f && fabsf(w[1] - 0.5f) < 1e-7f);
+    /* top 3: e^3, e^3, e^2 over their sum */
+    moe_select(logits, NULL, 5, 3, MOE_GATING_SOFTMAX, scratch, sel, w);
+    CHECK_EQ_INT(sel[2], 3);
+    const double z = 2 * exp(3.0) + exp(2.0);
+    CHECK(fabs(w[0] - exp(3.0) / z) < 1e-6 && fabs(w[2] - exp(2.0) / z) < 1e-6);
+    /* all five: the softmax itself */
+    moe_select(logits, NULL, 5, 5, MOE_GATING_SOFTMAX, scratch, sel, w);
+    double sum = 0;
+    for (int j = 0; j < 5; j++) sum += w[j];
+    CHECK(fabs(sum - 1.0) < 1e-6);
+    CHECK_EQ_INT(sel[4], 0);
+    /* gpt-oss: top-k of logits + bias, softmax over the k only */
+    const float bias[5] = {2.5f, 0, 0, 0, -1.0f};
+    moe_select(logits, bias, 5, 2, MOE_GATING_SOFTMAX_WEIGHT, scratch, sel, w);
+    CHECK_EQ_INT(sel[0], 2); /* 3 */
+    CHECK_EQ_INT(sel[1], 0); /* 2.5, above 3's 2 and 4's 2 */
+    CHECK(fabs(w[0] - 1.0 / (1.0 + exp(-0.5))) < 1e-6 && fabs(w[0] + w[1] - 1.0) < 1e-6);
+    /* scratch may be the logits themselves */
+    float l2[5];
+    memcpy(l2, logits, sizeof l2);
+    moe_select(l2, NULL, 5, 2, MOE_GATING_SOFTMAX, l2, sel, w);
+    CHECK_EQ_INT(sel[0], 2);
+    CHECK(fabsf(w[1] - 0.5f) < 1e-7f);
+}
+
+static void test_swiglu_oai(void) {
+    float g[5] = {0.0f, 1.0f, 10.0f, -3.0f, 7.0f};
+    const float u[5] = {5.0f, 2.0f, -10.0f, 100.0f, 0.0f};
+    moe_swiglu_oai(g, u, 5, MOE_OAI_ALPHA, MOE_OAI_LIMIT);
+    const double a = MOE_OAI_ALPHA;
+    const double want[5] = {
+        0.0,
+        1.0 / (1 + exp(-a)) * 3.0,           /* up + 1 */
+        7.0 / (1 + exp(-7 * a)) * -6.0,      /* gate clamped to 7, up to -7 */
+        -3.0 / (1 + exp(3 * a)) * 8.0,       /* negative gate: no lower clamp */
+        7.0 / (1 + exp(-7 * a)) * 1.0,
+    };
+    for (int i = 0; i < 5; i++)
+        CHECK_MSG(fabs(g[i] - want[i]) <= 1e-5 * fabs(want[i]) + 1e-7, "swiglu_oai[%d] = %.7g, want %.7g", i,
+                  g[i], want[i]);
+}
+
 int main(void) {
+    test_select();
+    test_swiglu_oai();
     if (!mkdtemp(g_dir)) {
         perror("mkdtemp");
         return 1;

@@ -6,6 +6,7 @@
 #include "base/size.h"
 #include "cpu/kernels.h"
 #include "cpu/matmul.h"
+#include "model/moe.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -124,6 +125,8 @@ struct fwd_ctx {
     size_t he_stride;  /* room per row of he: the widest layer's mm_act_row_bytes(down type, n_ff_exp) */
     uint8_t *hs;       /* (nth_max, T * hs_stride) per-thread rows of one gate/up slice */
     size_t hs_stride;
+    float *gu;         /* (nth_max, 2, T, moe_ff_slice) per-thread gate and up of one slice
+                          (experts with biases or another activation: moe_split), or NULL */
     float *ye;         /* (T * n_expert_used, n_embd) expert outputs, grouped */
 
     const fwd_batch *batch; /* the batch being run */
@@ -136,6 +139,13 @@ struct fwd_ctx {
 int fwd_barriers_per_layer(void) { return 9; }
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+/* Whether layer L's experts need gate and up as floats (biases, or an
+ * activation mm_compute_glu does not fuse). */
+static bool moe_split(const model_hparams *hp, const layer_weights *L) {
+    return hp->act != MOE_ACT_SILU || L->exp_gate_b || L->exp_up_b;
+}
+
 
 /* The piece of `bytes` at *off from base (NULL while only sizing), and *off
  * past it, to the next cache line. */
@@ -256,6 +266,7 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
                  qd = (size_t)(hp->n_head * hp->head_dim), kvd = (size_t)(hp->n_head_kv * hp->head_dim);
     const layer_weights *L = &m->layers[0];
     size_t act = mm_act_row_bytes(L->wq.type, hp->n_embd), he = 0, hs = 0;
+    bool split = false;
     for (int64_t il = 0; il < hp->n_layer; il++) {
         L = &m->layers[il];
         act = max_sz(act, mm_act_row_bytes(L->wq.type, hp->n_embd));
@@ -268,6 +279,7 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
             act = max_sz(act, mm_act_row_bytes(L->exp_gate[0].type, hp->n_embd));
             he = max_sz(he, mm_act_row_bytes(L->exp_down[0].type, hp->n_ff_exp));
             hs = max_sz(hs, mm_act_row_bytes(L->exp_down[0].type, m->moe_ff_slice));
+            split = split || moe_split(hp, L);
         }
     }
     f->he_stride = size_align_up(he, 64);
@@ -295,6 +307,8 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
         f->he = carve(base, &off, TK * f->he_stride);
         f->hs = carve(base, &off, (size_t)f->nth_max * T * f->hs_stride);
         f->ye = carve(base, &off, TK * d * sizeof(float));
+        f->gu = split ? carve(base, &off, (size_t)f->nth_max * 2 * T * (size_t)m->moe_ff_slice * sizeof(float))
+                      : NULL;
         if (pass == 0 && !(f->work = hugemem_alloc(off))) break;
         f->work_bytes = off;
     }
@@ -390,11 +404,18 @@ static void rope_apply(float *x, const float *cs, int64_t n_rot, model_rope mode
 static void rope_table(const model_hparams *hp, const float *freq_factors, int32_t pos, float *cs) {
     const float theta_scale = powf(hp->rope_freq_base, -2.0f / (float)hp->n_rot);
     float theta = (float)pos;
+    const float ms = hp->rope_mscale;
     for (int64_t i = 0; i < hp->n_rot / 2; i++) {
         const float ff = freq_factors ? freq_factors[i] : 1.0f;
-        const float t = hp->rope_freq_scale * (theta / ff);
-        cs[2 * i] = cosf(t);
-        cs[2 * i + 1] = sinf(t);
+        const float extrap = theta / ff;
+        float t = hp->rope_freq_scale * extrap;
+        if (hp->rope_yarn) { /* ggml's rope_yarn, ext_factor 1 */
+            const float y = ((float)i - hp->yarn_low) / fmaxf(0.001f, hp->yarn_high - hp->yarn_low);
+            const float ramp = 1 - fminf(1, fmaxf(0, y));
+            t = t * (1 - ramp) + extrap * ramp;
+        }
+        cs[2 * i] = cosf(t) * ms;
+        cs[2 * i + 1] = sinf(t) * ms;
         theta *= theta_scale;
     }
 }
@@ -490,47 +511,30 @@ static void step_norm_quant(fwd_ctx *f, int64_t T, resid_kind add, const float *
 
 /* ---- mixture of experts ------------------------------------------------------------- */
 
-/* Thread 0, between barriers: each token's experts from its router logits, as
- * llama.cpp's build_moe_ffn (softmax gating, norm_w): softmax over all experts
- * (max subtracted, the sum in double, then scaled by 1 / sum), the
- * n_expert_used largest (the lower index first on a tie), their probabilities
- * divided by their sum (clamped below at 2^-14). Then the grouped rows: each
- * expert's tokens in token order, experts in index order, and the experts with
- * tokens by count, most first (the work items' order: the longest first). */
-static void moe_route(fwd_ctx *f, int64_t T) {
+/* Passes of at least this many tokens choose their experts on all threads (a
+ * barrier more); smaller ones on thread 0 while it groups them. */
+#define MOE_SELECT_SHARED_MIN 32
+
+/* Tokens [t0, t1): experts and weights from their router logits (moe_select,
+ * model/moe.h). */
+static void moe_select_rows(fwd_ctx *f, const layer_weights *L, int64_t t0, int64_t t1) {
+    const model_hparams *hp = &f->m->hp;
+    const int64_t ne = hp->n_expert, k = hp->n_expert_used;
+    for (int64_t t = t0; t < t1; t++) {
+        float *p = f->router + t * ne;
+        moe_select(p, L->router_b, ne, k, hp->gating, p, f->sel + t * k, f->sel_w + t * k);
+    }
+}
+
+/* Thread 0, between barriers, once every token has its experts: the grouped
+ * rows, each expert's tokens in token order, experts in index order, and the
+ * experts with tokens by count, most first (the work items' order: the
+ * longest first). */
+static void moe_group(fwd_ctx *f, int64_t T) {
     const model_hparams *hp = &f->m->hp;
     const int64_t ne = hp->n_expert, k = hp->n_expert_used;
     for (int64_t e = 0; e < ne; e++) f->exp_fill[e] = 0;
-    for (int64_t t = 0; t < T; t++) {
-        float *p = f->router + t * ne;
-        float mx = -INFINITY;
-        for (int64_t e = 0; e < ne; e++) mx = p[e] > mx ? p[e] : mx;
-        double sum = 0;
-        for (int64_t e = 0; e < ne; e++) {
-            p[e] = expf(p[e] - mx);
-            sum += (double)p[e];
-        }
-        const float inv = (float)(1.0 / sum);
-        for (int64_t e = 0; e < ne; e++) p[e] *= inv;
-        int32_t *sel = f->sel + t * k;
-        float *w = f->sel_w + t * k;
-        double wsum = 0;
-        for (int64_t j = 0; j < k; j++) {
-            int32_t best = -1;
-            for (int64_t e = 0; e < ne; e++) {
-                bool taken = false;
-                for (int64_t i = 0; i < j && !taken; i++) taken = sel[i] == e;
-                if (!taken && (best < 0 || p[e] > p[best])) best = (int32_t)e;
-            }
-            sel[j] = best;
-            w[j] = p[best];
-            wsum += (double)w[j];
-            f->exp_fill[best]++;
-        }
-        float ws = (float)wsum;
-        if (ws < 6.103515625e-5f) ws = 6.103515625e-5f;
-        for (int64_t j = 0; j < k; j++) w[j] /= ws;
-    }
+    for (int64_t i = 0; i < T * k; i++) f->exp_fill[f->sel[i]]++;
     f->exp_off[0] = 0;
     f->n_active = 0;
     f->gather = false;
@@ -591,15 +595,55 @@ static void moe_gate_up_item(fwd_ctx *f, const layer_weights *L, int64_t i, int 
     for (int64_t t = 0; t < n; t++) memcpy(he + (size_t)t * he_stride, hs + (size_t)t * stride, bytes);
 }
 
-/* Down item i: slice s (rows of n_embd) of expert e for its tokens into ye. */
+/* Gate/up item i where the layer has expert biases or another activation
+ * (moe_split): gate and up of slice s for the expert's tokens as floats into
+ * the thread's gu, the biases added, activated, each row quantized into its
+ * columns of he. */
+static void moe_gate_up_item_split(fwd_ctx *f, const layer_weights *L, int64_t i, int ith) {
+    const model *m = f->m;
+    const model_hparams *hp = &m->hp;
+    const int64_t nf = m->moe_n_ff_slices, fs = m->moe_ff_slice;
+    const int32_t e = f->exp_order[i / nf];
+    const int64_t s = i % nf, r0 = f->exp_off[e], n = f->exp_off[e + 1] - r0;
+    const mm_weight *g = &L->exp_gate[e * nf + s], *u = &L->exp_up[e * nf + s];
+    const int64_t ns = g->n_out, c0 = s * fs;
+    const vt_dtype down = L->exp_down[0].type;
+    const quant_traits *ht = quant_traits_get(quant_traits_get(down)->dot_type);
+    const size_t col_off = (size_t)(c0 / ht->block_elems) * ht->block_bytes;
+    const size_t he_stride = mm_act_row_bytes(down, hp->n_ff_exp);
+    float *bg = f->gu + (size_t)ith * 2 * (size_t)f->max_tokens * (size_t)fs, *bu = bg + (size_t)f->max_tokens * (size_t)fs;
+    const mm_weight *ws[2] = {g, u};
+    float *ys[2] = {bg, bu};
+    const int64_t ld[2] = {ns, ns};
+    mm_compute_multi(ws, ys, ld, 2, moe_input(f, e, mm_act_row_bytes(g->type, g->n_in)), n, f->one, 0);
+    const float *gb = L->exp_gate_b ? L->exp_gate_b + e * hp->n_ff_exp + c0 : NULL;
+    const float *ub = L->exp_up_b ? L->exp_up_b + e * hp->n_ff_exp + c0 : NULL;
+    void (*silu_mul)(float *, const float *, int64_t) = cpu_kernels_get()->silu_mul;
+    for (int64_t t = 0; t < n; t++) {
+        float *gr = bg + t * ns, *ur = bu + t * ns;
+        for (int64_t j = 0; gb && j < ns; j++) gr[j] += gb[j];
+        for (int64_t j = 0; ub && j < ns; j++) ur[j] += ub[j];
+        if (hp->act == MOE_ACT_SWIGLU_OAI) moe_swiglu_oai(gr, ur, ns, MOE_OAI_ALPHA, MOE_OAI_LIMIT);
+        else silu_mul(gr, ur, ns);
+        mm_quantize(down, gr, ns, 1, ns, f->he + (size_t)(r0 + t) * he_stride + col_off, 0, 1);
+    }
+}
+
+/* Down item i: slice s (rows of n_embd) of expert e for its tokens into ye,
+ * plus the expert's down bias where the layer has one. */
 static void moe_down_item(fwd_ctx *f, const layer_weights *L, int64_t i) {
     const model *m = f->m;
     const int64_t nd = m->moe_n_down_slices, d = m->hp.n_embd;
     const int32_t e = f->exp_order[i / nd];
     const int64_t s = i % nd, r0 = f->exp_off[e], n = f->exp_off[e + 1] - r0;
     const mm_weight *w = &L->exp_down[e * nd + s];
-    mm_compute(w, f->he + (size_t)r0 * mm_act_row_bytes(w->type, w->n_in), n,
-               f->ye + r0 * d + s * m->moe_down_slice, d, f->one, 0);
+    float *y = f->ye + r0 * d + s * m->moe_down_slice;
+    mm_compute(w, f->he + (size_t)r0 * mm_act_row_bytes(w->type, w->n_in), n, y, d, f->one, 0);
+    if (L->exp_down_b) {
+        const float *b = L->exp_down_b + e * d + s * m->moe_down_slice;
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t j = 0; j < w->n_out; j++) y[t * d + j] += b[j];
+    }
 }
 
 /* The MoE FFN of layer L for the T tokens whose normed rows are in xq (for
@@ -614,7 +658,15 @@ static void moe_ffn(fwd_ctx *f, const layer_weights *L, const uint8_t *xr, int64
     const int64_t ne = m->hp.n_expert;
     mm_compute(&L->router, xr, T, f->router, ne, f->run, ith);
     tp_barrier(f->run);
-    if (ith == 0) moe_route(f, T);
+    if (T >= MOE_SELECT_SHARED_MIN && nth > 1) {
+        int64_t t0, t1;
+        tp_range(T, 1, ith, nth, &t0, &t1);
+        moe_select_rows(f, L, t0, t1);
+        tp_barrier(f->run);
+    } else if (ith == 0) {
+        moe_select_rows(f, L, 0, T);
+    }
+    if (ith == 0) moe_group(f, T);
     tp_barrier(f->run);
     if (f->gather) {
         const size_t xs = mm_act_row_bytes(L->exp_gate[0].type, m->hp.n_embd);
@@ -625,10 +677,12 @@ static void moe_ffn(fwd_ctx *f, const layer_weights *L, const uint8_t *xr, int64
         tp_barrier(f->run);
     }
     const int64_t n_ff_items = f->n_active * m->moe_n_ff_slices;
+    void (*gate_up)(fwd_ctx *, const layer_weights *, int64_t, int) =
+        moe_split(&m->hp, L) ? moe_gate_up_item_split : moe_gate_up_item;
     if (nth == 1) {
-        for (int64_t i = 0; i < n_ff_items; i++) moe_gate_up_item(f, L, i, ith);
+        for (int64_t i = 0; i < n_ff_items; i++) gate_up(f, L, i, ith);
     } else {
-        for (int64_t i; (i = tp_claim(f->run, 1)) < n_ff_items;) moe_gate_up_item(f, L, i, ith);
+        for (int64_t i; (i = tp_claim(f->run, 1)) < n_ff_items;) gate_up(f, L, i, ith);
     }
     tp_barrier(f->run);
     const int64_t n_down_items = f->n_active * m->moe_n_down_slices;

@@ -12,6 +12,11 @@
  *   8 gate and up matmuls, SiLU(gate) * up + quantize    (columns of h split)
  *   9 down projection                                    (output rows split)
  * and at the end the output norm and the logits of the rows that want them.
+ * A mixture-of-experts layer replaces 8 and 9 by: the router matmul; routing
+ * and grouping the tokens by expert (thread 0); copying each expert's input
+ * rows together (when an expert has several tokens); gate/up items, then down
+ * items, (expert, row slice) pairs claimed by the threads one at a time; the
+ * weighted sum of a token's experts is added in the next step's residual add.
  * A pass too small to share (a tiny model's decode) runs on the calling thread
  * alone, without waking the pool (FWD_SOLO_KIB_DEFAULT in forward.c). */
 #ifndef VT_MODEL_FORWARD_H

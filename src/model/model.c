@@ -102,6 +102,31 @@ static vt_status load_experts_hparams(model *m) {
     if (hp->n_expert_used > hp->n_expert)
         return vt_errorf(VT_E_RANGE, "key '%s' = %lld is more than expert_count %lld",
                          arch_key(m, "expert_used_count"), (long long)hp->n_expert_used, (long long)hp->n_expert);
+    hp->gating = MOE_GATING_SOFTMAX; /* qwen3moe and llama: norm_w */
+    return VT_OK;
+}
+
+/* YaRN as llama.cpp sets it up (llama_context's cparams, ggml's
+ * ggml_rope_yarn_corr_dims and rope_yarn), in the same float steps: the ramp's
+ * ends from the original context and the rope base, and the magnitude
+ * correction mscale = attn_factor * get_mscale(factor) / (1 + 0.1 ln factor)
+ * * (1 + 0.1 ln(1 / freq_scale)). */
+static vt_status yarn_params(model *m) {
+    model_hparams *hp = &m->hp;
+    int64_t orig;
+    VT_TRY(get_i64_opt(m, "rope.scaling.original_context_length", hp->n_ctx_train, &orig));
+    const float freq_scale = hp->rope_freq_scale, factor = 1.0f / freq_scale;
+    float attn = factor <= 1.0f ? 1.0f : 0.1f * logf(factor) + 1.0f;
+    attn *= 1.0f / (1.0f + 0.1f * logf(factor));
+    attn *= hp->rope_mscale;
+    hp->rope_mscale = attn * (1.0f + 0.1f * logf(1.0f / freq_scale));
+    const int n_dims = (int)hp->n_rot, n_ctx_orig = (int)orig;
+    const float beta[2] = {32.0f, 1.0f}; /* beta_fast, beta_slow */
+    float corr[2];
+    for (int i = 0; i < 2; i++)
+        corr[i] = n_dims * logf(n_ctx_orig / (beta[i] * 2 * (float)M_PI)) / (2 * logf(hp->rope_freq_base));
+    hp->yarn_low = fmaxf(0.0f, floorf(corr[0]));
+    hp->yarn_high = fminf((float)(n_dims - 1), ceilf(corr[1]));
     return VT_OK;
 }
 
@@ -124,6 +149,9 @@ static vt_status load_hparams(model *m) {
     } else if (gguf_str_eq(arch, "qwen3moe")) {
         hp->arch = MODEL_ARCH_QWEN3MOE;
         hp->rope = MODEL_ROPE_NEOX;
+    } else if (gguf_str_eq(arch, "gpt-oss")) {
+        return vt_errorf(VT_E_UNSUPPORTED, "architecture 'gpt-oss' is not supported yet (its attention sinks, "
+                                           "sliding-window layers and MXFP4 experts are not implemented)");
     } else {
         return vt_errorf(VT_E_UNSUPPORTED,
                          "architecture '%.*s' is not supported (vt runs llama, qwen2, qwen3, qwen3moe)",
@@ -190,15 +218,18 @@ static vt_status load_hparams(model *m) {
                          hp->rope_freq_base);
     float scale = 1.0f;
     gguf_str stype;
-    if (gguf_get_str(&m->gguf, arch_key(m, "rope.scaling.type"), &stype) == VT_OK &&
-        !gguf_str_eq(stype, "none") && !gguf_str_eq(stype, "linear")) {
-        return vt_errorf(VT_E_UNSUPPORTED, "rope scaling type '%.*s' is not supported",
-                         (int)(stype.len > 32 ? 32 : stype.len), stype.ptr);
+    bool none = false;
+    if (gguf_get_str(&m->gguf, arch_key(m, "rope.scaling.type"), &stype) == VT_OK) {
+        hp->rope_yarn = gguf_str_eq(stype, "yarn");
+        none = gguf_str_eq(stype, "none");
+        if (!none && !hp->rope_yarn && !gguf_str_eq(stype, "linear"))
+            return vt_errorf(VT_E_UNSUPPORTED, "rope scaling type '%.*s' is not supported",
+                             (int)(stype.len > 32 ? 32 : stype.len), stype.ptr);
     }
     VT_TRY(get_f32_opt(m, "rope.scaling.factor", 0.0f, &scale));
     if (scale == 0.0f) VT_TRY(get_f32_opt(m, "rope.scale_linear", 1.0f, &scale));
     if (!(scale > 0.0f && isfinite(scale))) return vt_errorf(VT_E_RANGE, "rope scaling factor %g is invalid", scale);
-    hp->rope_freq_scale = 1.0f / scale;
+    hp->rope_freq_scale = none ? 1.0f : 1.0f / scale; /* llama.cpp: type none never scales */
     if (hp->arch == MODEL_ARCH_LLAMA && gguf_find(&m->gguf, arch_key(m, "attention.sliding_window"))) {
         /* present: a window of 0 is an error here, not "none" */
         VT_TRY(get_i64_req(m, "attention.sliding_window", &hp->n_swa));
@@ -214,6 +245,13 @@ static vt_status load_hparams(model *m) {
                              arch_key(m, "attention.sliding_window_pattern"), (long long)hp->swa_pattern,
                              (long long)hp->n_layer);
     }
+    float attn_factor;
+    VT_TRY(get_f32_opt(m, "rope.scaling.attn_factor", 1.0f, &attn_factor));
+    if (!(attn_factor > 0.0f && isfinite(attn_factor)))
+        return vt_errorf(VT_E_RANGE, "key '%s' = %g is not a positive number", arch_key(m, "rope.scaling.attn_factor"),
+                         attn_factor);
+    hp->rope_mscale = attn_factor;
+    if (hp->rope_yarn) VT_TRY(yarn_params(m));
     return VT_OK;
 }
 

@@ -21,6 +21,7 @@
 #include "cpu/attention.h"
 #include "cpu/matmul.h"
 #include "gguf/gguf.h"
+#include "model/moe.h"
 #include "tokenizer/tokenizer.h"
 #include "vt.h"
 
@@ -58,6 +59,12 @@ typedef struct model_hparams {
     model_rope rope;
     float rope_freq_base;
     float rope_freq_scale; /* 1 / linear scaling factor */
+    float rope_mscale;     /* cos/sin scale (llama.cpp's attn_factor; YaRN's magnitude correction) */
+    /* YaRN (rope.scaling.type "yarn"): pair i turns at a blend of the interpolated
+     * (freq_scale) and the original angle, all original below yarn_low, all
+     * interpolated above yarn_high (ggml's corr dims, beta_fast 32, beta_slow 1) */
+    bool rope_yarn;
+    float yarn_low, yarn_high;
     float rms_eps;
     /* llama with <arch>.attention.sliding_window: n_swa > 0 positions, on the
      * layers swa_pattern picks (llama.cpp's set_swa_pattern: with a period n > 0
@@ -68,6 +75,8 @@ typedef struct model_hparams {
     int64_t n_expert;      /* experts per FFN; 0: a dense FFN (w_gate, w_up, w_down) */
     int64_t n_expert_used; /* experts per token (<= n_expert) */
     int64_t n_ff_exp;      /* rows of one expert's gate and up */
+    moe_gating gating;     /* how the router's logits become choices and weights */
+    moe_act act;           /* the experts' activation */
 } model_hparams;
 
 typedef struct layer_weights {
@@ -87,6 +96,9 @@ typedef struct layer_weights {
                                       [s * moe_ff_slice, +moe_ff_slice) of expert e's (n_ff_exp, n_embd) */
     mm_weight *exp_down;           /* (n_expert * moe_n_down_slices): [e * n + s] holds rows
                                       [s * moe_down_slice, ...) of expert e's (n_embd, n_ff_exp) */
+    const float *router_b;         /* (n_expert) router bias (gpt-oss), or NULL */
+    const float *exp_gate_b, *exp_up_b; /* (n_expert, n_ff_exp) expert biases (gpt-oss), or NULL */
+    const float *exp_down_b;       /* (n_expert, n_embd), or NULL */
 } layer_weights;
 
 struct vt_model {

@@ -414,6 +414,12 @@ vt_status synth_write(const synth_params *p, const char *path) {
         TRY(gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)p->n_swa));
         TRY(gguf_writer_set_u32(w, KEY("attention.sliding_window_pattern"), (uint32_t)p->swa_pattern));
     }
+    if (p->yarn_factor > 0) {
+        TRY(gguf_writer_set_str(w, KEY("rope.scaling.type"), "yarn"));
+        TRY(gguf_writer_set_f32(w, KEY("rope.scaling.factor"), p->yarn_factor));
+        TRY(gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"),
+                                (uint32_t)(p->yarn_orig_ctx > 0 ? p->yarn_orig_ctx : p->n_ctx)));
+    }
 #undef KEY
 
     /* tensors */

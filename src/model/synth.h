@@ -64,6 +64,8 @@ typedef struct synth_params {
     vt_dtype output_type;   /* output.weight; VT_DTYPE_COUNT: same as type */
     bool tied;              /* no output.weight: the head reuses token_embd */
     float rope_freq_base;   /* 0: 10000 (llama) or 1e6 (qwen) */
+    float yarn_factor;      /* > 0: rope.scaling.type yarn with this factor */
+    int64_t yarn_orig_ctx;  /* its rope.scaling.original_context_length (0: n_ctx) */
     float rms_eps;          /* 0: 1e-5 (llama) or 1e-6 (qwen) */
     int64_t n_swa;          /* > 0: attention.sliding_window (llama), on the layers of */
     int64_t swa_pattern;    /* attention.sliding_window_pattern (model_hparams) */

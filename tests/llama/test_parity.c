@@ -42,6 +42,9 @@
  * Those rows (a few of 32; the table's "ties") are held to PARITY_NMSE_TIE and
  * left out of the argmax rule; every other row is held to PARITY_NMSE.
  *
+ * YaRN: synthetic llama and qwen3 (F16) with rope.scaling.type yarn, factor 4,
+ * original context 16, under the same tolerances.
+ *
  * VT_PARITY_ENGINE=llama replaces vt by a second llama.cpp (A/A: its batch and
  * its step-by-step logits against its own batch), to see the harness's floor.
  * VT_PARITY_ONLY=substring runs only the models whose label contains it;
@@ -313,6 +316,31 @@ int main(void) {
             unlink(path);
         }
     }
+    /* YaRN rope scaling (factor 4, original context 16: the ramp covers the
+     * first pairs) on both rope layouts */
+    static const char *yarn_archs[] = {"llama", "qwen3"};
+    for (size_t a = 0; a < 2; a++) {
+        char label[64], path[512];
+        snprintf(label, sizeof label, "synth-%s-yarn-f16", yarn_archs[a]);
+        if (!selected(label)) continue;
+        snprintf(path, sizeof path, "%s/%s.gguf", dir, label);
+        synth_params sp = synth_default_params();
+        sp.arch = yarn_archs[a];
+        sp.type = VT_DTYPE_F16;
+        sp.yarn_factor = 4.0f;
+        sp.yarn_orig_ctx = 16;
+        sp.seed = 2000 + a;
+        sp.n_threads = N_THREADS;
+        vt_status s = synth_write(&sp, path);
+        CHECK_MSG(s == VT_OK, "%s: synth: %s", label, vt_last_error());
+        result res;
+        if (s == VT_OK && run_model(label, "f16", path, &res)) {
+            n_models++;
+            worst = fmax(worst, fmax(res.nmse_batch, res.nmse_step));
+        }
+        unlink(path);
+    }
+
     /* mixture of experts */
     const char *vocab = test_model_path("vocab/ggml-vocab-qwen2.gguf");
     static const vt_dtype moe_types[] = {VT_DTYPE_F16, VT_DTYPE_Q8_0, VT_DTYPE_Q4_0, VT_DTYPE_Q4_K};
