@@ -194,6 +194,8 @@ static void test_semantics(void) {
               "[1, 'a', None, True, 1.5] {'k': \"it's\"} (1,)");
     RENDER_IS("{{ 1e20 }} {{ 0.1 + 0.2 }} {{ 3 / 2 }} {{ 7 // 2 }} {{ -7 % 3 }} {{ 2 ** 10 }}", "{}",
               "1e+20 0.30000000000000004 1.5 3 2 1024");
+    RENDER_IS("{{ 0.0001 }} {{ 0.00001 }} {{ 1.5e-5 }} {{ 1e15 }} {{ 1e16 }} {{ -0.0 }} {{ [0.00001] | tojson }}", "{}",
+              "0.0001 1e-05 1.5e-05 1000000000000000.0 1e+16 -0.0 [1e-05]");
     /* scoping: a loop's set stays in the iteration; namespace carries out */
     RENDER_IS("{% set f = 0 %}{% for i in [1,2,3] %}{{ f }}{% if i == 2 %}{% set f = 5 %}{% endif %}{{ f }},{% endfor %}{{ f }}",
               "{}", "00,05,00,0");

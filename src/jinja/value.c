@@ -384,7 +384,7 @@ void jv_float_repr(jbuf *b, double f) {
     int exp10 = atoi(p + 1);
     while (nd > 1 && digits[nd - 1] == '0') nd--;
     if (neg) jbuf_putc(b, '-');
-    if (exp10 >= -5 && exp10 < 16) {
+    if (exp10 >= -4 && exp10 < 16) {
         if (exp10 < 0) {
             jbuf_put(b, "0.", 2);
             for (int i = 0; i < -exp10 - 1; i++) jbuf_putc(b, '0');
