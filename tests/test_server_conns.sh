@@ -25,6 +25,13 @@ run_group() { # group log server-args...
     pass=$((pass + p)); fail=$((fail + f)); fi
   stop_server
   [ "$SERVER_RC" = 0 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL $group: server exit $SERVER_RC"; }
+  # every line of the server's own log has its UTC timestamp, the last one included
+  if grep 'vt serve:' "$log" | grep -qvE '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]{12}Z vt serve: ' ||
+     ! tail -1 "$log" | grep -qE 'Z vt serve: stopped$'; then
+    fail=$((fail + 1)); echo "FAIL $group: a log line without a timestamp:"; grep 'vt serve:' "$log" | grep -vE '^[0-9]{4}-' | head -3
+  else
+    pass=$((pass + 1))
+  fi
 }
 
 run_group edge "$tmp/edge.log" --read-timeout 60

@@ -152,10 +152,10 @@ int cmd_serve(int argc, char **argv) {
     if (sig == SIGUSR1) {
         rc = 1; /* the model failed to load; the engine thread said why */
     } else {
-        fprintf(stderr, "vt serve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        server_log("%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
     }
     server_stop(s, (int)grace_ms);
     server_destroy(s);
-    if (!rc) fprintf(stderr, "vt serve: stopped\n");
+    if (!rc) server_log("stopped");
     return rc;
 }

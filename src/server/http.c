@@ -29,7 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
-/* /tokenize: the text it tokenizes and the answer it builds, at most (413 past either). */
+/* /tokenize: the text it tokenizes and the answer it builds, at most (413 past
+ * either); /detokenize: the text it builds. */
 #define TOKENIZE_MAX_TEXT ((size_t)1 << 20)
 #define TOKENIZE_MAX_ANSWER ((size_t)16 << 20)
 
@@ -339,6 +340,15 @@ static enum MHD_Result handle_detokenize(server *s, struct MHD_Connection *conn,
             free(big);
         } else if (k > 0) {
             sb_addn(&sb, piece, (size_t)k);
+        }
+        if (sb.failed || sb.len > TOKENIZE_MAX_ANSWER) {
+            size_t n = json_array_size(t);
+            sb_free(&sb);
+            json_decref(root);
+            *status = 413;
+            return http_send_error(s, conn, 413, NULL,
+                                   "the text of %zu tokens would be larger than %zu MiB; detokenize less at once", n,
+                                   TOKENIZE_MAX_ANSWER >> 20);
         }
     }
     json_decref(root);

@@ -41,6 +41,9 @@ typedef struct server_params {
 } server_params;
 
 void server_default_params(server_params *p);
+/* One line on stderr: "2026-01-02T03:04:05.678Z vt serve: " and the message
+ * (UTC, milliseconds); the server's log lines all look like this. */
+void server_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Bind and start listening, then start loading the model in the background.
  * Errors: VT_E_IO when the address cannot be bound (the message names it). */
 vt_status server_start(const server_params *p, server **out);

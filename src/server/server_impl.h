@@ -116,8 +116,6 @@ struct server {
 };
 
 double server_now(void);
-/* One line on stderr: "2026-01-02T03:04:05.678Z vt serve: " and the message. */
-void server_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Jobs (server.c). job_create takes ownership of req; refs = 1 (the caller). */
 job *job_create(server *s, oai_request *req);
