@@ -15,24 +15,27 @@ ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL $*"; }
 cmds="run inspect quantize synth tokenize bench"
 "$vt" serve --help >/dev/null 2>&1 && cmds="$cmds serve"
-has_opt() { # text, spelling: the spelling as a whole option word
-  grep -qE -- "(^|[ ,\\[])$(sed 's/[.[\*^$]/\\&/g' <<<"$2")([ ,=]|\$|\\])" <<<"$1"
+has_opt() { # text, spelling ([-A-Za-z0-9] only): the spelling as a whole option word
+  local re="(^|[[:space:],[])$2([[:space:],=]|\$|])"
+  [[ $1 =~ $re ]]
 }
+declare -A helps
 for c in $cmds; do
   help=$("$vt" "$c" --help 2>&1) || { bad "vt $c --help exits non-zero"; continue; }
+  helps[$c]=$help
   table=$(grep -oE '\.name = \{[^}]*\}' "$src/tools/$c.c" | grep -oE '"-[^"]*"' | tr -d '"' | sort -u)
   [ -n "$table" ] && ok || { bad "no option table found in tools/$c.c"; continue; }
   for o in $table; do
     has_opt "$help" "$o" && ok || bad "vt $c: $o is in the table but not in --help"
     err=$("$vt" "$c" "$o" 2>&1 >/dev/null </dev/null)
-    grep -q "unknown option" <<<"$err" && bad "vt $c: $o is in the table but refused: $err" || ok
+    [[ $err == *"unknown option"* ]] && bad "vt $c: $o is in the table but refused: $err" || ok
   done
   # the other way: what --help lists is parsed
   listed=$(grep -E '^  -' <<<"$help" | sed 's/  \+[^-].*$//' | grep -oE -- '(^|[ ,])-{1,2}[A-Za-z][A-Za-z0-9-]*' |
            tr -d ' ,' | sort -u)
   for o in $listed; do
     case $o in -h|--help|--version) ok; continue ;; esac
-    grep -qxF -- "$o" <<<"$table" && ok || bad "vt $c --help lists $o, which its table does not have"
+    [[ $'\n'$table$'\n' == *$'\n'"$o"$'\n'* ]] && ok || bad "vt $c --help lists $o, which its table does not have"
   done
 done
 
@@ -43,7 +46,7 @@ n_checked=0
 while read -r _ c rest; do
   [ -n "$c" ] || continue
   case " $cmds " in *" $c "*) ;; *) continue ;; esac
-  help=$("$vt" "$c" --help 2>&1)
+  help=${helps[$c]}
   rest=${rest%%#*} # drop the comment
   for o in $(grep -oE -- '(^|[ [/])-{1,2}[A-Za-z][A-Za-z0-9-]*' <<<"$rest" | tr -d ' [/'); do
     n_checked=$((n_checked + 1))
