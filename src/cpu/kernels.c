@@ -1,5 +1,7 @@
-/* The dispatch table (see kernels.h). Compiled without ISA flags: it only stores
- * function pointers, so building it never runs an instruction the CPU lacks. */
+/* The dispatch table (see kernels.h): the ref entries from the quant traits,
+ * then the arch's rows (x86/x86_kernels.c, arm/arm_kernels.c) by apply_rows'
+ * rule. Compiled without ISA flags: it only stores function pointers, so
+ * building it never runs an instruction the CPU lacks. */
 #include "cpu/kernels.h"
 
 #if defined(__x86_64__)

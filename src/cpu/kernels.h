@@ -7,7 +7,8 @@
  *
  * The table is built at first use from cpu_features_get() (so VT_ISA=ref gives
  * the quant module's scalar _ref kernels everywhere, VT_ISA=avx2 never picks an
- * AVX-512 kernel). Each entry is the best kernel this CPU has for that type;
+ * AVX-512 kernel), out of one row per (type, tier) (cpu_type_row below) by one
+ * rule (kernels.c apply_rows). Each entry is the best kernel this CPU has for that type;
  * types without a SIMD kernel keep the _ref one, so every entry the quant
  * module can compute is non-NULL.
  *
