@@ -611,7 +611,8 @@ static void moe_gate_up_item_split(fwd_ctx *f, const layer_weights *L, int64_t i
     const quant_traits *ht = quant_traits_get(quant_traits_get(down)->dot_type);
     const size_t col_off = (size_t)(c0 / ht->block_elems) * ht->block_bytes;
     const size_t he_stride = mm_act_row_bytes(down, hp->n_ff_exp);
-    float *bg = f->gu + (size_t)ith * 2 * (size_t)f->max_tokens * (size_t)fs, *bu = bg + (size_t)f->max_tokens * (size_t)fs;
+    const size_t buf = (size_t)f->max_tokens * (size_t)fs;
+    float *bg = f->gu + (size_t)ith * 2 * buf, *bu = bg + buf;
     const mm_weight *ws[2] = {g, u};
     float *ys[2] = {bg, bu};
     const int64_t ld[2] = {ns, ns};

@@ -95,7 +95,8 @@ static vt_status load_experts_hparams(model *m) {
         return VT_OK;
     }
     if (hp->n_expert > MODEL_MAX_EXPERTS)
-        return vt_errorf(VT_E_RANGE, "key '%s' = %lld: mixture-of-experts layers of more than %d experts are not supported",
+        return vt_errorf(VT_E_RANGE,
+                         "key '%s' = %lld: mixture-of-experts layers of more than %d experts are not supported",
                          arch_key(m, "expert_count"), (long long)hp->n_expert, MODEL_MAX_EXPERTS);
     vt_status s = get_i64_req(m, "expert_used_count", &hp->n_expert_used);
     if (s != VT_OK) return s;

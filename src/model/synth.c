@@ -456,11 +456,15 @@ vt_status synth_write(const synth_params *p, const char *path) {
             const int64_t ne = p->n_expert;
             TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_gate_inp.weight"), p->n_embd, ne, 2, VT_DTYPE_F32, FILL_NORMAL));
             ts[n_t - 1].std = 3.0f / sqrtf((float)p->n_embd);
-            TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_gate_exps.weight"), p->n_embd, ff_exp * ne, 3, p->type, FILL_NORMAL));
+            /* 3-D: ne1 counts all experts' rows, ne2 the experts */
+            TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_gate_exps.weight"), p->n_embd, ff_exp * ne, 3, p->type,
+                         FILL_NORMAL));
             ts[n_t - 1].ne2 = ne;
-            TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_up_exps.weight"), p->n_embd, ff_exp * ne, 3, p->type, FILL_NORMAL));
+            TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_up_exps.weight"), p->n_embd, ff_exp * ne, 3, p->type,
+                         FILL_NORMAL));
             ts[n_t - 1].ne2 = ne;
-            TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_down_exps.weight"), ff_exp, p->n_embd * ne, 3, p->type, FILL_NORMAL));
+            TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_down_exps.weight"), ff_exp, p->n_embd * ne, 3, p->type,
+                         FILL_NORMAL));
             ts[n_t - 1].ne2 = ne;
         } else {
             TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_gate.weight"), p->n_embd, p->n_ff, 2, p->type, FILL_NORMAL));

@@ -32,7 +32,8 @@
  * softmax, top-k, renormalised), written by vt synth in F16, Q8_0, Q4_0 and
  * Q4_K, and by llama.cpp's own quantizer (llama_model_quantize) from the F16
  * file to Q4_K_M, Q4_0 and Q8_0 (ffn_gate_inp stays F32 there, down_exps of
- * some layers become Q6_K); the llama ones in F16 and llama.cpp's Q4_K_M. Same tolerances, but for near ties of the router:
+ * some layers become Q6_K); the llama ones in F16 and llama.cpp's Q4_K_M.
+ * Same tolerances, but for near ties of the router:
  * where llama.cpp's k-th and (k+1)-th expert of a token, in some layer, are
  * within PARITY_TIE_MARGIN in log-probability (read from its ffn_moe_probs
  * through cb_eval, tests/llama/llama_ref.h), float noise of the size PARITY_NMSE

@@ -18,6 +18,7 @@
 #include "gguf.h" /* ggml's GGUF API: an independent reader of vt's output */
 #include "llama.h"
 #include "llama_ref.h"
+#include "model/synth.h"
 #include "test.h"
 
 #include <dlfcn.h>
@@ -425,6 +426,27 @@ int main(void) {
             }
             unparse(&tok);
         }
+    }
+    {
+        /* mixture of experts: a qwen3moe F16 file from vt synth (3-D expert tensors,
+         * the F32 router that llama.cpp's quantizer leaves alone, down_exps that
+         * Q4_K_M raises to q6_K in some layers) */
+        char path[512];
+        snprintf(path, sizeof path, "%s/qwen3moe-f16.gguf", tmp_dir);
+        synth_params sp = synth_default_params();
+        sp.arch = "qwen3moe";
+        sp.type = VT_DTYPE_F16;
+        sp.n_layer = 4;
+        sp.head_dim = 64;
+        sp.n_expert = 8;
+        sp.n_expert_used = 2;
+        sp.n_ff_exp = 256;
+        sp.n_threads = 2;
+        vt_status st = synth_write(&sp, path);
+        CHECK_MSG(st == VT_OK, "synth qwen3moe: %s", vt_last_error());
+        static const char *const t[] = {"Q4_K_M", "Q4_0", "Q8_0", "Q5_K_M"};
+        for (int i = 0; st == VT_OK && i < 4; i++) compare_one("qwen3moe", path, t[i], false, i == 0);
+        unlink(path);
     }
     rmdir(tmp_dir);
     return test_finish();
