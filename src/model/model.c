@@ -30,6 +30,8 @@ static const char *const arch_names[] = {
     [MODEL_ARCH_QWEN2] = "qwen2",
     [MODEL_ARCH_QWEN3] = "qwen3",
     [MODEL_ARCH_QWEN3MOE] = "qwen3moe",
+    [MODEL_ARCH_GEMMA2] = "gemma2",
+    [MODEL_ARCH_GEMMA3] = "gemma3",
 };
 
 /* Expert gate/up and down rows per slice (model.h): a multiple of every
@@ -130,6 +132,60 @@ static vt_status yarn_params(model *m) {
     return VT_OK;
 }
 
+/* A soft-cap key: absent, dflt; present, a positive finite number. */
+static vt_status get_softcap(const model *m, const char *suffix, float dflt, float *out) {
+    VT_TRY(get_f32_opt(m, suffix, dflt, out));
+    if (!(*out > 0.0f && isfinite(*out)))
+        return vt_errorf(VT_E_RANGE, "key '%s' = %g is not a positive number", arch_key(m, suffix), *out);
+    return VT_OK;
+}
+
+/* gemma2 and gemma3 as llama.cpp's load_arch_hparams reads them: the window and
+ * its pattern (gemma2: always sliding, 4096 every other layer by default;
+ * gemma3: sliding only where the file sets a window, 5 of every 6 layers by
+ * default), the sliding layers' rope base (gemma2: the global one by default,
+ * gemma3: 10000), the soft-caps (gemma2: 50 on the scores and 30 on the
+ * logits by default; gemma3: logits only, where set), the embedding scale and
+ * the attention scale (1 / sqrt(n_embd / n_head) for the 27B models, whose
+ * layer counts llama.cpp keys it on; 1 / sqrt(head_dim) otherwise). */
+static vt_status gemma_hparams(model *m) {
+    model_hparams *hp = &m->hp;
+    const bool g2 = hp->arch == MODEL_ARCH_GEMMA2;
+    const char *kw = "attention.sliding_window", *kp = "attention.sliding_window_pattern";
+    hp->ffn_act = MODEL_FFN_GELU;
+    hp->embd_scale = sqrtf((float)hp->n_embd);
+    const bool big = hp->n_layer == (g2 ? 46 : 62);
+    hp->attn_scale = 1.0f / sqrtf((float)(big ? hp->n_embd / hp->n_head : hp->head_dim));
+    hp->n_swa = 0;
+    if (g2 || gguf_find(&m->gguf, arch_key(m, kw))) {
+        int64_t w = 4096;
+        if (gguf_find(&m->gguf, arch_key(m, kw))) {
+            VT_TRY(get_i64_req(m, kw, &w));
+            if (w > hp->n_ctx_train)
+                return vt_errorf(VT_E_RANGE, "key '%s' = %lld is larger than the context_length %lld",
+                                 arch_key(m, kw), (long long)w, (long long)hp->n_ctx_train);
+        }
+        hp->n_swa = w;
+        const gguf_kv *pk = gguf_find(&m->gguf, arch_key(m, kp));
+        if (pk && pk->type == GGUF_TYPE_ARRAY)
+            return vt_errorf(VT_E_UNSUPPORTED, "key '%s': a per-layer pattern array is not supported",
+                             arch_key(m, kp));
+        VT_TRY(get_i64_opt(m, kp, g2 ? 2 : 6, &hp->swa_pattern));
+        if (hp->swa_pattern > hp->n_layer)
+            return vt_errorf(VT_E_RANGE, "key '%s' = %lld is more than block_count (%lld)", arch_key(m, kp),
+                             (long long)hp->swa_pattern, (long long)hp->n_layer);
+        VT_TRY(get_f32_opt(m, "rope.freq_base_swa", g2 ? hp->rope_freq_base : 10000.0f, &hp->rope_freq_base_swa));
+        if (!(hp->rope_freq_base_swa > 0.0f && isfinite(hp->rope_freq_base_swa)))
+            return vt_errorf(VT_E_RANGE, "key '%s' = %g is not a positive number",
+                             arch_key(m, "rope.freq_base_swa"), hp->rope_freq_base_swa);
+        if (!g2) hp->rope_freq_scale_swa = 1.0f;
+    }
+    if (g2) VT_TRY(get_softcap(m, "attn_logit_softcapping", 50.0f, &hp->attn_softcap));
+    if (g2 || gguf_find(&m->gguf, arch_key(m, "final_logit_softcapping")))
+        VT_TRY(get_softcap(m, "final_logit_softcapping", 30.0f, &hp->final_softcap));
+    return VT_OK;
+}
+
 static vt_status load_hparams(model *m) {
     gguf_str arch;
     vt_status s = gguf_get_str(&m->gguf, "general.architecture", &arch);
@@ -149,12 +205,18 @@ static vt_status load_hparams(model *m) {
     } else if (gguf_str_eq(arch, "qwen3moe")) {
         hp->arch = MODEL_ARCH_QWEN3MOE;
         hp->rope = MODEL_ROPE_NEOX;
+    } else if (gguf_str_eq(arch, "gemma2")) {
+        hp->arch = MODEL_ARCH_GEMMA2;
+        hp->rope = MODEL_ROPE_NEOX;
+    } else if (gguf_str_eq(arch, "gemma3")) {
+        hp->arch = MODEL_ARCH_GEMMA3;
+        hp->rope = MODEL_ROPE_NEOX;
     } else if (gguf_str_eq(arch, "gpt-oss")) {
         return vt_errorf(VT_E_UNSUPPORTED, "architecture 'gpt-oss' is not supported yet (its attention sinks, "
                                            "sliding-window layers and MXFP4 experts are not implemented)");
     } else {
         return vt_errorf(VT_E_UNSUPPORTED,
-                         "architecture '%.*s' is not supported (vt runs llama, qwen2, qwen3, qwen3moe)",
+                         "architecture '%.*s' is not supported (vt runs llama, qwen2, qwen3, qwen3moe, gemma2, gemma3)",
                          (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
     }
     VT_TRY(get_i64_req(m, "block_count", &hp->n_layer));
@@ -245,6 +307,13 @@ static vt_status load_hparams(model *m) {
                              arch_key(m, "attention.sliding_window_pattern"), (long long)hp->swa_pattern,
                              (long long)hp->n_layer);
     }
+    hp->rope_freq_base_swa = hp->rope_freq_base;
+    hp->rope_freq_scale_swa = hp->rope_freq_scale;
+    hp->ffn_act = MODEL_FFN_SILU;
+    hp->embd_scale = 1.0f;
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    hp->attn_softcap = hp->final_softcap = 0.0f;
+    if (hp->arch == MODEL_ARCH_GEMMA2 || hp->arch == MODEL_ARCH_GEMMA3) VT_TRY(gemma_hparams(m));
     float attn_factor;
     VT_TRY(get_f32_opt(m, "rope.scaling.attn_factor", 1.0f, &attn_factor));
     if (!(attn_factor > 0.0f && isfinite(attn_factor)))
@@ -488,7 +557,8 @@ static vt_status load_weights(model *m, bool progress) {
     m->weight_bytes += embd->bytes;
 
     VT_TRY(load_vec(m, "output_norm.weight", d, true, &m->output_norm));
-    VT_TRY(load_mat(m, "output.weight", d, hp->n_vocab, false, &m->output));
+    /* gemma2's head is always token_embd (llama.cpp never reads output.weight there) */
+    if (hp->arch != MODEL_ARCH_GEMMA2) VT_TRY(load_mat(m, "output.weight", d, hp->n_vocab, false, &m->output));
     if (!m->output.data) { /* tied head */
         if (!et->dot_ref)
             return vt_errorf(VT_E_UNSUPPORTED, "tied output head of type %s is not supported", et->name);
@@ -517,7 +587,12 @@ static vt_status load_weights(model *m, bool progress) {
         VT_TRY(load_vec(m, LNAME("attn_q.bias"), q_dim, bias, &L->bq));
         VT_TRY(load_vec(m, LNAME("attn_k.bias"), kv_dim, bias, &L->bk));
         VT_TRY(load_vec(m, LNAME("attn_v.bias"), kv_dim, bias, &L->bv));
-        const bool qk_norm = hp->arch == MODEL_ARCH_QWEN3 || hp->arch == MODEL_ARCH_QWEN3MOE;
+        const bool gemma = hp->arch == MODEL_ARCH_GEMMA2 || hp->arch == MODEL_ARCH_GEMMA3;
+        L->attn.softcap = hp->attn_softcap;
+        VT_TRY(load_vec(m, LNAME("post_attention_norm.weight"), d, gemma, &L->attn_post_norm));
+        VT_TRY(load_vec(m, LNAME("post_ffw_norm.weight"), d, gemma, &L->ffn_post_norm));
+        const bool qk_norm = hp->arch == MODEL_ARCH_QWEN3 || hp->arch == MODEL_ARCH_QWEN3MOE ||
+                             hp->arch == MODEL_ARCH_GEMMA3;
         VT_TRY(load_vec(m, LNAME("attn_q_norm.weight"), hp->head_dim, qk_norm, &L->q_norm));
         VT_TRY(load_vec(m, LNAME("attn_k_norm.weight"), hp->head_dim, qk_norm, &L->k_norm));
         VT_TRY(load_vec(m, LNAME("ffn_norm.weight"), d, true, &L->ffn_norm));

@@ -43,8 +43,11 @@ static uint64_t n_params(const synth_params *p, int64_t n_vocab) {
                                     : 3 * p->n_embd * p->n_ff;
     int64_t per_layer = 2 * p->n_embd + p->n_embd * (q + 2 * kv) + q * p->n_embd + ffn;
     if (!strcmp(p->arch, "qwen2")) per_layer += q + 2 * kv;
-    if (!strcmp(p->arch, "qwen3") || !strcmp(p->arch, "qwen3moe")) per_layer += 2 * hd;
-    return (uint64_t)(n_vocab * p->n_embd * (p->tied ? 1 : 2) + p->n_embd + p->n_layer * per_layer);
+    if (!strcmp(p->arch, "qwen3") || !strcmp(p->arch, "qwen3moe") || !strcmp(p->arch, "gemma3")) per_layer += 2 * hd;
+    const bool gemma = !strncmp(p->arch, "gemma", 5);
+    if (gemma) per_layer += 2 * p->n_embd; /* the post-norms */
+    const bool tied = p->tied || !strcmp(p->arch, "gemma2");
+    return (uint64_t)(n_vocab * p->n_embd * (tied ? 1 : 2) + p->n_embd + p->n_layer * per_layer);
 }
 
 static void check_model(const synth_params *p, const char *label) {
@@ -229,6 +232,25 @@ int main(void) {
         p.type = VT_DTYPE_Q8_0;
         p.n_ff_exp = 0;
         check_model(&p, "llama-experts-q8_0-8x2");
+    }
+    /* gemma: sliding windows in a pattern, post-norms, soft-caps, gemma3's QK-norm
+     * and local rope base */
+    {
+        synth_params p = synth_default_params();
+        p.arch = "gemma3";
+        p.n_layer = 3;
+        p.n_swa = 4;
+        p.swa_pattern = 3;
+        p.rope_freq_base_swa = 10000.0f;
+        p.rope_freq_base = 1e6f;
+        p.type = VT_DTYPE_Q4_0;
+        check_model(&p, "gemma3-q4_0-swa4");
+        p.arch = "gemma2";
+        p.swa_pattern = 2;
+        p.attn_softcap = 50.0f;
+        p.final_softcap = 30.0f;
+        p.type = VT_DTYPE_Q8_0;
+        check_model(&p, "gemma2-q8_0-swa4");
     }
     test_reproducible();
     test_rejects();
