@@ -18,7 +18,8 @@
  * Gemma: the same on small synthetic gemma2 and gemma3 files: windows of 0 or
  * past the context, a window pattern longer than the layer count, soft-caps of
  * 0 or NaN, a sliding layers' rope base of 0, missing or misshapen post-norms
- * and QK-norms. */
+ * and QK-norms; the same for olmo2 (OLMo 3's windows, whole-row QK-norms, its
+ * own head). */
 #include "base/mapfile.h"
 #include "gguf/gguf.h"
 #include "model/synth.h"
@@ -241,7 +242,7 @@ static size_t check_moe(void) {
 #define G2F(k, v) {K_F32, "gemma2." k, 0, (v), NULL}
 #define G3F(k, v) {K_F32, "gemma3." k, 0, (v), NULL}
 
-/* cases on a small synthetic gemma file of arch (n_embd 64, 4 heads of 16, 2 KV
+/* cases on a small synthetic gemma or olmo2 file of arch (n_embd 64, 4 heads of 16, 2 KV
  * heads, 2 layers, n_ff 32, context 256, a window of 16 on every other layer) */
 static size_t check_gemma_cases(const char *arch, const bad_case *cases, size_t n) {
     char path[] = "/tmp/vt_model_bad_gemma_XXXXXX";
@@ -256,7 +257,7 @@ static size_t check_gemma_cases(const char *arch, const bad_case *cases, size_t 
     sp.n_ff = 32;
     sp.n_swa = 16;
     sp.swa_pattern = 2;
-    sp.final_softcap = 30.0f;
+    sp.final_softcap = strcmp(arch, "olmo2") ? 30.0f : 0.0f;
     sp.n_threads = 1;
     vt_status s = synth_write(&sp, path);
     CHECK_MSG(s == VT_OK, "synth %s: %s", arch, vt_last_error());
@@ -311,8 +312,27 @@ static size_t check_gemma(void) {
         {"gemma2 post_ffw_norm missing", {{0}}, {{"blk.0.post_ffw_norm.weight", VT_DTYPE_F32, 0, {0}}},
          "required tensor 'blk.0.post_ffw_norm.weight' is missing"},
     };
+    const bad_case o2[] = {
+        {"olmo2 unedited", {{0}}, {{0}}, NULL},
+        {"olmo2 sliding window 0", {{K_U32, "olmo2.attention.sliding_window", 0, 0, NULL}}, {{0}},
+         "'olmo2.attention.sliding_window' = 0 is out of range"},
+        {"olmo2 pattern 3 of 2 layers", {{K_U32, "olmo2.attention.sliding_window_pattern", 3, 0, NULL}}, {{0}},
+         "'olmo2.attention.sliding_window_pattern' = 3 is more than block_count (2)"},
+        {"olmo2 key_length 32: Q rows wider than n_embd", {{K_U32, "olmo2.attention.key_length", 32, 0, NULL},
+                                                           {K_U32, "olmo2.attention.value_length", 32, 0, NULL}}, {{0}},
+         "olmo2: head_count 4 x key_length 32 is not embedding_length 64"},
+        {"olmo2 attn_q_norm per head [16]", {{0}}, {{"blk.0.attn_q_norm.weight", VT_DTYPE_F32, 1, {16}}},
+         "tensor 'blk.0.attn_q_norm.weight' has shape [16, 1, 1], expected [64, 1]"},
+        {"olmo2 attn_k_norm missing", {{0}}, {{"blk.1.attn_k_norm.weight", VT_DTYPE_F32, 0, {0}}},
+         "required tensor 'blk.1.attn_k_norm.weight' is missing"},
+        {"olmo2 output.weight missing", {{0}}, {{"output.weight", VT_DTYPE_F32, 0, {0}}},
+         "required tensor 'output.weight' is missing"},
+        {"olmo2 post_ffw_norm missing", {{0}}, {{"blk.1.post_ffw_norm.weight", VT_DTYPE_F32, 0, {0}}},
+         "required tensor 'blk.1.post_ffw_norm.weight' is missing"},
+    };
     return check_gemma_cases("gemma3", g3, sizeof g3 / sizeof g3[0]) +
-           check_gemma_cases("gemma2", g2, sizeof g2 / sizeof g2[0]);
+           check_gemma_cases("gemma2", g2, sizeof g2 / sizeof g2[0]) +
+           check_gemma_cases("olmo2", o2, sizeof o2 / sizeof o2[0]);
 }
 
 int main(void) {
@@ -420,7 +440,7 @@ int main(void) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     CHECK_MSG(ru.ru_maxrss < 512 * 1024, "peak RSS %ld KiB", ru.ru_maxrss);
-    printf("%zu model cases, %zu mixture-of-experts cases, %zu gemma cases\n", sizeof cases / sizeof cases[0],
+    printf("%zu model cases, %zu mixture-of-experts cases, %zu gemma/olmo2 cases\n", sizeof cases / sizeof cases[0],
            n_moe, n_gemma);
     return test_finish();
 }

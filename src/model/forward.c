@@ -491,7 +491,7 @@ static void moe_combine(const fwd_ctx *f, int64_t t, float *out) {
 }
 
 /* Residual add (tmp, RMS-normed with post first where post is not NULL, or the
- * last layer's experts), RMSNorm with w, quantize for
+ * last layer's experts), RMSNorm with w (none where w is NULL), quantize for
  * weights of w_type (and, where xq2 is not NULL, also for weights of type2 into
  * xq2): token rows split among threads. Rows listed in `rows` (NULL: all T) go
  * to xq row i. */
@@ -517,9 +517,13 @@ static void step_norm_quant(fwd_ctx *f, int64_t T, resid_kind add, const float *
             moe_combine(f, t, scratch);
             for (int64_t j = 0; j < d; j++) x[j] += scratch[j];
         }
-        f->rms_norm(x, w, d, hp->rms_eps, scratch);
-        mm_quantize(w_type, scratch, d, 1, d, f->xq + (size_t)i * rb, 0, 1);
-        if (xq2) mm_quantize(type2, scratch, d, 1, d, xq2 + (size_t)i * rb2, 0, 1);
+        const float *src = x; /* no norm before the sublayer (olmo2) */
+        if (w) {
+            f->rms_norm(x, w, d, hp->rms_eps, scratch);
+            src = scratch;
+        }
+        mm_quantize(w_type, src, d, 1, d, f->xq + (size_t)i * rb, 0, 1);
+        if (xq2) mm_quantize(type2, src, d, 1, d, xq2 + (size_t)i * rb2, 0, 1);
     }
 }
 
@@ -764,37 +768,49 @@ static void forward_worker(void *arg, int ith, int nth) {
 
         /* 3: bias, QK-norm, rope; store K and V. Items: (token, kv head). */
         const float *rope = f->rope_swa && L->attn.window > 0 ? f->rope_swa : f->rope;
-        tp_range(T * n_kv, 1, ith, nth, &i0, &i1);
+        /* olmo2's QK-norm spans a token's rows: items are then whole tokens */
+        const bool row_norm = L->q_norm_row != NULL;
+        tp_range(row_norm ? T : T * n_kv, 1, ith, nth, &i0, &i1);
         for (int64_t it = i0; it < i1; it++) {
-            const int64_t t = it / n_kv, g = it % n_kv;
-            const int32_t pos = b->pos[t];
-            const fwd_seq *sq = &b->seqs[b->seq[t]];
-            const float *cs = rope + t * hp->n_rot;
-            float *kr = f->k + t * kvd + g * hd, *vr = f->v + t * kvd + g * hd;
-            float *scratch = f->norm + (size_t)ith * (size_t)(d > hd ? d : hd);
-            if (L->bk)
-                for (int64_t j = 0; j < hd; j++) {
-                    kr[j] += L->bk[g * hd + j];
-                    vr[j] += L->bv[g * hd + j];
-                }
-            if (L->k_norm) {
-                f->rms_norm(kr, L->k_norm, hd, hp->rms_eps, scratch);
-                memcpy(kr, scratch, sizeof(float) * (size_t)hd);
+            const int64_t g_end = row_norm ? n_kv : it % n_kv + 1;
+            if (row_norm) { /* qd == n_embd (olmo2_hparams): the row fits the scratch */
+                float *scratch = f->norm + (size_t)ith * (size_t)(d > hd ? d : hd);
+                f->rms_norm(f->q + it * qd, L->q_norm_row, qd, hp->rms_eps, scratch);
+                memcpy(f->q + it * qd, scratch, sizeof(float) * (size_t)qd);
+                f->rms_norm(f->k + it * kvd, L->k_norm_row, kvd, hp->rms_eps, scratch);
+                memcpy(f->k + it * kvd, scratch, sizeof(float) * (size_t)kvd);
             }
-            rope_apply(kr, cs, hp->n_rot, hp->rope);
-            const int32_t blk = sq->blocks[lv->group][pos / bs];
-            f->kops->store_k(kv_k_head(lv, blk, g), bs, pos % bs, kr, hd);
-            f->vops->store_v(kv_v_row(lv, blk, g, pos % bs), vr, hd);
-            for (int64_t r = 0; r < n_rep; r++) {
-                const int64_t h = g * n_rep + r;
-                float *qr = f->q + t * qd + h * hd;
-                if (L->bq)
-                    for (int64_t j = 0; j < hd; j++) qr[j] += L->bq[h * hd + j];
-                if (L->q_norm) {
-                    f->rms_norm(qr, L->q_norm, hd, hp->rms_eps, scratch);
-                    memcpy(qr, scratch, sizeof(float) * (size_t)hd);
+            for (int64_t g = row_norm ? 0 : it % n_kv; g < g_end; g++) {
+                const int64_t t = row_norm ? it : it / n_kv;
+                const int32_t pos = b->pos[t];
+                const fwd_seq *sq = &b->seqs[b->seq[t]];
+                const float *cs = rope + t * hp->n_rot;
+                float *kr = f->k + t * kvd + g * hd, *vr = f->v + t * kvd + g * hd;
+                float *scratch = f->norm + (size_t)ith * (size_t)(d > hd ? d : hd);
+                if (L->bk)
+                    for (int64_t j = 0; j < hd; j++) {
+                        kr[j] += L->bk[g * hd + j];
+                        vr[j] += L->bv[g * hd + j];
+                    }
+                if (L->k_norm) {
+                    f->rms_norm(kr, L->k_norm, hd, hp->rms_eps, scratch);
+                    memcpy(kr, scratch, sizeof(float) * (size_t)hd);
                 }
-                rope_apply(qr, cs, hp->n_rot, hp->rope);
+                rope_apply(kr, cs, hp->n_rot, hp->rope);
+                const int32_t blk = sq->blocks[lv->group][pos / bs];
+                f->kops->store_k(kv_k_head(lv, blk, g), bs, pos % bs, kr, hd);
+                f->vops->store_v(kv_v_row(lv, blk, g, pos % bs), vr, hd);
+                for (int64_t r = 0; r < n_rep; r++) {
+                    const int64_t h = g * n_rep + r;
+                    float *qr = f->q + t * qd + h * hd;
+                    if (L->bq)
+                        for (int64_t j = 0; j < hd; j++) qr[j] += L->bq[h * hd + j];
+                    if (L->q_norm) {
+                        f->rms_norm(qr, L->q_norm, hd, hp->rms_eps, scratch);
+                        memcpy(qr, scratch, sizeof(float) * (size_t)hd);
+                    }
+                    rope_apply(qr, cs, hp->n_rot, hp->rope);
+                }
             }
         }
         tp_barrier(f->run);

@@ -32,6 +32,7 @@ static const char *const arch_names[] = {
     [MODEL_ARCH_QWEN3MOE] = "qwen3moe",
     [MODEL_ARCH_GEMMA2] = "gemma2",
     [MODEL_ARCH_GEMMA3] = "gemma3",
+    [MODEL_ARCH_OLMO2] = "olmo2",
 };
 
 /* Expert gate/up and down rows per slice (model.h): a multiple of every
@@ -186,6 +187,37 @@ static vt_status gemma_hparams(model *m) {
     return VT_OK;
 }
 
+/* olmo2 as llama.cpp reads it: sliding windows only where the file sets one
+ * (OLMo 3), 3 of every 4 layers by default, those layers on the global rope
+ * base and never scaled. Q and K are normed as whole rows,
+ * so a token's Q row must be n_embd wide, as llama.cpp's tensor shapes say. */
+static vt_status olmo2_hparams(model *m) {
+    model_hparams *hp = &m->hp;
+    const char *kw = "attention.sliding_window", *kp = "attention.sliding_window_pattern";
+    if (hp->n_head * hp->head_dim != hp->n_embd)
+        return vt_errorf(VT_E_FORMAT, "olmo2: head_count %lld x key_length %lld is not embedding_length %lld",
+                         (long long)hp->n_head, (long long)hp->head_dim, (long long)hp->n_embd);
+    hp->n_swa = 0;
+    if (!gguf_find(&m->gguf, arch_key(m, kw))) return VT_OK;
+    VT_TRY(get_i64_req(m, kw, &hp->n_swa));
+    if (hp->n_swa > hp->n_ctx_train)
+        return vt_errorf(VT_E_RANGE, "key '%s' = %lld is larger than the context_length %lld", arch_key(m, kw),
+                         (long long)hp->n_swa, (long long)hp->n_ctx_train);
+    const gguf_kv *pk = gguf_find(&m->gguf, arch_key(m, kp));
+    if (pk && pk->type == GGUF_TYPE_ARRAY)
+        return vt_errorf(VT_E_UNSUPPORTED, "key '%s': a per-layer pattern array is not supported", arch_key(m, kp));
+    VT_TRY(get_i64_opt(m, kp, 4, &hp->swa_pattern));
+    if (hp->swa_pattern > hp->n_layer)
+        return vt_errorf(VT_E_RANGE, "key '%s' = %lld is more than block_count (%lld)", arch_key(m, kp),
+                         (long long)hp->swa_pattern, (long long)hp->n_layer);
+    if (hp->rope_yarn)
+        return vt_errorf(VT_E_UNSUPPORTED, "olmo2: YaRN with sliding-window layers (OLMo 3) is not supported yet");
+    /* llama.cpp reads rope.freq_base_swa here but its olmo2 graph ropes the
+     * sliding layers on the global base, unscaled */
+    hp->rope_freq_scale_swa = 1.0f;
+    return VT_OK;
+}
+
 static vt_status load_hparams(model *m) {
     gguf_str arch;
     vt_status s = gguf_get_str(&m->gguf, "general.architecture", &arch);
@@ -211,12 +243,15 @@ static vt_status load_hparams(model *m) {
     } else if (gguf_str_eq(arch, "gemma3")) {
         hp->arch = MODEL_ARCH_GEMMA3;
         hp->rope = MODEL_ROPE_NEOX;
+    } else if (gguf_str_eq(arch, "olmo2")) {
+        hp->arch = MODEL_ARCH_OLMO2;
+        hp->rope = MODEL_ROPE_NEOX;
     } else if (gguf_str_eq(arch, "gpt-oss")) {
         return vt_errorf(VT_E_UNSUPPORTED, "architecture 'gpt-oss' is not supported yet (its attention sinks, "
                                            "sliding-window layers and MXFP4 experts are not implemented)");
     } else {
         return vt_errorf(VT_E_UNSUPPORTED,
-                         "architecture '%.*s' is not supported (vt runs llama, qwen2, qwen3, qwen3moe, gemma2, gemma3)",
+                         "architecture '%.*s' is not supported (vt runs llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2)",
                          (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
     }
     VT_TRY(get_i64_req(m, "block_count", &hp->n_layer));
@@ -314,6 +349,7 @@ static vt_status load_hparams(model *m) {
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     hp->attn_softcap = hp->final_softcap = 0.0f;
     if (hp->arch == MODEL_ARCH_GEMMA2 || hp->arch == MODEL_ARCH_GEMMA3) VT_TRY(gemma_hparams(m));
+    if (hp->arch == MODEL_ARCH_OLMO2) VT_TRY(olmo2_hparams(m));
     float attn_factor;
     VT_TRY(get_f32_opt(m, "rope.scaling.attn_factor", 1.0f, &attn_factor));
     if (!(attn_factor > 0.0f && isfinite(attn_factor)))
@@ -558,7 +594,8 @@ static vt_status load_weights(model *m, bool progress) {
 
     VT_TRY(load_vec(m, "output_norm.weight", d, true, &m->output_norm));
     /* gemma2's head is always token_embd (llama.cpp never reads output.weight there) */
-    if (hp->arch != MODEL_ARCH_GEMMA2) VT_TRY(load_mat(m, "output.weight", d, hp->n_vocab, false, &m->output));
+    if (hp->arch != MODEL_ARCH_GEMMA2)
+        VT_TRY(load_mat(m, "output.weight", d, hp->n_vocab, hp->arch == MODEL_ARCH_OLMO2, &m->output));
     if (!m->output.data) { /* tied head */
         if (!et->dot_ref)
             return vt_errorf(VT_E_UNSUPPORTED, "tied output head of type %s is not supported", et->name);
@@ -578,7 +615,8 @@ static vt_status load_weights(model *m, bool progress) {
         layer_weights *L = &m->layers[il];
         const int64_t n = hp->swa_pattern;
         L->attn.window = hp->n_swa > 0 && (n == 0 || il % n < n - 1) ? hp->n_swa : 0;
-        VT_TRY(load_vec(m, LNAME("attn_norm.weight"), d, true, &L->attn_norm));
+        const bool olmo2 = hp->arch == MODEL_ARCH_OLMO2;
+        if (!olmo2) VT_TRY(load_vec(m, LNAME("attn_norm.weight"), d, true, &L->attn_norm));
         VT_TRY(load_mat(m, LNAME("attn_q.weight"), d, q_dim, true, &L->wq));
         VT_TRY(load_mat(m, LNAME("attn_k.weight"), d, kv_dim, true, &L->wk));
         VT_TRY(load_mat(m, LNAME("attn_v.weight"), d, kv_dim, true, &L->wv));
@@ -589,13 +627,18 @@ static vt_status load_weights(model *m, bool progress) {
         VT_TRY(load_vec(m, LNAME("attn_v.bias"), kv_dim, bias, &L->bv));
         const bool gemma = hp->arch == MODEL_ARCH_GEMMA2 || hp->arch == MODEL_ARCH_GEMMA3;
         L->attn.softcap = hp->attn_softcap;
-        VT_TRY(load_vec(m, LNAME("post_attention_norm.weight"), d, gemma, &L->attn_post_norm));
-        VT_TRY(load_vec(m, LNAME("post_ffw_norm.weight"), d, gemma, &L->ffn_post_norm));
+        VT_TRY(load_vec(m, LNAME("post_attention_norm.weight"), d, gemma || olmo2, &L->attn_post_norm));
+        VT_TRY(load_vec(m, LNAME("post_ffw_norm.weight"), d, gemma || olmo2, &L->ffn_post_norm));
         const bool qk_norm = hp->arch == MODEL_ARCH_QWEN3 || hp->arch == MODEL_ARCH_QWEN3MOE ||
                              hp->arch == MODEL_ARCH_GEMMA3;
-        VT_TRY(load_vec(m, LNAME("attn_q_norm.weight"), hp->head_dim, qk_norm, &L->q_norm));
-        VT_TRY(load_vec(m, LNAME("attn_k_norm.weight"), hp->head_dim, qk_norm, &L->k_norm));
-        VT_TRY(load_vec(m, LNAME("ffn_norm.weight"), d, true, &L->ffn_norm));
+        if (olmo2) {
+            VT_TRY(load_vec(m, LNAME("attn_q_norm.weight"), q_dim, true, &L->q_norm_row));
+            VT_TRY(load_vec(m, LNAME("attn_k_norm.weight"), kv_dim, true, &L->k_norm_row));
+        } else {
+            VT_TRY(load_vec(m, LNAME("attn_q_norm.weight"), hp->head_dim, qk_norm, &L->q_norm));
+            VT_TRY(load_vec(m, LNAME("attn_k_norm.weight"), hp->head_dim, qk_norm, &L->k_norm));
+            VT_TRY(load_vec(m, LNAME("ffn_norm.weight"), d, true, &L->ffn_norm));
+        }
         VT_TRY(load_ffn(m, il, L));
         /* Q/K/V share one quantized input: their types may differ (Q4_K_M mixes
          * q4_K and q6_K) as long as the activation type is the same. */

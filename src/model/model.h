@@ -7,7 +7,9 @@
  * gemma2: soft-capped attention scores and logits; gemma3: QK-norm and a rope
  * base of its own on the sliding layers). Gemma's RMSNorm multiplies by
  * (1 + w); llama.cpp's converter stores 1 + w in the GGUF, so the norm is the
- * plain one here too. They differ only in the flags below, so one forward pass
+ * plain one here too. olmo2 has no norms before attention and FFN, only after
+ * (as gemma's post-norms), and its QK-norm spans the whole Q and K rows of a
+ * token, all heads together. They differ only in the flags below, so one forward pass
  * serves all.
  *
  * Mixture of experts (n_expert > 0): a router ffn_gate_inp (n_expert, n_embd)
@@ -40,6 +42,7 @@ typedef enum model_arch {
     MODEL_ARCH_QWEN3MOE,
     MODEL_ARCH_GEMMA2,
     MODEL_ARCH_GEMMA3,
+    MODEL_ARCH_OLMO2,
 } model_arch;
 
 /* The dense FFN's gate activation: h = act(x Wg^T) * (x Wu^T). */
@@ -104,13 +107,15 @@ typedef struct model_hparams {
 } model_hparams;
 
 typedef struct layer_weights {
-    const float *attn_norm;        /* (n_embd) */
+    const float *attn_norm;        /* (n_embd), NULL where the arch has none (olmo2) */
     mm_weight wq;                  /* (n_head * head_dim, n_embd) */
     mm_weight wk, wv;              /* (n_head_kv * head_dim, n_embd) */
     mm_weight wo;                  /* (n_embd, n_head * head_dim) */
     const float *bq, *bk, *bv;     /* qwen2 biases, or NULL */
     const float *q_norm, *k_norm;  /* qwen3 per-head norms (head_dim), or NULL */
-    const float *ffn_norm;         /* (n_embd) */
+    const float *q_norm_row;       /* (n_head * head_dim) olmo2: RMSNorm of a token's whole Q row, or NULL */
+    const float *k_norm_row;       /* (n_head_kv * head_dim) the same for K, or NULL */
+    const float *ffn_norm;         /* (n_embd), NULL where the arch has none (olmo2) */
     const float *attn_post_norm;   /* (n_embd) gemma: RMSNorm of the attention output before the
                                       residual add, or NULL */
     const float *ffn_post_norm;    /* (n_embd) gemma: the same for the FFN output, or NULL */

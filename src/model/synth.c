@@ -339,10 +339,12 @@ vt_status synth_write(const synth_params *p, const char *path) {
     bool is_gemma2 = p->arch && !strcmp(p->arch, "gemma2");
     bool is_gemma3 = p->arch && !strcmp(p->arch, "gemma3");
     bool is_gemma = is_gemma2 || is_gemma3;
+    bool is_olmo2 = p->arch && !strcmp(p->arch, "olmo2");
     bool is_qwen3 = (p->arch && !strcmp(p->arch, "qwen3")) || is_qwen3moe;
     bool qk_norm = is_qwen3 || is_gemma3;
-    if (!is_llama && !is_qwen2 && !is_qwen3 && !is_gemma)
-        return vt_errorf(VT_E_INVALID, "synth: unknown arch '%s' (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3)",
+    if (!is_llama && !is_qwen2 && !is_qwen3 && !is_gemma && !is_olmo2)
+        return vt_errorf(VT_E_INVALID,
+                         "synth: unknown arch '%s' (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2)",
                          p->arch ? p->arch : "(null)");
     if (is_qwen3moe && p->n_expert < 1)
         return vt_errorf(VT_E_INVALID, "synth: qwen3moe needs n_expert >= 1");
@@ -356,9 +358,12 @@ vt_status synth_write(const synth_params *p, const char *path) {
     VT_TRY(check_params(p, head_dim));
     vt_dtype embd_type = p->embd_type == VT_DTYPE_COUNT ? p->type : p->embd_type;
     vt_dtype out_type = p->output_type == VT_DTYPE_COUNT ? p->type : p->output_type;
-    float rope_base = p->rope_freq_base > 0 ? p->rope_freq_base : (is_llama || is_gemma ? 10000.0f : 1000000.0f);
+    float rope_base = p->rope_freq_base > 0 ? p->rope_freq_base
+                                            : (is_llama || is_gemma || is_olmo2 ? 10000.0f : 1000000.0f);
     float rms_eps = p->rms_eps > 0 ? p->rms_eps : (is_llama ? 1e-5f : 1e-6f);
-    const bool tied = p->tied || is_gemma2;
+    const bool tied = (p->tied && !is_olmo2) || is_gemma2; /* olmo2's head is its own */
+    if (is_olmo2 && head_dim * p->n_head != p->n_embd)
+        return vt_errorf(VT_E_INVALID, "synth: olmo2 needs n_head * head_dim == n_embd");
     if (is_gemma2 && p->n_swa <= 0 && p->n_ctx < 4096)
         return vt_errorf(VT_E_INVALID, "synth: gemma2 needs n_swa (its default window 4096 is past n_ctx %lld)",
                          (long long)p->n_ctx);
@@ -451,7 +456,8 @@ vt_status synth_write(const synth_params *p, const char *path) {
     for (int64_t l = 0; l < p->n_layer; l++) {
         char nm[64];
 #define NAME(suffix) (snprintf(nm, sizeof nm, "blk.%lld.%s", (long long)l, suffix), nm)
-        TRY(plan_add(ts, &n_t, p->seed, NAME("attn_norm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
+        if (!is_olmo2)
+            TRY(plan_add(ts, &n_t, p->seed, NAME("attn_norm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
         TRY(plan_add(ts, &n_t, p->seed, NAME("attn_q.weight"), p->n_embd, q_dim, 2, p->type, FILL_NORMAL));
         TRY(plan_add(ts, &n_t, p->seed, NAME("attn_k.weight"), p->n_embd, kv_dim, 2, p->type, FILL_NORMAL));
         TRY(plan_add(ts, &n_t, p->seed, NAME("attn_v.weight"), p->n_embd, kv_dim, 2, p->type, FILL_NORMAL));
@@ -460,7 +466,11 @@ vt_status synth_write(const synth_params *p, const char *path) {
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_k.bias"), kv_dim, 1, 1, VT_DTYPE_F32, FILL_NORMAL));
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_v.bias"), kv_dim, 1, 1, VT_DTYPE_F32, FILL_NORMAL));
         }
-        if (is_gemma) {
+        if (is_olmo2) { /* QK-norm over whole rows */
+            TRY(plan_add(ts, &n_t, p->seed, NAME("attn_q_norm.weight"), q_dim, 1, 1, VT_DTYPE_F32, FILL_ONES));
+            TRY(plan_add(ts, &n_t, p->seed, NAME("attn_k_norm.weight"), kv_dim, 1, 1, VT_DTYPE_F32, FILL_ONES));
+        }
+        if (is_gemma || is_olmo2) {
             TRY(plan_add(ts, &n_t, p->seed, NAME("post_attention_norm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
             TRY(plan_add(ts, &n_t, p->seed, NAME("post_ffw_norm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
         }
@@ -469,7 +479,8 @@ vt_status synth_write(const synth_params *p, const char *path) {
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_k_norm.weight"), head_dim, 1, 1, VT_DTYPE_F32, FILL_ONES));
         }
         TRY(plan_add(ts, &n_t, p->seed, NAME("attn_output.weight"), q_dim, p->n_embd, 2, p->type, FILL_NORMAL));
-        TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_norm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
+        if (!is_olmo2)
+            TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_norm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
         if (moe) {
             const int64_t ne = p->n_expert;
             TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_gate_inp.weight"), p->n_embd, ne, 2, VT_DTYPE_F32, FILL_NORMAL));

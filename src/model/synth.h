@@ -25,6 +25,9 @@
  *     <arch>.attention.sliding_window (gemma2 writes it always: 4096 unless
  *     n_swa says) and .sliding_window_pattern, .rope.freq_base_swa,
  *     .attn_logit_softcapping, .final_logit_softcapping where set
+ *   olmo2: no attn_norm / ffn_norm; post_attention_norm / post_ffw_norm (n_embd);
+ *     attn_q_norm (n_head*head_dim) / attn_k_norm (n_head_kv*head_dim), whole-row
+ *     QK-norm; never tied; .attention.sliding_window (OLMo 3) where n_swa > 0
  * Mixture of experts (qwen3moe, which has qwen3's Q/K norms, or llama with
  * n_expert > 0: Mixtral's layout) replaces ffn_gate/up/down by
  *   <arch>.expert_count .expert_used_count (qwen3moe: .expert_feed_forward_length)
@@ -51,7 +54,7 @@
 #include <stdint.h>
 
 typedef struct synth_params {
-    const char *arch;       /* "llama", "qwen2", "qwen3", "qwen3moe", "gemma2" or "gemma3" */
+    const char *arch;       /* "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3" or "olmo2" */
     int64_t n_layer;
     int64_t n_embd;
     int64_t n_head;

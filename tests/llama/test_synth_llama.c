@@ -42,6 +42,7 @@ static uint64_t n_params(const synth_params *p, int64_t n_vocab) {
     const int64_t ffn = p->n_expert ? p->n_embd * p->n_expert + 3 * p->n_embd * ff_exp * p->n_expert
                                     : 3 * p->n_embd * p->n_ff;
     int64_t per_layer = 2 * p->n_embd + p->n_embd * (q + 2 * kv) + q * p->n_embd + ffn;
+    if (!strcmp(p->arch, "olmo2")) per_layer += q + kv; /* post-norms for pre-norms, whole-row QK-norm */
     if (!strcmp(p->arch, "qwen2")) per_layer += q + 2 * kv;
     if (!strcmp(p->arch, "qwen3") || !strcmp(p->arch, "qwen3moe") || !strcmp(p->arch, "gemma3")) per_layer += 2 * hd;
     const bool gemma = !strncmp(p->arch, "gemma", 5);
@@ -251,6 +252,15 @@ int main(void) {
         p.final_softcap = 30.0f;
         p.type = VT_DTYPE_Q8_0;
         check_model(&p, "gemma2-q8_0-swa4");
+        p = synth_default_params();
+        p.arch = "olmo2";
+        p.type = VT_DTYPE_Q4_K;
+        check_model(&p, "olmo2-q4_K");
+        p.n_swa = 4;
+        p.swa_pattern = 2;
+        p.n_layer = 3;
+        p.type = VT_DTYPE_F16;
+        check_model(&p, "olmo2-f16-swa4");
     }
     test_reproducible();
     test_rejects();
