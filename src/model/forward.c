@@ -796,7 +796,7 @@ static void forward_worker(void *arg, int ith, int nth) {
                     f->rms_norm(kr, L->k_norm, hd, hp->rms_eps, scratch);
                     memcpy(kr, scratch, sizeof(float) * (size_t)hd);
                 }
-                rope_apply(kr, cs, hp->n_rot, hp->rope);
+                if (!L->no_rope) rope_apply(kr, cs, hp->n_rot, hp->rope);
                 const int32_t blk = sq->blocks[lv->group][pos / bs];
                 f->kops->store_k(kv_k_head(lv, blk, g), bs, pos % bs, kr, hd);
                 f->vops->store_v(kv_v_row(lv, blk, g, pos % bs), vr, hd);
@@ -809,7 +809,7 @@ static void forward_worker(void *arg, int ith, int nth) {
                         f->rms_norm(qr, L->q_norm, hd, hp->rms_eps, scratch);
                         memcpy(qr, scratch, sizeof(float) * (size_t)hd);
                     }
-                    rope_apply(qr, cs, hp->n_rot, hp->rope);
+                    if (!L->no_rope) rope_apply(qr, cs, hp->n_rot, hp->rope);
                 }
             }
         }

@@ -33,6 +33,7 @@ static const char *const arch_names[] = {
     [MODEL_ARCH_GEMMA2] = "gemma2",
     [MODEL_ARCH_GEMMA3] = "gemma3",
     [MODEL_ARCH_OLMO2] = "olmo2",
+    [MODEL_ARCH_SMOLLM3] = "smollm3",
 };
 
 /* Expert gate/up and down rows per slice (model.h): a multiple of every
@@ -246,12 +247,15 @@ static vt_status load_hparams(model *m) {
     } else if (gguf_str_eq(arch, "olmo2")) {
         hp->arch = MODEL_ARCH_OLMO2;
         hp->rope = MODEL_ROPE_NEOX;
+    } else if (gguf_str_eq(arch, "smollm3")) {
+        hp->arch = MODEL_ARCH_SMOLLM3;
+        hp->rope = MODEL_ROPE_NORM;
     } else if (gguf_str_eq(arch, "gpt-oss")) {
         return vt_errorf(VT_E_UNSUPPORTED, "architecture 'gpt-oss' is not supported yet (its attention sinks, "
                                            "sliding-window layers and MXFP4 experts are not implemented)");
     } else {
         return vt_errorf(VT_E_UNSUPPORTED,
-                         "architecture '%.*s' is not supported (vt runs llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2)",
+                         "architecture '%.*s' is not supported (vt runs llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3)",
                          (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
     }
     VT_TRY(get_i64_req(m, "block_count", &hp->n_layer));
@@ -616,6 +620,8 @@ static vt_status load_weights(model *m, bool progress) {
         const int64_t n = hp->swa_pattern;
         L->attn.window = hp->n_swa > 0 && (n == 0 || il % n < n - 1) ? hp->n_swa : 0;
         const bool olmo2 = hp->arch == MODEL_ARCH_OLMO2;
+        /* llama.cpp's n_no_rope_layer_step, 4 for smollm3 */
+        L->no_rope = hp->arch == MODEL_ARCH_SMOLLM3 && (il + 1) % 4 == 0;
         if (!olmo2) VT_TRY(load_vec(m, LNAME("attn_norm.weight"), d, true, &L->attn_norm));
         VT_TRY(load_mat(m, LNAME("attn_q.weight"), d, q_dim, true, &L->wq));
         VT_TRY(load_mat(m, LNAME("attn_k.weight"), d, kv_dim, true, &L->wk));

@@ -9,7 +9,8 @@
  * (1 + w); llama.cpp's converter stores 1 + w in the GGUF, so the norm is the
  * plain one here too. olmo2 has no norms before attention and FFN, only after
  * (as gemma's post-norms), and its QK-norm spans the whole Q and K rows of a
- * token, all heads together. They differ only in the flags below, so one forward pass
+ * token, all heads together. smollm3 is llama with no rope on every 4th
+ * layer (NoPE: il % 4 == 3). They differ only in the flags below, so one forward pass
  * serves all.
  *
  * Mixture of experts (n_expert > 0): a router ffn_gate_inp (n_expert, n_embd)
@@ -43,6 +44,7 @@ typedef enum model_arch {
     MODEL_ARCH_GEMMA2,
     MODEL_ARCH_GEMMA3,
     MODEL_ARCH_OLMO2,
+    MODEL_ARCH_SMOLLM3,
 } model_arch;
 
 /* The dense FFN's gate activation: h = act(x Wg^T) * (x Wu^T). */
@@ -122,6 +124,7 @@ typedef struct layer_weights {
     mm_weight w_gate, w_up;        /* (n_ff, n_embd) */
     mm_weight w_down;              /* (n_embd, n_ff) */
     attn_layer_cfg attn;           /* sliding window, sinks: how this layer attends */
+    bool no_rope;                  /* Q and K are not rotated (smollm3's NoPE layers) */
     /* mixture of experts (n_expert > 0; then w_gate/up/down are empty) */
     mm_weight router;              /* ffn_gate_inp (n_expert, n_embd) */
     mm_weight *exp_gate, *exp_up;  /* (n_expert * moe_n_ff_slices): [e * n + s] holds rows

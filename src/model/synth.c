@@ -340,11 +340,12 @@ vt_status synth_write(const synth_params *p, const char *path) {
     bool is_gemma3 = p->arch && !strcmp(p->arch, "gemma3");
     bool is_gemma = is_gemma2 || is_gemma3;
     bool is_olmo2 = p->arch && !strcmp(p->arch, "olmo2");
+    bool is_smollm3 = p->arch && !strcmp(p->arch, "smollm3"); /* llama's tensors and keys */
     bool is_qwen3 = (p->arch && !strcmp(p->arch, "qwen3")) || is_qwen3moe;
     bool qk_norm = is_qwen3 || is_gemma3;
-    if (!is_llama && !is_qwen2 && !is_qwen3 && !is_gemma && !is_olmo2)
+    if (!is_llama && !is_qwen2 && !is_qwen3 && !is_gemma && !is_olmo2 && !is_smollm3)
         return vt_errorf(VT_E_INVALID,
-                         "synth: unknown arch '%s' (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2)",
+                         "synth: unknown arch '%s' (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3)",
                          p->arch ? p->arch : "(null)");
     if (is_qwen3moe && p->n_expert < 1)
         return vt_errorf(VT_E_INVALID, "synth: qwen3moe needs n_expert >= 1");
@@ -359,7 +360,7 @@ vt_status synth_write(const synth_params *p, const char *path) {
     vt_dtype embd_type = p->embd_type == VT_DTYPE_COUNT ? p->type : p->embd_type;
     vt_dtype out_type = p->output_type == VT_DTYPE_COUNT ? p->type : p->output_type;
     float rope_base = p->rope_freq_base > 0 ? p->rope_freq_base
-                                            : (is_llama || is_gemma || is_olmo2 ? 10000.0f : 1000000.0f);
+                                            : (is_llama || is_gemma || is_olmo2 || is_smollm3 ? 10000.0f : 1000000.0f);
     float rms_eps = p->rms_eps > 0 ? p->rms_eps : (is_llama ? 1e-5f : 1e-6f);
     const bool tied = (p->tied && !is_olmo2) || is_gemma2; /* olmo2's head is its own */
     if (is_olmo2 && head_dim * p->n_head != p->n_embd)
@@ -459,7 +460,9 @@ vt_status synth_write(const synth_params *p, const char *path) {
         if (!is_olmo2)
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_norm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
         TRY(plan_add(ts, &n_t, p->seed, NAME("attn_q.weight"), p->n_embd, q_dim, 2, p->type, FILL_NORMAL));
+        if (p->qk_std > 0) ts[n_t - 1].std = p->qk_std;
         TRY(plan_add(ts, &n_t, p->seed, NAME("attn_k.weight"), p->n_embd, kv_dim, 2, p->type, FILL_NORMAL));
+        if (p->qk_std > 0) ts[n_t - 1].std = p->qk_std;
         TRY(plan_add(ts, &n_t, p->seed, NAME("attn_v.weight"), p->n_embd, kv_dim, 2, p->type, FILL_NORMAL));
         if (is_qwen2) {
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_q.bias"), q_dim, 1, 1, VT_DTYPE_F32, FILL_NORMAL));

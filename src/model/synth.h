@@ -28,6 +28,7 @@
  *   olmo2: no attn_norm / ffn_norm; post_attention_norm / post_ffw_norm (n_embd);
  *     attn_q_norm (n_head*head_dim) / attn_k_norm (n_head_kv*head_dim), whole-row
  *     QK-norm; never tied; .attention.sliding_window (OLMo 3) where n_swa > 0
+ *   smollm3: llama's tensors and keys (its NoPE layers are implied by the arch)
  * Mixture of experts (qwen3moe, which has qwen3's Q/K norms, or llama with
  * n_expert > 0: Mixtral's layout) replaces ffn_gate/up/down by
  *   <arch>.expert_count .expert_used_count (qwen3moe: .expert_feed_forward_length)
@@ -54,7 +55,7 @@
 #include <stdint.h>
 
 typedef struct synth_params {
-    const char *arch;       /* "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3" or "olmo2" */
+    const char *arch;       /* "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "olmo2" or "smollm3" */
     int64_t n_layer;
     int64_t n_embd;
     int64_t n_head;
@@ -80,6 +81,8 @@ typedef struct synth_params {
     float rope_freq_base_swa; /* > 0: rope.freq_base_swa (gemma2, gemma3) */
     float attn_softcap;     /* > 0: attn_logit_softcapping (gemma2; 0: its default 50) */
     float final_softcap;    /* > 0: final_logit_softcapping (gemma2, gemma3) */
+    float qk_std;           /* > 0: attn_q and attn_k weights N(0, qk_std), for sharper
+                               attention (scores grow with its square); 0: 0.02 */
     uint64_t seed;
     int n_threads;          /* 0: physical cores */
     bool progress;          /* progress line on stderr */

@@ -78,7 +78,8 @@ static void check_model(const synth_params *p, const char *label) {
         CHECK(llama_model_meta_val_str(m, buf, val, sizeof val) > 0);
         CHECK_EQ_INT(atoll(val), p->n_expert);
     }
-    if (!strcmp(p->arch, "llama")) CHECK_EQ_INT(llama_model_rope_type(m), LLAMA_ROPE_TYPE_NORM);
+    if (!strcmp(p->arch, "llama") || !strcmp(p->arch, "smollm3"))
+        CHECK_EQ_INT(llama_model_rope_type(m), LLAMA_ROPE_TYPE_NORM);
     else CHECK_EQ_INT(llama_model_rope_type(m), LLAMA_ROPE_TYPE_NEOX);
 
     enum { N = 8 };
@@ -261,6 +262,11 @@ int main(void) {
         p.n_layer = 3;
         p.type = VT_DTYPE_F16;
         check_model(&p, "olmo2-f16-swa4");
+        p = synth_default_params();
+        p.arch = "smollm3";
+        p.n_layer = 4;
+        p.type = VT_DTYPE_Q8_0;
+        check_model(&p, "smollm3-q8_0");
     }
     test_reproducible();
     test_rejects();
