@@ -19,7 +19,7 @@
  * past the context, a window pattern longer than the layer count, soft-caps of
  * 0 or NaN, a sliding layers' rope base of 0, missing or misshapen post-norms
  * and QK-norms; the same for olmo2 (OLMo 3's windows, whole-row QK-norms, its
- * own head). */
+ * own head); granite's multipliers (missing, 0, NaN, negative) and biases. */
 #include "base/mapfile.h"
 #include "gguf/gguf.h"
 #include "model/synth.h"
@@ -255,7 +255,7 @@ static size_t check_gemma_cases(const char *arch, const bad_case *cases, size_t 
     sp.n_head = 4;
     sp.n_head_kv = 2;
     sp.n_ff = 32;
-    sp.n_swa = 16;
+    sp.n_swa = strcmp(arch, "granite") ? 16 : 0;
     sp.swa_pattern = 2;
     sp.final_softcap = strcmp(arch, "olmo2") ? 30.0f : 0.0f;
     sp.n_threads = 1;
@@ -330,7 +330,22 @@ static size_t check_gemma(void) {
         {"olmo2 post_ffw_norm missing", {{0}}, {{"blk.1.post_ffw_norm.weight", VT_DTYPE_F32, 0, {0}}},
          "required tensor 'blk.1.post_ffw_norm.weight' is missing"},
     };
-    return check_gemma_cases("gemma3", g3, sizeof g3 / sizeof g3[0]) +
+    const bad_case gr[] = {
+        {"granite unedited", {{0}}, {{0}}, NULL},
+        {"granite logit_scale missing", {{K_DROP, "granite.logit_scale", 0, 0, NULL}}, {{0}},
+         "required key 'granite.logit_scale' is missing"},
+        {"granite logit_scale 0", {{K_F32, "granite.logit_scale", 0, 0.0f, NULL}}, {{0}},
+         "'granite.logit_scale' = 0 is not a positive number"},
+        {"granite residual_scale NaN", {{K_F32, "granite.residual_scale", 0, NAN, NULL}}, {{0}},
+         "'granite.residual_scale' = nan is not a positive number"},
+        {"granite embedding_scale -12", {{K_F32, "granite.embedding_scale", 0, -12.0f, NULL}}, {{0}},
+         "'granite.embedding_scale' = -12 is not a positive number"},
+        {"granite residual_scale 0 (loads: unset)", {{K_F32, "granite.residual_scale", 0, 0.0f, NULL}}, {{0}}, NULL},
+        {"granite attn_output.bias", {{0}}, {{"blk.1.attn_output.bias", VT_DTYPE_F32, 1, {64}}},
+         "tensor 'blk.1.attn_output.bias': granite's optional biases are not supported"},
+    };
+    return check_gemma_cases("granite", gr, sizeof gr / sizeof gr[0]) +
+           check_gemma_cases("gemma3", g3, sizeof g3 / sizeof g3[0]) +
            check_gemma_cases("gemma2", g2, sizeof g2 / sizeof g2[0]) +
            check_gemma_cases("olmo2", o2, sizeof o2 / sizeof o2[0]);
 }
@@ -440,7 +455,7 @@ int main(void) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     CHECK_MSG(ru.ru_maxrss < 512 * 1024, "peak RSS %ld KiB", ru.ru_maxrss);
-    printf("%zu model cases, %zu mixture-of-experts cases, %zu gemma/olmo2 cases\n", sizeof cases / sizeof cases[0],
+    printf("%zu model cases, %zu mixture-of-experts cases, %zu gemma/olmo2/granite cases\n", sizeof cases / sizeof cases[0],
            n_moe, n_gemma);
     return test_finish();
 }

@@ -510,6 +510,9 @@ static void step_norm_quant(fwd_ctx *f, int64_t T, resid_kind add, const float *
         if (add == RESID_TMP && post) { /* gemma: the sublayer's output normed first */
             f->rms_norm(f->tmp + t * d, post, d, hp->rms_eps, scratch);
             for (int64_t j = 0; j < d; j++) x[j] += scratch[j];
+        } else if (add == RESID_TMP && hp->residual_scale != 1.0f) { /* granite */
+            const float rs = hp->residual_scale;
+            for (int64_t j = 0; j < d; j++) x[j] += f->tmp[t * d + j] * rs;
         } else if (add == RESID_TMP) {
             for (int64_t j = 0; j < d; j++) x[j] += f->tmp[t * d + j];
         }
@@ -907,6 +910,11 @@ static void forward_worker(void *arg, int ith, int nth) {
             tp_barrier(f->run);
             tp_range(b->n_logits, 1, ith, nth, &i0, &i1);
             for (int64_t r = i0; r < i1; r++) attn_softcap_ref(b->logits + r * hp->n_vocab, hp->n_vocab, hp->final_softcap);
+        } else if (hp->logit_scale != 1.0f) { /* granite: divided, as ggml_scale by the inverse */
+            tp_barrier(f->run);
+            tp_range(b->n_logits * hp->n_vocab, 1, ith, nth, &i0, &i1);
+            const float inv = 1.0f / hp->logit_scale;
+            for (int64_t j = i0; j < i1; j++) b->logits[j] *= inv;
         }
     }
     PROF_MARK(f, ith, 10, t_prof);

@@ -34,6 +34,7 @@ static const char *const arch_names[] = {
     [MODEL_ARCH_GEMMA3] = "gemma3",
     [MODEL_ARCH_OLMO2] = "olmo2",
     [MODEL_ARCH_SMOLLM3] = "smollm3",
+    [MODEL_ARCH_GRANITE] = "granite",
 };
 
 /* Expert gate/up and down rows per slice (model.h): a multiple of every
@@ -219,6 +220,35 @@ static vt_status olmo2_hparams(model *m) {
     return VT_OK;
 }
 
+/* A multiplier key: absent, dflt; 0 (llama.cpp: unset), dflt; else a positive
+ * finite number. */
+static vt_status get_multiplier(const model *m, const char *suffix, bool required, float dflt, float *out) {
+    vt_status s = gguf_get_f32(&m->gguf, arch_key(m, suffix), out);
+    if (s == VT_E_NOT_FOUND && required)
+        return vt_errorf(VT_E_FORMAT, "required key '%s' is missing", arch_key(m, suffix));
+    if (s == VT_E_NOT_FOUND || (s == VT_OK && *out == 0.0f && !required)) {
+        *out = dflt;
+        return VT_OK;
+    }
+    VT_TRY(s);
+    if (!(*out > 0.0f && isfinite(*out)))
+        return vt_errorf(VT_E_RANGE, "key '%s' = %g is not a positive number", arch_key(m, suffix), *out);
+    return VT_OK;
+}
+
+/* granite as llama.cpp reads it: logit_scale (required; the logits are
+ * divided by it), residual_scale, embedding_scale, attention.scale (0 or
+ * absent: none, 1 / sqrt(head_dim)); rope.scaling.finetuned false turns rope
+ * off on every layer. */
+static vt_status granite_hparams(model *m) {
+    model_hparams *hp = &m->hp;
+    VT_TRY(get_multiplier(m, "logit_scale", true, 1.0f, &hp->logit_scale));
+    VT_TRY(get_multiplier(m, "residual_scale", false, 1.0f, &hp->residual_scale));
+    VT_TRY(get_multiplier(m, "embedding_scale", false, 1.0f, &hp->embd_scale));
+    VT_TRY(get_multiplier(m, "attention.scale", false, hp->attn_scale, &hp->attn_scale));
+    return VT_OK;
+}
+
 static vt_status load_hparams(model *m) {
     gguf_str arch;
     vt_status s = gguf_get_str(&m->gguf, "general.architecture", &arch);
@@ -250,12 +280,15 @@ static vt_status load_hparams(model *m) {
     } else if (gguf_str_eq(arch, "smollm3")) {
         hp->arch = MODEL_ARCH_SMOLLM3;
         hp->rope = MODEL_ROPE_NORM;
+    } else if (gguf_str_eq(arch, "granite")) {
+        hp->arch = MODEL_ARCH_GRANITE;
+        hp->rope = MODEL_ROPE_NORM;
     } else if (gguf_str_eq(arch, "gpt-oss")) {
         return vt_errorf(VT_E_UNSUPPORTED, "architecture 'gpt-oss' is not supported yet (its attention sinks, "
                                            "sliding-window layers and MXFP4 experts are not implemented)");
     } else {
         return vt_errorf(VT_E_UNSUPPORTED,
-                         "architecture '%.*s' is not supported (vt runs llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3)",
+                         "architecture '%.*s' is not supported (vt runs llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3, granite)",
                          (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
     }
     VT_TRY(get_i64_req(m, "block_count", &hp->n_layer));
@@ -354,6 +387,8 @@ static vt_status load_hparams(model *m) {
     hp->attn_softcap = hp->final_softcap = 0.0f;
     if (hp->arch == MODEL_ARCH_GEMMA2 || hp->arch == MODEL_ARCH_GEMMA3) VT_TRY(gemma_hparams(m));
     if (hp->arch == MODEL_ARCH_OLMO2) VT_TRY(olmo2_hparams(m));
+    hp->residual_scale = hp->logit_scale = 1.0f;
+    if (hp->arch == MODEL_ARCH_GRANITE) VT_TRY(granite_hparams(m));
     float attn_factor;
     VT_TRY(get_f32_opt(m, "rope.scaling.attn_factor", 1.0f, &attn_factor));
     if (!(attn_factor > 0.0f && isfinite(attn_factor)))
@@ -622,6 +657,17 @@ static vt_status load_weights(model *m, bool progress) {
         const bool olmo2 = hp->arch == MODEL_ARCH_OLMO2;
         /* llama.cpp's n_no_rope_layer_step, 4 for smollm3 */
         L->no_rope = hp->arch == MODEL_ARCH_SMOLLM3 && (il + 1) % 4 == 0;
+        if (hp->arch == MODEL_ARCH_GRANITE) {
+            const gguf_kv *ft = gguf_find(&m->gguf, arch_key(m, "rope.scaling.finetuned"));
+            L->no_rope = ft && ft->type == GGUF_TYPE_BOOL && !ft->v.u64;
+            static const char *const biases[] = {"attn_output.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"};
+            for (size_t i = 0; i < sizeof biases / sizeof biases[0]; i++) {
+                char bn[128];
+                snprintf(bn, sizeof bn, "blk.%lld.%s", (long long)il, biases[i]);
+                if (gguf_find_tensor(&m->gguf, bn))
+                    return vt_errorf(VT_E_UNSUPPORTED, "tensor '%s': granite's optional biases are not supported", bn);
+            }
+        }
         if (!olmo2) VT_TRY(load_vec(m, LNAME("attn_norm.weight"), d, true, &L->attn_norm));
         VT_TRY(load_mat(m, LNAME("attn_q.weight"), d, q_dim, true, &L->wq));
         VT_TRY(load_mat(m, LNAME("attn_k.weight"), d, kv_dim, true, &L->wk));

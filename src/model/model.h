@@ -10,7 +10,9 @@
  * plain one here too. olmo2 has no norms before attention and FFN, only after
  * (as gemma's post-norms), and its QK-norm spans the whole Q and K rows of a
  * token, all heads together. smollm3 is llama with no rope on every 4th
- * layer (NoPE: il % 4 == 3). They differ only in the flags below, so one forward pass
+ * layer (NoPE: il % 4 == 3). granite is llama with multipliers: embeddings,
+ * each sublayer's output before its residual add, the attention scale and the
+ * logits (divided). They differ only in the flags below, so one forward pass
  * serves all.
  *
  * Mixture of experts (n_expert > 0): a router ffn_gate_inp (n_expert, n_embd)
@@ -45,6 +47,7 @@ typedef enum model_arch {
     MODEL_ARCH_GEMMA3,
     MODEL_ARCH_OLMO2,
     MODEL_ARCH_SMOLLM3,
+    MODEL_ARCH_GRANITE,
 } model_arch;
 
 /* The dense FFN's gate activation: h = act(x Wg^T) * (x Wu^T). */
@@ -101,6 +104,8 @@ typedef struct model_hparams {
     float attn_scale;      /* scores = attn_scale * q.k (1 / sqrt(head_dim); gemma's query_pre_attn_scalar) */
     float attn_softcap;    /* > 0: scores = c * tanh(scores / c) (gemma2); 0: none */
     float final_softcap;   /* > 0: logits = c * tanh(logits / c) (gemma2, gemma3 where set); 0: none */
+    float residual_scale;  /* sublayer outputs times it before the residual add (granite); 1 */
+    float logit_scale;     /* logits times 1 / it (granite's logit_scale); 1 */
     int64_t n_expert;      /* experts per FFN; 0: a dense FFN (w_gate, w_up, w_down) */
     int64_t n_expert_used; /* experts per token (<= n_expert) */
     int64_t n_ff_exp;      /* rows of one expert's gate and up */

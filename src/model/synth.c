@@ -341,11 +341,12 @@ vt_status synth_write(const synth_params *p, const char *path) {
     bool is_gemma = is_gemma2 || is_gemma3;
     bool is_olmo2 = p->arch && !strcmp(p->arch, "olmo2");
     bool is_smollm3 = p->arch && !strcmp(p->arch, "smollm3"); /* llama's tensors and keys */
+    bool is_granite = p->arch && !strcmp(p->arch, "granite");  /* the same, plus multipliers */
     bool is_qwen3 = (p->arch && !strcmp(p->arch, "qwen3")) || is_qwen3moe;
     bool qk_norm = is_qwen3 || is_gemma3;
-    if (!is_llama && !is_qwen2 && !is_qwen3 && !is_gemma && !is_olmo2 && !is_smollm3)
+    if (!is_llama && !is_qwen2 && !is_qwen3 && !is_gemma && !is_olmo2 && !is_smollm3 && !is_granite)
         return vt_errorf(VT_E_INVALID,
-                         "synth: unknown arch '%s' (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3)",
+                         "synth: unknown arch '%s' (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3, granite)",
                          p->arch ? p->arch : "(null)");
     if (is_qwen3moe && p->n_expert < 1)
         return vt_errorf(VT_E_INVALID, "synth: qwen3moe needs n_expert >= 1");
@@ -360,7 +361,8 @@ vt_status synth_write(const synth_params *p, const char *path) {
     vt_dtype embd_type = p->embd_type == VT_DTYPE_COUNT ? p->type : p->embd_type;
     vt_dtype out_type = p->output_type == VT_DTYPE_COUNT ? p->type : p->output_type;
     float rope_base = p->rope_freq_base > 0 ? p->rope_freq_base
-                                            : (is_llama || is_gemma || is_olmo2 || is_smollm3 ? 10000.0f : 1000000.0f);
+                                            : (is_llama || is_gemma || is_olmo2 || is_smollm3 || is_granite ? 10000.0f
+                                                                                                            : 1000000.0f);
     float rms_eps = p->rms_eps > 0 ? p->rms_eps : (is_llama ? 1e-5f : 1e-6f);
     const bool tied = (p->tied && !is_olmo2) || is_gemma2; /* olmo2's head is its own */
     if (is_olmo2 && head_dim * p->n_head != p->n_embd)
@@ -427,6 +429,13 @@ vt_status synth_write(const synth_params *p, const char *path) {
     if (p->n_swa > 0) {
         TRY(gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)p->n_swa));
         TRY(gguf_writer_set_u32(w, KEY("attention.sliding_window_pattern"), (uint32_t)p->swa_pattern));
+    }
+    if (is_granite) { /* Granite 3's embedding, residual and logit multipliers; attention
+                         sharper than 1 / sqrt(head_dim) so that its scale shows */
+        TRY(gguf_writer_set_f32(w, KEY("embedding_scale"), 12.0f));
+        TRY(gguf_writer_set_f32(w, KEY("residual_scale"), 0.22f));
+        TRY(gguf_writer_set_f32(w, KEY("attention.scale"), 2.0f / sqrtf((float)head_dim)));
+        TRY(gguf_writer_set_f32(w, KEY("logit_scale"), 8.0f));
     }
     if (is_gemma && p->rope_freq_base_swa > 0)
         TRY(gguf_writer_set_f32(w, KEY("rope.freq_base_swa"), p->rope_freq_base_swa));

@@ -29,6 +29,8 @@
  *     attn_q_norm (n_head*head_dim) / attn_k_norm (n_head_kv*head_dim), whole-row
  *     QK-norm; never tied; .attention.sliding_window (OLMo 3) where n_swa > 0
  *   smollm3: llama's tensors and keys (its NoPE layers are implied by the arch)
+ *   granite: llama's, plus <arch>.embedding_scale 12, .residual_scale 0.22,
+ *     .attention.scale 2 / sqrt(head_dim), .logit_scale 8
  * Mixture of experts (qwen3moe, which has qwen3's Q/K norms, or llama with
  * n_expert > 0: Mixtral's layout) replaces ffn_gate/up/down by
  *   <arch>.expert_count .expert_used_count (qwen3moe: .expert_feed_forward_length)
@@ -55,7 +57,8 @@
 #include <stdint.h>
 
 typedef struct synth_params {
-    const char *arch;       /* "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "olmo2" or "smollm3" */
+    const char *arch;       /* "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "olmo2", "smollm3"
+                               or "granite" */
     int64_t n_layer;
     int64_t n_embd;
     int64_t n_head;

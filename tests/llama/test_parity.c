@@ -280,6 +280,8 @@ static synth_params dense_params(const char *arch, const char *vocab) {
         sp.n_swa = 0;
         sp.n_layer = 4;
         sp.qk_std = 0.08f;
+    } else if (!strcmp(arch, "granite")) { /* no window; synth writes its multipliers */
+        sp.n_swa = 0;
     }
     return sp;
 }
@@ -400,6 +402,7 @@ int main(void) {
         {"gemma2", "vocab/ggml-vocab-gemma-4.gguf", true},
         {"olmo2", "vocab/ggml-vocab-llama-bpe.gguf", true},
         {"smollm3", "vocab/ggml-vocab-llama-bpe.gguf", false},
+        {"granite", "vocab/ggml-vocab-gpt-2.gguf", false},
     };
     static const vt_dtype dense_types[] = {VT_DTYPE_F16, VT_DTYPE_Q8_0, VT_DTYPE_Q4_0, VT_DTYPE_Q4_K};
     for (size_t a = 0; a < sizeof dense / sizeof dense[0]; a++) {
