@@ -59,7 +59,7 @@ static void run_case(vt_dtype type, double bound, const attn_kv_ops *ops, int64_
         for (int64_t c = 0; c < n_ch; c++) {
             const attn_query aq = {.q = q, .q_tok_stride = n_rep * hd, .n_tok = 1, .n_rep = n_rep,
                                    .pos0 = n_ctx - 1, .part = parts + c * pf, .part_stride = n_ch * pf};
-            attn_partial(&lv, ops, ops, table, g, &aq, c * ATTN_CHUNK, 0, scale);
+            attn_partial(&lv, ops, ops, table, g, &aq, c * ATTN_CHUNK, 0, scale, 0.0f);
         }
         for (int64_t r = 0; r < n_rep; r++) {
             attn_combine(parts + r * n_ch * pf, n_ch, pf, hd, NULL, out);
@@ -125,11 +125,11 @@ static void run_group_case(vt_dtype type, const attn_kv_ops *ops, int64_t n_ctx,
     for (int64_t c = 0; c < n_ch; c++) {
         const attn_query aq = {.q = q, .q_tok_stride = q_stride, .n_tok = n_tok, .n_rep = n_rep,
                                .pos0 = pos0, .part = grp, .part_stride = pf};
-        attn_partial(&lv, ops, ops, table, 0, &aq, c * ATTN_CHUNK, 0, scale);
+        attn_partial(&lv, ops, ops, table, 0, &aq, c * ATTN_CHUNK, 0, scale, 0.0f);
         for (int64_t i = 0; i < n_tok; i++) {
             const attn_query a1 = {.q = q + i * q_stride, .q_tok_stride = q_stride, .n_tok = 1,
                                    .n_rep = n_rep, .pos0 = pos0 + i, .part = one, .part_stride = pf};
-            attn_partial(&lv, ops, ops, table, 0, &a1, c * ATTN_CHUNK, 0, scale);
+            attn_partial(&lv, ops, ops, table, 0, &a1, c * ATTN_CHUNK, 0, scale, 0.0f);
             bad += memcmp(one, grp + i * n_rep * pf, sizeof(float) * (size_t)(n_rep * pf)) != 0;
         }
     }
@@ -151,8 +151,8 @@ static void run_group_case(vt_dtype type, const attn_kv_ops *ops, int64_t n_ctx,
  * and the tier's outputs against the scalar tier's, which must agree within
  * the same bound (scores of f32 keys in another summation order). */
 static void run_window_case(vt_dtype type, double bound, const attn_kv_ops *ops, int64_t n_ctx,
-                            int64_t n_tok, int64_t window, bool with_sink, int64_t n_rep, int64_t hd,
-                            int64_t bs, float *out_tier /* (n_tok, n_rep, hd) */) {
+                            int64_t n_tok, int64_t window, bool with_sink, float softcap, int64_t n_rep,
+                            int64_t hd, int64_t bs, float *out_tier /* (n_tok, n_rep, hd) */) {
     const int64_t n_blocks = (n_ctx + bs - 1) / bs, pos0 = n_ctx - n_tok;
     kv_cache kv;
     CHECK_OK(kv_cache_init(&kv, type, type, 1, 1, hd, bs, n_blocks));
@@ -189,7 +189,7 @@ static void run_window_case(vt_dtype type, double bound, const attn_kv_ops *ops,
             const attn_query aq = {.q = q + t0 * n_rep * hd, .q_tok_stride = n_rep * hd, .n_tok = nt,
                                    .n_rep = n_rep, .pos0 = p_first,
                                    .part = parts + (t0 * n_rep * n_ch + c) * pf, .part_stride = n_ch * pf};
-            attn_partial(&lv, ops, ops, table, 0, &aq, c * ATTN_CHUNK, window, scale);
+            attn_partial(&lv, ops, ops, table, 0, &aq, c * ATTN_CHUNK, window, scale, softcap);
         }
         t0 += nt;
     }
@@ -205,7 +205,7 @@ static void run_window_case(vt_dtype type, double bound, const attn_kv_ops *ops,
             for (int64_t k = lo; k <= p; k++) {
                 double d = 0;
                 for (int64_t j = 0; j < hd; j++) d += (double)q[(i * n_rep + r) * hd + j] * K[k * hd + j];
-                sc[k] = d * scale;
+                sc[k] = softcap > 0 ? softcap * tanh(d * scale / softcap) : d * scale;
                 mx = sc[k] > mx ? sc[k] : mx;
             }
             for (int64_t k = lo; k <= p; k++) sum += (sc[k] = exp(sc[k] - mx));
@@ -219,8 +219,8 @@ static void run_window_case(vt_dtype type, double bound, const attn_kv_ops *ops,
             worst = e > worst ? e : worst;
         }
     }
-    CHECK_MSG(worst < bound, "%s window %lld sink %d n_ctx %lld n_tok %lld: NMSE %.3g >= %.3g",
-              quant_traits_get(type)->name, (long long)window, with_sink, (long long)n_ctx,
+    CHECK_MSG(worst < bound, "%s window %lld sink %d softcap %g n_ctx %lld n_tok %lld: NMSE %.3g >= %.3g",
+              quant_traits_get(type)->name, (long long)window, with_sink, softcap, (long long)n_ctx,
               (long long)n_tok, worst, bound);
     kv_cache_free(&kv);
     free(table);
@@ -238,8 +238,8 @@ static void check_window_neutral(const attn_kv_ops *ops) {
     const int64_t n_ctx = ATTN_CHUNK + 40, hd = 64, n_rep = 2, n_tok = 3;
     float *a = malloc(sizeof(float) * (size_t)(n_tok * n_rep * hd));
     float *b = malloc(sizeof(float) * (size_t)(n_tok * n_rep * hd));
-    run_window_case(VT_DTYPE_F16, 1e-6, ops, n_ctx, n_tok, 0, false, n_rep, hd, 16, a);
-    run_window_case(VT_DTYPE_F16, 1e-6, ops, n_ctx, n_tok, n_ctx, false, n_rep, hd, 16, b);
+    run_window_case(VT_DTYPE_F16, 1e-6, ops, n_ctx, n_tok, 0, false, 0.0f, n_rep, hd, 16, a);
+    run_window_case(VT_DTYPE_F16, 1e-6, ops, n_ctx, n_tok, n_ctx, false, 0.0f, n_rep, hd, 16, b);
     CHECK(memcmp(a, b, sizeof(float) * (size_t)(n_tok * n_rep * hd)) == 0);
     free(a);
     free(b);
@@ -298,7 +298,7 @@ int main(void) {
             run_group_case(kv_types[t].type, tiers[tier], 2 * ATTN_CHUNK + 28, 20, 3, 96, 16);
         }
         /* sliding windows (inside a block, across blocks and chunks, past the
-         * start) and sinks: every tier against the dense reference and against
+         * start), sinks and soft-capped scores: every tier against the dense reference and against
          * the scalar tier */
         {
             static const struct { int64_t n_ctx, n_tok, window, bs; } wc[] = {
@@ -307,12 +307,14 @@ int main(void) {
             };
             const int64_t hd = kv_types[t].type == VT_DTYPE_Q8_0 ? 96 : 44, n_rep = 3;
             for (size_t k = 0; k < sizeof wc / sizeof wc[0]; k++)
-                for (int sink = 0; sink < 2; sink++) {
+                for (int variant = 0; variant < 3; variant++) { /* plain, a sink, scores soft-capped at 0.5 */
+                    const bool sink = variant == 1;
+                    const float softcap = variant == 2 ? 0.5f : 0.0f;
                     const size_t n_out = (size_t)(wc[k].n_tok * n_rep * hd);
                     float *ref_out = malloc(sizeof(float) * n_out), *tier_out = malloc(sizeof(float) * n_out);
                     for (int tier = 0; tier < n_tiers; tier++) {
                         run_window_case(kv_types[t].type, kv_types[t].bound, tiers[tier], wc[k].n_ctx,
-                                        wc[k].n_tok, wc[k].window, sink, n_rep, hd, wc[k].bs,
+                                        wc[k].n_tok, wc[k].window, sink, softcap, n_rep, hd, wc[k].bs,
                                         tier ? tier_out : ref_out);
                         if (tier)
                             CHECK_MSG(test_nmse(tier_out, ref_out, (int64_t)n_out) < kv_types[t].bound,

@@ -288,6 +288,30 @@ static void check_gemm_type(const cpu_kernels *simd, vt_dtype t) {
 
 /* ---- small vector ops ------------------------------------------------------------------- */
 
+/* gelu_mul (ggml's f16 table): against the tanh formula in double, within the
+ * f16 roundings of x and of gelu(x) (about 2^-10 relative each, plus the slope
+ * of gelu at x); exactly 0 below -10 and x * u above 10. */
+static void check_gelu_mul(const cpu_kernels *k) {
+    enum { N = 2001 };
+    static float g[N], u[N];
+    for (int i = 0; i < N; i++) {
+        g[i] = -12.0f + 24.0f * (float)i / (float)(N - 1);
+        u[i] = 1.0f + (float)(i % 7) * 0.25f;
+    }
+    float x[N];
+    memcpy(x, g, sizeof x);
+    k->gelu_mul(g, u, N);
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        const double xd = x[i], want = 0.5 * xd * (1.0 + tanh(0.7978845608028654 * xd * (1.0 + 0.044715 * xd * xd))) * u[i];
+        const double tol = 3e-3 * fabs(want) + 2e-3 * u[i] * fabs(xd) + 1e-6;
+        if (x[i] <= -10.0f && g[i] != 0.0f) bad++;
+        else if (x[i] >= 10.0f && g[i] != x[i] * u[i]) bad++;
+        else if (fabs(g[i] - want) > tol) bad++;
+    }
+    CHECK_MSG(bad == 0, "gelu_mul: %d of %d values off", bad, N);
+}
+
 /* silu_mul against the ref over |x| up to 100 (where exp(-x) under- and
  * overflows), zeros and lengths with tails. */
 static void check_silu_mul(const cpu_kernels *simd, const cpu_kernels *ref) {
@@ -529,6 +553,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof act_types / sizeof act_types[0]; i++)
         check_quantizer(&best, act_types[i]);
     check_silu_mul(&best, &ref);
+    check_gelu_mul(&best);
     check_rms_norm(&best, &ref);
     check_isa_env(argv[0], "ref", 0);
 #if defined(__x86_64__)

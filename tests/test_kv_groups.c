@@ -8,7 +8,9 @@
  *     passes them, preemption, prefix-cache hits through every group) generates
  *     the tokens of vt_context, which keeps every block; a sliding-window group
  *     never holds more blocks than its window and a step's tokens span;
- *   - every block of every group is free at the end. */
+ *   - every block of every group is free at the end;
+ *   - the engine part again on a Gemma-3-shaped gemma3 model (5 sliding layers
+ *     to 1 global). */
 #include "test.h"
 #include "vt.h"
 
@@ -22,7 +24,7 @@
 #define N_CTX 512
 #define BS 16
 
-static vt_model *make_model(int64_t n_layer, int64_t n_swa, int64_t pattern) {
+static vt_model *make_model(const char *arch, int64_t n_layer, int64_t n_swa, int64_t pattern) {
     char path[] = "/tmp/vt_test_kv_groups_XXXXXX";
     const int fd = mkstemp(path);
     CHECK(fd >= 0);
@@ -36,8 +38,13 @@ static vt_model *make_model(int64_t n_layer, int64_t n_swa, int64_t pattern) {
     sp.n_ff = 128;
     sp.n_ctx = N_CTX;
     sp.n_threads = 1;
+    sp.arch = arch;
     sp.n_swa = n_swa;
     sp.swa_pattern = pattern;
+    if (!strcmp(arch, "gemma3")) { /* its local and global rope bases */
+        sp.rope_freq_base = 1e6f;
+        sp.rope_freq_base_swa = 10000.0f;
+    }
     sp.seed = 7;
     CHECK_OK(synth_write(&sp, path));
     vt_model *m = NULL;
@@ -131,8 +138,8 @@ static void test_window_semantics(void) {
         t1[i] = t2[i] = 3 + (int32_t)((s >> 33) % 500);
         if (i > 0 && i < 100) t2[i] = 3 + (t1[i] + 17) % 500; /* the prompts differ in 1..99 */
     }
-    vt_model *full = make_model(2, 0, 0), *wide = make_model(2, N_CTX, 0), *wide_mix = make_model(3, N_CTX, 2);
-    vt_model *full3 = make_model(3, 0, 0);
+    vt_model *full = make_model("llama", 2, 0, 0), *wide = make_model("llama", 2, N_CTX, 0), *wide_mix = make_model("llama", 3, N_CTX, 2);
+    vt_model *full3 = make_model("llama", 3, 0, 0);
     if (!full || !wide || !wide_mix || !full3) return;
     const int32_t nv = vt_model_n_vocab(full);
     const size_t bytes = sizeof(float) * (size_t)N * (size_t)nv;
@@ -147,7 +154,7 @@ static void test_window_semantics(void) {
     free(b);
 
     /* window 24 on both layers: position p sees tokens (p - 2 * 23, p] */
-    vt_model *narrow = make_model(2, 24, 0);
+    vt_model *narrow = make_model("llama", 2, 24, 0);
     if (narrow) {
         a = context_logits(narrow, t1, N);
         b = context_logits(narrow, t2, N);
@@ -284,8 +291,8 @@ static void engine_generate(vt_model *m, const vt_engine_params *p, int32_t *con
     vt_engine_free(e);
 }
 
-static void test_engine_windows(int64_t n_layer, int64_t n_swa, int64_t pattern) {
-    vt_model *m = make_model(n_layer, n_swa, pattern);
+static void test_engine_windows(const char *arch, int64_t n_layer, int64_t n_swa, int64_t pattern) {
+    vt_model *m = make_model(arch, n_layer, n_swa, pattern);
     if (!m) return;
     const int32_t np[N_PROMPTS] = {200, 37, 90, 150, 200};
     int32_t *prompts[N_PROMPTS];
@@ -348,7 +355,7 @@ static void test_engine_windows(int64_t n_layer, int64_t n_swa, int64_t pattern)
     engine_generate(m, &p, again, np_again, 2, true, got, &st, &held_max);
     CHECK_EQ_INT(got[1].n_cached, (200 - 1) / BS * BS);
     CHECK(!memcmp(got[1].tok, want[0].tok, sizeof want[0].tok));
-    printf("swa %lld pattern %lld: most SWA blocks held by a sequence %lld\n", (long long)n_swa,
+    printf("%s swa %lld pattern %lld: most SWA blocks held by a sequence %lld\n", arch, (long long)n_swa,
            (long long)pattern, (long long)held_max);
     for (int k = 0; k < N_PROMPTS; k++) free(prompts[k]);
     vt_model_free(m);
@@ -357,9 +364,12 @@ static void test_engine_windows(int64_t n_layer, int64_t n_swa, int64_t pattern)
 int main(void) {
     test_groups();
     test_window_semantics();
-    test_engine_windows(2, 0, 0);   /* one FULL group: the engine as before */
-    test_engine_windows(2, 20, 0);  /* every layer slides: one SWA group, no FULL */
-    test_engine_windows(3, 20, 2);  /* layers 0 and 2 slide, 1 attends fully: two groups */
-    test_engine_windows(3, 40, 3);  /* a window longer than a block and the step */
+    test_engine_windows("llama", 2, 0, 0);   /* one FULL group: the engine as before */
+    test_engine_windows("llama", 2, 20, 0);  /* every layer slides: one SWA group, no FULL */
+    test_engine_windows("llama", 3, 20, 2);  /* layers 0 and 2 slide, 1 attends fully: two groups */
+    test_engine_windows("llama", 3, 40, 3);  /* a window longer than a block and the step */
+    /* Gemma 3's shape: 5 sliding layers to 1 global, the sliding ones on a rope
+     * base of their own; its SWA pool a fraction of a full group's */
+    test_engine_windows("gemma3", 6, 20, 6);
     return test_finish();
 }

@@ -13,7 +13,13 @@
  * llama files (src/model/synth.c): expert counts of 0, more used experts
  * than experts, expert tensors of the wrong shape or missing, and expert
  * tensors in a file that declares no experts (refused as mixture-of-experts,
- * never as a missing ffn_gate). */
+ * never as a missing ffn_gate).
+ *
+ * Gemma: the same on small synthetic gemma2 and gemma3 files: windows of 0 or
+ * past the context, a window pattern longer than the layer count, soft-caps of
+ * 0 or NaN, a sliding layers' rope base of 0, missing or misshapen post-norms
+ * and QK-norms; the same for olmo2 (OLMo 3's windows, whole-row QK-norms, its
+ * own head); granite's multipliers (missing, 0, NaN, negative) and biases. */
 #include "base/mapfile.h"
 #include "gguf/gguf.h"
 #include "model/synth.h"
@@ -231,6 +237,119 @@ static size_t check_moe(void) {
            check_moe_cases("llama", llama, sizeof llama / sizeof llama[0]);
 }
 
+#define G2(k, v) {K_U32, "gemma2." k, (v), 0, NULL}
+#define G3(k, v) {K_U32, "gemma3." k, (v), 0, NULL}
+#define G2F(k, v) {K_F32, "gemma2." k, 0, (v), NULL}
+#define G3F(k, v) {K_F32, "gemma3." k, 0, (v), NULL}
+
+/* cases on a small synthetic gemma or olmo2 file of arch (n_embd 64, 4 heads of 16, 2 KV
+ * heads, 2 layers, n_ff 32, context 256, a window of 16 on every other layer) */
+static size_t check_gemma_cases(const char *arch, const bad_case *cases, size_t n) {
+    char path[] = "/tmp/vt_model_bad_gemma_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    synth_params sp = synth_default_params();
+    sp.arch = arch;
+    sp.n_embd = 64;
+    sp.n_head = 4;
+    sp.n_head_kv = 2;
+    sp.n_ff = 32;
+    sp.n_swa = strcmp(arch, "granite") ? 16 : 0;
+    sp.swa_pattern = 2;
+    sp.final_softcap = strcmp(arch, "olmo2") ? 30.0f : 0.0f;
+    sp.n_threads = 1;
+    vt_status s = synth_write(&sp, path);
+    CHECK_MSG(s == VT_OK, "synth %s: %s", arch, vt_last_error());
+    if (s == VT_OK) {
+        mapfile mf;
+        gguf_file f;
+        CHECK_OK(mapfile_open(path, &mf));
+        CHECK_OK(gguf_parse(mf.data, mf.size, path, &f));
+        for (size_t i = 0; i < n; i++) check_case(&f, &cases[i]);
+        gguf_free(&f);
+        mapfile_close(&mf);
+    }
+    unlink(path);
+    return n;
+}
+
+static size_t check_gemma(void) {
+    const bad_case g3[] = {
+        {"gemma3 unedited", {{0}}, {{0}}, NULL},
+        {"gemma3 without a window (loads: full attention)", {{K_DROP, "gemma3.attention.sliding_window", 0, 0, NULL}}, {{0}}, NULL},
+        {"gemma3 sliding window 0", {G3("attention.sliding_window", 0)}, {{0}}, "'gemma3.attention.sliding_window' = 0 is out of range"},
+        {"gemma3 sliding window past the context", {G3("attention.sliding_window", 300)}, {{0}},
+         "'gemma3.attention.sliding_window' = 300 is larger than the context_length 256"},
+        {"gemma3 pattern 3 of 2 layers", {G3("attention.sliding_window_pattern", 3)}, {{0}},
+         "'gemma3.attention.sliding_window_pattern' = 3 is more than block_count (2)"},
+        {"gemma3 final soft-cap 0", {G3F("final_logit_softcapping", 0.0f)}, {{0}},
+         "'gemma3.final_logit_softcapping' = 0 is not a positive number"},
+        {"gemma3 final soft-cap NaN", {G3F("final_logit_softcapping", NAN)}, {{0}},
+         "'gemma3.final_logit_softcapping' = nan is not a positive number"},
+        {"gemma3 rope.freq_base_swa 0", {G3F("rope.freq_base_swa", 0.0f)}, {{0}},
+         "'gemma3.rope.freq_base_swa' = 0 is not a positive number"},
+        {"gemma3 post_attention_norm missing", {{0}}, {{"blk.1.post_attention_norm.weight", VT_DTYPE_F32, 0, {0}}},
+         "required tensor 'blk.1.post_attention_norm.weight' is missing"},
+        {"gemma3 post_ffw_norm [32]", {{0}}, {{"blk.0.post_ffw_norm.weight", VT_DTYPE_F32, 1, {32}}},
+         "tensor 'blk.0.post_ffw_norm.weight' has shape [32, 1, 1], expected [64, 1]"},
+        {"gemma3 attn_q_norm missing", {{0}}, {{"blk.0.attn_q_norm.weight", VT_DTYPE_F32, 0, {0}}},
+         "required tensor 'blk.0.attn_q_norm.weight' is missing"},
+        {"gemma3 attn_k_norm [64]", {{0}}, {{"blk.1.attn_k_norm.weight", VT_DTYPE_F32, 1, {64}}},
+         "tensor 'blk.1.attn_k_norm.weight' has shape [64, 1, 1], expected [16, 1]"},
+    };
+    const bad_case g2[] = {
+        {"gemma2 unedited", {{0}}, {{0}}, NULL},
+        {"gemma2 attention soft-cap 0", {G2F("attn_logit_softcapping", 0.0f)}, {{0}},
+         "'gemma2.attn_logit_softcapping' = 0 is not a positive number"},
+        {"gemma2 attention soft-cap NaN", {G2F("attn_logit_softcapping", NAN)}, {{0}},
+         "'gemma2.attn_logit_softcapping' = nan is not a positive number"},
+        {"gemma2 final soft-cap -1", {G2F("final_logit_softcapping", -1.0f)}, {{0}},
+         "'gemma2.final_logit_softcapping' = -1 is not a positive number"},
+        {"gemma2 sliding window 0", {G2("attention.sliding_window", 0)}, {{0}}, "'gemma2.attention.sliding_window' = 0 is out of range"},
+        {"gemma2 pattern 4 of 2 layers", {G2("attention.sliding_window_pattern", 4)}, {{0}},
+         "'gemma2.attention.sliding_window_pattern' = 4 is more than block_count (2)"},
+        {"gemma2 post_ffw_norm missing", {{0}}, {{"blk.0.post_ffw_norm.weight", VT_DTYPE_F32, 0, {0}}},
+         "required tensor 'blk.0.post_ffw_norm.weight' is missing"},
+    };
+    const bad_case o2[] = {
+        {"olmo2 unedited", {{0}}, {{0}}, NULL},
+        {"olmo2 sliding window 0", {{K_U32, "olmo2.attention.sliding_window", 0, 0, NULL}}, {{0}},
+         "'olmo2.attention.sliding_window' = 0 is out of range"},
+        {"olmo2 pattern 3 of 2 layers", {{K_U32, "olmo2.attention.sliding_window_pattern", 3, 0, NULL}}, {{0}},
+         "'olmo2.attention.sliding_window_pattern' = 3 is more than block_count (2)"},
+        {"olmo2 key_length 32: Q rows wider than n_embd", {{K_U32, "olmo2.attention.key_length", 32, 0, NULL},
+                                                           {K_U32, "olmo2.attention.value_length", 32, 0, NULL}}, {{0}},
+         "olmo2: head_count 4 x key_length 32 is not embedding_length 64"},
+        {"olmo2 attn_q_norm per head [16]", {{0}}, {{"blk.0.attn_q_norm.weight", VT_DTYPE_F32, 1, {16}}},
+         "tensor 'blk.0.attn_q_norm.weight' has shape [16, 1, 1], expected [64, 1]"},
+        {"olmo2 attn_k_norm missing", {{0}}, {{"blk.1.attn_k_norm.weight", VT_DTYPE_F32, 0, {0}}},
+         "required tensor 'blk.1.attn_k_norm.weight' is missing"},
+        {"olmo2 output.weight missing", {{0}}, {{"output.weight", VT_DTYPE_F32, 0, {0}}},
+         "required tensor 'output.weight' is missing"},
+        {"olmo2 post_ffw_norm missing", {{0}}, {{"blk.1.post_ffw_norm.weight", VT_DTYPE_F32, 0, {0}}},
+         "required tensor 'blk.1.post_ffw_norm.weight' is missing"},
+    };
+    const bad_case gr[] = {
+        {"granite unedited", {{0}}, {{0}}, NULL},
+        {"granite logit_scale missing", {{K_DROP, "granite.logit_scale", 0, 0, NULL}}, {{0}},
+         "required key 'granite.logit_scale' is missing"},
+        {"granite logit_scale 0", {{K_F32, "granite.logit_scale", 0, 0.0f, NULL}}, {{0}},
+         "'granite.logit_scale' = 0 is not a positive number"},
+        {"granite residual_scale NaN", {{K_F32, "granite.residual_scale", 0, NAN, NULL}}, {{0}},
+         "'granite.residual_scale' = nan is not a positive number"},
+        {"granite embedding_scale -12", {{K_F32, "granite.embedding_scale", 0, -12.0f, NULL}}, {{0}},
+         "'granite.embedding_scale' = -12 is not a positive number"},
+        {"granite residual_scale 0 (loads: unset)", {{K_F32, "granite.residual_scale", 0, 0.0f, NULL}}, {{0}}, NULL},
+        {"granite attn_output.bias", {{0}}, {{"blk.1.attn_output.bias", VT_DTYPE_F32, 1, {64}}},
+         "tensor 'blk.1.attn_output.bias': granite's optional biases are not supported"},
+    };
+    return check_gemma_cases("granite", gr, sizeof gr / sizeof gr[0]) +
+           check_gemma_cases("gemma3", g3, sizeof g3 / sizeof g3[0]) +
+           check_gemma_cases("gemma2", g2, sizeof g2 / sizeof g2[0]) +
+           check_gemma_cases("olmo2", o2, sizeof o2 / sizeof o2[0]);
+}
+
 int main(void) {
     const char *p = test_model_path("stories260K.gguf");
     if (!p) return test_finish();
@@ -330,11 +449,13 @@ int main(void) {
     gguf_free(&f);
     mapfile_close(&mf);
     const size_t n_moe = check_moe();
+    const size_t n_gemma = check_gemma();
 
     /* No case may have allocated anything near its absurd sizes. */
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     CHECK_MSG(ru.ru_maxrss < 512 * 1024, "peak RSS %ld KiB", ru.ru_maxrss);
-    printf("%zu model cases, %zu mixture-of-experts cases\n", sizeof cases / sizeof cases[0], n_moe);
+    printf("%zu model cases, %zu mixture-of-experts cases, %zu gemma/olmo2/granite cases\n", sizeof cases / sizeof cases[0],
+           n_moe, n_gemma);
     return test_finish();
 }

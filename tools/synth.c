@@ -91,7 +91,7 @@ int cmd_synth(int argc, char **argv) {
     const char *out = NULL;
     bool quiet = false;
     const opt table[] = {
-        {.name = {"--arch"}, .kind = OPT_STR, .dst = &p.arch, .arg = "A", .help = "llama | qwen2 | qwen3 | qwen3moe (default llama)"},
+        {.name = {"--arch"}, .kind = OPT_STR, .dst = &p.arch, .arg = "A", .help = "llama | qwen2 | qwen3 | qwen3moe | gemma2 | gemma3 |\nolmo2 | smollm3 | granite (default llama)"},
         {.name = {"--layers"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_layer, .arg = "N", .help = "blocks (default 2)"},
         {.name = {"--embd"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_embd, .arg = "N",
          .help = "embedding width (default 256)"},
@@ -110,9 +110,15 @@ int cmd_synth(int argc, char **argv) {
         {.name = {"--expert-ff"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_ff_exp, .arg = "N",
          .help = "qwen3moe: rows of an expert's gate/up (default --ff)"},
         {.name = {"--swa"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_swa, .arg = "N",
-         .help = "llama: a sliding window of N positions (default none)"},
+         .help = "llama, gemma, olmo2: a sliding window of N positions\n(default none)"},
         {.name = {"--swa-pattern"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.swa_pattern, .arg = "N",
          .help = "... on layers il % N < N - 1 (0, the default: every layer)"},
+        {.name = {"--swa-rope-base"}, .kind = OPT_FN, .fn = opt_rope, .dst = &p.rope_freq_base_swa, .arg = "F",
+         .help = "gemma: rope.freq_base_swa, the sliding layers' base"},
+        {.name = {"--attn-softcap"}, .kind = OPT_FN, .fn = opt_rope, .dst = &p.attn_softcap, .arg = "F",
+         .help = "gemma2: attn_logit_softcapping (default: none written, 50)"},
+        {.name = {"--final-softcap"}, .kind = OPT_FN, .fn = opt_rope, .dst = &p.final_softcap, .arg = "F",
+         .help = "gemma: final_logit_softcapping"},
         {.name = {"--ctx"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_ctx, .arg = "N",
          .help = "context_length (default 256)"},
         {.name = {"--vocab-from"}, .kind = OPT_STR, .dst = &p.vocab_path, .arg = "F",

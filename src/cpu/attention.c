@@ -167,7 +167,7 @@ const attn_kv_ops *attn_ops_get(vt_dtype type) { return attn_ops_get_isa(type, c
 
 void attn_partial(const kv_layer *L, const attn_kv_ops *kops, const attn_kv_ops *vops,
                   const int32_t *blocks, int64_t g, const attn_query *aq, int64_t p0,
-                  int64_t window, float scale) {
+                  int64_t window, float scale, float softcap) {
     const int64_t hd = L->head_dim, bs = L->block_size, n_rep = aq->n_rep;
     const int64_t rows = aq->n_tok * n_rep;
     /* The last token sees the most keys, the first the earliest; the others'
@@ -220,6 +220,7 @@ void attn_partial(const kv_layer *L, const attn_kv_ops *kops, const attn_kv_ops 
                      scores + (p - lo), n);
         p += nr;
     }
+    if (softcap > 0) attn_softcap_ref(scores, rows * n, softcap); /* one test per item */
     for (int64_t i = 0; i < aq->n_tok; i++) {
         /* token i's keys: [a, e) of the scores */
         const int64_t pi = aq->pos0 + i, e = (pi + 1 < p1 ? pi + 1 : p1) - lo;
@@ -252,6 +253,11 @@ void attn_partial(const kv_layer *L, const attn_kv_ops *kops, const attn_kv_ops 
     }
     if (scores != scores_buf) free(scores);
     free(q_heap);
+}
+
+void attn_softcap_ref(float *s, int64_t n, float cap) {
+    const float inv = 1.0f / cap;
+    for (int64_t i = 0; i < n; i++) s[i] = cap * tanhf(s[i] * inv);
 }
 
 /* The loops over head_dim go 8 lanes at a time (a fixed inner count GCC's -O2

@@ -89,13 +89,17 @@ typedef struct attn_query {
  *           (llama.cpp's LLAMA_SWA_TYPE_STANDARD); 0: every key before it;
  *   sinks   (n_head) learned logits, one per query head, that join the softmax
  *           denominator and nothing else (gpt-oss: ggml_soft_max_add_sinks); NULL:
- *           none.
+ *           none;
+ *   softcap scores become softcap * tanh(score / softcap) before the softmax
+ *           (gemma2's attn_logit_softcapping; the score already scaled, as
+ *           llama.cpp, whose gemma2 scales Q first); 0: none.
  * A window is a range of positions, not a mask: the items skip the chunks
  * before it and the kernels score only the keys inside it, so no inner loop
  * tests a position. */
 typedef struct attn_layer_cfg {
     int64_t window;
     const float *sinks;
+    float softcap;
 } attn_layer_cfg;
 
 /* Partial attention for one item: the queries of aq against kv head g over the
@@ -107,10 +111,14 @@ typedef struct attn_layer_cfg {
  * {-inf, 0, 0} when the range is empty. Its bits do not depend on which other
  * tokens share the item, and a window that reaches p0 leaves them as without
  * one. Blocks wholly before lo_0 are never read (a SWA group may have released
- * them). */
+ * them). softcap > 0 caps each score as attn_layer_cfg says (attn_softcap). */
 void attn_partial(const kv_layer *L, const attn_kv_ops *kops, const attn_kv_ops *vops,
                   const int32_t *blocks, int64_t g, const attn_query *aq, int64_t p0,
-                  int64_t window, float scale);
+                  int64_t window, float scale, float softcap);
+
+/* s[i] = cap * tanh(s[i] / cap), i < n (cap > 0): the soft-cap of scores and of
+ * logits. _ref: tanhf; the kernel table's form may differ in the last bits. */
+void attn_softcap_ref(float *s, int64_t n, float cap);
 
 /* The first chunk a token at pos sees with this window (0 without one). */
 static inline int64_t attn_first_chunk(int64_t pos, int64_t window) {

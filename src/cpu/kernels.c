@@ -4,6 +4,8 @@
  * building it never runs an instruction the CPU lacks. */
 #include "cpu/kernels.h"
 
+#include "base/fp16.h"
+
 #if defined(__x86_64__)
 #include "cpu/x86/x86_kernels.h"
 #elif defined(__aarch64__)
@@ -66,6 +68,40 @@ static void silu_mul_ref(float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+/* GELU as ggml's CPU backend computes it (GGML_GELU_FP16): x rounded to f16,
+ * looked up in a table of gelu over every f16 value, itself rounded to f16;
+ * 0 below -10 and x above 10. The same table, so GEGLU models match llama.cpp
+ * bit for bit before the down projection's activations are quantized. Filled
+ * once, with the kernel table (cpu_kernels_get). */
+static vt_f16 gelu_table[1 << 16];
+
+static void gelu_table_fill(void) {
+    const float c = 0.79788456080286535587989211986876f, a = 0.044715f;
+    for (uint32_t i = 0; i < (1u << 16); i++) {
+        vt_f16 h;
+        const uint16_t b = (uint16_t)i;
+        memcpy(&h, &b, sizeof h);
+        const float x = f16_to_f32(h);
+        gelu_table[i] = f32_to_f16(0.5f * x * (1.0f + tanhf(c * x * (1.0f + a * x * x))));
+    }
+}
+
+static void gelu_mul_ref(float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const float x = g[i];
+        if (x <= -10.0f) {
+            g[i] = 0.0f;
+        } else if (x >= 10.0f) {
+            g[i] = x * u[i];
+        } else {
+            const vt_f16 h = f32_to_f16(x);
+            uint16_t b;
+            memcpy(&b, &h, sizeof b);
+            g[i] = f16_to_f32(gelu_table[b]) * u[i];
+        }
+    }
+}
+
 static void rms_norm_ref(const float *x, const float *w, int64_t n, float eps, float *out) {
     double sum = 0;
     for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
@@ -75,6 +111,9 @@ static void rms_norm_ref(const float *x, const float *w, int64_t n, float eps, f
 
 static void fill_ref(cpu_kernels *k) {
     k->silu_mul = silu_mul_ref;
+    k->gelu_mul = gelu_mul_ref;
+    static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
+    pthread_once(&gelu_once, gelu_table_fill);
     k->rms_norm = rms_norm_ref;
     for (int t = 0; t < VT_DTYPE_COUNT; t++) {
         const quant_traits *tr = quant_traits_get((vt_dtype)t);

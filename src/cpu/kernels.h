@@ -73,6 +73,10 @@ typedef struct cpu_kernels {
     /* g[i] = silu(g[i]) * u[i] = g[i] / (1 + exp(-g[i])) * u[i]; SIMD tiers use a
      * polynomial exp (about 1 ulp), so they differ from the ref in the last bits. */
     void (*silu_mul)(float *g, const float *u, int64_t n);
+    /* g[i] = gelu(g[i]) * u[i], GELU's tanh form (0.5 x (1 + tanh(sqrt(2/pi) (x +
+     * 0.044715 x^3)))) through ggml's f16 table, as llama.cpp's CPU backend;
+     * a table lookup, the same on every tier. */
+    void (*gelu_mul)(float *g, const float *u, int64_t n);
     /* out[i] = (x[i] * s) * w[i], s = 1 / sqrtf(mean(x^2) + eps), the mean as
      * ggml takes it: float squares summed in double. The ref sums them in order;
      * SIMD tiers in a fixed number of double lanes, so s can differ by an ulp

@@ -561,6 +561,12 @@ static void glu_units(const void *ctx, int64_t u0, int64_t u1) {
 
 void mm_compute_glu(const mm_weight *gate, const mm_weight *up, vt_dtype down_type, const void *xq,
                     int64_t n_tok, void *hq, tp_pool *pool, int ith) {
+    mm_compute_glu_act(gate, up, cpu_kernels_get()->silu_mul, down_type, xq, n_tok, hq, pool, ith);
+}
+
+void mm_compute_glu_act(const mm_weight *gate, const mm_weight *up,
+                        void (*act_mul)(float *g, const float *u, int64_t n), vt_dtype down_type,
+                        const void *xq, int64_t n_tok, void *hq, tp_pool *pool, int ith) {
     if (n_tok <= 0) return;
     VT_ASSERT(quant_traits_get(up->type)->dot_type == quant_traits_get(gate->type)->dot_type &&
               gate->n_in == up->n_in && gate->n_out == up->n_out);
@@ -582,7 +588,7 @@ void mm_compute_glu(const mm_weight *gate, const mm_weight *up, vt_dtype down_ty
         .hq_stride = mm_act_row_bytes(down_type, gate->n_out),
         .ht = ht,
         .quantize = k->quantize_act[h_type],
-        .silu_mul = k->silu_mul,
+        .silu_mul = act_mul,
     };
     split_units((gate->n_out + uc - 1) / uc, (size_t)uc * (gate->row_bytes + up->row_bytes), n_tok,
                 pool, ith, glu_units, &job);

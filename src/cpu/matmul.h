@@ -117,6 +117,11 @@ void mm_compute_multi(const mm_weight *const *ws, float *const *ys, const int64_
  * type; xq is quantized for gate. */
 void mm_compute_glu(const mm_weight *gate, const mm_weight *up, vt_dtype down_type, const void *xq,
                     int64_t n_tok, void *hq, tp_pool *pool, int ith);
+/* The same with another activation: act_mul(g, u, n) sets g[i] = act(g[i]) * u[i]
+ * (cpu_kernels' silu_mul, gelu_mul). */
+void mm_compute_glu_act(const mm_weight *gate, const mm_weight *up,
+                        void (*act_mul)(float *g, const float *u, int64_t n), vt_dtype down_type,
+                        const void *xq, int64_t n_tok, void *hq, tp_pool *pool, int ith);
 
 /* Whether decode steps (up to PACK_TOK_MAX tokens) with w use the GEMMs with
  * software prefetch (true, the default) or, where the tier has them

@@ -79,6 +79,7 @@ struct fwd_ctx {
     int64_t max_tokens;
     const attn_kv_ops *kops, *vops;
     void (*rms_norm)(const float *x, const float *w, int64_t n, float eps, float *out);
+    void (*ffn_act_mul)(float *g, const float *u, int64_t n); /* the dense FFN's act(g) * u */
 
     void *work;    /* the mapping the buffers below are carved from */
     size_t work_bytes;
@@ -88,6 +89,7 @@ struct fwd_ctx {
     float *k, *v;  /* (T, n_head_kv * head_dim) */
     float *attn;   /* (T, n_head * head_dim) */
     float *rope;   /* (T, n_rot) cos, sin pairs */
+    float *rope_swa; /* (T, n_rot) the same with the sliding layers' base and scale, or NULL: rope */
     float *norm;   /* (nth_max, max(n_embd, head_dim)) per-thread row scratch */
     uint8_t *xq;   /* (T, act_row_max) quantized activations */
     uint8_t *hq;   /* (T, act_row_max) SiLU(gate) * up quantized for the down projection */
@@ -233,6 +235,7 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
     f->max_tokens = max_tokens;
     f->kops = attn_ops_get(kv->type_k);
     f->rms_norm = cpu_kernels_get()->rms_norm;
+    f->ffn_act_mul = hp->ffn_act == MODEL_FFN_GELU ? cpu_kernels_get()->gelu_mul : cpu_kernels_get()->silu_mul;
     f->vops = attn_ops_get(kv->type_v);
     f->nth_max = tp_n_threads(pool);
     size_t lb = 0;
@@ -300,6 +303,10 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
         f->v = carve(base, &off, T * kvd * sizeof(float));
         f->attn = carve(base, &off, T * qd * sizeof(float));
         f->rope = carve(base, &off, T * (size_t)hp->n_rot * sizeof(float));
+        f->rope_swa = hp->n_swa > 0 && (hp->rope_freq_base_swa != hp->rope_freq_base ||
+                                        hp->rope_freq_scale_swa != hp->rope_freq_scale)
+                          ? carve(base, &off, T * (size_t)hp->n_rot * sizeof(float))
+                          : NULL;
         f->norm = carve(base, &off, (size_t)f->nth_max * max_sz(d, (size_t)hp->head_dim) * sizeof(float));
         f->xq = carve(base, &off, T * f->act_row_max);
         f->hq = carve(base, &off, T * f->act_row_max);
@@ -401,14 +408,15 @@ static void rope_apply(float *x, const float *cs, int64_t n_rot, model_rope mode
 
 /* cos/sin of each rotated pair for position pos, computed the way ggml does
  * (the angle advanced by repeated multiplication) so both engines agree. */
-static void rope_table(const model_hparams *hp, const float *freq_factors, int32_t pos, float *cs) {
-    const float theta_scale = powf(hp->rope_freq_base, -2.0f / (float)hp->n_rot);
+static void rope_table(const model_hparams *hp, const float *freq_factors, float freq_base, float freq_scale,
+                       int32_t pos, float *cs) {
+    const float theta_scale = powf(freq_base, -2.0f / (float)hp->n_rot);
     float theta = (float)pos;
     const float ms = hp->rope_mscale;
     for (int64_t i = 0; i < hp->n_rot / 2; i++) {
         const float ff = freq_factors ? freq_factors[i] : 1.0f;
         const float extrap = theta / ff;
-        float t = hp->rope_freq_scale * extrap;
+        float t = freq_scale * extrap;
         if (hp->rope_yarn) { /* ggml's rope_yarn, ext_factor 1 */
             const float y = ((float)i - hp->yarn_low) / fmaxf(0.001f, hp->yarn_high - hp->yarn_low);
             const float ramp = 1 - fminf(1, fmaxf(0, y));
@@ -482,12 +490,14 @@ static void moe_combine(const fwd_ctx *f, int64_t t, float *out) {
     }
 }
 
-/* Residual add (tmp, or the last layer's experts), RMSNorm with w, quantize for
+/* Residual add (tmp, RMS-normed with post first where post is not NULL, or the
+ * last layer's experts), RMSNorm with w (none where w is NULL), quantize for
  * weights of w_type (and, where xq2 is not NULL, also for weights of type2 into
  * xq2): token rows split among threads. Rows listed in `rows` (NULL: all T) go
  * to xq row i. */
-static void step_norm_quant(fwd_ctx *f, int64_t T, resid_kind add, const float *w, vt_dtype w_type,
-                            vt_dtype type2, uint8_t *xq2, const int32_t *rows, int ith, int nth) {
+static void step_norm_quant(fwd_ctx *f, int64_t T, resid_kind add, const float *post, const float *w,
+                            vt_dtype w_type, vt_dtype type2, uint8_t *xq2, const int32_t *rows, int ith,
+                            int nth) {
     const model_hparams *hp = &f->m->hp;
     const int64_t d = hp->n_embd;
     const size_t rb = mm_act_row_bytes(w_type, d), rb2 = xq2 ? mm_act_row_bytes(type2, d) : 0;
@@ -497,15 +507,26 @@ static void step_norm_quant(fwd_ctx *f, int64_t T, resid_kind add, const float *
     for (int64_t i = i0; i < i1; i++) {
         const int64_t t = rows ? rows[i] : i;
         float *x = f->x + t * d;
-        if (add == RESID_TMP)
+        if (add == RESID_TMP && post) { /* gemma: the sublayer's output normed first */
+            f->rms_norm(f->tmp + t * d, post, d, hp->rms_eps, scratch);
+            for (int64_t j = 0; j < d; j++) x[j] += scratch[j];
+        } else if (add == RESID_TMP && hp->residual_scale != 1.0f) { /* granite */
+            const float rs = hp->residual_scale;
+            for (int64_t j = 0; j < d; j++) x[j] += f->tmp[t * d + j] * rs;
+        } else if (add == RESID_TMP) {
             for (int64_t j = 0; j < d; j++) x[j] += f->tmp[t * d + j];
+        }
         if (add == RESID_MOE) {
             moe_combine(f, t, scratch);
             for (int64_t j = 0; j < d; j++) x[j] += scratch[j];
         }
-        f->rms_norm(x, w, d, hp->rms_eps, scratch);
-        mm_quantize(w_type, scratch, d, 1, d, f->xq + (size_t)i * rb, 0, 1);
-        if (xq2) mm_quantize(type2, scratch, d, 1, d, xq2 + (size_t)i * rb2, 0, 1);
+        const float *src = x; /* no norm before the sublayer (olmo2) */
+        if (w) {
+            f->rms_norm(x, w, d, hp->rms_eps, scratch);
+            src = scratch;
+        }
+        mm_quantize(w_type, src, d, 1, d, f->xq + (size_t)i * rb, 0, 1);
+        if (xq2) mm_quantize(type2, src, d, 1, d, xq2 + (size_t)i * rb2, 0, 1);
     }
 }
 
@@ -703,14 +724,21 @@ static void forward_worker(void *arg, int ith, int nth) {
     const int64_t T = b->n_tokens, d = hp->n_embd, hd = hp->head_dim, n_head = hp->n_head,
                   n_kv = hp->n_head_kv, n_rep = n_head / n_kv, qd = n_head * hd, kvd = n_kv * hd,
                   bs = f->kv->block_size, pf = attn_part_floats(hd);
-    const float scale = 1.0f / sqrtf((float)hd);
+    const float scale = hp->attn_scale;
     int64_t i0, i1;
     double t_prof = PROF_START(ith);
 
     /* Step 0: embeddings and rope tables, by token. */
     tp_range(T, 1, ith, nth, &i0, &i1);
     if (i1 > i0) model_embed_rows(m, b->token + i0, i1 - i0, f->x + i0 * d);
-    for (int64_t t = i0; t < i1; t++) rope_table(hp, m->rope_freqs, b->pos[t], f->rope + t * hp->n_rot);
+    if (hp->embd_scale != 1.0f)
+        for (int64_t j = i0 * d; j < i1 * d; j++) f->x[j] *= hp->embd_scale;
+    for (int64_t t = i0; t < i1; t++) {
+        rope_table(hp, m->rope_freqs, hp->rope_freq_base, hp->rope_freq_scale, b->pos[t], f->rope + t * hp->n_rot);
+        if (f->rope_swa)
+            rope_table(hp, m->rope_freqs, hp->rope_freq_base_swa, hp->rope_freq_scale_swa, b->pos[t],
+                       f->rope_swa + t * hp->n_rot);
+    }
     tp_barrier(f->run);
     PROF_MARK(f, ith, 0, t_prof);
 
@@ -727,7 +755,8 @@ static void forward_worker(void *arg, int ith, int nth) {
 
         /* 1: residual + norm + quantize */
         const resid_kind prev = il == 0 ? RESID_NONE : hp->n_expert ? RESID_MOE : RESID_TMP;
-        step_norm_quant(f, T, prev, L->attn_norm, L->wq.type, VT_DTYPE_COUNT, NULL, NULL, ith, nth);
+        const float *prev_post = il == 0 ? NULL : m->layers[il - 1].ffn_post_norm;
+        step_norm_quant(f, T, prev, prev_post, L->attn_norm, L->wq.type, VT_DTYPE_COUNT, NULL, NULL, ith, nth);
         tp_barrier(f->run);
         PROF_MARK(f, ith, 1, t_prof);
 
@@ -742,37 +771,50 @@ static void forward_worker(void *arg, int ith, int nth) {
         PROF_MARK(f, ith, 2, t_prof);
 
         /* 3: bias, QK-norm, rope; store K and V. Items: (token, kv head). */
-        tp_range(T * n_kv, 1, ith, nth, &i0, &i1);
+        const float *rope = f->rope_swa && L->attn.window > 0 ? f->rope_swa : f->rope;
+        /* olmo2's QK-norm spans a token's rows: items are then whole tokens */
+        const bool row_norm = L->q_norm_row != NULL;
+        tp_range(row_norm ? T : T * n_kv, 1, ith, nth, &i0, &i1);
         for (int64_t it = i0; it < i1; it++) {
-            const int64_t t = it / n_kv, g = it % n_kv;
-            const int32_t pos = b->pos[t];
-            const fwd_seq *sq = &b->seqs[b->seq[t]];
-            const float *cs = f->rope + t * hp->n_rot;
-            float *kr = f->k + t * kvd + g * hd, *vr = f->v + t * kvd + g * hd;
-            float *scratch = f->norm + (size_t)ith * (size_t)(d > hd ? d : hd);
-            if (L->bk)
-                for (int64_t j = 0; j < hd; j++) {
-                    kr[j] += L->bk[g * hd + j];
-                    vr[j] += L->bv[g * hd + j];
-                }
-            if (L->k_norm) {
-                f->rms_norm(kr, L->k_norm, hd, hp->rms_eps, scratch);
-                memcpy(kr, scratch, sizeof(float) * (size_t)hd);
+            const int64_t g_end = row_norm ? n_kv : it % n_kv + 1;
+            if (row_norm) { /* qd == n_embd (olmo2_hparams): the row fits the scratch */
+                float *scratch = f->norm + (size_t)ith * (size_t)(d > hd ? d : hd);
+                f->rms_norm(f->q + it * qd, L->q_norm_row, qd, hp->rms_eps, scratch);
+                memcpy(f->q + it * qd, scratch, sizeof(float) * (size_t)qd);
+                f->rms_norm(f->k + it * kvd, L->k_norm_row, kvd, hp->rms_eps, scratch);
+                memcpy(f->k + it * kvd, scratch, sizeof(float) * (size_t)kvd);
             }
-            rope_apply(kr, cs, hp->n_rot, hp->rope);
-            const int32_t blk = sq->blocks[lv->group][pos / bs];
-            f->kops->store_k(kv_k_head(lv, blk, g), bs, pos % bs, kr, hd);
-            f->vops->store_v(kv_v_row(lv, blk, g, pos % bs), vr, hd);
-            for (int64_t r = 0; r < n_rep; r++) {
-                const int64_t h = g * n_rep + r;
-                float *qr = f->q + t * qd + h * hd;
-                if (L->bq)
-                    for (int64_t j = 0; j < hd; j++) qr[j] += L->bq[h * hd + j];
-                if (L->q_norm) {
-                    f->rms_norm(qr, L->q_norm, hd, hp->rms_eps, scratch);
-                    memcpy(qr, scratch, sizeof(float) * (size_t)hd);
+            for (int64_t g = row_norm ? 0 : it % n_kv; g < g_end; g++) {
+                const int64_t t = row_norm ? it : it / n_kv;
+                const int32_t pos = b->pos[t];
+                const fwd_seq *sq = &b->seqs[b->seq[t]];
+                const float *cs = rope + t * hp->n_rot;
+                float *kr = f->k + t * kvd + g * hd, *vr = f->v + t * kvd + g * hd;
+                float *scratch = f->norm + (size_t)ith * (size_t)(d > hd ? d : hd);
+                if (L->bk)
+                    for (int64_t j = 0; j < hd; j++) {
+                        kr[j] += L->bk[g * hd + j];
+                        vr[j] += L->bv[g * hd + j];
+                    }
+                if (L->k_norm) {
+                    f->rms_norm(kr, L->k_norm, hd, hp->rms_eps, scratch);
+                    memcpy(kr, scratch, sizeof(float) * (size_t)hd);
                 }
-                rope_apply(qr, cs, hp->n_rot, hp->rope);
+                if (!L->no_rope) rope_apply(kr, cs, hp->n_rot, hp->rope);
+                const int32_t blk = sq->blocks[lv->group][pos / bs];
+                f->kops->store_k(kv_k_head(lv, blk, g), bs, pos % bs, kr, hd);
+                f->vops->store_v(kv_v_row(lv, blk, g, pos % bs), vr, hd);
+                for (int64_t r = 0; r < n_rep; r++) {
+                    const int64_t h = g * n_rep + r;
+                    float *qr = f->q + t * qd + h * hd;
+                    if (L->bq)
+                        for (int64_t j = 0; j < hd; j++) qr[j] += L->bq[h * hd + j];
+                    if (L->q_norm) {
+                        f->rms_norm(qr, L->q_norm, hd, hp->rms_eps, scratch);
+                        memcpy(qr, scratch, sizeof(float) * (size_t)hd);
+                    }
+                    if (!L->no_rope) rope_apply(qr, cs, hp->n_rot, hp->rope);
+                }
             }
         }
         tp_barrier(f->run);
@@ -796,7 +838,7 @@ static void forward_worker(void *arg, int ith, int nth) {
                     .part_stride = nch * pf,
                 };
                 attn_partial(lv, f->kops, f->vops, b->seqs[b->seq[t0]].blocks[lv->group], g, &aq,
-                             (int64_t)item->chunk * ATTN_CHUNK, L->attn.window, scale);
+                             (int64_t)item->chunk * ATTN_CHUNK, L->attn.window, scale, L->attn.softcap);
             }
         }
         tp_barrier(f->run);
@@ -831,7 +873,7 @@ static void forward_worker(void *arg, int ith, int nth) {
              * activation type, where that differs) the router; 8, 9: the experts */
             const bool own = quant_traits_get(L->router.type)->dot_type !=
                              quant_traits_get(L->exp_gate[0].type)->dot_type;
-            step_norm_quant(f, T, RESID_TMP, L->ffn_norm, L->exp_gate[0].type, L->router.type,
+            step_norm_quant(f, T, RESID_TMP, L->attn_post_norm, L->ffn_norm, L->exp_gate[0].type, L->router.type,
                             own ? f->hq : NULL, NULL, ith, nth);
             tp_barrier(f->run);
             PROF_MARK(f, ith, 7, t_prof);
@@ -841,12 +883,13 @@ static void forward_worker(void *arg, int ith, int nth) {
         }
 
         /* 7: residual + norm + quantize */
-        step_norm_quant(f, T, RESID_TMP, L->ffn_norm, L->w_gate.type, VT_DTYPE_COUNT, NULL, NULL, ith, nth);
+        step_norm_quant(f, T, RESID_TMP, L->attn_post_norm, L->ffn_norm, L->w_gate.type, VT_DTYPE_COUNT, NULL,
+                        NULL, ith, nth);
         tp_barrier(f->run);
         PROF_MARK(f, ith, 7, t_prof);
 
-        /* 8: gate and up, SiLU(gate) * up quantized for the down projection */
-        mm_compute_glu(&L->w_gate, &L->w_up, L->w_down.type, f->xq, T, f->hq, f->run, ith);
+        /* 8: gate and up, act(gate) * up quantized for the down projection */
+        mm_compute_glu_act(&L->w_gate, &L->w_up, f->ffn_act_mul, L->w_down.type, f->xq, T, f->hq, f->run, ith);
         tp_barrier(f->run);
         PROF_MARK(f, ith, 8, t_prof);
 
@@ -858,11 +901,22 @@ static void forward_worker(void *arg, int ith, int nth) {
 
     /* Output: the last residual add and norm only for the rows that want logits. */
     if (b->n_logits > 0) {
-        step_norm_quant(f, b->n_logits, hp->n_expert ? RESID_MOE : RESID_TMP, m->output_norm, m->output.type,
-                        VT_DTYPE_COUNT, NULL, b->logit_rows, ith, nth);
+        step_norm_quant(f, b->n_logits, hp->n_expert ? RESID_MOE : RESID_TMP,
+                        hp->n_layer > 0 ? m->layers[hp->n_layer - 1].ffn_post_norm : NULL, m->output_norm,
+                        m->output.type, VT_DTYPE_COUNT, NULL, b->logit_rows, ith, nth);
         tp_barrier(f->run);
         PROF_MARK(f, ith, 10, t_prof);
         mm_compute(&m->output, f->xq, b->n_logits, b->logits, hp->n_vocab, f->run, ith);
+        if (hp->final_softcap > 0) { /* gemma2: the logits soft-capped, row by row */
+            tp_barrier(f->run);
+            tp_range(b->n_logits, 1, ith, nth, &i0, &i1);
+            for (int64_t r = i0; r < i1; r++) attn_softcap_ref(b->logits + r * hp->n_vocab, hp->n_vocab, hp->final_softcap);
+        } else if (hp->logit_scale != 1.0f) { /* granite: divided, as ggml_scale by the inverse */
+            tp_barrier(f->run);
+            tp_range(b->n_logits * hp->n_vocab, 1, ith, nth, &i0, &i1);
+            const float inv = 1.0f / hp->logit_scale;
+            for (int64_t j = i0; j < i1; j++) b->logits[j] *= inv;
+        }
     }
     PROF_MARK(f, ith, 10, t_prof);
 }

@@ -30,6 +30,11 @@ static const char *const arch_names[] = {
     [MODEL_ARCH_QWEN2] = "qwen2",
     [MODEL_ARCH_QWEN3] = "qwen3",
     [MODEL_ARCH_QWEN3MOE] = "qwen3moe",
+    [MODEL_ARCH_GEMMA2] = "gemma2",
+    [MODEL_ARCH_GEMMA3] = "gemma3",
+    [MODEL_ARCH_OLMO2] = "olmo2",
+    [MODEL_ARCH_SMOLLM3] = "smollm3",
+    [MODEL_ARCH_GRANITE] = "granite",
 };
 
 /* Expert gate/up and down rows per slice (model.h): a multiple of every
@@ -131,6 +136,120 @@ static vt_status yarn_params(model *m) {
     return VT_OK;
 }
 
+/* A soft-cap key: absent, dflt; present, a positive finite number. */
+static vt_status get_softcap(const model *m, const char *suffix, float dflt, float *out) {
+    VT_TRY(get_f32_opt(m, suffix, dflt, out));
+    if (!(*out > 0.0f && isfinite(*out)))
+        return vt_errorf(VT_E_RANGE, "key '%s' = %g is not a positive number", arch_key(m, suffix), *out);
+    return VT_OK;
+}
+
+/* gemma2 and gemma3 as llama.cpp's load_arch_hparams reads them: the window and
+ * its pattern (gemma2: always sliding, 4096 every other layer by default;
+ * gemma3: sliding only where the file sets a window, 5 of every 6 layers by
+ * default), the sliding layers' rope base (gemma2: the global one by default,
+ * gemma3: 10000), the soft-caps (gemma2: 50 on the scores and 30 on the
+ * logits by default; gemma3: logits only, where set), the embedding scale and
+ * the attention scale (1 / sqrt(n_embd / n_head) for the 27B models, whose
+ * layer counts llama.cpp keys it on; 1 / sqrt(head_dim) otherwise). */
+static vt_status gemma_hparams(model *m) {
+    model_hparams *hp = &m->hp;
+    const bool g2 = hp->arch == MODEL_ARCH_GEMMA2;
+    const char *kw = "attention.sliding_window", *kp = "attention.sliding_window_pattern";
+    hp->ffn_act = MODEL_FFN_GELU;
+    hp->embd_scale = sqrtf((float)hp->n_embd);
+    const bool big = hp->n_layer == (g2 ? 46 : 62);
+    hp->attn_scale = 1.0f / sqrtf((float)(big ? hp->n_embd / hp->n_head : hp->head_dim));
+    hp->n_swa = 0;
+    if (g2 || gguf_find(&m->gguf, arch_key(m, kw))) {
+        int64_t w = 4096;
+        if (gguf_find(&m->gguf, arch_key(m, kw))) {
+            VT_TRY(get_i64_req(m, kw, &w));
+            if (w > hp->n_ctx_train)
+                return vt_errorf(VT_E_RANGE, "key '%s' = %lld is larger than the context_length %lld",
+                                 arch_key(m, kw), (long long)w, (long long)hp->n_ctx_train);
+        }
+        hp->n_swa = w;
+        const gguf_kv *pk = gguf_find(&m->gguf, arch_key(m, kp));
+        if (pk && pk->type == GGUF_TYPE_ARRAY)
+            return vt_errorf(VT_E_UNSUPPORTED, "key '%s': a per-layer pattern array is not supported",
+                             arch_key(m, kp));
+        VT_TRY(get_i64_opt(m, kp, g2 ? 2 : 6, &hp->swa_pattern));
+        if (hp->swa_pattern > hp->n_layer)
+            return vt_errorf(VT_E_RANGE, "key '%s' = %lld is more than block_count (%lld)", arch_key(m, kp),
+                             (long long)hp->swa_pattern, (long long)hp->n_layer);
+        VT_TRY(get_f32_opt(m, "rope.freq_base_swa", g2 ? hp->rope_freq_base : 10000.0f, &hp->rope_freq_base_swa));
+        if (!(hp->rope_freq_base_swa > 0.0f && isfinite(hp->rope_freq_base_swa)))
+            return vt_errorf(VT_E_RANGE, "key '%s' = %g is not a positive number",
+                             arch_key(m, "rope.freq_base_swa"), hp->rope_freq_base_swa);
+        if (!g2) hp->rope_freq_scale_swa = 1.0f;
+    }
+    if (g2) VT_TRY(get_softcap(m, "attn_logit_softcapping", 50.0f, &hp->attn_softcap));
+    if (g2 || gguf_find(&m->gguf, arch_key(m, "final_logit_softcapping")))
+        VT_TRY(get_softcap(m, "final_logit_softcapping", 30.0f, &hp->final_softcap));
+    return VT_OK;
+}
+
+/* olmo2 as llama.cpp reads it: sliding windows only where the file sets one
+ * (OLMo 3), 3 of every 4 layers by default, those layers on the global rope
+ * base and never scaled. Q and K are normed as whole rows,
+ * so a token's Q row must be n_embd wide, as llama.cpp's tensor shapes say. */
+static vt_status olmo2_hparams(model *m) {
+    model_hparams *hp = &m->hp;
+    const char *kw = "attention.sliding_window", *kp = "attention.sliding_window_pattern";
+    if (hp->n_head * hp->head_dim != hp->n_embd)
+        return vt_errorf(VT_E_FORMAT, "olmo2: head_count %lld x key_length %lld is not embedding_length %lld",
+                         (long long)hp->n_head, (long long)hp->head_dim, (long long)hp->n_embd);
+    hp->n_swa = 0;
+    if (!gguf_find(&m->gguf, arch_key(m, kw))) return VT_OK;
+    VT_TRY(get_i64_req(m, kw, &hp->n_swa));
+    if (hp->n_swa > hp->n_ctx_train)
+        return vt_errorf(VT_E_RANGE, "key '%s' = %lld is larger than the context_length %lld", arch_key(m, kw),
+                         (long long)hp->n_swa, (long long)hp->n_ctx_train);
+    const gguf_kv *pk = gguf_find(&m->gguf, arch_key(m, kp));
+    if (pk && pk->type == GGUF_TYPE_ARRAY)
+        return vt_errorf(VT_E_UNSUPPORTED, "key '%s': a per-layer pattern array is not supported", arch_key(m, kp));
+    VT_TRY(get_i64_opt(m, kp, 4, &hp->swa_pattern));
+    if (hp->swa_pattern > hp->n_layer)
+        return vt_errorf(VT_E_RANGE, "key '%s' = %lld is more than block_count (%lld)", arch_key(m, kp),
+                         (long long)hp->swa_pattern, (long long)hp->n_layer);
+    if (hp->rope_yarn)
+        return vt_errorf(VT_E_UNSUPPORTED, "olmo2: YaRN with sliding-window layers (OLMo 3) is not supported yet");
+    /* llama.cpp reads rope.freq_base_swa here but its olmo2 graph ropes the
+     * sliding layers on the global base, unscaled */
+    hp->rope_freq_scale_swa = 1.0f;
+    return VT_OK;
+}
+
+/* A multiplier key: absent, dflt; 0 (llama.cpp: unset), dflt; else a positive
+ * finite number. */
+static vt_status get_multiplier(const model *m, const char *suffix, bool required, float dflt, float *out) {
+    vt_status s = gguf_get_f32(&m->gguf, arch_key(m, suffix), out);
+    if (s == VT_E_NOT_FOUND && required)
+        return vt_errorf(VT_E_FORMAT, "required key '%s' is missing", arch_key(m, suffix));
+    if (s == VT_E_NOT_FOUND || (s == VT_OK && *out == 0.0f && !required)) {
+        *out = dflt;
+        return VT_OK;
+    }
+    VT_TRY(s);
+    if (!(*out > 0.0f && isfinite(*out)))
+        return vt_errorf(VT_E_RANGE, "key '%s' = %g is not a positive number", arch_key(m, suffix), *out);
+    return VT_OK;
+}
+
+/* granite as llama.cpp reads it: logit_scale (required; the logits are
+ * divided by it), residual_scale, embedding_scale, attention.scale (0 or
+ * absent: none, 1 / sqrt(head_dim)); rope.scaling.finetuned false turns rope
+ * off on every layer. */
+static vt_status granite_hparams(model *m) {
+    model_hparams *hp = &m->hp;
+    VT_TRY(get_multiplier(m, "logit_scale", true, 1.0f, &hp->logit_scale));
+    VT_TRY(get_multiplier(m, "residual_scale", false, 1.0f, &hp->residual_scale));
+    VT_TRY(get_multiplier(m, "embedding_scale", false, 1.0f, &hp->embd_scale));
+    VT_TRY(get_multiplier(m, "attention.scale", false, hp->attn_scale, &hp->attn_scale));
+    return VT_OK;
+}
+
 static vt_status load_hparams(model *m) {
     gguf_str arch;
     vt_status s = gguf_get_str(&m->gguf, "general.architecture", &arch);
@@ -150,12 +269,27 @@ static vt_status load_hparams(model *m) {
     } else if (gguf_str_eq(arch, "qwen3moe")) {
         hp->arch = MODEL_ARCH_QWEN3MOE;
         hp->rope = MODEL_ROPE_NEOX;
+    } else if (gguf_str_eq(arch, "gemma2")) {
+        hp->arch = MODEL_ARCH_GEMMA2;
+        hp->rope = MODEL_ROPE_NEOX;
+    } else if (gguf_str_eq(arch, "gemma3")) {
+        hp->arch = MODEL_ARCH_GEMMA3;
+        hp->rope = MODEL_ROPE_NEOX;
+    } else if (gguf_str_eq(arch, "olmo2")) {
+        hp->arch = MODEL_ARCH_OLMO2;
+        hp->rope = MODEL_ROPE_NEOX;
+    } else if (gguf_str_eq(arch, "smollm3")) {
+        hp->arch = MODEL_ARCH_SMOLLM3;
+        hp->rope = MODEL_ROPE_NORM;
+    } else if (gguf_str_eq(arch, "granite")) {
+        hp->arch = MODEL_ARCH_GRANITE;
+        hp->rope = MODEL_ROPE_NORM;
     } else if (gguf_str_eq(arch, "gpt-oss")) {
         return vt_errorf(VT_E_UNSUPPORTED, "architecture 'gpt-oss' is not supported yet (its attention sinks, "
                                            "sliding-window layers and MXFP4 experts are not implemented)");
     } else {
         return vt_errorf(VT_E_UNSUPPORTED,
-                         "architecture '%.*s' is not supported (vt runs llama, qwen2, qwen3, qwen3moe)",
+                         "architecture '%.*s' is not supported (vt runs llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3, granite)",
                          (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
     }
     VT_TRY(get_i64_req(m, "block_count", &hp->n_layer));
@@ -246,6 +380,16 @@ static vt_status load_hparams(model *m) {
                              arch_key(m, "attention.sliding_window_pattern"), (long long)hp->swa_pattern,
                              (long long)hp->n_layer);
     }
+    hp->rope_freq_base_swa = hp->rope_freq_base;
+    hp->rope_freq_scale_swa = hp->rope_freq_scale;
+    hp->ffn_act = MODEL_FFN_SILU;
+    hp->embd_scale = 1.0f;
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    hp->attn_softcap = hp->final_softcap = 0.0f;
+    if (hp->arch == MODEL_ARCH_GEMMA2 || hp->arch == MODEL_ARCH_GEMMA3) VT_TRY(gemma_hparams(m));
+    if (hp->arch == MODEL_ARCH_OLMO2) VT_TRY(olmo2_hparams(m));
+    hp->residual_scale = hp->logit_scale = 1.0f;
+    if (hp->arch == MODEL_ARCH_GRANITE) VT_TRY(granite_hparams(m));
     float attn_factor;
     VT_TRY(get_f32_opt(m, "rope.scaling.attn_factor", 1.0f, &attn_factor));
     if (!(attn_factor > 0.0f && isfinite(attn_factor)))
@@ -489,7 +633,9 @@ static vt_status load_weights(model *m, bool progress) {
     m->weight_bytes += embd->bytes;
 
     VT_TRY(load_vec(m, "output_norm.weight", d, true, &m->output_norm));
-    VT_TRY(load_mat(m, "output.weight", d, hp->n_vocab, false, &m->output));
+    /* gemma2's head is always token_embd (llama.cpp never reads output.weight there) */
+    if (hp->arch != MODEL_ARCH_GEMMA2)
+        VT_TRY(load_mat(m, "output.weight", d, hp->n_vocab, hp->arch == MODEL_ARCH_OLMO2, &m->output));
     if (!m->output.data) { /* tied head */
         if (!et->dot_ref)
             return vt_errorf(VT_E_UNSUPPORTED, "tied output head of type %s is not supported", et->name);
@@ -509,7 +655,21 @@ static vt_status load_weights(model *m, bool progress) {
         layer_weights *L = &m->layers[il];
         const int64_t n = hp->swa_pattern;
         L->attn.window = hp->n_swa > 0 && (n == 0 || il % n < n - 1) ? hp->n_swa : 0;
-        VT_TRY(load_vec(m, LNAME("attn_norm.weight"), d, true, &L->attn_norm));
+        const bool olmo2 = hp->arch == MODEL_ARCH_OLMO2;
+        /* llama.cpp's n_no_rope_layer_step, 4 for smollm3 */
+        L->no_rope = hp->arch == MODEL_ARCH_SMOLLM3 && (il + 1) % 4 == 0;
+        if (hp->arch == MODEL_ARCH_GRANITE) {
+            const gguf_kv *ft = gguf_find(&m->gguf, arch_key(m, "rope.scaling.finetuned"));
+            L->no_rope = ft && ft->type == GGUF_TYPE_BOOL && !ft->v.u64;
+            static const char *const biases[] = {"attn_output.bias", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"};
+            for (size_t i = 0; i < sizeof biases / sizeof biases[0]; i++) {
+                char bn[128];
+                snprintf(bn, sizeof bn, "blk.%lld.%s", (long long)il, biases[i]);
+                if (gguf_find_tensor(&m->gguf, bn))
+                    return vt_errorf(VT_E_UNSUPPORTED, "tensor '%s': granite's optional biases are not supported", bn);
+            }
+        }
+        if (!olmo2) VT_TRY(load_vec(m, LNAME("attn_norm.weight"), d, true, &L->attn_norm));
         VT_TRY(load_mat(m, LNAME("attn_q.weight"), d, q_dim, true, &L->wq));
         VT_TRY(load_mat(m, LNAME("attn_k.weight"), d, kv_dim, true, &L->wk));
         VT_TRY(load_mat(m, LNAME("attn_v.weight"), d, kv_dim, true, &L->wv));
@@ -518,10 +678,20 @@ static vt_status load_weights(model *m, bool progress) {
         VT_TRY(load_vec(m, LNAME("attn_q.bias"), q_dim, bias, &L->bq));
         VT_TRY(load_vec(m, LNAME("attn_k.bias"), kv_dim, bias, &L->bk));
         VT_TRY(load_vec(m, LNAME("attn_v.bias"), kv_dim, bias, &L->bv));
-        const bool qk_norm = hp->arch == MODEL_ARCH_QWEN3 || hp->arch == MODEL_ARCH_QWEN3MOE;
-        VT_TRY(load_vec(m, LNAME("attn_q_norm.weight"), hp->head_dim, qk_norm, &L->q_norm));
-        VT_TRY(load_vec(m, LNAME("attn_k_norm.weight"), hp->head_dim, qk_norm, &L->k_norm));
-        VT_TRY(load_vec(m, LNAME("ffn_norm.weight"), d, true, &L->ffn_norm));
+        const bool gemma = hp->arch == MODEL_ARCH_GEMMA2 || hp->arch == MODEL_ARCH_GEMMA3;
+        L->attn.softcap = hp->attn_softcap;
+        VT_TRY(load_vec(m, LNAME("post_attention_norm.weight"), d, gemma || olmo2, &L->attn_post_norm));
+        VT_TRY(load_vec(m, LNAME("post_ffw_norm.weight"), d, gemma || olmo2, &L->ffn_post_norm));
+        const bool qk_norm = hp->arch == MODEL_ARCH_QWEN3 || hp->arch == MODEL_ARCH_QWEN3MOE ||
+                             hp->arch == MODEL_ARCH_GEMMA3;
+        if (olmo2) {
+            VT_TRY(load_vec(m, LNAME("attn_q_norm.weight"), q_dim, true, &L->q_norm_row));
+            VT_TRY(load_vec(m, LNAME("attn_k_norm.weight"), kv_dim, true, &L->k_norm_row));
+        } else {
+            VT_TRY(load_vec(m, LNAME("attn_q_norm.weight"), hp->head_dim, qk_norm, &L->q_norm));
+            VT_TRY(load_vec(m, LNAME("attn_k_norm.weight"), hp->head_dim, qk_norm, &L->k_norm));
+            VT_TRY(load_vec(m, LNAME("ffn_norm.weight"), d, true, &L->ffn_norm));
+        }
         VT_TRY(load_ffn(m, il, L));
         /* Q/K/V share one quantized input: their types may differ (Q4_K_M mixes
          * q4_K and q6_K) as long as the activation type is the same. */

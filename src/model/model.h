@@ -1,8 +1,19 @@
 /* A loaded model: hyperparameters, weights (views into the mmap'd GGUF) and the
  * tokenizer. Architectures: llama (Llama 2/3, Mistral, TinyLlama, SmolLM, and
  * Mixtral-style experts), qwen2 (Q/K/V biases, NeoX rope), qwen3 (per-head Q/K
- * RMSNorm, NeoX rope) and qwen3moe (qwen3's attention, a mixture-of-experts
- * FFN). They differ only in the flags below, so one forward pass serves all.
+ * RMSNorm, NeoX rope), qwen3moe (qwen3's attention, a mixture-of-experts
+ * FFN), gemma2 and gemma3 (GEGLU FFN, embeddings scaled by sqrt(n_embd), RMSNorm
+ * before and after attention and FFN, sliding-window layers in a pattern;
+ * gemma2: soft-capped attention scores and logits; gemma3: QK-norm and a rope
+ * base of its own on the sliding layers). Gemma's RMSNorm multiplies by
+ * (1 + w); llama.cpp's converter stores 1 + w in the GGUF, so the norm is the
+ * plain one here too. olmo2 has no norms before attention and FFN, only after
+ * (as gemma's post-norms), and its QK-norm spans the whole Q and K rows of a
+ * token, all heads together. smollm3 is llama with no rope on every 4th
+ * layer (NoPE: il % 4 == 3). granite is llama with multipliers: embeddings,
+ * each sublayer's output before its residual add, the attention scale and the
+ * logits (divided). They differ only in the flags below, so one forward pass
+ * serves all.
  *
  * Mixture of experts (n_expert > 0): a router ffn_gate_inp (n_expert, n_embd)
  * scores every expert per token; the token goes to the n_expert_used best
@@ -32,7 +43,18 @@ typedef enum model_arch {
     MODEL_ARCH_QWEN2,
     MODEL_ARCH_QWEN3,
     MODEL_ARCH_QWEN3MOE,
+    MODEL_ARCH_GEMMA2,
+    MODEL_ARCH_GEMMA3,
+    MODEL_ARCH_OLMO2,
+    MODEL_ARCH_SMOLLM3,
+    MODEL_ARCH_GRANITE,
 } model_arch;
+
+/* The dense FFN's gate activation: h = act(x Wg^T) * (x Wu^T). */
+typedef enum model_ffn_act {
+    MODEL_FFN_SILU, /* SwiGLU: llama, qwen */
+    MODEL_FFN_GELU, /* GEGLU, tanh-approximated GELU: gemma2, gemma3 */
+} model_ffn_act;
 
 /* The most experts a layer may have (llama.cpp's LLAMA_MAX_EXPERTS). */
 #define MODEL_MAX_EXPERTS 1024
@@ -72,6 +94,18 @@ typedef struct model_hparams {
      * fully; 0: every layer slides). n_swa 0: no sliding window. */
     int64_t n_swa;
     int64_t swa_pattern;
+    /* the rope of the sliding-window layers (gemma: rope.freq_base_swa, the
+     * "local" base; the scale is never scaled there); equal to the global ones
+     * where the file has no key of its own */
+    float rope_freq_base_swa;
+    float rope_freq_scale_swa;
+    model_ffn_act ffn_act;
+    float embd_scale;      /* the token embeddings are multiplied by it (gemma: sqrt(n_embd)); 1 */
+    float attn_scale;      /* scores = attn_scale * q.k (1 / sqrt(head_dim); gemma's query_pre_attn_scalar) */
+    float attn_softcap;    /* > 0: scores = c * tanh(scores / c) (gemma2); 0: none */
+    float final_softcap;   /* > 0: logits = c * tanh(logits / c) (gemma2, gemma3 where set); 0: none */
+    float residual_scale;  /* sublayer outputs times it before the residual add (granite); 1 */
+    float logit_scale;     /* logits times 1 / it (granite's logit_scale); 1 */
     int64_t n_expert;      /* experts per FFN; 0: a dense FFN (w_gate, w_up, w_down) */
     int64_t n_expert_used; /* experts per token (<= n_expert) */
     int64_t n_ff_exp;      /* rows of one expert's gate and up */
@@ -80,16 +114,22 @@ typedef struct model_hparams {
 } model_hparams;
 
 typedef struct layer_weights {
-    const float *attn_norm;        /* (n_embd) */
+    const float *attn_norm;        /* (n_embd), NULL where the arch has none (olmo2) */
     mm_weight wq;                  /* (n_head * head_dim, n_embd) */
     mm_weight wk, wv;              /* (n_head_kv * head_dim, n_embd) */
     mm_weight wo;                  /* (n_embd, n_head * head_dim) */
     const float *bq, *bk, *bv;     /* qwen2 biases, or NULL */
     const float *q_norm, *k_norm;  /* qwen3 per-head norms (head_dim), or NULL */
-    const float *ffn_norm;         /* (n_embd) */
+    const float *q_norm_row;       /* (n_head * head_dim) olmo2: RMSNorm of a token's whole Q row, or NULL */
+    const float *k_norm_row;       /* (n_head_kv * head_dim) the same for K, or NULL */
+    const float *ffn_norm;         /* (n_embd), NULL where the arch has none (olmo2) */
+    const float *attn_post_norm;   /* (n_embd) gemma: RMSNorm of the attention output before the
+                                      residual add, or NULL */
+    const float *ffn_post_norm;    /* (n_embd) gemma: the same for the FFN output, or NULL */
     mm_weight w_gate, w_up;        /* (n_ff, n_embd) */
     mm_weight w_down;              /* (n_embd, n_ff) */
     attn_layer_cfg attn;           /* sliding window, sinks: how this layer attends */
+    bool no_rope;                  /* Q and K are not rotated (smollm3's NoPE layers) */
     /* mixture of experts (n_expert > 0; then w_gate/up/down are empty) */
     mm_weight router;              /* ffn_gate_inp (n_expert, n_embd) */
     mm_weight *exp_gate, *exp_up;  /* (n_expert * moe_n_ff_slices): [e * n + s] holds rows

@@ -15,7 +15,7 @@
 #include <time.h>
 
 #define SYNTH_STD 0.02f
-#define SYNTH_MAX_TENSORS_PER_LAYER 12
+#define SYNTH_MAX_TENSORS_PER_LAYER 14
 #define SYNTH_MAX_DIM ((int64_t)1 << 20)
 
 synth_params synth_default_params(void) {
@@ -336,9 +336,17 @@ vt_status synth_write(const synth_params *p, const char *path) {
     bool is_llama = p->arch && !strcmp(p->arch, "llama");
     bool is_qwen2 = p->arch && !strcmp(p->arch, "qwen2");
     bool is_qwen3moe = p->arch && !strcmp(p->arch, "qwen3moe");
+    bool is_gemma2 = p->arch && !strcmp(p->arch, "gemma2");
+    bool is_gemma3 = p->arch && !strcmp(p->arch, "gemma3");
+    bool is_gemma = is_gemma2 || is_gemma3;
+    bool is_olmo2 = p->arch && !strcmp(p->arch, "olmo2");
+    bool is_smollm3 = p->arch && !strcmp(p->arch, "smollm3"); /* llama's tensors and keys */
+    bool is_granite = p->arch && !strcmp(p->arch, "granite");  /* the same, plus multipliers */
     bool is_qwen3 = (p->arch && !strcmp(p->arch, "qwen3")) || is_qwen3moe;
-    if (!is_llama && !is_qwen2 && !is_qwen3)
-        return vt_errorf(VT_E_INVALID, "synth: unknown arch '%s' (llama, qwen2, qwen3, qwen3moe)",
+    bool qk_norm = is_qwen3 || is_gemma3;
+    if (!is_llama && !is_qwen2 && !is_qwen3 && !is_gemma && !is_olmo2 && !is_smollm3 && !is_granite)
+        return vt_errorf(VT_E_INVALID,
+                         "synth: unknown arch '%s' (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3, granite)",
                          p->arch ? p->arch : "(null)");
     if (is_qwen3moe && p->n_expert < 1)
         return vt_errorf(VT_E_INVALID, "synth: qwen3moe needs n_expert >= 1");
@@ -352,8 +360,16 @@ vt_status synth_write(const synth_params *p, const char *path) {
     VT_TRY(check_params(p, head_dim));
     vt_dtype embd_type = p->embd_type == VT_DTYPE_COUNT ? p->type : p->embd_type;
     vt_dtype out_type = p->output_type == VT_DTYPE_COUNT ? p->type : p->output_type;
-    float rope_base = p->rope_freq_base > 0 ? p->rope_freq_base : (is_llama ? 10000.0f : 1000000.0f);
+    float rope_base = p->rope_freq_base > 0 ? p->rope_freq_base
+                                            : (is_llama || is_gemma || is_olmo2 || is_smollm3 || is_granite ? 10000.0f
+                                                                                                            : 1000000.0f);
     float rms_eps = p->rms_eps > 0 ? p->rms_eps : (is_llama ? 1e-5f : 1e-6f);
+    const bool tied = (p->tied && !is_olmo2) || is_gemma2; /* olmo2's head is its own */
+    if (is_olmo2 && head_dim * p->n_head != p->n_embd)
+        return vt_errorf(VT_E_INVALID, "synth: olmo2 needs n_head * head_dim == n_embd");
+    if (is_gemma2 && p->n_swa <= 0 && p->n_ctx < 4096)
+        return vt_errorf(VT_E_INVALID, "synth: gemma2 needs n_swa (its default window 4096 is past n_ctx %lld)",
+                         (long long)p->n_ctx);
 
     gguf_writer *w = NULL;
     mapfile vmap = {0};
@@ -414,6 +430,19 @@ vt_status synth_write(const synth_params *p, const char *path) {
         TRY(gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)p->n_swa));
         TRY(gguf_writer_set_u32(w, KEY("attention.sliding_window_pattern"), (uint32_t)p->swa_pattern));
     }
+    if (is_granite) { /* Granite 3's embedding, residual and logit multipliers; attention
+                         sharper than 1 / sqrt(head_dim) so that its scale shows */
+        TRY(gguf_writer_set_f32(w, KEY("embedding_scale"), 12.0f));
+        TRY(gguf_writer_set_f32(w, KEY("residual_scale"), 0.22f));
+        TRY(gguf_writer_set_f32(w, KEY("attention.scale"), 2.0f / sqrtf((float)head_dim)));
+        TRY(gguf_writer_set_f32(w, KEY("logit_scale"), 8.0f));
+    }
+    if (is_gemma && p->rope_freq_base_swa > 0)
+        TRY(gguf_writer_set_f32(w, KEY("rope.freq_base_swa"), p->rope_freq_base_swa));
+    if (is_gemma2 && p->attn_softcap > 0)
+        TRY(gguf_writer_set_f32(w, KEY("attn_logit_softcapping"), p->attn_softcap));
+    if (is_gemma && p->final_softcap > 0)
+        TRY(gguf_writer_set_f32(w, KEY("final_logit_softcapping"), p->final_softcap));
     if (p->yarn_factor > 0) {
         TRY(gguf_writer_set_str(w, KEY("rope.scaling.type"), "yarn"));
         TRY(gguf_writer_set_f32(w, KEY("rope.scaling.factor"), p->yarn_factor));
@@ -432,26 +461,38 @@ vt_status synth_write(const synth_params *p, const char *path) {
     int64_t q_dim = head_dim * p->n_head, kv_dim = head_dim * p->n_head_kv;
     TRY(plan_add(ts, &n_t, p->seed, "token_embd.weight", p->n_embd, n_vocab, 2, embd_type, FILL_NORMAL));
     TRY(plan_add(ts, &n_t, p->seed, "output_norm.weight", p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
-    if (!p->tied)
+    if (!tied)
         TRY(plan_add(ts, &n_t, p->seed, "output.weight", p->n_embd, n_vocab, 2, out_type, FILL_NORMAL));
     for (int64_t l = 0; l < p->n_layer; l++) {
         char nm[64];
 #define NAME(suffix) (snprintf(nm, sizeof nm, "blk.%lld.%s", (long long)l, suffix), nm)
-        TRY(plan_add(ts, &n_t, p->seed, NAME("attn_norm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
+        if (!is_olmo2)
+            TRY(plan_add(ts, &n_t, p->seed, NAME("attn_norm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
         TRY(plan_add(ts, &n_t, p->seed, NAME("attn_q.weight"), p->n_embd, q_dim, 2, p->type, FILL_NORMAL));
+        if (p->qk_std > 0) ts[n_t - 1].std = p->qk_std;
         TRY(plan_add(ts, &n_t, p->seed, NAME("attn_k.weight"), p->n_embd, kv_dim, 2, p->type, FILL_NORMAL));
+        if (p->qk_std > 0) ts[n_t - 1].std = p->qk_std;
         TRY(plan_add(ts, &n_t, p->seed, NAME("attn_v.weight"), p->n_embd, kv_dim, 2, p->type, FILL_NORMAL));
         if (is_qwen2) {
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_q.bias"), q_dim, 1, 1, VT_DTYPE_F32, FILL_NORMAL));
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_k.bias"), kv_dim, 1, 1, VT_DTYPE_F32, FILL_NORMAL));
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_v.bias"), kv_dim, 1, 1, VT_DTYPE_F32, FILL_NORMAL));
         }
-        if (is_qwen3) {
+        if (is_olmo2) { /* QK-norm over whole rows */
+            TRY(plan_add(ts, &n_t, p->seed, NAME("attn_q_norm.weight"), q_dim, 1, 1, VT_DTYPE_F32, FILL_ONES));
+            TRY(plan_add(ts, &n_t, p->seed, NAME("attn_k_norm.weight"), kv_dim, 1, 1, VT_DTYPE_F32, FILL_ONES));
+        }
+        if (is_gemma || is_olmo2) {
+            TRY(plan_add(ts, &n_t, p->seed, NAME("post_attention_norm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
+            TRY(plan_add(ts, &n_t, p->seed, NAME("post_ffw_norm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
+        }
+        if (qk_norm) {
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_q_norm.weight"), head_dim, 1, 1, VT_DTYPE_F32, FILL_ONES));
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_k_norm.weight"), head_dim, 1, 1, VT_DTYPE_F32, FILL_ONES));
         }
         TRY(plan_add(ts, &n_t, p->seed, NAME("attn_output.weight"), q_dim, p->n_embd, 2, p->type, FILL_NORMAL));
-        TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_norm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
+        if (!is_olmo2)
+            TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_norm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
         if (moe) {
             const int64_t ne = p->n_expert;
             TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_gate_inp.weight"), p->n_embd, ne, 2, VT_DTYPE_F32, FILL_NORMAL));

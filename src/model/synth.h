@@ -19,7 +19,18 @@
  *   blk.N.attn_output.weight (n_head*head_dim, n_embd)
  *   blk.N.ffn_norm.weight (n_embd)  ffn_gate/ffn_up (n_embd, n_ff)  ffn_down (n_ff, n_embd)
  *   qwen2: blk.N.attn_q.bias / attn_k.bias / attn_v.bias
- *   qwen3: blk.N.attn_q_norm.weight / attn_k_norm.weight (head_dim)
+ *   qwen3, gemma3: blk.N.attn_q_norm.weight / attn_k_norm.weight (head_dim)
+ *   gemma2, gemma3: blk.N.post_attention_norm.weight / post_ffw_norm.weight (n_embd);
+ *     gemma2 has no output.weight (always tied); rms epsilon 1e-6, rope base 10000;
+ *     <arch>.attention.sliding_window (gemma2 writes it always: 4096 unless
+ *     n_swa says) and .sliding_window_pattern, .rope.freq_base_swa,
+ *     .attn_logit_softcapping, .final_logit_softcapping where set
+ *   olmo2: no attn_norm / ffn_norm; post_attention_norm / post_ffw_norm (n_embd);
+ *     attn_q_norm (n_head*head_dim) / attn_k_norm (n_head_kv*head_dim), whole-row
+ *     QK-norm; never tied; .attention.sliding_window (OLMo 3) where n_swa > 0
+ *   smollm3: llama's tensors and keys (its NoPE layers are implied by the arch)
+ *   granite: llama's, plus <arch>.embedding_scale 12, .residual_scale 0.22,
+ *     .attention.scale 2 / sqrt(head_dim), .logit_scale 8
  * Mixture of experts (qwen3moe, which has qwen3's Q/K norms, or llama with
  * n_expert > 0: Mixtral's layout) replaces ffn_gate/up/down by
  *   <arch>.expert_count .expert_used_count (qwen3moe: .expert_feed_forward_length)
@@ -46,7 +57,8 @@
 #include <stdint.h>
 
 typedef struct synth_params {
-    const char *arch;       /* "llama", "qwen2", "qwen3" or "qwen3moe" */
+    const char *arch;       /* "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "olmo2", "smollm3"
+                               or "granite" */
     int64_t n_layer;
     int64_t n_embd;
     int64_t n_head;
@@ -69,6 +81,11 @@ typedef struct synth_params {
     float rms_eps;          /* 0: 1e-5 (llama) or 1e-6 (qwen) */
     int64_t n_swa;          /* > 0: attention.sliding_window (llama), on the layers of */
     int64_t swa_pattern;    /* attention.sliding_window_pattern (model_hparams) */
+    float rope_freq_base_swa; /* > 0: rope.freq_base_swa (gemma2, gemma3) */
+    float attn_softcap;     /* > 0: attn_logit_softcapping (gemma2; 0: its default 50) */
+    float final_softcap;    /* > 0: final_logit_softcapping (gemma2, gemma3) */
+    float qk_std;           /* > 0: attn_q and attn_k weights N(0, qk_std), for sharper
+                               attention (scores grow with its square); 0: 0.02 */
     uint64_t seed;
     int n_threads;          /* 0: physical cores */
     bool progress;          /* progress line on stderr */

@@ -43,6 +43,21 @@
  * Those rows (a few of 32; the table's "ties") are held to PARITY_NMSE_TIE and
  * left out of the argmax rule; every other row is held to PARITY_NMSE.
  *
+ * Dense families (gemma3, gemma2, olmo2, smollm3): synthetic models with the
+ * vocabulary their models ship with (gemma-4's, 262144 tokens; llama-bpe's for
+ * olmo2 and smollm3), 3 layers with sliding windows of 8 positions (smollm3: 4
+ * layers, no window, sharper attention so that its rope-less 4th layer shows;
+ * dense_params), written by vt synth in F16, Q8_0, Q4_0 and Q4_K and by
+ * llama.cpp's quantizer from the F16 file to Q4_K_M. smollm3 is held to
+ * PARITY_NMSE (measured 2e-6 F16, 3e-4..6.5e-4 quantized); the families with
+ * post-norms to PARITY_NMSE_POSTNORM (2.5e-3), 3-4x llama.cpp's own floor on
+ * these models (A/A, its batch against its steps: 6.3e-4 on gemma3 Q4_K, 7.5e-4
+ * on olmo2 Q4_K): the norms after attention and FFN rescale each sublayer's
+ * output to RMS 1, so a q8 rounding flip in its input moves the residual more
+ * than in llama. Measured vt vs llama.cpp: F16 1e-6..2.5e-6, Q8_0/Q4_0
+ * 4e-4..1.2e-3, Q4_K and llama.cpp's Q4_K_M 6e-4..1.5e-3; greedy agreement as
+ * for llama.
+ *
  * YaRN: synthetic llama and qwen3 (F16) with rope.scaling.type yarn, factor 4,
  * original context 16, under the same tolerances.
  *
@@ -64,6 +79,7 @@
 #include <unistd.h>
 
 #define PARITY_NMSE 1e-3
+#define PARITY_NMSE_POSTNORM 2.5e-3
 #define PARITY_GAP 0.2
 #define PARITY_TIE_MARGIN 0.02
 #define PARITY_NMSE_TIE 5e-2
@@ -77,6 +93,7 @@
 static bool aa_mode;
 static float g_margin[N_POS];
 static int32_t g_moe_k; /* experts per token of the model under test, 0: dense */
+static double g_nmse = PARITY_NMSE; /* the bound of the model under test */
 
 typedef struct result {
     double nmse_batch, nmse_step; /* max over positions (but router ties) */
@@ -207,10 +224,10 @@ static bool run_model(const char *label, const char *type, const char *path, res
         CHECK_MSG(res->tie_batch <= PARITY_NMSE_TIE && res->tie_step <= PARITY_NMSE_TIE,
                   "%s: router-tie rows' max NMSE %.3g / %.3g > %.0e", label, res->tie_batch, res->tie_step,
                   PARITY_NMSE_TIE);
-        CHECK_MSG(res->nmse_batch <= PARITY_NMSE, "%s: batch max NMSE %.3g > %.0e", label, res->nmse_batch,
-                  PARITY_NMSE);
-        CHECK_MSG(res->nmse_step <= PARITY_NMSE, "%s: step max NMSE %.3g > %.0e", label, res->nmse_step,
-                  PARITY_NMSE);
+        CHECK_MSG(res->nmse_batch <= g_nmse, "%s: batch max NMSE %.3g > %.1e", label, res->nmse_batch,
+                  g_nmse);
+        CHECK_MSG(res->nmse_step <= g_nmse, "%s: step max NMSE %.3g > %.1e", label, res->nmse_step,
+                  g_nmse);
         CHECK_MSG(res->agree_batch == res->eligible, "%s: batch argmax agrees at %d of %d positions", label,
                   res->agree_batch, res->eligible);
         CHECK_MSG(res->agree_step == res->eligible, "%s: step argmax agrees at %d of %d positions", label,
@@ -221,7 +238,7 @@ static bool run_model(const char *label, const char *type, const char *path, res
                      fmax(res->tie_batch, res->tie_step));
         printf("| %-26s | %-6s | %9.2e | %9.2e | %2d/%2d %2d/%2d | %s%s\n", label, type, res->nmse_batch,
                res->nmse_step, res->agree_batch, res->eligible, res->agree_step, res->eligible,
-               res->nmse_batch <= PARITY_NMSE && res->nmse_step <= PARITY_NMSE &&
+               res->nmse_batch <= g_nmse && res->nmse_step <= g_nmse &&
                        res->agree_batch == res->eligible && res->agree_step == res->eligible &&
                        res->tie_batch <= PARITY_NMSE_TIE && res->tie_step <= PARITY_NMSE_TIE
                    ? "ok"
@@ -233,6 +250,41 @@ static bool run_model(const char *label, const char *type, const char *path, res
     free(got);
     llama_ref_close(r);
     return ok;
+}
+
+/* The dense families' synthetic shape: 3 layers of n_embd 256, 4 heads / 2 KV
+ * heads of 64, n_ff 512; a window of 8 positions on the sliding layers (the
+ * 32 positions are 4 windows), pattern 3 (layers 0 and 1 slide, 2 attends
+ * fully; olmo2: OLMo 3's sliding layers, rope base 5e5). gemma3: global rope base 1e6, the sliding layers' 10000; gemma2:
+ * every other layer slides, scores capped at 0.1 (they are about that size
+ * here, so the cap bends them) and logits at 3 (their top is near 1.6: bent,
+ * not flattened, so greedy choices stay clear). */
+static synth_params dense_params(const char *arch, const char *vocab) {
+    synth_params sp = synth_default_params();
+    sp.arch = arch;
+    sp.vocab_path = vocab;
+    sp.n_layer = 3;
+    sp.head_dim = 64;
+    sp.n_swa = 8;
+    sp.swa_pattern = 3;
+    if (!strcmp(arch, "gemma3")) {
+        sp.rope_freq_base = 1e6f;
+        sp.rope_freq_base_swa = 10000.0f;
+    } else if (!strcmp(arch, "gemma2")) {
+        sp.swa_pattern = 2;
+        sp.attn_softcap = 0.1f;
+        sp.final_softcap = 3.0f;
+    } else if (!strcmp(arch, "olmo2")) { /* OLMo 3's sliding layers */
+        sp.rope_freq_base = 5e5f;
+    } else if (!strcmp(arch, "smollm3")) { /* no window; 4 layers: the last without rope,
+                                                  attention sharp enough for rope to matter */
+        sp.n_swa = 0;
+        sp.n_layer = 4;
+        sp.qk_std = 0.08f;
+    } else if (!strcmp(arch, "granite")) { /* no window; synth writes its multipliers */
+        sp.n_swa = 0;
+    }
+    return sp;
 }
 
 static bool selected(const char *label) {
@@ -341,6 +393,63 @@ int main(void) {
         }
         unlink(path);
     }
+
+    /* dense families beyond llama/qwen, on the vocabulary their models ship with */
+    static const struct {
+        const char *arch, *vocab;
+        bool post_norms; /* held to PARITY_NMSE_POSTNORM */
+    } dense[] = {
+        {"gemma3", "vocab/ggml-vocab-gemma-4.gguf", true},
+        {"gemma2", "vocab/ggml-vocab-gemma-4.gguf", true},
+        {"olmo2", "vocab/ggml-vocab-llama-bpe.gguf", true},
+        {"smollm3", "vocab/ggml-vocab-llama-bpe.gguf", false},
+        {"granite", "vocab/ggml-vocab-gpt-2.gguf", false},
+    };
+    static const vt_dtype dense_types[] = {VT_DTYPE_F16, VT_DTYPE_Q8_0, VT_DTYPE_Q4_0, VT_DTYPE_Q4_K};
+    for (size_t a = 0; a < sizeof dense / sizeof dense[0]; a++) {
+        g_nmse = dense[a].post_norms ? PARITY_NMSE_POSTNORM : PARITY_NMSE;
+        const char *dv = test_model_path(dense[a].vocab);
+        if (!dv) continue;
+        char vpath[4096];
+        snprintf(vpath, sizeof vpath, "%s", dv);
+        for (size_t t = 0; t < sizeof dense_types / sizeof dense_types[0]; t++) {
+            const char *tname = quant_traits_get(dense_types[t])->name;
+            char label[64], path[512];
+            snprintf(label, sizeof label, "synth-%s-%s", dense[a].arch, tname);
+            const bool want_mix = dense_types[t] == VT_DTYPE_F16;
+            char qlabel[64];
+            snprintf(qlabel, sizeof qlabel, "llamaq-%s-Q4_K_M", dense[a].arch);
+            if (!selected(label) && !(want_mix && selected(qlabel))) continue;
+            snprintf(path, sizeof path, "%s/%s.gguf", dir, label);
+            synth_params sp = dense_params(dense[a].arch, vpath);
+            sp.type = dense_types[t];
+            sp.seed = 4000 + 100 * a + t;
+            sp.n_threads = N_THREADS;
+            vt_status s = synth_write(&sp, path);
+            CHECK_MSG(s == VT_OK, "%s: synth: %s", label, vt_last_error());
+            if (s != VT_OK) continue;
+            result res;
+            if (selected(label) && run_model(label, tname, path, &res)) {
+                n_models++;
+                worst = fmax(worst, fmax(res.nmse_batch, res.nmse_step));
+            }
+            if (want_mix && selected(qlabel)) { /* llama.cpp's quantizer on the F16 file */
+                char qpath[512];
+                snprintf(qpath, sizeof qpath, "%s/%s.gguf", dir, qlabel);
+                llama_model_quantize_params qp = llama_model_quantize_default_params();
+                qp.nthread = N_THREADS;
+                const bool qok = llama_ref_ftype("Q4_K_M", &qp.ftype) && llama_model_quantize(path, qpath, &qp) == 0;
+                CHECK_MSG(qok, "%s: llama_model_quantize failed", qlabel);
+                if (qok && run_model(qlabel, "Q4_K_M", qpath, &res)) {
+                    n_models++;
+                    worst = fmax(worst, fmax(res.nmse_batch, res.nmse_step));
+                }
+                unlink(qpath);
+            }
+            unlink(path);
+        }
+    }
+    g_nmse = PARITY_NMSE;
 
     /* mixture of experts */
     const char *vocab = test_model_path("vocab/ggml-vocab-qwen2.gguf");

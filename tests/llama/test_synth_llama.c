@@ -42,9 +42,13 @@ static uint64_t n_params(const synth_params *p, int64_t n_vocab) {
     const int64_t ffn = p->n_expert ? p->n_embd * p->n_expert + 3 * p->n_embd * ff_exp * p->n_expert
                                     : 3 * p->n_embd * p->n_ff;
     int64_t per_layer = 2 * p->n_embd + p->n_embd * (q + 2 * kv) + q * p->n_embd + ffn;
+    if (!strcmp(p->arch, "olmo2")) per_layer += q + kv; /* post-norms for pre-norms, whole-row QK-norm */
     if (!strcmp(p->arch, "qwen2")) per_layer += q + 2 * kv;
-    if (!strcmp(p->arch, "qwen3") || !strcmp(p->arch, "qwen3moe")) per_layer += 2 * hd;
-    return (uint64_t)(n_vocab * p->n_embd * (p->tied ? 1 : 2) + p->n_embd + p->n_layer * per_layer);
+    if (!strcmp(p->arch, "qwen3") || !strcmp(p->arch, "qwen3moe") || !strcmp(p->arch, "gemma3")) per_layer += 2 * hd;
+    const bool gemma = !strncmp(p->arch, "gemma", 5);
+    if (gemma) per_layer += 2 * p->n_embd; /* the post-norms */
+    const bool tied = p->tied || !strcmp(p->arch, "gemma2");
+    return (uint64_t)(n_vocab * p->n_embd * (tied ? 1 : 2) + p->n_embd + p->n_layer * per_layer);
 }
 
 static void check_model(const synth_params *p, const char *label) {
@@ -74,7 +78,8 @@ static void check_model(const synth_params *p, const char *label) {
         CHECK(llama_model_meta_val_str(m, buf, val, sizeof val) > 0);
         CHECK_EQ_INT(atoll(val), p->n_expert);
     }
-    if (!strcmp(p->arch, "llama")) CHECK_EQ_INT(llama_model_rope_type(m), LLAMA_ROPE_TYPE_NORM);
+    if (!strcmp(p->arch, "llama") || !strcmp(p->arch, "smollm3") || !strcmp(p->arch, "granite"))
+        CHECK_EQ_INT(llama_model_rope_type(m), LLAMA_ROPE_TYPE_NORM);
     else CHECK_EQ_INT(llama_model_rope_type(m), LLAMA_ROPE_TYPE_NEOX);
 
     enum { N = 8 };
@@ -95,6 +100,7 @@ static void check_model(const synth_params *p, const char *label) {
         }
         double rms = sqrt(sum2 / ((double)N * n_vocab));
         double expect = 0.02 * sqrt((double)p->n_embd);
+        if (!strcmp(p->arch, "granite")) expect /= 8.0; /* synth's logit_scale */
         CHECK_MSG(bad == 0, "%s: %ld non-finite logits", label, bad);
         CHECK_MSG(rms > 0.5 * expect && rms < 2.0 * expect, "%s: logit rms %.4f, expected about %.4f",
                   label, rms, expect);
@@ -229,6 +235,43 @@ int main(void) {
         p.type = VT_DTYPE_Q8_0;
         p.n_ff_exp = 0;
         check_model(&p, "llama-experts-q8_0-8x2");
+    }
+    /* gemma: sliding windows in a pattern, post-norms, soft-caps, gemma3's QK-norm
+     * and local rope base */
+    {
+        synth_params p = synth_default_params();
+        p.arch = "gemma3";
+        p.n_layer = 3;
+        p.n_swa = 4;
+        p.swa_pattern = 3;
+        p.rope_freq_base_swa = 10000.0f;
+        p.rope_freq_base = 1e6f;
+        p.type = VT_DTYPE_Q4_0;
+        check_model(&p, "gemma3-q4_0-swa4");
+        p.arch = "gemma2";
+        p.swa_pattern = 2;
+        p.attn_softcap = 50.0f;
+        p.final_softcap = 30.0f;
+        p.type = VT_DTYPE_Q8_0;
+        check_model(&p, "gemma2-q8_0-swa4");
+        p = synth_default_params();
+        p.arch = "olmo2";
+        p.type = VT_DTYPE_Q4_K;
+        check_model(&p, "olmo2-q4_K");
+        p.n_swa = 4;
+        p.swa_pattern = 2;
+        p.n_layer = 3;
+        p.type = VT_DTYPE_F16;
+        check_model(&p, "olmo2-f16-swa4");
+        p = synth_default_params();
+        p.arch = "smollm3";
+        p.n_layer = 4;
+        p.type = VT_DTYPE_Q8_0;
+        check_model(&p, "smollm3-q8_0");
+        p.arch = "granite";
+        p.n_layer = 2;
+        p.type = VT_DTYPE_Q4_K;
+        check_model(&p, "granite-q4_K");
     }
     test_reproducible();
     test_rejects();
