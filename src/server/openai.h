@@ -12,7 +12,12 @@
  *   presence_penalty, frequency_penalty, repetition_penalty / repeat_penalty,
  *   stop (string | array of strings), seed, stream, stream_options.include_usage,
  *   logprobs (chat: bool, completions: integer), top_logprobs (chat), n,
- *   ignore_eos.
+ *   ignore_eos; chat: tools (array of {type: "function", function: {name, description,
+ *   parameters}}), tool_choice, parallel_tool_calls.
+ * Fields vt does not implement are refused (VT_E_INVALID naming the field) rather
+ * than ignored when they would change the answer: logit_bias (non-empty), echo
+ * (true), suffix (non-empty), best_of (> 1), response_format (other than
+ * {"type": "text"}), grammar, json_schema.
  * A wrong type or an out-of-range value fails with VT_E_INVALID and a message
  * that names the field; a body that is not JSON fails with VT_E_FORMAT. */
 #ifndef VT_SERVER_OPENAI_H
@@ -36,6 +41,11 @@
 #define OAI_MAX_JSON_COST ((size_t)32 << 20) /* bytes the parsed body may cost (oai_json_cost) */
 
 typedef enum oai_kind { OAI_COMPLETION, OAI_CHAT } oai_kind;
+
+/* tool_choice: "auto" (the model decides), "none" (tools are shown to the
+ * template but the answer is not parsed for calls), "required" (a call must
+ * come), {"type": "function", "function": {"name": N}} (a call of N must come). */
+typedef enum oai_tool_choice { OAI_TOOLS_AUTO, OAI_TOOLS_NONE, OAI_TOOLS_REQUIRED, OAI_TOOLS_NAMED } oai_tool_choice;
 
 typedef struct oai_prompt {
     const char *text;        /* points into the parsed body; NULL for token ids */
@@ -68,6 +78,12 @@ typedef struct oai_request {
     int32_t n_logprobs;      /* alternatives per token; -1: no logprobs */
     int32_t n;               /* choices */
     bool ignore_eos;
+
+    /* chat: tools (the array stays in root, for the template) */
+    int32_t n_tools;
+    oai_tool_choice tool_choice; /* OAI_TOOLS_AUTO when not given */
+    const char *tool_choice_name; /* OAI_TOOLS_NAMED: the function's name (in root) */
+    bool parallel_tool_calls;     /* default true, as OpenAI */
 } oai_request;
 
 /* What parsing `len` bytes of JSON would cost, found by one pass over the text

@@ -730,6 +730,45 @@ void tc_parse(const tc_options *o, const char *text, size_t len, bool final, tc_
     }
 }
 
+void tc_prefill(tc_format f, bool args_style, const char *name, strbuf *out) {
+    switch (f) {
+    case TC_HERMES:
+        sb_add(out, "<tool_call>\n{\"name\": \"");
+        if (name) sb_printf(out, "%s\", \"arguments\": ", name);
+        break;
+    case TC_QWEN3_CODER:
+        sb_add(out, "<tool_call>\n<function=");
+        if (name) sb_printf(out, "%s>\n", name);
+        break;
+    case TC_GLM:
+        sb_add(out, "<tool_call>");
+        if (name) sb_printf(out, "%s\n", name);
+        break;
+    case TC_LLAMA3:
+        sb_add(out, "{\"name\": \"");
+        if (name) sb_printf(out, "%s\", \"parameters\": ", name);
+        break;
+    case TC_MISTRAL:
+        if (args_style) {
+            sb_add(out, "[TOOL_CALLS]");
+            if (name) sb_printf(out, "%s[ARGS]", name);
+        } else {
+            sb_add(out, "[TOOL_CALLS][{\"name\": \"");
+            if (name) sb_printf(out, "%s\", \"arguments\": ", name);
+        }
+        break;
+    case TC_DEEPSEEK:
+        sb_add(out, DS_CALLS_BEGIN DS_CALL_BEGIN);
+        if (name) sb_printf(out, "%s" DS_SEP, name);
+        break;
+    case TC_HARMONY:
+        sb_add(out, "<|channel|>commentary to=functions.");
+        if (name) sb_printf(out, "%s <|constrain|>json<|message|>", name);
+        break;
+    default: break;
+    }
+}
+
 void tc_stream_init(tc_stream *s, const tc_options *o) {
     memset(s, 0, sizeof *s);
     s->opt = *o;

@@ -90,6 +90,13 @@ void tc_result_free(tc_result *r);
 /* true when any buffer of r failed to allocate */
 bool tc_result_failed(const tc_result *r);
 
+/* The text that starts a call in format f, to append to the prompt when a call
+ * must come (tool_choice "required", or a named function: then the name too,
+ * up to where the arguments begin). args_style: the mistral template's
+ * name[ARGS]{...} form (else [{"name": ...}]). Appends nothing for TC_NONE. The
+ * parser is then fed this text before the model's output. */
+void tc_prefill(tc_format f, bool args_style, const char *name, strbuf *out);
+
 /* ---- streaming --------------------------------------------------------------- */
 
 typedef enum tc_delta_kind {
