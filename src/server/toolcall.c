@@ -76,7 +76,10 @@ static const char *content_stop(const pstate *s, const char *p, const char *cons
     const char *best = NULL;
     *which = -1;
     for (int i = 0; i < n_marks; i++) {
-        const char *q = find(p, best ? best + strlen(marks[i]) : s->end, marks[i]);
+        /* only an earlier match matters: it must end before best's end */
+        const char *lim = s->end;
+        if (best && (size_t)(s->end - best) > strlen(marks[i]) - 1) lim = best + strlen(marks[i]) - 1;
+        const char *q = find(p, lim, marks[i]);
         if (q && (!best || q < best)) {
             best = q;
             *which = i;
@@ -238,8 +241,7 @@ static const char *call_object(const pstate *s, const char *p, tc_call *c, bool 
             continue;
         }
         if (*p != '"') {
-            *not_call = true;
-            return NULL;
+            goto bad;
         }
         bool complete;
         const char *kq = json_end(s, p, &complete);
@@ -249,8 +251,7 @@ static const char *call_object(const pstate *s, const char *p, tc_call *c, bool 
         p = skip_ws(kq, end);
         if (p >= end) break;
         if (*p != ':') {
-            *not_call = true;
-            return NULL;
+            goto bad;
         }
         p = skip_ws(p + 1, end);
         if (p >= end) break;
@@ -259,12 +260,8 @@ static const char *call_object(const pstate *s, const char *p, tc_call *c, bool 
         bool is_args = (key_len == 9 && !memcmp(key, "arguments", 9)) || (key_len == 10 && !memcmp(key, "parameters", 10));
         if (is_name) {
             if (!complete) break;
-            if (*p != '"') {
-                *not_call = true;
-                return NULL;
-            }
-            c->name.len = 0;
-            add_unescaped(&c->name, p, vq);
+            if (*p != '"') goto bad;
+            if (!c->name.len) add_unescaped(&c->name, p, vq); /* the first name is the call's */
         } else if (is_args && !have_args) {
             c->args.len = 0;
             sb_addn(&c->args, p, (size_t)(vq - p));
@@ -274,6 +271,15 @@ static const char *call_object(const pstate *s, const char *p, tc_call *c, bool 
         if (!complete) break;
         p = vq;
     }
+    return NULL;
+bad:
+    /* once the name is known (and maybe streamed) the call stands: it ends here */
+    if (c->name.len) {
+        if (!have_args) sb_add(&c->args, "{}");
+        c->done = true;
+        return p;
+    }
+    *not_call = true;
     return NULL;
 }
 
@@ -465,11 +471,10 @@ static void parse_llama3(const pstate *s, const char *p) {
         bool not_call;
         const char *e = call_object(s, q, c, &not_call);
         if (not_call || (!e && s->final && !c->name.len)) {
-            for (int32_t i = first; i <= r->n_calls && i < TC_MAX_CALLS; i++) {
-                sb_free(&r->calls[i].name);
-                sb_free(&r->calls[i].args);
+            if (r->n_calls > first) { /* earlier calls stand (streamed already): the rest is text */
+                if (s->final) sb_addn(&r->content, q, (size_t)(s->end - q));
+                return;
             }
-            r->n_calls = first;
             if (s->final || not_call) sb_addn(&r->content, start, (size_t)(s->end - start));
             return;
         }
