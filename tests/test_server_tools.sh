@@ -60,6 +60,32 @@ run_case deepseek deepseek-ai-DeepSeek-V3.1.jinja \
   '{"content": null, "calls": [["get_weather", {"city": "Paris"}]]}'
 run_case plain Qwen-Qwen2.5-7B-Instruct.jinja 'The weather is fine.' '{"content": "The weather is fine.", "calls": []}'
 
+# reasoning without tools: split by default, kept in the content with
+# reasoning_format "none" (the request's) or --reasoning-format none (the server's)
+msg() { # body -> "reasoning|content"
+  curl -s "$BASE/v1/chat/completions" -d "$1" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{
+    const m=JSON.parse(s).choices[0].message; console.log((m.reasoning_content||"")+"|"+m.content)})'
+}
+think=$'<think>\nShort.\n</think>\n\nHello.'
+req='{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 32, "ignore_eos": true'
+VT_TEST_CANNED_OUTPUT=$think start_server "$tmp/think.log" -m "$model" -c 2048 --chat-template-file "$tmpl/Qwen-Qwen3-0.6B.jinja" || exit 1
+wait_ready || exit 1
+got=$(msg "$req}")
+[ "$got" = $'\nShort.\n|Hello.' ] && ok || bad "reasoning split: $got"
+got=$(msg "$req, \"reasoning_format\": \"none\"}")
+[ "$got" = "|$think" ] && ok || bad "reasoning_format none: $got"
+code=$(curl -s -o "$tmp/body" -w '%{http_code}' "$BASE/v1/chat/completions" -d "$req, \"reasoning_format\": \"x\"}")
+[ "$code" = 400 ] && grep -q reasoning_format "$tmp/body" && ok || bad "reasoning_format x: $code"
+stop_server
+VT_TEST_CANNED_OUTPUT=$think start_server "$tmp/think2.log" -m "$model" -c 2048 --reasoning-format none \
+  --chat-template-file "$tmpl/Qwen-Qwen3-0.6B.jinja" || exit 1
+wait_ready || exit 1
+got=$(msg "$req}")
+[ "$got" = "|$think" ] && ok || bad "--reasoning-format none: $got"
+stop_server
+if "$vt" serve -m "$model" --port 0 --reasoning-format bogus >/dev/null 2>"$tmp/bogus.log"; then bad "--reasoning-format bogus starts"
+else grep -q "reasoning-format" "$tmp/bogus.log" && ok || bad "--reasoning-format bogus: $(cat "$tmp/bogus.log")"; fi
+
 # the real model: a named tool_choice starts the call (the prompt ends with the
 # format's opener and the name), so the answer is that call, or, when the random
 # weights write no JSON after it, the opener as text (no grammar forces the arguments yet)

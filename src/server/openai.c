@@ -389,6 +389,13 @@ static vt_status refuse_unsupported(json_t *root) {
 static vt_status parse_tools(json_t *root, oai_request *r) {
     r->parallel_tool_calls = true;
     VT_TRY(get_bool(root, "parallel_tool_calls", &r->parallel_tool_calls));
+    json_t *rf = field(root, "reasoning_format");
+    if (rf) {
+        const char *v = json_is_string(rf) ? json_string_value(rf) : "";
+        if (!strcmp(v, "none")) r->reasoning_format = OAI_REASONING_NONE;
+        else if (!strcmp(v, "deepseek")) r->reasoning_format = OAI_REASONING_DEEPSEEK;
+        else return vt_errorf(VT_E_INVALID, "field 'reasoning_format': expected \"none\" or \"deepseek\"");
+    }
     json_t *tools = field(root, "tools");
     if (tools) {
         if (!json_is_array(tools)) {

@@ -13,7 +13,8 @@
  *   stop (string | array of strings), seed, stream, stream_options.include_usage,
  *   logprobs (chat: bool, completions: integer), top_logprobs (chat), n,
  *   ignore_eos; chat: tools (array of {type: "function", function: {name, description,
- *   parameters}}), tool_choice, parallel_tool_calls.
+ *   parameters}}), tool_choice, parallel_tool_calls, reasoning_format ("none" |
+ *   "deepseek", as llama-server's).
  * Fields vt does not implement are refused (VT_E_INVALID naming the field) rather
  * than ignored when they would change the answer: logit_bias (non-empty), echo
  * (true), suffix (non-empty), best_of (> 1), response_format (other than
@@ -45,6 +46,8 @@ typedef enum oai_kind { OAI_COMPLETION, OAI_CHAT } oai_kind;
 /* tool_choice: "auto" (the model decides), "none" (tools are shown to the
  * template but the answer is not parsed for calls), "required" (a call must
  * come), {"type": "function", "function": {"name": N}} (a call of N must come). */
+enum { OAI_REASONING_NONE = 1, OAI_REASONING_DEEPSEEK = 2 };
+
 typedef enum oai_tool_choice { OAI_TOOLS_AUTO, OAI_TOOLS_NONE, OAI_TOOLS_REQUIRED, OAI_TOOLS_NAMED } oai_tool_choice;
 
 typedef struct oai_prompt {
@@ -84,6 +87,7 @@ typedef struct oai_request {
     oai_tool_choice tool_choice; /* OAI_TOOLS_AUTO when not given */
     const char *tool_choice_name; /* OAI_TOOLS_NAMED: the function's name (in root) */
     bool parallel_tool_calls;     /* default true, as OpenAI */
+    int reasoning_format;         /* 0: the server's (--reasoning-format); else OAI_REASONING_* */
 } oai_request;
 
 /* What parsing `len` bytes of JSON would cost, found by one pass over the text

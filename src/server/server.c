@@ -182,7 +182,9 @@ vt_status job_prepare(job *j) {
         else VT_TRY(chat_template_render(s->tmpl, r->messages, r->n_messages, &rendered, &len));
         bool tools = r->n_tools > 0 && r->tool_choice != OAI_TOOLS_NONE;
         j->tc = (tc_options){.format = tools ? s->tool_format : TC_NONE,
-                             .reasoning = s->tmpl_think && s->tool_format != TC_HARMONY};
+                             .reasoning = s->tmpl_think && s->tool_format != TC_HARMONY &&
+                                          (r->reasoning_format ? r->reasoning_format == OAI_REASONING_DEEPSEEK
+                                                               : !s->reasoning_none)};
         if (j->tc.reasoning) { /* the generation prompt may open the block itself (Qwen3, DeepSeek R1) */
             size_t e = len;
             while (e > 0 && (rendered[e - 1] == '\n' || rendered[e - 1] == ' ')) e--;
@@ -653,6 +655,11 @@ vt_status server_start(const server_params *p, server **out) {
         st = vt_errorf(VT_E_INVALID, "vt serve: --chat-template and --chat-template-file: give one of them");
         goto fail;
     }
+    if (p->reasoning_format && strcmp(p->reasoning_format, "none") && strcmp(p->reasoning_format, "deepseek")) {
+        st = vt_errorf(VT_E_INVALID, "vt serve: --reasoning-format %s: expected none or deepseek", p->reasoning_format);
+        goto fail;
+    }
+    s->reasoning_none = p->reasoning_format && !strcmp(p->reasoning_format, "none");
     if (s->chat_template_file && (st = load_template_file(s)) != VT_OK) goto fail;
     if (!s->host || !s->model_path) {
         st = vt_errorf(VT_E_NOMEM, "vt serve: out of memory");

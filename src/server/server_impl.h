@@ -108,6 +108,7 @@ struct server {
     tc_format tool_format;    /* what the template teaches (tc_detect), found once at load */
     bool tool_args_style;     /* mistral: name[ARGS]{...} */
     bool tmpl_think;          /* the template knows <think> blocks: split reasoning out */
+    bool reasoning_none;      /* --reasoning-format none */
     char *canned;             /* VT_TEST_CANNED_OUTPUT (tests only): every answer's text */
     pthread_t engine_thread;
     bool engine_thread_started;
