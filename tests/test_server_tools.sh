@@ -97,7 +97,7 @@ body=$(curl -s "$BASE/v1/chat/completions" -d "{\"messages\": [{\"role\": \"user
 echo "$body" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const m=JSON.parse(s).choices[0].message;
   process.exit((m.tool_calls && m.tool_calls[0].function.name==="get_weather") ||
   (m.content||"").startsWith("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ")?0:1)})' && ok || bad "named tool_choice: $body"
-for f in '"logit_bias": {"1": 5}' '"echo": true' '"suffix": "x"' '"best_of": 2' '"grammar": "root ::= \"a\""' \
+for f in '"logit_bias": {"x": 5}' '"logit_bias": {"1": 500}' '"echo": true' '"suffix": "x"' '"best_of": 2' '"grammar": "root ::= \"a\""' \
          '"response_format": {"type": "json_object"}' '"tool_choice": {"type": "function", "function": {"name": "nope"}}' \
          '"tool_choice": "required"'; do
   name=$(echo "$f" | sed 's/^"\([a-z_]*\)".*/\1/')
@@ -105,6 +105,10 @@ for f in '"logit_bias": {"1": 5}' '"echo": true' '"suffix": "x"' '"best_of": 2' 
     -d "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 1, $f}")
   [ "$code" = 400 ] && grep -q "$name" "$tmp/body" && ok || bad "$f: $code $(cat "$tmp/body")"
 done
+# logit_bias: +100 on " the" (id 265 in stories260K) makes every token " the", even at temperature 1
+body=$(curl -s "$BASE/v1/completions" -d '{"prompt": "Once upon a time", "max_tokens": 4, "temperature": 1, "ignore_eos": true, "logit_bias": {"265": 100}}')
+text=$(echo "$body" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.stringify(JSON.parse(s).choices[0].text)))')
+[ "$text" = '"the the the the"' ] || [ "$text" = '" the the the the"' ] && ok || bad "logit_bias +100: $body"
 # neutral values pass
 code=$(curl -s -o "$tmp/body" -w '%{http_code}' "$BASE/v1/chat/completions" \
   -d '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1, "echo": false, "best_of": 1, "logit_bias": {}, "response_format": {"type": "text"}}')

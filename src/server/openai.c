@@ -256,6 +256,7 @@ static vt_status parse_stop(json_t *root, oai_request *r) {
 }
 
 static vt_status refuse_unsupported(json_t *root);
+static vt_status parse_logit_bias(json_t *root, oai_request *r);
 static vt_status parse_tools(json_t *root, oai_request *r);
 
 static vt_status parse_fields(oai_kind kind, json_t *root, oai_request *r) {
@@ -347,18 +348,49 @@ static vt_status parse_fields(oai_kind kind, json_t *root, oai_request *r) {
     }
     s->n_logprobs = r->n_logprobs > 0 ? r->n_logprobs : 0;
     VT_TRY(refuse_unsupported(root));
+    VT_TRY(parse_logit_bias(root, r));
     if (kind == OAI_CHAT) VT_TRY(parse_tools(root, r));
+    return VT_OK;
+}
+
+/* logit_bias: {"token id": bias in [-100, 100]} (-100 bans the token). */
+static vt_status parse_logit_bias(json_t *root, oai_request *r) {
+    json_t *lb = field(root, "logit_bias");
+    if (!lb) return VT_OK;
+    if (!json_is_object(lb)) {
+        return vt_errorf(VT_E_INVALID, "field 'logit_bias': expected an object, got %s", json_kind(lb));
+    }
+    size_t n = json_object_size(lb);
+    if (n == 0) return VT_OK;
+    if (n > OAI_MAX_LOGIT_BIAS) {
+        return vt_errorf(VT_E_INVALID, "field 'logit_bias': %zu tokens, at most %d", n, OAI_MAX_LOGIT_BIAS);
+    }
+    r->logit_bias = malloc(sizeof *r->logit_bias * n);
+    if (!r->logit_bias) return vt_errorf(VT_E_NOMEM, "out of memory");
+    const char *key;
+    json_t *v;
+    int32_t k = 0;
+    json_object_foreach(lb, key, v) {
+        char *end;
+        long long id = strtoll(key, &end, 10);
+        if (!*key || *end || id < 0 || id > INT32_MAX) {
+            return vt_errorf(VT_E_INVALID, "field 'logit_bias': key \"%.32s\" is not a token id", key);
+        }
+        if (!json_is_number(v) || !(json_number_value(v) >= -100 && json_number_value(v) <= 100)) {
+            return vt_errorf(VT_E_INVALID, "field 'logit_bias.%.32s': expected a number in [-100, 100]", key);
+        }
+        r->logit_bias[k++] = (vt_logit_bias){.token = (int32_t)id, .bias = (float)json_number_value(v)};
+    }
+    r->sampling.logit_bias = r->logit_bias;
+    r->sampling.n_logit_bias = k;
     return VT_OK;
 }
 
 /* Fields that would change the answer and that vt does not implement yet: a 400
  * that names them, never a silent difference. Neutral values pass (echo false,
- * best_of 1, an empty logit_bias, response_format text), as clients send them. */
+ * best_of 1, response_format text), as clients send them. */
 static vt_status refuse_unsupported(json_t *root) {
     json_t *v;
-    if ((v = field(root, "logit_bias")) && !(json_is_object(v) && json_object_size(v) == 0)) {
-        return vt_errorf(VT_E_INVALID, "field 'logit_bias' is not supported by vt yet");
-    }
     if ((v = field(root, "echo")) && !json_is_false(v)) {
         return vt_errorf(VT_E_INVALID, "field 'echo' is not supported by vt yet");
     }
@@ -529,6 +561,7 @@ void oai_request_free(oai_request *r) {
     free(r->messages);
     for (int32_t i = 0; r->prompts && i < r->n_prompts; i++) free(r->prompts[i].tokens);
     free(r->prompts);
+    free(r->logit_bias);
     if (r->root) json_decref(r->root);
     oai_kind kind = r->kind;
     memset(r, 0, sizeof *r);

@@ -14,9 +14,10 @@
  *   logprobs (chat: bool, completions: integer), top_logprobs (chat), n,
  *   ignore_eos; chat: tools (array of {type: "function", function: {name, description,
  *   parameters}}), tool_choice, parallel_tool_calls, reasoning_format ("none" |
- *   "deepseek", as llama-server's).
+ *   "deepseek", as llama-server's), logit_bias ({"token id": -100..100}; ids
+ *   outside the vocabulary are ignored).
  * Fields vt does not implement are refused (VT_E_INVALID naming the field) rather
- * than ignored when they would change the answer: logit_bias (non-empty), echo
+ * than ignored when they would change the answer: echo
  * (true), suffix (non-empty), best_of (> 1), response_format (other than
  * {"type": "text"}), grammar, json_schema.
  * A wrong type or an out-of-range value fails with VT_E_INVALID and a message
@@ -38,6 +39,7 @@
 #define OAI_MAX_MESSAGES 4096   /* messages in a chat */
 #define OAI_MAX_TOKENS (1 << 24) /* max_tokens, and prompt token ids */
 #define OAI_MAX_LOGPROBS 20
+#define OAI_MAX_LOGIT_BIAS 1024  /* tokens in logit_bias */
 #define OAI_MAX_JSON_DEPTH 64           /* nesting of a request body */
 #define OAI_MAX_JSON_COST ((size_t)32 << 20) /* bytes the parsed body may cost (oai_json_cost) */
 
@@ -87,6 +89,7 @@ typedef struct oai_request {
     oai_tool_choice tool_choice; /* OAI_TOOLS_AUTO when not given */
     const char *tool_choice_name; /* OAI_TOOLS_NAMED: the function's name (in root) */
     bool parallel_tool_calls;     /* default true, as OpenAI */
+    vt_logit_bias *logit_bias;    /* (sampling.n_logit_bias) malloc'd; sampling.logit_bias points here */
     int reasoning_format;         /* 0: the server's (--reasoning-format); else OAI_REASONING_* */
 } oai_request;
 
