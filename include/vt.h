@@ -142,6 +142,13 @@ typedef struct vt_engine_params {
     int32_t max_queue;        /* waiting requests before vt_engine_add says VT_E_BUSY (default 256) */
 } vt_engine_params;
 
+/* A bias added to one token's logit before sampling (OpenAI's logit_bias): -100
+ * or below bans the token. Ids outside the vocabulary are ignored. */
+typedef struct vt_logit_bias {
+    int32_t token;
+    float bias;
+} vt_logit_bias;
+
 typedef struct vt_sampling {
     float temperature; /* <= 0: greedy */
     int32_t top_k;     /* <= 0: off */
@@ -151,6 +158,8 @@ typedef struct vt_sampling {
     int32_t penalty_last_n;
     uint64_t seed;
     int32_t n_logprobs; /* top alternatives to report per token (0..20) */
+    const vt_logit_bias *logit_bias; /* (n_logit_bias), copied when the request is added */
+    int32_t n_logit_bias;
 } vt_sampling;
 
 typedef struct vt_request_params {

@@ -152,8 +152,44 @@ static void test_bad_params(void) {
     CHECK(sampler_create(&p, NV, &s) == VT_E_RANGE);
 }
 
+/* logit_bias: +100 makes a token the pick, -100 bans one (also at temperature 1);
+ * ids outside the vocabulary are ignored; the sampler keeps its own copy. */
+static void test_logit_bias(void) {
+    float l[NV];
+    fill(l, 3);
+    int32_t best = argmax(l);
+    int32_t other = (best + 7) % NV;
+    vt_logit_bias b[3] = {{.token = other, .bias = 100}, {.token = NV + 5, .bias = 100}, {.token = -1, .bias = 50}};
+    sampler_params p = sampler_default_params();
+    p.temperature = 0;
+    p.bias = b;
+    p.n_bias = 3;
+    sampler *s;
+    CHECK_OK(sampler_create(&p, NV, &s));
+    b[0].token = best; /* the caller's array may change after create */
+    CHECK_EQ_INT(sampler_sample(s, l, NULL), other);
+    sampler_free(s);
+    vt_logit_bias ban = {.token = best, .bias = -100};
+    p.bias = &ban;
+    p.n_bias = 1;
+    CHECK_OK(sampler_create(&p, NV, &s));
+    CHECK(sampler_sample(s, l, NULL) != best);
+    sampler_free(s);
+    p.temperature = 1;
+    p.top_k = 0;
+    p.top_p = 1;
+    p.min_p = 0;
+    p.seed = 9;
+    CHECK_OK(sampler_create(&p, NV, &s));
+    int banned = 0;
+    for (int i = 0; i < 2000; i++) banned += sampler_sample(s, l, NULL) == best;
+    CHECK_EQ_INT(banned, 0);
+    sampler_free(s);
+}
+
 int main(void) {
     test_greedy();
+    test_logit_bias();
     test_top_k_one_is_greedy();
     test_seeded();
     test_top_p_min_p();

@@ -1,6 +1,8 @@
 /* vt run: generate text from a prompt, streaming it to stdout; timings to stderr. */
 #include "base/log.h"
 #include "cmds.h"
+
+#pragma weak cmd_chat /* absent without the server libraries */
 #include "opts.h"
 #include "engine/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -180,6 +182,17 @@ int cmd_run(int argc, char **argv) {
         {.name = {"-co", "--color"}, .kind = OPT_MAYBE, .fn = opt_on_off, .choices = on_off,
          .arg = "on|off|auto", .help = "accepted: vt prints no colours"},
     };
+    /* -i / -cnv: an interactive chat, as llama.cpp's users expect (vt chat) */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-i") || !strcmp(a, "-cnv") || !strcmp(a, "--interactive") || !strcmp(a, "--conversation")) {
+            if (!cmd_chat) {
+                fprintf(stderr, "vt run: %s needs vt chat, which this build lacks (no server libraries)\n", a);
+                return 2;
+            }
+            return cmd_chat(argc, argv);
+        }
+    }
     const opts_cmd cmd = {.name = "run", .usage = "vt run -m MODEL [options]", .opts = table,
                           .n_opts = (int)(sizeof table / sizeof table[0])};
     int counts[sizeof table / sizeof table[0]];

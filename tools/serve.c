@@ -72,6 +72,9 @@ int cmd_serve(int argc, char **argv) {
          .help = "comma-separated origins allowed by CORS, or *"},
         {.name = {"--chat-template-file"}, .kind = OPT_STR, .dst = &p.chat_template_file, .arg = "FILE",
          .help = "render chats with this Jinja template instead of the model's"},
+        {.name = {"--reasoning-format"}, .kind = OPT_STR, .dst = &p.reasoning_format, .arg = "F",
+         .help = "deepseek (default): <think> blocks come out as reasoning_content;\n"
+                 "none: they stay in the content"},
         {.name = {"--chat-template"}, .kind = OPT_STR, .dst = &p.chat_template, .arg = "NAME",
          .help = "a built-in renderer instead of the model's Jinja template:\n"
                  "chatml, llama2, llama2-sys, mistral-v1, mistral-v3, mistral-v7,\n"

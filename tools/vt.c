@@ -17,6 +17,7 @@
 #pragma weak cmd_serve
 #pragma weak cmd_tokenize
 #pragma weak cmd_template
+#pragma weak cmd_chat
 
 typedef struct {
     const char *name;
@@ -35,6 +36,7 @@ static void usage(const command *cmds, int n) {
 int main(int argc, char **argv) {
     const command cmds[] = {
         {"run", cmd_run, "generate text from a prompt"},
+        {"chat", cmd_chat, "interactive chat with the model's template"},
         {"serve", cmd_serve, "OpenAI-compatible HTTP server"},
         {"bench", cmd_bench, "benchmark against the reference llama.cpp"},
         {"inspect", cmd_inspect, "print a GGUF file's metadata and tensors"},

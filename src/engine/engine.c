@@ -80,6 +80,8 @@ static vt_status sampling_check(const vt_sampling *s, sampler_params *sp) {
     sp->frequency_penalty = s->frequency_penalty;
     sp->penalty_last_n = s->penalty_last_n;
     sp->seed = s->seed;
+    sp->bias = s->logit_bias;
+    sp->n_bias = s->n_logit_bias > 0 && s->logit_bias ? s->n_logit_bias : 0;
     if (s->n_logprobs < 0 || s->n_logprobs > ENGINE_MAX_LOGPROBS)
         return vt_errorf(VT_E_INVALID, "n_logprobs %d is outside [0, %d]", s->n_logprobs,
                          ENGINE_MAX_LOGPROBS);

@@ -21,6 +21,7 @@ struct sampler {
     int32_t *ring;   /* (penalty_last_n) recent tokens */
     int32_t ring_len, ring_pos;
     uint64_t rng[4];
+    vt_logit_bias *bias; /* (p.n_bias) the sampler's copy */
 };
 
 sampler_params sampler_default_params(void) {
@@ -87,7 +88,15 @@ vt_status sampler_create(const sampler_params *p, int32_t n_vocab, sampler **out
     s->adjusted = malloc(sizeof(float) * (size_t)n_vocab);
     s->counts = calloc((size_t)n_vocab, sizeof(int32_t));
     s->ring = malloc(sizeof(int32_t) * (size_t)(p->penalty_last_n > 0 ? p->penalty_last_n : 1));
-    if (!s->cands || !s->adjusted || !s->counts || !s->ring) {
+    if (p->n_bias > 0) {
+        s->bias = malloc(sizeof *s->bias * (size_t)p->n_bias);
+        if (s->bias) memcpy(s->bias, p->bias, sizeof *s->bias * (size_t)p->n_bias);
+        s->p.bias = s->bias;
+    } else {
+        s->p.bias = NULL;
+        s->p.n_bias = 0;
+    }
+    if (!s->cands || !s->adjusted || !s->counts || !s->ring || (p->n_bias > 0 && !s->bias)) {
         sampler_free(s);
         return vt_errorf(VT_E_NOMEM, "out of memory");
     }
@@ -102,6 +111,7 @@ void sampler_free(sampler *s) {
     free(s->adjusted);
     free(s->counts);
     free(s->ring);
+    free(s->bias);
     free(s);
 }
 
@@ -183,6 +193,15 @@ int32_t sampler_sample(sampler *s, const float *logits, float *logprob) {
             if (p->repeat_penalty != 1.0f) v = v <= 0 ? v * p->repeat_penalty : v / p->repeat_penalty;
             v -= (float)cnt * p->frequency_penalty + p->presence_penalty;
             s->adjusted[t] = v; /* repeated ids write the same value */
+        }
+        l = s->adjusted;
+    }
+    if (p->n_bias > 0) {
+        if (l != s->adjusted) memcpy(s->adjusted, logits, sizeof(float) * (size_t)nv);
+        for (int32_t i = 0; i < p->n_bias; i++) {
+            const int32_t t = p->bias[i].token;
+            if (t < 0 || t >= nv) continue;
+            s->adjusted[t] = p->bias[i].bias <= -100.0f ? -INFINITY : s->adjusted[t] + p->bias[i].bias;
         }
         l = s->adjusted;
     }

@@ -22,6 +22,8 @@ typedef struct sampler_params {
     float frequency_penalty; /* 0: off; subtracted per occurrence */
     int32_t penalty_last_n;  /* window of recent tokens the penalties look at */
     uint64_t seed;
+    const vt_logit_bias *bias; /* (n_bias) added to the logits first; copied by sampler_create */
+    int32_t n_bias;
 } sampler_params;
 
 typedef struct sampler sampler;

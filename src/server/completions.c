@@ -152,6 +152,52 @@ static const char *job_error(const job *j) {
     return NULL;
 }
 
+/* ---- parsed chat answers: content, reasoning_content, tool_calls (toolcall.h) ---- */
+
+static void tool_call_id(const job *j, int32_t choice, int32_t k, char *buf, size_t n) {
+    const char *id = strncmp(j->id, "chatcmpl-", 9) ? j->id : j->id + 9;
+    snprintf(buf, n, "call_%s_%d_%d", id, (int)choice, (int)k);
+}
+
+/* The message of a whole answer; *finish becomes "tool_calls" when it stopped
+ * with calls (a call cut by max_tokens keeps "length"). */
+static json_t *parsed_message(job *j, int32_t i, const strbuf *text, const char **finish) {
+    strbuf all = {0};
+    sb_addn(&all, j->prefill.ptr ? j->prefill.ptr : "", j->prefill.len);
+    sb_addn(&all, text->ptr ? text->ptr : "", text->len);
+    tc_result r;
+    tc_parse(&j->tc, all.ptr ? all.ptr : "", all.len, true, &r);
+    int32_t n_calls = r.n_calls;
+    if (!j->req.parallel_tool_calls && n_calls > 1) n_calls = 1;
+    json_t *m = json_object();
+    json_object_set_new(m, "role", json_string("assistant"));
+    json_object_set_new(m, "content", r.content.len || !n_calls ? oai_json_string_lossy(r.content.ptr ? r.content.ptr : "",
+                                                                                         r.content.len)
+                                                                  : json_null());
+    if (r.reasoning.len) json_object_set_new(m, "reasoning_content", oai_json_string_lossy(r.reasoning.ptr, r.reasoning.len));
+    if (n_calls) {
+        json_t *calls = json_array();
+        for (int32_t k = 0; k < n_calls; k++) {
+            char id[96];
+            tool_call_id(j, i, k, id, sizeof id);
+            json_t *fn = json_object();
+            json_object_set_new(fn, "name", oai_json_string_lossy(r.calls[k].name.ptr, r.calls[k].name.len));
+            json_object_set_new(fn, "arguments", oai_json_string_lossy(r.calls[k].args.ptr ? r.calls[k].args.ptr : "",
+                                                                       r.calls[k].args.len));
+            json_t *c = json_object();
+            json_object_set_new(c, "id", json_string(id));
+            json_object_set_new(c, "type", json_string("function"));
+            json_object_set_new(c, "function", fn);
+            json_array_append_new(calls, c);
+        }
+        json_object_set_new(m, "tool_calls", calls);
+        if (*finish && !strcmp(*finish, "stop")) *finish = "tool_calls";
+    }
+    tc_result_free(&r);
+    sb_free(&all);
+    return m;
+}
+
 /* ---- whole responses ------------------------------------------------------------ */
 
 static enum MHD_Result respond_whole(server *s, struct MHD_Connection *conn, job *j, int *status) {
@@ -206,11 +252,19 @@ static enum MHD_Result respond_whole(server *s, struct MHD_Connection *conn, job
         for (int32_t i = 0; i < n; i++) {
             json_t *c = json_object();
             json_object_set_new(c, "index", json_integer(i));
-            json_t *content = oai_json_string_lossy(text[i].ptr ? text[i].ptr : "", text[i].len);
+            const char *fr = finish_name(j->choices[i].finish);
+            json_t *content = chat && j->parse_output
+                                  ? NULL
+                                  : oai_json_string_lossy(text[i].ptr ? text[i].ptr : "", text[i].len);
             if (chat) {
-                json_t *m = json_object();
-                json_object_set_new(m, "role", json_string("assistant"));
-                json_object_set_new(m, "content", content);
+                json_t *m;
+                if (j->parse_output) {
+                    m = parsed_message(j, i, &text[i], &fr);
+                } else {
+                    m = json_object();
+                    json_object_set_new(m, "role", json_string("assistant"));
+                    json_object_set_new(m, "content", content);
+                }
                 json_object_set_new(c, "message", m);
                 if (lp[i]) {
                     json_t *l = json_object();
@@ -225,7 +279,6 @@ static enum MHD_Result respond_whole(server *s, struct MHD_Connection *conn, job
                 json_object_set_new(c, "logprobs", lp[i] ? lp[i] : json_null());
                 lp[i] = NULL;
             }
-            const char *fr = finish_name(j->choices[i].finish);
             json_object_set_new(c, "finish_reason", fr ? json_string(fr) : json_null());
             json_array_append_new(choices, c);
         }
@@ -300,6 +353,50 @@ static json_t *choice_chunk(server *s, job *j, int32_t index, const char *role, 
     return c;
 }
 
+typedef struct emit_ctx {
+    server *s;
+    job *j;
+    int32_t choice;
+} emit_ctx;
+
+/* A delta of a parsed answer as one chunk (OpenAI streams tool calls as
+ * {index, id, type, function: {name, arguments: ""}} then {index, function: {arguments}}). */
+static void stream_emit(void *ud, tc_delta_kind kind, int32_t call, const char *t, size_t n) {
+    emit_ctx *x = ud;
+    job *j = x->j;
+    if (call > 0 && !j->req.parallel_tool_calls) return;
+    json_t *d = json_object();
+    if (kind == TC_DELTA_CONTENT) {
+        json_object_set_new(d, "content", oai_json_string_lossy(t, n));
+    } else if (kind == TC_DELTA_REASONING) {
+        json_object_set_new(d, "reasoning_content", oai_json_string_lossy(t, n));
+    } else {
+        json_t *tc = json_object();
+        json_object_set_new(tc, "index", json_integer(call));
+        json_t *fn = json_object();
+        if (kind == TC_DELTA_CALL) {
+            char id[96];
+            tool_call_id(j, x->choice, call, id, sizeof id);
+            json_object_set_new(tc, "id", json_string(id));
+            json_object_set_new(tc, "type", json_string("function"));
+            json_object_set_new(fn, "name", oai_json_string_lossy(t, n));
+            json_object_set_new(fn, "arguments", json_string(""));
+        } else {
+            json_object_set_new(fn, "arguments", oai_json_string_lossy(t, n));
+        }
+        json_object_set_new(tc, "function", fn);
+        json_t *arr = json_array();
+        json_array_append_new(arr, tc);
+        json_object_set_new(d, "tool_calls", arr);
+    }
+    json_t *c = json_object();
+    json_object_set_new(c, "index", json_integer(x->choice));
+    json_object_set_new(c, "delta", d);
+    json_object_set_new(c, "logprobs", json_null());
+    json_object_set_new(c, "finish_reason", json_null());
+    sse_add(&j->out, chunk_new(x->s, j, c));
+}
+
 /* Format what the job has produced into j->out (j->mu held). */
 static void stream_format_locked(server *s, job *j) {
     bool chat = j->req.kind == OAI_CHAT;
@@ -312,6 +409,13 @@ static void stream_format_locked(server *s, job *j) {
     }
     for (int64_t k = 0; k < j->n_ev; k++) {
         const job_event *e = &j->ev[k];
+        if (chat && j->tcs) { /* parsed: deltas as they become certain (no logprobs) */
+            emit_ctx x = {s, j, e->choice};
+            if (e->text_len && !tc_stream_feed(&j->tcs[e->choice], e->text, e->text_len, false, stream_emit, &x)) {
+                j->out.failed = true;
+            }
+            continue;
+        }
         bool lp = want_lp && e->token >= 0;
         if (!e->text_len && !lp) continue;
         sse_add(&j->out, chunk_new(s, j, choice_chunk(s, j, e->choice, NULL, e->text ? e->text : "",
@@ -323,8 +427,13 @@ static void stream_format_locked(server *s, job *j) {
         job_choice *c = &j->choices[i];
         if (c->finished && !c->finish_sent && c->finish != VT_FINISH_ERROR && !j->shutdown) {
             c->finish_sent = true;
-            json_t *ch = chunk_new(s, j, choice_chunk(s, j, i, NULL, chat ? NULL : "", 0, NULL,
-                                                      finish_name(c->finish)));
+            const char *fr = finish_name(c->finish);
+            if (chat && j->tcs) {
+                emit_ctx x = {s, j, i};
+                if (!tc_stream_feed(&j->tcs[i], "", 0, true, stream_emit, &x)) j->out.failed = true;
+                if (j->tcs[i].sent_calls > 0 && c->finish == VT_FINISH_STOP) fr = "tool_calls";
+            }
+            json_t *ch = chunk_new(s, j, choice_chunk(s, j, i, NULL, chat ? NULL : "", 0, NULL, fr));
             bool last = true;
             for (int32_t k = 0; k < j->n_choices; k++) last &= j->choices[k].finished;
             if (last && i == j->n_choices - 1) json_object_set_new(ch, "timings", timings_json(j));

@@ -255,6 +255,10 @@ static vt_status parse_stop(json_t *root, oai_request *r) {
     return VT_OK;
 }
 
+static vt_status refuse_unsupported(json_t *root);
+static vt_status parse_logit_bias(json_t *root, oai_request *r);
+static vt_status parse_tools(json_t *root, oai_request *r);
+
 static vt_status parse_fields(oai_kind kind, json_t *root, oai_request *r) {
     json_t *model = field(root, "model");
     if (model) {
@@ -343,6 +347,141 @@ static vt_status parse_fields(oai_kind kind, json_t *root, oai_request *r) {
         if (given) r->n_logprobs = (int32_t)v;
     }
     s->n_logprobs = r->n_logprobs > 0 ? r->n_logprobs : 0;
+    VT_TRY(refuse_unsupported(root));
+    VT_TRY(parse_logit_bias(root, r));
+    if (kind == OAI_CHAT) VT_TRY(parse_tools(root, r));
+    return VT_OK;
+}
+
+/* logit_bias: {"token id": bias in [-100, 100]} (-100 bans the token). */
+static vt_status parse_logit_bias(json_t *root, oai_request *r) {
+    json_t *lb = field(root, "logit_bias");
+    if (!lb) return VT_OK;
+    if (!json_is_object(lb)) {
+        return vt_errorf(VT_E_INVALID, "field 'logit_bias': expected an object, got %s", json_kind(lb));
+    }
+    size_t n = json_object_size(lb);
+    if (n == 0) return VT_OK;
+    if (n > OAI_MAX_LOGIT_BIAS) {
+        return vt_errorf(VT_E_INVALID, "field 'logit_bias': %zu tokens, at most %d", n, OAI_MAX_LOGIT_BIAS);
+    }
+    r->logit_bias = malloc(sizeof *r->logit_bias * n);
+    if (!r->logit_bias) return vt_errorf(VT_E_NOMEM, "out of memory");
+    const char *key;
+    json_t *v;
+    int32_t k = 0;
+    json_object_foreach(lb, key, v) {
+        char *end;
+        long long id = strtoll(key, &end, 10);
+        if (!*key || *end || id < 0 || id > INT32_MAX) {
+            return vt_errorf(VT_E_INVALID, "field 'logit_bias': key \"%.32s\" is not a token id", key);
+        }
+        if (!json_is_number(v) || !(json_number_value(v) >= -100 && json_number_value(v) <= 100)) {
+            return vt_errorf(VT_E_INVALID, "field 'logit_bias.%.32s': expected a number in [-100, 100]", key);
+        }
+        r->logit_bias[k++] = (vt_logit_bias){.token = (int32_t)id, .bias = (float)json_number_value(v)};
+    }
+    r->sampling.logit_bias = r->logit_bias;
+    r->sampling.n_logit_bias = k;
+    return VT_OK;
+}
+
+/* Fields that would change the answer and that vt does not implement yet: a 400
+ * that names them, never a silent difference. Neutral values pass (echo false,
+ * best_of 1, response_format text), as clients send them. */
+static vt_status refuse_unsupported(json_t *root) {
+    json_t *v;
+    if ((v = field(root, "echo")) && !json_is_false(v)) {
+        return vt_errorf(VT_E_INVALID, "field 'echo' is not supported by vt yet");
+    }
+    if ((v = field(root, "suffix")) && !(json_is_string(v) && json_string_length(v) == 0)) {
+        return vt_errorf(VT_E_INVALID, "field 'suffix' is not supported by vt yet");
+    }
+    if ((v = field(root, "best_of")) && !(json_is_integer(v) && json_integer_value(v) == 1)) {
+        return vt_errorf(VT_E_INVALID, "field 'best_of' is not supported by vt yet (only 1)");
+    }
+    if ((v = field(root, "response_format"))) {
+        json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
+        if (!t || !json_is_string(t) || strcmp(json_string_value(t), "text") != 0) {
+            return vt_errorf(VT_E_INVALID, "field 'response_format': only {\"type\": \"text\"} is supported by vt "
+                                           "yet (no constrained decoding)");
+        }
+    }
+    static const char *const refused[] = {"grammar", "json_schema"};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        if (field(root, refused[i])) {
+            return vt_errorf(VT_E_INVALID, "field '%s' is not supported by vt yet (no constrained decoding)",
+                             refused[i]);
+        }
+    }
+    return VT_OK;
+}
+
+/* tools, tool_choice, parallel_tool_calls (chat). */
+static vt_status parse_tools(json_t *root, oai_request *r) {
+    r->parallel_tool_calls = true;
+    VT_TRY(get_bool(root, "parallel_tool_calls", &r->parallel_tool_calls));
+    json_t *rf = field(root, "reasoning_format");
+    if (rf) {
+        const char *v = json_is_string(rf) ? json_string_value(rf) : "";
+        if (!strcmp(v, "none")) r->reasoning_format = OAI_REASONING_NONE;
+        else if (!strcmp(v, "deepseek")) r->reasoning_format = OAI_REASONING_DEEPSEEK;
+        else return vt_errorf(VT_E_INVALID, "field 'reasoning_format': expected \"none\" or \"deepseek\"");
+    }
+    json_t *tools = field(root, "tools");
+    if (tools) {
+        if (!json_is_array(tools)) {
+            return vt_errorf(VT_E_INVALID, "field 'tools': expected an array, got %s", json_kind(tools));
+        }
+        size_t i;
+        json_t *t;
+        json_array_foreach(tools, i, t) {
+            json_t *fn = json_is_object(t) ? json_object_get(t, "function") : NULL;
+            json_t *ty = json_is_object(t) ? json_object_get(t, "type") : NULL;
+            json_t *name = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
+            if (!ty || !json_is_string(ty) || strcmp(json_string_value(ty), "function") != 0) {
+                return vt_errorf(VT_E_INVALID, "field 'tools[%zu].type': expected \"function\"", i);
+            }
+            if (!name || !json_is_string(name) || json_string_length(name) == 0) {
+                return vt_errorf(VT_E_INVALID, "field 'tools[%zu].function.name': expected a non-empty string", i);
+            }
+        }
+        r->n_tools = (int32_t)json_array_size(tools);
+    }
+    json_t *tc = field(root, "tool_choice");
+    r->tool_choice = OAI_TOOLS_AUTO;
+    if (!tc) return VT_OK;
+    if (json_is_string(tc)) {
+        const char *v = json_string_value(tc);
+        if (!strcmp(v, "auto")) r->tool_choice = OAI_TOOLS_AUTO;
+        else if (!strcmp(v, "none")) r->tool_choice = OAI_TOOLS_NONE;
+        else if (!strcmp(v, "required")) r->tool_choice = OAI_TOOLS_REQUIRED;
+        else return vt_errorf(VT_E_INVALID, "field 'tool_choice': \"%.64s\" is not auto, none or required", v);
+    } else if (json_is_object(tc)) {
+        json_t *fn = json_object_get(tc, "function");
+        json_t *name = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
+        if (!name || !json_is_string(name)) {
+            return vt_errorf(VT_E_INVALID, "field 'tool_choice.function.name': expected a string");
+        }
+        r->tool_choice = OAI_TOOLS_NAMED;
+        r->tool_choice_name = json_string_value(name);
+        bool found = false;
+        size_t i;
+        json_t *t;
+        json_array_foreach(tools, i, t) {
+            json_t *n = json_object_get(json_object_get(t, "function"), "name");
+            found |= !strcmp(json_string_value(n), r->tool_choice_name);
+        }
+        if (!found) {
+            return vt_errorf(VT_E_INVALID, "field 'tool_choice': no tool named \"%.64s\" in 'tools'",
+                             r->tool_choice_name);
+        }
+    } else {
+        return vt_errorf(VT_E_INVALID, "field 'tool_choice': expected a string or an object, got %s", json_kind(tc));
+    }
+    if ((r->tool_choice == OAI_TOOLS_REQUIRED) && r->n_tools == 0) {
+        return vt_errorf(VT_E_INVALID, "field 'tool_choice': \"required\" needs 'tools'");
+    }
     return VT_OK;
 }
 
@@ -422,6 +561,7 @@ void oai_request_free(oai_request *r) {
     free(r->messages);
     for (int32_t i = 0; r->prompts && i < r->n_prompts; i++) free(r->prompts[i].tokens);
     free(r->prompts);
+    free(r->logit_bias);
     if (r->root) json_decref(r->root);
     oai_kind kind = r->kind;
     memset(r, 0, sizeof *r);

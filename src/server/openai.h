@@ -12,7 +12,14 @@
  *   presence_penalty, frequency_penalty, repetition_penalty / repeat_penalty,
  *   stop (string | array of strings), seed, stream, stream_options.include_usage,
  *   logprobs (chat: bool, completions: integer), top_logprobs (chat), n,
- *   ignore_eos.
+ *   ignore_eos; chat: tools (array of {type: "function", function: {name, description,
+ *   parameters}}), tool_choice, parallel_tool_calls, reasoning_format ("none" |
+ *   "deepseek", as llama-server's), logit_bias ({"token id": -100..100}; ids
+ *   outside the vocabulary are ignored).
+ * Fields vt does not implement are refused (VT_E_INVALID naming the field) rather
+ * than ignored when they would change the answer: echo
+ * (true), suffix (non-empty), best_of (> 1), response_format (other than
+ * {"type": "text"}), grammar, json_schema.
  * A wrong type or an out-of-range value fails with VT_E_INVALID and a message
  * that names the field; a body that is not JSON fails with VT_E_FORMAT. */
 #ifndef VT_SERVER_OPENAI_H
@@ -32,10 +39,18 @@
 #define OAI_MAX_MESSAGES 4096   /* messages in a chat */
 #define OAI_MAX_TOKENS (1 << 24) /* max_tokens, and prompt token ids */
 #define OAI_MAX_LOGPROBS 20
+#define OAI_MAX_LOGIT_BIAS 1024  /* tokens in logit_bias */
 #define OAI_MAX_JSON_DEPTH 64           /* nesting of a request body */
 #define OAI_MAX_JSON_COST ((size_t)32 << 20) /* bytes the parsed body may cost (oai_json_cost) */
 
 typedef enum oai_kind { OAI_COMPLETION, OAI_CHAT } oai_kind;
+
+/* tool_choice: "auto" (the model decides), "none" (tools are shown to the
+ * template but the answer is not parsed for calls), "required" (a call must
+ * come), {"type": "function", "function": {"name": N}} (a call of N must come). */
+enum { OAI_REASONING_NONE = 1, OAI_REASONING_DEEPSEEK = 2 };
+
+typedef enum oai_tool_choice { OAI_TOOLS_AUTO, OAI_TOOLS_NONE, OAI_TOOLS_REQUIRED, OAI_TOOLS_NAMED } oai_tool_choice;
 
 typedef struct oai_prompt {
     const char *text;        /* points into the parsed body; NULL for token ids */
@@ -68,6 +83,14 @@ typedef struct oai_request {
     int32_t n_logprobs;      /* alternatives per token; -1: no logprobs */
     int32_t n;               /* choices */
     bool ignore_eos;
+
+    /* chat: tools (the array stays in root, for the template) */
+    int32_t n_tools;
+    oai_tool_choice tool_choice; /* OAI_TOOLS_AUTO when not given */
+    const char *tool_choice_name; /* OAI_TOOLS_NAMED: the function's name (in root) */
+    bool parallel_tool_calls;     /* default true, as OpenAI */
+    vt_logit_bias *logit_bias;    /* (sampling.n_logit_bias) malloc'd; sampling.logit_bias points here */
+    int reasoning_format;         /* 0: the server's (--reasoning-format); else OAI_REASONING_* */
 } oai_request;
 
 /* What parsing `len` bytes of JSON would cost, found by one pass over the text

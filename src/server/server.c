@@ -117,6 +117,9 @@ void job_unref(job *j) {
     for (int32_t i = 0; i < j->n_prompts; i++) free(j->prompts[i].ids);
     free(j->prompts);
     sb_free(&j->out);
+    sb_free(&j->prefill);
+    for (int32_t i = 0; j->tcs && i < j->n_choices; i++) tc_stream_free(&j->tcs[i]);
+    free(j->tcs);
     oai_request_free(&j->req);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
@@ -167,6 +170,8 @@ static vt_status prepare_one(server *s, const char *where, const char *text, siz
     return VT_OK;
 }
 
+static void detect_output_format(server *s, const char *src, size_t len);
+
 vt_status job_prepare(job *j) {
     server *s = j->srv;
     oai_request *r = &j->req;
@@ -175,9 +180,47 @@ vt_status job_prepare(job *j) {
         size_t len = 0;
         if (s->jinja) VT_TRY(chat_jinja_render(s->jinja, r, &s->jinja_env, &rendered, &len));
         else VT_TRY(chat_template_render(s->tmpl, r->messages, r->n_messages, &rendered, &len));
+        bool tools = r->n_tools > 0 && r->tool_choice != OAI_TOOLS_NONE;
+        j->tc = (tc_options){.format = tools ? s->tool_format : TC_NONE,
+                             .reasoning = s->tmpl_think && s->tool_format != TC_HARMONY &&
+                                          (r->reasoning_format ? r->reasoning_format == OAI_REASONING_DEEPSEEK
+                                                               : !s->reasoning_none)};
+        if (j->tc.reasoning) { /* the generation prompt may open the block itself (Qwen3, DeepSeek R1) */
+            size_t e = len;
+            while (e > 0 && (rendered[e - 1] == '\n' || rendered[e - 1] == ' ')) e--;
+            j->tc.starts_in_reasoning = e >= 7 && !memcmp(rendered + e - 7, "<think>", 7);
+        }
+        j->parse_output = tools || j->tc.reasoning;
+        if (tools && (r->tool_choice == OAI_TOOLS_REQUIRED || r->tool_choice == OAI_TOOLS_NAMED)) {
+            /* the call is forced by starting it: the format's opener (and the name) */
+            tc_prefill(s->tool_format, s->tool_args_style,
+                       r->tool_choice == OAI_TOOLS_NAMED ? r->tool_choice_name : NULL, &j->prefill);
+            j->tc.starts_in_reasoning = false;
+        }
+        if (j->prefill.len) {
+            char *both = malloc(len + j->prefill.len + 1);
+            if (!both || j->prefill.failed) {
+                free(both);
+                free(rendered);
+                return vt_errorf(VT_E_NOMEM, "out of memory");
+            }
+            memcpy(both, rendered, len);
+            memcpy(both + len, j->prefill.ptr, j->prefill.len);
+            free(rendered);
+            rendered = both;
+            len += j->prefill.len;
+        }
         vt_status st = prepare_one(s, "messages", rendered, len, NULL, 0, &j->prompts[0]);
         free(rendered);
         VT_TRY(st);
+        if (j->parse_output && r->stream) {
+            j->tcs = calloc((size_t)j->n_choices, sizeof *j->tcs);
+            if (!j->tcs) return vt_errorf(VT_E_NOMEM, "out of memory");
+            for (int32_t i = 0; i < j->n_choices; i++) {
+                tc_stream_init(&j->tcs[i], &j->tc);
+                sb_addn(&j->tcs[i].text, j->prefill.ptr, j->prefill.len);
+            }
+        }
     } else {
         for (int32_t p = 0; p < j->n_prompts; p++) {
             char where[32];
@@ -303,7 +346,15 @@ static void dispatch(server *s, const vt_output *o) {
     job *j = c->job;
     double now = server_now();
     pthread_mutex_lock(&j->mu);
-    if (o->token >= 0 || o->text_len) {
+    const char *text = o->text;
+    size_t text_len = o->text_len;
+    if (s->canned) { /* tests: the answer is the canned text, a few bytes per token, the rest at the end */
+        size_t rest = strlen(s->canned) - c->canned_off;
+        text = s->canned + c->canned_off;
+        text_len = o->finish != VT_FINISH_NONE ? rest : o->token >= 0 ? (rest < 3 ? rest : 3) : 0;
+        c->canned_off += text_len;
+    }
+    if (o->token >= 0 || text_len) {
         if (j->n_ev == j->cap_ev) {
             int64_t cap = j->cap_ev ? j->cap_ev * 2 : 16;
             job_event *ev = realloc(j->ev, (size_t)cap * sizeof *ev);
@@ -318,9 +369,9 @@ static void dispatch(server *s, const vt_output *o) {
             e->choice = c->index;
             e->token = o->token;
             e->logprob = o->logprob;
-            if (o->text_len) {
-                e->text = dup_n(o->text, o->text_len);
-                e->text_len = e->text ? o->text_len : 0;
+            if (text_len) {
+                e->text = dup_n(text, text_len);
+                e->text_len = e->text ? text_len : 0;
             }
             if (o->n_top > 0 && o->top) {
                 e->top = malloc((size_t)o->n_top * sizeof *e->top);
@@ -347,6 +398,8 @@ static void dispatch(server *s, const vt_output *o) {
     if (o->finish != VT_FINISH_NONE && !c->finished) {
         c->finished = true;
         c->finish = o->finish;
+        /* tests: the canned answer ends as if the model stopped after it */
+        if (s->canned && o->finish == VT_FINISH_LENGTH) c->finish = VT_FINISH_STOP;
         if (o->finish == VT_FINISH_ERROR) c->error = dup_n(o->error ? o->error : "engine error",
                                                            strlen(o->error ? o->error : "engine error"));
         j->n_finished++;
@@ -421,6 +474,7 @@ static vt_status load_model(server *s) {
     } else {
         gguf_str t;
         if (gguf_get_str(&m->gguf, "tokenizer.chat_template", &t) == VT_OK) {
+            detect_output_format(s, t.ptr, (size_t)t.len);
             if (jinja_template_parse(t.ptr, (size_t)t.len, &s->jinja) == VT_OK) {
                 tmpl_desc = "the model's (Jinja)";
             } else {
@@ -434,6 +488,7 @@ static vt_status load_model(server *s) {
         }
     }
     if (!s->jinja && s->tmpl == CHAT_TMPL_UNKNOWN) s->tmpl = CHAT_TMPL_CHATML;
+    if (!s->chat_template_file && !s->jinja && s->tool_format == TC_NONE) detect_output_format(s, NULL, 0);
     if (s->jinja) {
         /* bos_token / eos_token: the texts of those tokens, control tokens included */
         char piece[256];
@@ -499,6 +554,13 @@ static void *engine_main(void *arg) {
 
 static char *dup_or_null(const char *p) { return p ? strdup(p) : NULL; }
 
+/* What the template's source says about tool calls and reasoning. */
+static void detect_output_format(server *s, const char *src, size_t len) {
+    s->tool_format = tc_detect(src, len);
+    s->tool_args_style = src && memmem(src, len, "[ARGS]", 6) != NULL;
+    s->tmpl_think = src && memmem(src, len, "<think>", 7) != NULL;
+}
+
 /* --chat-template-file: read and parse now, so a bad file stops vt serve at once. */
 static vt_status load_template_file(server *s) {
     const char *path = s->chat_template_file;
@@ -526,6 +588,7 @@ static vt_status load_template_file(server *s) {
         return vt_errorf(VT_E_IO, "vt serve: --chat-template-file %s: read error", path);
     }
     vt_status st = jinja_template_parse(buf, n, &s->jinja);
+    detect_output_format(s, buf, n);
     free(buf);
     if (st != VT_OK) {
         char msg[512];
@@ -548,6 +611,10 @@ vt_status server_start(const server_params *p, server **out) {
     if (s->params.idle_timeout_s <= 0) s->params.idle_timeout_s = 5;
     s->host = strdup(p->host ? p->host : "127.0.0.1");
     s->model_path = strdup(p->model_path);
+    /* tests only: every answer's text is this (the tool-call and reasoning parsers
+     * seen end to end on outputs a random-weight model would never write) */
+    const char *canned = getenv("VT_TEST_CANNED_OUTPUT");
+    if (canned && *canned) s->canned = strdup(canned);
     s->api_key = dup_or_null(p->api_key && *p->api_key ? p->api_key : NULL);
     s->cors_origins = dup_or_null(p->cors_origins);
     s->chat_template_name = dup_or_null(p->chat_template);
@@ -588,6 +655,11 @@ vt_status server_start(const server_params *p, server **out) {
         st = vt_errorf(VT_E_INVALID, "vt serve: --chat-template and --chat-template-file: give one of them");
         goto fail;
     }
+    if (p->reasoning_format && strcmp(p->reasoning_format, "none") && strcmp(p->reasoning_format, "deepseek")) {
+        st = vt_errorf(VT_E_INVALID, "vt serve: --reasoning-format %s: expected none or deepseek", p->reasoning_format);
+        goto fail;
+    }
+    s->reasoning_none = p->reasoning_format && !strcmp(p->reasoning_format, "none");
     if (s->chat_template_file && (st = load_template_file(s)) != VT_OK) goto fail;
     if (!s->host || !s->model_path) {
         st = vt_errorf(VT_E_NOMEM, "vt serve: out of memory");
@@ -677,6 +749,7 @@ void server_destroy(server *s) {
     free(s->cors_origins);
     free(s->chat_template_name);
     free(s->chat_template_file);
+    free(s->canned);
     free(s->bos_text);
     free(s->eos_text);
     jinja_template_destroy(s->jinja);

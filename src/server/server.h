@@ -26,6 +26,8 @@ typedef struct server_params {
     const char *cors_origins;  /* comma-separated origins or "*"; NULL: no CORS headers */
     const char *chat_template; /* family name to force; NULL: from the model's metadata */
     const char *chat_template_file; /* Jinja template file used instead of the model's */
+    const char *reasoning_format; /* "deepseek" (default, NULL): <think> blocks become
+                                     reasoning_content; "none": they stay in content */
     const char *alias;         /* model id in responses; NULL: the file's base name */
     size_t max_body_bytes;     /* request bodies above this get 413 (default 8 MiB) */
     int max_connections;       /* open connections, all peers (default 256; conns.h) */

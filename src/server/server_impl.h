@@ -10,6 +10,7 @@
 #include "server/openai.h"
 #include "server/server.h"
 #include "server/strbuf.h"
+#include "server/toolcall.h"
 
 #include <microhttpd.h>
 #include <pthread.h>
@@ -42,6 +43,7 @@ typedef struct job_choice {
     int32_t n_prompt, n_cached, n_generated;
     double t_first, t_last;   /* seconds (monotonic) of the first and last token; 0: none */
     bool finish_sent;         /* streaming: the chunk with finish_reason went out (connection thread) */
+    size_t canned_off;        /* VT_TEST_CANNED_OUTPUT: bytes of it given out so far */
 } job_choice;
 
 struct job {
@@ -77,6 +79,11 @@ struct job {
     size_t out_off;
     bool roles_sent;          /* chat: the first chunks (delta.role) went out */
     bool stream_done;
+    /* chat answers split into content, reasoning and tool calls (toolcall.h) */
+    bool parse_output;
+    tc_options tc;
+    strbuf prefill;           /* appended to the prompt to force a call; fed to the parser first */
+    tc_stream *tcs;           /* (n_choices) streaming parsers, or NULL */
 
     job *next, *prev;         /* in srv->jobs */
 };
@@ -98,6 +105,11 @@ struct server {
     jinja_template *jinja;    /* the model's template (or --chat-template-file's); NULL: none */
     char *chat_template_file, *bos_text, *eos_text;
     chat_jinja_env jinja_env;
+    tc_format tool_format;    /* what the template teaches (tc_detect), found once at load */
+    bool tool_args_style;     /* mistral: name[ARGS]{...} */
+    bool tmpl_think;          /* the template knows <think> blocks: split reasoning out */
+    bool reasoning_none;      /* --reasoning-format none */
+    char *canned;             /* VT_TEST_CANNED_OUTPUT (tests only): every answer's text */
     pthread_t engine_thread;
     bool engine_thread_started;
 
