@@ -9,6 +9,7 @@
 #include "base/status.h"
 #include "gguf/gguf.h"
 #include "model/qwen35.h"
+#include "model/synth.h"
 #include "test.h"
 
 #include <stdint.h>
@@ -252,8 +253,66 @@ static void test_core(void) {
     free(state), free(out), free(q2), free(al2), free(be2), free(scratch);
 }
 
+/* vt synth --arch qwen35: the keys load, every layer has its kind's tensors */
+static void test_synth(void) {
+    synth_params sp = synth_default_params();
+    sp.arch = "qwen35";
+    sp.n_layer = 5;
+    sp.n_embd = 64;
+    sp.n_head = 4;
+    sp.n_head_kv = 2;
+    sp.head_dim = 16;
+    sp.n_ff = 96;
+    sp.ssm_n_v_heads = 4;
+    sp.ssm_n_k_heads = 2;
+    sp.n_threads = 1;
+    char path[] = "/tmp/vt_qwen35_synth_XXXXXX";
+    const int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    CHECK_OK(synth_write(&sp, path));
+    FILE *fp = fopen(path, "rb");
+    fseek(fp, 0, SEEK_END);
+    const long size = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    void *buf = malloc((size_t)size);
+    CHECK(fread(buf, 1, (size_t)size, fp) == (size_t)size);
+    fclose(fp);
+    unlink(path);
+    gguf_file g;
+    CHECK_OK(gguf_parse(buf, (size_t)size, "synth.gguf", &g));
+    q35_hparams hp;
+    CHECK_OK(q35_hparams_load(&g, "qwen35", 5, 256, &hp));
+    CHECK_EQ_INT(hp.n_layer, 5);
+    CHECK_EQ_INT(hp.conv_ch, 2 * 2 * 16 + 4 * 16);
+    int64_t rot = 0;
+    CHECK_OK(gguf_get_i64(&g, "qwen35.rope.dimension_count", &rot));
+    CHECK_EQ_INT(rot, 4);
+    for (int il = 0; il < 5; il++) {
+        CHECK_EQ_INT(hp.is_linear[il], il != 3);
+        char name[64];
+        snprintf(name, sizeof name, "blk.%d.%s", il, hp.is_linear[il] ? "attn_qkv.weight" : "attn_q.weight");
+        const gguf_tensor *t = gguf_find_tensor(&g, name);
+        CHECK_MSG(t != NULL, "%s missing", name);
+        if (t) CHECK_EQ_INT(t->ne[1], hp.is_linear[il] ? hp.conv_ch : 2 * 4 * 16);
+        snprintf(name, sizeof name, "blk.%d.%s", il, hp.is_linear[il] ? "ssm_a" : "attn_q_norm.weight");
+        CHECK_MSG(gguf_find_tensor(&g, name) != NULL, "%s missing", name);
+        snprintf(name, sizeof name, "blk.%d.post_attention_norm.weight", il);
+        CHECK_MSG(gguf_find_tensor(&g, name) != NULL, "%s missing", name);
+    }
+    const gguf_tensor *a = gguf_find_tensor(&g, "blk.0.ssm_a");
+    if (a) {
+        const float *av = (const float *)(g.buf + g.data_offset + a->offset);
+        for (int h = 0; h < 4; h++) CHECK_MSG(av[h] < 0, "ssm_a[%d] = %g is not a decay", h, av[h]);
+    }
+    q35_hparams_free(&hp);
+    gguf_free(&g);
+    free(buf);
+}
+
 int main(void) {
     test_keys();
+    test_synth();
     test_core();
     return test_finish();
 }
