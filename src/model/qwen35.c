@@ -3,6 +3,9 @@
 
 #include "base/status.h"
 #include "cpu/deltanet.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "quant/quant.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -155,3 +158,179 @@ void q35_linear_core(const q35_hparams *hp, const q35_linear_weights *w, float e
             dn_gated_norm_ref(o, z + t * z_stride + h * ds, w->norm_w, ds, eps, o);
         }
 }
+
+/* ---- loading (model.c's hooks) ------------------------------------------------------ */
+
+vt_status q35_model_hparams(model *m) {
+    q35_hparams *hp = calloc(1, sizeof *hp);
+    if (!hp) return vt_errorf(VT_E_NOMEM, "out of memory");
+    const vt_status s = q35_hparams_load(&m->gguf, "qwen35", m->hp.n_layer, m->hp.n_ctx_train, hp);
+    if (s != VT_OK) {
+        free(hp);
+        return s;
+    }
+    m->q35 = hp;
+    m->hp.n_layer = hp->n_layer;
+    return VT_OK;
+}
+
+#define DOT(w) (quant_traits_get((w).type)->dot_type)
+
+vt_status q35_load_layer(model *m, int64_t il, layer_weights *L) {
+    const model_hparams *hp = &m->hp;
+    const q35_hparams *q = m->q35;
+    const int64_t d = hp->n_embd, q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
+    char name[128];
+#define LNAME(fmt) (snprintf(name, sizeof name, "blk.%lld." fmt, (long long)il), name)
+    VT_TRY(model_load_vec(m, LNAME("attn_norm.weight"), d, true, &L->attn_norm));
+    VT_TRY(model_load_vec(m, LNAME("post_attention_norm.weight"), d, true, &L->ffn_norm));
+    if (q->is_linear[il]) {
+        q35_layer *lin = calloc(1, sizeof *lin);
+        if (!lin || model_own_buffer(m, lin) != VT_OK) {
+            free(lin);
+            return vt_errorf(VT_E_NOMEM, "out of memory");
+        }
+        L->lin = lin;
+        if (!gguf_find_tensor(&m->gguf, LNAME("attn_qkv.weight")))
+            return vt_errorf(VT_E_FORMAT,
+                             "required tensor '%s' is missing (the layer pattern makes layer %lld a linear "
+                             "attention layer)",
+                             name, (long long)il);
+        VT_TRY(model_load_mat(m, LNAME("attn_qkv.weight"), d, q->conv_ch, true, &lin->wqkv));
+        VT_TRY(model_load_mat(m, LNAME("attn_gate.weight"), d, q->d_inner, true, &lin->wz));
+        VT_TRY(model_load_mat(m, LNAME("ssm_alpha.weight"), d, q->n_v_heads, true, &lin->walpha));
+        VT_TRY(model_load_mat(m, LNAME("ssm_beta.weight"), d, q->n_v_heads, true, &lin->wbeta));
+        VT_TRY(model_load_mat(m, LNAME("ssm_out.weight"), q->d_inner, d, true, &lin->ssm_out));
+        VT_TRY(model_load_vec(m, LNAME("ssm_dt.bias"), q->n_v_heads, true, &lin->w.dt_bias));
+        VT_TRY(model_load_vec(m, LNAME("ssm_a"), q->n_v_heads, true, &lin->w.a));
+        VT_TRY(model_load_vec(m, LNAME("ssm_norm.weight"), q->d_state, true, &lin->w.norm_w));
+        const gguf_tensor *t = gguf_find_tensor(&m->gguf, LNAME("ssm_conv1d.weight"));
+        if (!t) return vt_errorf(VT_E_FORMAT, "required tensor '%s' is missing", name);
+        if (t->n_dims != 2 || t->ne[0] != q->conv_kernel || t->ne[1] != q->conv_ch || t->type != VT_DTYPE_F32)
+            return vt_errorf(VT_E_FORMAT, "tensor '%s' has shape [%lld, %lld] of type %s, expected [%lld, %lld] F32",
+                             name, (long long)t->ne[0], (long long)t->ne[1], quant_traits_get(t->type)->name,
+                             (long long)q->conv_kernel, (long long)q->conv_ch);
+        float *cw = malloc(sizeof(float) * (size_t)(q->conv_kernel * q->conv_ch));
+        if (!cw || model_own_buffer(m, cw) != VT_OK) {
+            free(cw);
+            return vt_errorf(VT_E_NOMEM, "out of memory");
+        }
+        const float *src = t->data; /* (conv_ch, K): the file's rows are channels */
+        for (int64_t c = 0; c < q->conv_ch; c++)
+            for (int64_t i = 0; i < q->conv_kernel; i++) cw[i * q->conv_ch + c] = src[c * q->conv_kernel + i];
+        lin->w.conv_w = cw;
+        m->weight_bytes += t->bytes;
+        if (DOT(lin->wqkv) != DOT(lin->wz) || DOT(lin->walpha) != DOT(lin->wbeta))
+            return vt_errorf(VT_E_UNSUPPORTED, "blk.%lld: attn_qkv/attn_gate and ssm_alpha/ssm_beta need one "
+                                               "activation type each",
+                             (long long)il);
+    } else {
+        L->attn_gated = true;
+        VT_TRY(model_load_mat(m, LNAME("attn_q.weight"), d, 2 * q_dim, true, &L->wq));
+        VT_TRY(model_load_mat(m, LNAME("attn_k.weight"), d, kv_dim, true, &L->wk));
+        VT_TRY(model_load_mat(m, LNAME("attn_v.weight"), d, kv_dim, true, &L->wv));
+        VT_TRY(model_load_mat(m, LNAME("attn_output.weight"), q_dim, d, true, &L->wo));
+        VT_TRY(model_load_vec(m, LNAME("attn_q_norm.weight"), hp->head_dim, true, &L->q_norm));
+        VT_TRY(model_load_vec(m, LNAME("attn_k_norm.weight"), hp->head_dim, true, &L->k_norm));
+        if (DOT(L->wq) != DOT(L->wk) || DOT(L->wq) != DOT(L->wv))
+            return vt_errorf(VT_E_UNSUPPORTED, "blk.%lld: attn_q/k/v need one activation type", (long long)il);
+    }
+#undef LNAME
+    return model_load_ffn(m, il, L);
+}
+
+int64_t q35_layer_order(const q35_layer *L, mm_weight **out) {
+    mm_weight *ws[] = {(mm_weight *)&L->wqkv, (mm_weight *)&L->wz, (mm_weight *)&L->walpha,
+                       (mm_weight *)&L->wbeta, (mm_weight *)&L->ssm_out};
+    if (out)
+        for (int i = 0; i < 5; i++) out[i] = ws[i];
+    return 5;
+}
+
+/* ---- the forward pass's linear layers ------------------------------------------------- */
+
+static size_t max_z(size_t a, size_t b) { return a > b ? a : b; }
+
+vt_status q35_fwd_create(const model *m, int64_t max_tokens, int nth, q35_fwd **out) {
+    const q35_hparams *q = m->q35;
+    const model_hparams *hp = &m->hp;
+    const size_t T = (size_t)max_tokens, qd = (size_t)(hp->n_head * hp->head_dim);
+    q35_fwd *h = calloc(1, sizeof *h);
+    if (!h) return vt_errorf(VT_E_NOMEM, "out of memory");
+    size_t xs = 0, act = 0;
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        const q35_layer *L = m->layers[il].lin;
+        if (!L) continue;
+        xs = max_z(xs, mm_act_row_bytes(L->walpha.type, hp->n_embd));
+        act = max_z(act, mm_act_row_bytes(L->wqkv.type, hp->n_embd));
+        act = max_z(act, mm_act_row_bytes(L->ssm_out.type, q->d_inner));
+    }
+    h->xq2_stride = (xs + 63) / 64 * 64;
+    h->act_bytes = act;
+    h->scratch_floats = q35_core_scratch_floats(q);
+    h->qkv = malloc(sizeof(float) * T * (size_t)q->conv_ch);
+    h->z = malloc(sizeof(float) * T * (size_t)q->d_inner);
+    h->alpha = malloc(sizeof(float) * T * (size_t)q->n_v_heads);
+    h->beta = malloc(sizeof(float) * T * (size_t)q->n_v_heads);
+    h->out = malloc(sizeof(float) * T * (size_t)q->d_inner);
+    h->qg = malloc(sizeof(float) * T * 2 * qd);
+    h->gate = malloc(sizeof(float) * T * qd);
+    h->xq2 = malloc(T * h->xq2_stride + 1);
+    h->scratch = malloc(sizeof(float) * (size_t)nth * (size_t)h->scratch_floats);
+    if (!h->qkv || !h->z || !h->alpha || !h->beta || !h->out || !h->qg || !h->gate || !h->xq2 || !h->scratch) {
+        q35_fwd_destroy(h);
+        return vt_errorf(VT_E_NOMEM, "out of memory for the linear layers' %lld-token workspace",
+                         (long long)max_tokens);
+    }
+    *out = h;
+    return VT_OK;
+}
+
+void q35_fwd_destroy(q35_fwd *h) {
+    if (!h) return;
+    free(h->qkv), free(h->z), free(h->alpha), free(h->beta), free(h->out);
+    free(h->qg), free(h->gate), free(h->xq2), free(h->scratch);
+    free(h);
+}
+
+void q35_fwd_linear(q35_fwd *h, const model *m, const layer_weights *L, int64_t il, const fwd_batch *b,
+                    kv_cache *kv, uint8_t *xq, float *tmp, tp_pool *run, int ith, int nth) {
+    const q35_hparams *q = m->q35;
+    const q35_layer *lin = L->lin;
+    const int64_t T = b->n_tokens, C = q->conv_ch, D = q->d_inner, nv = q->n_v_heads, d = m->hp.n_embd;
+    {
+        const mm_weight *ws[2] = {&lin->wqkv, &lin->wz};
+        float *ys[2] = {h->qkv, h->z};
+        const int64_t ld[2] = {C, D};
+        mm_compute_multi(ws, ys, ld, 2, xq, T, run, ith);
+    }
+    tp_barrier(run);
+    {
+        const uint8_t *xa = DOT(lin->walpha) == DOT(lin->wqkv) ? xq : h->xq2;
+        const mm_weight *ws[2] = {&lin->walpha, &lin->wbeta};
+        float *ys[2] = {h->alpha, h->beta};
+        const int64_t ld[2] = {nv, nv};
+        mm_compute_multi(ws, ys, ld, 2, xa, T, run, ith);
+    }
+    tp_barrier(run);
+    /* The recurrence, per run of consecutive tokens of one sequence; every run of a
+     * sequence on the same thread, in batch order. The recurrent form whatever the run's
+     * length, so a prompt gives the same bits prefilled in one chunk or in many. */
+    const int32_t grp = kv->layer_group[il];
+    float *scratch = h->scratch + (size_t)ith * (size_t)h->scratch_floats;
+    for (int64_t t0 = 0, t1; t0 < T; t0 = t1) {
+        for (t1 = t0 + 1; t1 < T && b->seq[t1] == b->seq[t0]; t1++) {}
+        const int32_t s = b->seq[t0];
+        if (s % nth != ith) continue;
+        float *state = (float *)kv_state_slot(kv, il, b->seqs[s].blocks[grp][0]);
+        if (b->pos[t0] == 0) memset(state, 0, q35_state_bytes(q));
+        q35_linear_core(q, &lin->w, m->hp.rms_eps, t1 - t0, h->qkv + t0 * C, C, h->z + t0 * D, D, h->alpha + t0 * nv,
+                        h->beta + t0 * nv, nv, state, h->out + t0 * D, D, false, scratch);
+    }
+    tp_barrier(run);
+    mm_quantize(lin->ssm_out.type, h->out, D, T, D, xq, ith, nth);
+    tp_barrier(run);
+    mm_compute(&lin->ssm_out, xq, T, tmp, d, run, ith);
+    tp_barrier(run);
+}
+#undef DOT

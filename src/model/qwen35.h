@@ -35,7 +35,10 @@
 #ifndef VT_MODEL_QWEN35_H
 #define VT_MODEL_QWEN35_H
 
+#include "cpu/matmul.h"
+#include "cpu/threadpool.h"
 #include "gguf/gguf.h"
+#include "kvcache/kv_cache.h"
 #include "vt.h"
 
 #include <stdbool.h>
@@ -102,5 +105,55 @@ void q35_linear_core(const q35_hparams *hp, const q35_linear_weights *w, float e
                      float *qkv, int64_t qkv_stride, const float *z, int64_t z_stride, float *alpha,
                      float *beta, int64_t ab_stride, float *state, float *out, int64_t out_stride,
                      bool chunked, float *scratch);
+
+/* The weights of one linear layer (model.h's layer_weights.lin). */
+typedef struct q35_layer {
+    mm_weight wqkv;          /* attn_qkv (conv_ch, n_embd) */
+    mm_weight wz;            /* attn_gate (d_inner, n_embd) */
+    mm_weight walpha, wbeta; /* ssm_alpha, ssm_beta (n_v_heads, n_embd) */
+    mm_weight ssm_out;       /* (n_embd, d_inner) */
+    q35_linear_weights w;    /* conv (transposed copy, owned by the model), gates, norm */
+} q35_layer;
+
+struct vt_model;
+struct layer_weights;
+struct fwd_batch;
+
+/* model.c's hooks for a qwen35 file: the hybrid keys into m->q35 (and the trunk's layer
+ * count into m->hp.n_layer); then layer il's tensors (a linear layer's into L->lin, a
+ * full-attention layer's with its gated attn_q) and its FFN. Errors name the tensor. */
+vt_status q35_model_hparams(struct vt_model *m);
+vt_status q35_load_layer(struct vt_model *m, int64_t il, struct layer_weights *L);
+/* The matrices of linear layer L in forward order into out (where not NULL); how many. */
+int64_t q35_layer_order(const q35_layer *L, mm_weight **out);
+
+/* The forward pass's buffers for the hybrid layers (model/forward.c), for batches of up
+ * to max_tokens tokens on nth threads. */
+typedef struct q35_fwd {
+    float *qkv;       /* (T, conv_ch) */
+    float *z;         /* (T, d_inner) */
+    float *alpha, *beta; /* (T, n_v_heads) each */
+    float *out;       /* (T, d_inner) */
+    float *qg;        /* (T, 2 * n_head * head_dim) gated attn_q's output: per head query, gate */
+    float *gate;      /* (T, n_head * head_dim) the attention gates */
+    uint8_t *xq2;     /* (T, xq2_stride) the input quantized for ssm_alpha/beta */
+    size_t xq2_stride;
+    float *scratch;   /* (nth, scratch_floats) */
+    int64_t scratch_floats;
+    size_t act_bytes; /* the largest activation row the linear layers quantize */
+} q35_fwd;
+
+vt_status q35_fwd_create(const struct vt_model *m, int64_t max_tokens, int nth, q35_fwd **out);
+void q35_fwd_destroy(q35_fwd *h);
+
+/* Steps 2-6 of a linear layer (model/forward.h) for the batch b: xq holds the normed input
+ * quantized for L->lin->wqkv (and h->xq2 for alpha/beta where their activation type
+ * differs); on return tmp (T, n_embd) holds ssm_out's output. Each sequence's state is its
+ * slot of kv's STATE group for layer il (b->seqs[s].blocks[group][0]), zeroed where the
+ * sequence starts (position 0). xq is reused as scratch. Called by every thread of run;
+ * ends with a barrier. */
+void q35_fwd_linear(q35_fwd *h, const struct vt_model *m, const struct layer_weights *L, int64_t il,
+                    const struct fwd_batch *b, kv_cache *kv, uint8_t *xq, float *tmp, tp_pool *run, int ith,
+                    int nth);
 
 #endif

@@ -8,7 +8,49 @@
 #include "model/synth.h"
 #include "test.h"
 
+#include "vt.h"
+
 #include <unistd.h>
+
+/* vt's logits of toks[0..n) (one sequence) in runs of `per` tokens into out (n, n_vocab). */
+static bool vt_eval(const char *path, const int32_t *toks, int32_t n, int32_t per, int32_t n_threads, float *out) {
+    vt_model *m = NULL;
+    vt_context *ctx = NULL;
+    bool ok = false;
+    vt_model_params mp = vt_model_default_params();
+    if (vt_model_load(path, &mp, &m) != VT_OK) {
+        fprintf(stderr, "vt: %s\n", vt_last_error());
+        return false;
+    }
+    const int32_t nv = vt_model_n_vocab(m);
+    vt_context_params cp = vt_context_default_params();
+    cp.n_ctx = 1024;
+    cp.n_threads = n_threads;
+    if (vt_context_create(m, &cp, &ctx) != VT_OK) {
+        fprintf(stderr, "vt: %s\n", vt_last_error());
+        goto done;
+    }
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)n), *seq = calloc((size_t)n, sizeof(int32_t));
+    int8_t *want = malloc((size_t)n);
+    for (int32_t i = 0; i < n; i++) pos[i] = i, want[i] = 1;
+    for (int32_t i0 = 0; i0 < n; i0 += per) {
+        const int32_t k = n - i0 < per ? n - i0 : per;
+        vt_batch b = {.n_tokens = k, .token = toks + i0, .pos = pos + i0, .seq = seq + i0, .logits = want + i0};
+        if (vt_decode(ctx, &b) != VT_OK) {
+            fprintf(stderr, "vt: decode at %d: %s\n", i0, vt_last_error());
+            goto done2;
+        }
+        for (int32_t j = 0; j < k; j++)
+            memcpy(out + (size_t)(i0 + j) * (size_t)nv, vt_get_logits(ctx, j), sizeof(float) * (size_t)nv);
+    }
+    ok = true;
+done2:
+    free(pos), free(seq), free(want);
+done:
+    vt_context_free(ctx);
+    vt_model_free(m);
+    return ok;
+}
 
 static double nmse(const float *x, const float *ref, int64_t n) {
     double num = 0, den = 0;
@@ -53,6 +95,22 @@ int main(void) {
         const double e = nmse(steps, batch, (int64_t)n * nv);
         printf("llama.cpp qwen35: chunked vs recurrent nmse %.3g\n", e);
         CHECK_MSG(e <= 1e-6, "chunked vs recurrent nmse %g", e);
+
+        /* vt: the whole prompt at once, in runs of 7, token by token */
+        float *mine = malloc(sizeof(float) * (size_t)n * (size_t)nv);
+        float *mine2 = malloc(sizeof(float) * (size_t)n * (size_t)nv);
+        CHECK(vt_eval(path, toks, n, n, 1, mine));
+        const double ev = nmse(mine, batch, (int64_t)n * nv);
+        int agree = 0;
+        for (int32_t i = 0; i < n; i++)
+            agree += llama_ref_argmax(mine + (size_t)i * nv, nv, NULL) == llama_ref_argmax(batch + (size_t)i * nv, nv, NULL);
+        printf("vt vs llama.cpp qwen35: nmse %.3g, argmax agrees at %d of %d positions\n", ev, agree, n);
+        CHECK_MSG(ev <= 1e-6, "vt vs llama.cpp nmse %g", ev);
+        CHECK(vt_eval(path, toks, n, 7, 2, mine2));
+        CHECK_MSG(memcmp(mine, mine2, sizeof(float) * (size_t)n * (size_t)nv) == 0, "runs of 7 on 2 threads differ");
+        CHECK(vt_eval(path, toks, n, 1, 1, mine2));
+        CHECK_MSG(memcmp(mine, mine2, sizeof(float) * (size_t)n * (size_t)nv) == 0, "token by token differs");
+        free(mine), free(mine2);
         free(batch), free(steps);
         llama_ref_close(r);
     }
