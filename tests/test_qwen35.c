@@ -11,6 +11,7 @@
 #include "model/qwen35.h"
 #include "model/synth.h"
 #include "test.h"
+#include "vt.h"
 
 #include <stdint.h>
 #include <unistd.h>
@@ -310,9 +311,156 @@ static void test_synth(void) {
     free(buf);
 }
 
+/* ---- the model in a vt_context ---- */
+
+static void write_model(const char *path, int64_t interval, int64_t n_layer) {
+    synth_params sp = synth_default_params();
+    sp.arch = "qwen35";
+    sp.n_layer = n_layer;
+    sp.n_embd = 64;
+    sp.n_head = 4;
+    sp.n_head_kv = 2;
+    sp.head_dim = 16;
+    sp.n_ff = 96;
+    sp.full_attn_interval = interval;
+    sp.n_threads = 1;
+    CHECK_OK(synth_write(&sp, path));
+}
+
+/* Logits of every token of the batch (n_seq sequences, tokens interleaved as given). */
+static void run_batches(vt_model *m, int n_seq, int n_threads, const int32_t *tok, const int32_t *seq, int32_t n,
+                        int32_t per, float *out) {
+    vt_context_params cp = vt_context_default_params();
+    cp.n_ctx = 256;
+    cp.n_seq = n_seq;
+    cp.n_threads = n_threads;
+    vt_context *c = NULL;
+    CHECK_OK(vt_context_create(m, &cp, &c));
+    if (!c) return;
+    const int32_t nv = vt_model_n_vocab(m);
+    int32_t len[8] = {0}, *pos = malloc(sizeof(int32_t) * (size_t)n);
+    for (int32_t i = 0; i < n; i++) pos[i] = len[seq[i]]++;
+    int8_t *want = malloc((size_t)n);
+    memset(want, 1, (size_t)n);
+    for (int32_t i0 = 0; i0 < n; i0 += per) {
+        const int32_t k = n - i0 < per ? n - i0 : per;
+        vt_batch b = {.n_tokens = k, .token = tok + i0, .pos = pos + i0, .seq = seq + i0, .logits = want + i0};
+        CHECK_OK(vt_decode(c, &b));
+        for (int32_t j = 0; j < k; j++) {
+            const float *l = vt_get_logits(c, j);
+            if (l) memcpy(out + (size_t)(i0 + j) * (size_t)nv, l, sizeof(float) * (size_t)nv);
+        }
+    }
+    free(pos), free(want);
+    vt_context_free(c);
+}
+
+static void test_context(void) {
+    char path[] = "/tmp/vt_qwen35_ctx_XXXXXX";
+    const int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    write_model(path, 4, 4);
+    vt_model *m = NULL;
+    CHECK_OK(vt_model_load(path, NULL, &m));
+    if (m) {
+        const int32_t nv = vt_model_n_vocab(m), n = 40;
+        int32_t tok[80], seq[80], seq0[40] = {0};
+        for (int i = 0; i < n; i++) tok[i] = 3 + (i * 131) % 500, tok[n + i] = 3 + (i * 71 + 5) % 500;
+        float *alone0 = malloc(sizeof(float) * 80 * (size_t)nv), *alone1 = malloc(sizeof(float) * 40 * (size_t)nv);
+        float *mixed = malloc(sizeof(float) * 80 * (size_t)nv), *again = malloc(sizeof(float) * 40 * (size_t)nv);
+        run_batches(m, 1, 1, tok, seq0, n, n, alone0);
+        run_batches(m, 1, 1, tok + n, seq0, n, n, alone1);
+        /* one chunk, chunks of 5, token by token on 2 threads: the same bits */
+        run_batches(m, 1, 2, tok, seq0, n, 5, again);
+        CHECK(memcmp(again, alone0, sizeof(float) * 40 * (size_t)nv) == 0);
+        run_batches(m, 1, 2, tok, seq0, n, 1, again);
+        CHECK(memcmp(again, alone0, sizeof(float) * 40 * (size_t)nv) == 0);
+        /* two sequences interleaved in batches of 6: each as alone (its own state slot) */
+        int32_t t2[80];
+        for (int i = 0; i < n; i++) t2[2 * i] = tok[i], seq[2 * i] = 0, t2[2 * i + 1] = tok[n + i], seq[2 * i + 1] = 1;
+        run_batches(m, 2, 2, t2, seq, 2 * n, 6, mixed);
+        int same = 1;
+        for (int i = 0; i < n; i++) {
+            same &= !memcmp(mixed + (size_t)(2 * i) * nv, alone0 + (size_t)i * nv, sizeof(float) * (size_t)nv);
+            same &= !memcmp(mixed + (size_t)(2 * i + 1) * nv, alone1 + (size_t)i * nv, sizeof(float) * (size_t)nv);
+        }
+        CHECK_MSG(same, "two sequences batched differ from each alone");
+        /* a sequence cleared and run again starts from a zero state */
+        vt_context_params cp = vt_context_default_params();
+        cp.n_ctx = 256;
+        cp.n_threads = 1;
+        vt_context *c = NULL;
+        CHECK_OK(vt_context_create(m, &cp, &c));
+        int32_t pos[40];
+        for (int i = 0; i < n; i++) pos[i] = i;
+        for (int round = 0; c && round < 2; round++) {
+            vt_batch b = {.n_tokens = round ? n : 10, .token = round ? tok : tok + n, .pos = pos, .seq = seq0};
+            CHECK_OK(vt_decode(c, &b));
+            vt_seq_clear(c, 0);
+        }
+        vt_batch b = {.n_tokens = n, .token = tok, .pos = pos, .seq = seq0};
+        if (c) {
+            CHECK_OK(vt_decode(c, &b));
+            CHECK(memcmp(vt_get_logits(c, 0), alone0 + (size_t)(n - 1) * nv, sizeof(float) * (size_t)nv) == 0);
+        }
+        vt_context_free(c);
+        free(alone0), free(alone1), free(mixed), free(again);
+    }
+    vt_model_free(m);
+    unlink(path);
+}
+
+/* A layer pattern that makes a layer linear whose file has attention tensors there. */
+static void test_bad_pattern(void) {
+    char path[] = "/tmp/vt_qwen35_bad_XXXXXX";
+    const int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    write_model(path, 2, 4); /* layers 1 and 3 attend fully */
+    /* rewrite the interval: 4 makes layer 1 linear, and it has no attn_qkv */
+    FILE *fp = fopen(path, "rb");
+    fseek(fp, 0, SEEK_END);
+    const long size = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    uint8_t *buf = malloc((size_t)size);
+    CHECK(fread(buf, 1, (size_t)size, fp) == (size_t)size);
+    fclose(fp);
+    gguf_file g;
+    CHECK_OK(gguf_parse(buf, (size_t)size, path, &g));
+    const gguf_kv *kv = gguf_find(&g, "qwen35.full_attention_interval");
+    CHECK(kv != NULL);
+    /* the u32 value sits right before the next key: find it by value in the kv region */
+    uint8_t *p = buf;
+    for (long i = 0; kv && i + 4 < (long)g.data_offset; i++) {
+        static const char key[] = "qwen35.full_attention_interval";
+        if (memcmp(buf + i, key, sizeof key - 1) == 0) {
+            p = buf + i + sizeof key - 1 + 4; /* past the key and its u32 type */
+            uint32_t v = 4;
+            memcpy(p, &v, 4);
+            break;
+        }
+    }
+    gguf_free(&g);
+    fp = fopen(path, "wb");
+    fwrite(buf, 1, (size_t)size, fp);
+    fclose(fp);
+    free(buf);
+    vt_model *m = NULL;
+    const vt_status s = vt_model_load(path, NULL, &m);
+    CHECK_MSG(s == VT_E_FORMAT && m == NULL, "loaded: %s", vt_status_str(s));
+    CHECK_MSG(strstr(vt_last_error(), "'blk.1.attn_qkv.weight' is missing") &&
+                  strstr(vt_last_error(), "layer pattern"),
+              "message: %s", vt_last_error());
+    vt_model_free(m);
+    unlink(path);
+}
+
 int main(void) {
     test_keys();
     test_synth();
+    test_context();
+    test_bad_pattern();
     test_core();
     return test_finish();
 }
