@@ -267,6 +267,10 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
         const layer_weights *Li = &m->layers[il];
         const mm_weight *ws[] = {&Li->wq, &Li->wk, &Li->wv, &Li->wo, &Li->w_gate, &Li->w_up, &Li->w_down, &Li->router};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) lb += ws[i]->row_bytes * (size_t)ws[i]->n_out;
+        if (Li->lin) {
+            mm_weight *lw[5];
+            for (int64_t i = 0, n = q35_layer_order(Li->lin, lw); i < n; i++) lb += lw[i]->row_bytes * (size_t)lw[i]->n_out;
+        }
     }
     /* the experts a token reads */
     if (hp->n_expert > 0 && hp->n_layer > 0) {
