@@ -124,39 +124,47 @@ int64_t q35_core_scratch_floats(const q35_hparams *hp) {
     return dn_chunk_scratch_floats(hp->d_state, hp->d_state);
 }
 
+void q35_linear_prep(const q35_hparams *hp, const q35_linear_weights *w, float eps, int64_t n_tokens, float *qkv,
+                     int64_t qkv_stride, float *alpha, float *beta, int64_t ab_stride, float *state) {
+    dn_conv1d_silu_ref(qkv, qkv_stride, n_tokens, hp->conv_ch, w->conv_w, hp->conv_kernel, state, qkv, qkv_stride);
+    for (int64_t t = 0; t < n_tokens; t++) {
+        float *row = qkv + t * qkv_stride;
+        for (int64_t h = 0; h < 2 * hp->n_k_heads; h++) dn_l2_norm_ref(row + h * hp->d_state, hp->d_state, eps);
+        dn_gates_ref(alpha + t * ab_stride, beta + t * ab_stride, w->dt_bias, w->a, hp->n_v_heads, alpha + t * ab_stride,
+                     beta + t * ab_stride);
+    }
+}
+
+void q35_linear_head(const q35_hparams *hp, const q35_linear_weights *w, float eps, int64_t h, int64_t n_tokens,
+                     const float *qkv, int64_t qkv_stride, const float *z, int64_t z_stride, const float *alpha,
+                     const float *beta, int64_t ab_stride, float *state, float *out, int64_t out_stride, bool chunked,
+                     float *scratch) {
+    const int64_t ds = hp->d_state, nk = hp->n_k_heads;
+    const float scale = 1.0f / sqrtf((float)ds);
+    /* v-head h reads k-head h % nk (ggml_repeat_4d tiles the k heads) */
+    const float *q = qkv + (h % nk) * ds, *k = qkv + hp->key_dim + (h % nk) * ds;
+    const float *v = qkv + 2 * hp->key_dim + h * ds;
+    float *S = state + (hp->conv_kernel - 1) * hp->conv_ch + h * ds * ds, *o = out + h * ds;
+    if (chunked)
+        dn_delta_rule_chunked_ref(n_tokens, ds, ds, q, qkv_stride, k, qkv_stride, v, qkv_stride, alpha + h, beta + h,
+                                  ab_stride, scale, S, o, out_stride, scratch);
+    else
+        dn_delta_rule_ref(n_tokens, ds, ds, q, qkv_stride, k, qkv_stride, v, qkv_stride, alpha + h, beta + h, ab_stride,
+                          scale, S, o, out_stride);
+    for (int64_t t = 0; t < n_tokens; t++) {
+        float *ot = out + t * out_stride + h * ds;
+        dn_gated_norm_ref(ot, z + t * z_stride + h * ds, w->norm_w, ds, eps, ot);
+    }
+}
+
 void q35_linear_core(const q35_hparams *hp, const q35_linear_weights *w, float eps, int64_t n_tokens,
                      float *qkv, int64_t qkv_stride, const float *z, int64_t z_stride, float *alpha,
                      float *beta, int64_t ab_stride, float *state, float *out, int64_t out_stride,
                      bool chunked, float *scratch) {
-    const int64_t ds = hp->d_state, nk = hp->n_k_heads, nv = hp->n_v_heads;
-    float *conv_state = state, *dn_state = state + (hp->conv_kernel - 1) * hp->conv_ch;
-
-    dn_conv1d_silu_ref(qkv, qkv_stride, n_tokens, hp->conv_ch, w->conv_w, hp->conv_kernel, conv_state, qkv,
-                       qkv_stride);
-    for (int64_t t = 0; t < n_tokens; t++) {
-        float *row = qkv + t * qkv_stride;
-        for (int64_t h = 0; h < 2 * nk; h++) dn_l2_norm_ref(row + h * ds, ds, eps); /* q heads, then k heads */
-        dn_gates_ref(alpha + t * ab_stride, beta + t * ab_stride, w->dt_bias, w->a, nv, alpha + t * ab_stride,
-                     beta + t * ab_stride);
-    }
-    const float scale = 1.0f / sqrtf((float)ds);
-    for (int64_t h = 0; h < nv; h++) {
-        /* v-head h reads k-head h % nk (ggml_repeat_4d tiles the k heads) */
-        const float *q = qkv + (h % nk) * ds, *k = qkv + hp->key_dim + (h % nk) * ds;
-        const float *v = qkv + 2 * hp->key_dim + h * ds;
-        float *S = dn_state + h * ds * ds, *o = out + h * ds;
-        if (chunked)
-            dn_delta_rule_chunked_ref(n_tokens, ds, ds, q, qkv_stride, k, qkv_stride, v, qkv_stride, alpha + h,
-                                      beta + h, ab_stride, scale, S, o, out_stride, scratch);
-        else
-            dn_delta_rule_ref(n_tokens, ds, ds, q, qkv_stride, k, qkv_stride, v, qkv_stride, alpha + h, beta + h,
-                              ab_stride, scale, S, o, out_stride);
-    }
-    for (int64_t t = 0; t < n_tokens; t++)
-        for (int64_t h = 0; h < nv; h++) {
-            float *o = out + t * out_stride + h * ds;
-            dn_gated_norm_ref(o, z + t * z_stride + h * ds, w->norm_w, ds, eps, o);
-        }
+    q35_linear_prep(hp, w, eps, n_tokens, qkv, qkv_stride, alpha, beta, ab_stride, state);
+    for (int64_t h = 0; h < hp->n_v_heads; h++)
+        q35_linear_head(hp, w, eps, h, n_tokens, qkv, qkv_stride, z, z_stride, alpha, beta, ab_stride, state, out,
+                        out_stride, chunked, scratch);
 }
 
 /* ---- loading (model.c's hooks) ------------------------------------------------------ */
@@ -313,9 +321,8 @@ void q35_fwd_linear(q35_fwd *h, const model *m, const layer_weights *L, int64_t 
         mm_compute_multi(ws, ys, ld, 2, xa, T, run, ith);
     }
     tp_barrier(run);
-    /* The recurrence, per run of consecutive tokens of one sequence; every run of a
-     * sequence on the same thread, in batch order. The recurrent form whatever the run's
-     * length, so a prompt gives the same bits prefilled in one chunk or in many. */
+    /* The conv (and norms, gates), per run of consecutive tokens of one sequence; every
+     * run of a sequence on the same thread, in batch order. */
     const int32_t grp = kv->layer_group[il];
     float *scratch = h->scratch + (size_t)ith * (size_t)h->scratch_floats;
     for (int64_t t0 = 0, t1; t0 < T; t0 = t1) {
@@ -324,8 +331,26 @@ void q35_fwd_linear(q35_fwd *h, const model *m, const layer_weights *L, int64_t 
         if (s % nth != ith) continue;
         float *state = (float *)kv_state_slot(kv, il, b->seqs[s].blocks[grp][0]);
         if (b->pos[t0] == 0) memset(state, 0, q35_state_bytes(q));
-        q35_linear_core(q, &lin->w, m->hp.rms_eps, t1 - t0, h->qkv + t0 * C, C, h->z + t0 * D, D, h->alpha + t0 * nv,
-                        h->beta + t0 * nv, nv, state, h->out + t0 * D, D, false, scratch);
+        q35_linear_prep(q, &lin->w, m->hp.rms_eps, t1 - t0, h->qkv + t0 * C, C, h->alpha + t0 * nv, h->beta + t0 * nv,
+                        nv, state);
+    }
+    tp_barrier(run);
+    /* The delta rule and the output gate: items (sequence, v-head), each doing its
+     * sequence's runs in batch order on one thread, so the bits do not depend on the
+     * thread count. The recurrent form whatever the run's length, so a prompt gives the
+     * same bits prefilled in one chunk or in many. */
+    int64_t i0, i1;
+    tp_range(b->n_seqs * nv, 1, ith, nth, &i0, &i1);
+    for (int64_t it = i0; it < i1; it++) {
+        const int32_t s = (int32_t)(it / nv);
+        const int64_t hh = it % nv;
+        for (int64_t t0 = 0, t1; t0 < T; t0 = t1) {
+            for (t1 = t0 + 1; t1 < T && b->seq[t1] == b->seq[t0]; t1++) {}
+            if (b->seq[t0] != s) continue;
+            float *state = (float *)kv_state_slot(kv, il, b->seqs[s].blocks[grp][0]);
+            q35_linear_head(q, &lin->w, m->hp.rms_eps, hh, t1 - t0, h->qkv + t0 * C, C, h->z + t0 * D, D,
+                            h->alpha + t0 * nv, h->beta + t0 * nv, nv, state, h->out + t0 * D, D, false, scratch);
+        }
     }
     tp_barrier(run);
     mm_quantize(lin->ssm_out.type, h->out, D, T, D, xq, ith, nth);

@@ -106,6 +106,16 @@ void q35_linear_core(const q35_hparams *hp, const q35_linear_weights *w, float e
                      float *beta, int64_t ab_stride, float *state, float *out, int64_t out_stride,
                      bool chunked, float *scratch);
 
+/* q35_linear_core in two parts, for threads: the conv, norms and gates of the run (one
+ * thread per sequence), then the delta rule and output gate of v-head h alone (heads are
+ * independent). Same arguments; the same bits as the core. */
+void q35_linear_prep(const q35_hparams *hp, const q35_linear_weights *w, float eps, int64_t n_tokens, float *qkv,
+                     int64_t qkv_stride, float *alpha, float *beta, int64_t ab_stride, float *state);
+void q35_linear_head(const q35_hparams *hp, const q35_linear_weights *w, float eps, int64_t h, int64_t n_tokens,
+                     const float *qkv, int64_t qkv_stride, const float *z, int64_t z_stride, const float *alpha,
+                     const float *beta, int64_t ab_stride, float *state, float *out, int64_t out_stride, bool chunked,
+                     float *scratch);
+
 /* The weights of one linear layer (model.h's layer_weights.lin). */
 typedef struct q35_layer {
     mm_weight wqkv;          /* attn_qkv (conv_ch, n_embd) */
