@@ -91,7 +91,7 @@ int cmd_synth(int argc, char **argv) {
     const char *out = NULL;
     bool quiet = false;
     const opt table[] = {
-        {.name = {"--arch"}, .kind = OPT_STR, .dst = &p.arch, .arg = "A", .help = "llama | qwen2 | qwen3 | qwen3moe | gemma2 | gemma3 |\nolmo2 | smollm3 | granite (default llama)"},
+        {.name = {"--arch"}, .kind = OPT_STR, .dst = &p.arch, .arg = "A", .help = "llama | qwen2 | qwen3 | qwen3moe | gemma2 | gemma3 |\nolmo2 | smollm3 | granite | qwen35 (default llama)"},
         {.name = {"--layers"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_layer, .arg = "N", .help = "blocks (default 2)"},
         {.name = {"--embd"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_embd, .arg = "N",
          .help = "embedding width (default 256)"},
@@ -119,6 +119,16 @@ int cmd_synth(int argc, char **argv) {
          .help = "gemma2: attn_logit_softcapping (default: none written, 50)"},
         {.name = {"--final-softcap"}, .kind = OPT_FN, .fn = opt_rope, .dst = &p.final_softcap, .arg = "F",
          .help = "gemma: final_logit_softcapping"},
+        {.name = {"--ssm-state"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.ssm_d_state, .arg = "N",
+         .help = "qwen35: head size of the linear layers (default --head-dim)"},
+        {.name = {"--ssm-k-heads"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.ssm_n_k_heads, .arg = "N",
+         .help = "qwen35: q/k heads of the linear layers (default --kv-heads)"},
+        {.name = {"--ssm-v-heads"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.ssm_n_v_heads, .arg = "N",
+         .help = "qwen35: v heads of the linear layers (default --heads)"},
+        {.name = {"--ssm-conv"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.ssm_conv_kernel, .arg = "N",
+         .help = "qwen35: conv kernel of the linear layers (default 4)"},
+        {.name = {"--full-attn-interval"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.full_attn_interval, .arg = "N",
+         .help = "qwen35: every N-th layer attends fully (default 4)"},
         {.name = {"--ctx"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_ctx, .arg = "N",
          .help = "context_length (default 256)"},
         {.name = {"--vocab-from"}, .kind = OPT_STR, .dst = &p.vocab_path, .arg = "F",

@@ -79,7 +79,8 @@ vt_status vt_context_create(vt_model *model, const vt_context_params *params, vt
         goto fail;
     }
     s = fwd_kv_groups(model, specs, layer_group, &c->n_groups);
-    for (int32_t g = 0; g < c->n_groups; g++) specs[g].n_blocks = c->max_blocks_per_seq * p.n_seq;
+    for (int32_t g = 0; g < c->n_groups; g++) /* a STATE group: one slot per sequence */
+        specs[g].n_blocks = specs[g].kind == KV_GROUP_STATE ? p.n_seq : c->max_blocks_per_seq * p.n_seq;
     if (s == VT_OK)
         s = kv_cache_init_groups(&c->kv, tk, tv, hp->n_layer, hp->n_head_kv, hp->head_dim,
                                  p.kv_block, specs, c->n_groups, layer_group);
@@ -95,6 +96,12 @@ vt_status vt_context_create(vt_model *model, const vt_context_params *params, vt
         s = vt_errorf(VT_E_NOMEM, "out of memory");
         goto fail;
     }
+    /* sequence q keeps state slot q for the context's life (its first table entry);
+     * the forward pass zeroes it where the sequence starts again at position 0 */
+    for (int32_t g = 0; g < c->n_groups; g++)
+        if (c->kv.groups[g].spec.kind == KV_GROUP_STATE)
+            for (int32_t q = 0; q < p.n_seq; q++)
+                c->tables[(g * p.n_seq + q) * c->max_blocks_per_seq] = kv_pool_alloc(&c->kv.groups[g].pool);
     *out = c;
     return VT_OK;
 fail:
@@ -140,6 +147,7 @@ vt_status vt_decode(vt_context *c, const vt_batch *b) {
         const int64_t need = (next[q] + c->p.kv_block - 1) / c->p.kv_block;
         for (; c->n_blocks[q] < need; c->n_blocks[q]++)
             for (int32_t g = 0; g < c->n_groups; g++) {
+                if (c->kv.groups[g].spec.kind == KV_GROUP_STATE) continue;
                 int32_t blk = kv_pool_alloc(&c->kv.groups[g].pool);
                 VT_ASSERT(blk >= 0);
                 c->tables[(g * c->p.n_seq + q) * c->max_blocks_per_seq + c->n_blocks[q]] = blk;
@@ -205,7 +213,7 @@ const float *vt_get_logits(vt_context *c, int32_t i) {
 void vt_seq_clear(vt_context *c, int32_t seq) {
     if (seq < 0 || seq >= c->p.n_seq) return;
     for (int32_t g = 0; g < c->n_groups; g++)
-        for (int64_t i = 0; i < c->n_blocks[seq]; i++)
+        for (int64_t i = 0; c->kv.groups[g].spec.kind != KV_GROUP_STATE && i < c->n_blocks[seq]; i++)
             kv_pool_release(&c->kv.groups[g].pool,
                             c->tables[(g * c->p.n_seq + seq) * c->max_blocks_per_seq + i]);
     c->n_blocks[seq] = 0;

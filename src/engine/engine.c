@@ -246,6 +246,10 @@ vt_status vt_engine_create(vt_model *model, const vt_engine_params *params, vt_e
     int32_t *layer_group = malloc(sizeof(int32_t) * (size_t)hp->n_layer);
     if (!layer_group) return vt_errorf(VT_E_NOMEM, "out of memory");
     vt_status s = fwd_kv_groups(model, specs, layer_group, &n_groups);
+    for (int32_t g = 0; s == VT_OK && g < n_groups; g++)
+        if (specs[g].kind == KV_GROUP_STATE) /* issue 27: the scheduler does not keep state slots yet */
+            s = vt_errorf(VT_E_UNSUPPORTED, "the engine does not serve hybrid models with recurrent layers yet "
+                                            "(qwen35); vt run does");
     if (s != VT_OK) {
         free(layer_group);
         return s;

@@ -130,6 +130,7 @@ struct fwd_ctx {
     float *gu;         /* (nth_max, 2, T, moe_ff_slice) per-thread gate and up of one slice
                           (experts with biases or another activation: moe_split), or NULL */
     float *ye;         /* (T * n_expert_used, n_embd) expert outputs, grouped */
+    q35_fwd *hy;       /* qwen35's linear layers and gated attention (model/qwen35.h), or NULL */
 
     const fwd_batch *batch; /* the batch being run */
 #ifdef VT_FWD_PROFILE
@@ -172,10 +173,27 @@ vt_status fwd_kv_groups(const model *m, kv_group_spec specs[KV_MAX_GROUPS],
                         int32_t *layer_group, int32_t *n_groups) {
     const int64_t n_layer = m->hp.n_layer;
     int64_t *w = malloc(sizeof(int64_t) * (size_t)n_layer);
-    if (!w) return vt_errorf(VT_E_NOMEM, "out of memory");
-    for (int64_t il = 0; il < n_layer; il++) w[il] = m->layers[il].attn.window;
-    const vt_status s = kv_groups_from_windows(n_layer, w, specs, layer_group, n_groups);
-    free(w);
+    int32_t *lg = malloc(sizeof(int32_t) * (size_t)n_layer);
+    if (!w || !lg) {
+        free(w), free(lg);
+        return vt_errorf(VT_E_NOMEM, "out of memory");
+    }
+    /* the attention layers' groups; the linear layers of a hybrid share one STATE group */
+    int64_t n_attn = 0;
+    for (int64_t il = 0; il < n_layer; il++)
+        if (!m->layers[il].lin) w[n_attn++] = m->layers[il].attn.window;
+    vt_status s = n_attn > 0 ? kv_groups_from_windows(n_attn, w, specs, lg, n_groups) : VT_OK;
+    if (n_attn == 0) *n_groups = 0;
+    if (s == VT_OK && n_attn < n_layer && *n_groups == KV_MAX_GROUPS)
+        s = vt_errorf(VT_E_UNSUPPORTED, "the layers need more than %d KV cache groups", KV_MAX_GROUPS);
+    if (s == VT_OK) {
+        const int32_t state_group = *n_groups;
+        for (int64_t il = 0, ia = 0; il < n_layer; il++)
+            layer_group[il] = m->layers[il].lin ? state_group : lg[ia++];
+        if (n_attn < n_layer)
+            specs[(*n_groups)++] = (kv_group_spec){.kind = KV_GROUP_STATE, .state_bytes = q35_state_bytes(m->q35)};
+    }
+    free(w), free(lg);
     return s;
 }
 
@@ -209,6 +227,15 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const int64_t w = m->layers[il].attn.window;
         const kv_group_spec *gs = &kv->groups[kv->layer_group[il]].spec;
+        if (m->layers[il].lin) { /* a linear layer keeps one state slot per sequence */
+            if (gs->kind != KV_GROUP_STATE || gs->state_bytes != q35_state_bytes(m->q35)) {
+                fwd_destroy(f);
+                return vt_errorf(VT_E_INVALID, "layer %lld is linear attention; its KV cache group is not its state",
+                                 (long long)il);
+            }
+            f->layer_plan[il] = 0;
+            continue;
+        }
         if (w < 0 || gs->kind == KV_GROUP_STATE ||
             (gs->kind == KV_GROUP_SWA && (w == 0 || w > gs->window))) {
             fwd_destroy(f);
@@ -243,6 +270,10 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
         const layer_weights *Li = &m->layers[il];
         const mm_weight *ws[] = {&Li->wq, &Li->wk, &Li->wv, &Li->wo, &Li->w_gate, &Li->w_up, &Li->w_down, &Li->router};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) lb += ws[i]->row_bytes * (size_t)ws[i]->n_out;
+        if (Li->lin) {
+            mm_weight *lw[5];
+            for (int64_t i = 0, n = q35_layer_order(Li->lin, lw); i < n; i++) lb += lw[i]->row_bytes * (size_t)lw[i]->n_out;
+        }
     }
     /* the experts a token reads */
     if (hp->n_expert > 0 && hp->n_layer > 0) {
@@ -284,6 +315,14 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
             hs = max_sz(hs, mm_act_row_bytes(L->exp_down[0].type, m->moe_ff_slice));
             split = split || moe_split(hp, L);
         }
+    }
+    if (m->q35) {
+        const vt_status st = q35_fwd_create(m, max_tokens, f->nth_max, &f->hy);
+        if (st != VT_OK) {
+            fwd_destroy(f);
+            return st;
+        }
+        act = max_sz(act, f->hy->act_bytes);
     }
     f->he_stride = size_align_up(he, 64);
     f->hs_stride = size_align_up(hs, 64);
@@ -364,6 +403,7 @@ void fwd_destroy(fwd_ctx *f) {
 #endif
     tp_destroy(f->solo);
     tp_destroy(f->one);
+    q35_fwd_destroy(f->hy);
     free(f->router);
     free(f->sel);
     free(f->sel_w);
@@ -749,22 +789,33 @@ static void forward_worker(void *arg, int ith, int nth) {
 
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const layer_weights *L = &m->layers[il];
-        const kv_layer *lv = &f->lv[il];
-        const attn_plan *plan = &f->plans[f->layer_plan[il]];
-        const int64_t u0 = u0s[f->layer_plan[il]], u1 = u1s[f->layer_plan[il]];
 
         /* 1: residual + norm + quantize */
         const resid_kind prev = il == 0 ? RESID_NONE : hp->n_expert ? RESID_MOE : RESID_TMP;
         const float *prev_post = il == 0 ? NULL : m->layers[il - 1].ffn_post_norm;
+        if (L->lin) { /* a Gated DeltaNet layer (qwen35): steps 2-6 in model/qwen35.c */
+            const bool own = quant_traits_get(L->lin->walpha.type)->dot_type !=
+                             quant_traits_get(L->lin->wqkv.type)->dot_type;
+            step_norm_quant(f, T, prev, prev_post, L->attn_norm, L->lin->wqkv.type, L->lin->walpha.type,
+                            own ? f->hy->xq2 : NULL, NULL, ith, nth);
+            tp_barrier(f->run);
+            PROF_MARK(f, ith, 1, t_prof);
+            q35_fwd_linear(f->hy, m, L, il, b, f->kv, f->xq, f->tmp, f->run, ith, nth);
+            PROF_MARK(f, ith, 4, t_prof);
+            goto ffn;
+        }
+        const kv_layer *lv = &f->lv[il];
+        const attn_plan *plan = &f->plans[f->layer_plan[il]];
+        const int64_t u0 = u0s[f->layer_plan[il]], u1 = u1s[f->layer_plan[il]];
         step_norm_quant(f, T, prev, prev_post, L->attn_norm, L->wq.type, VT_DTYPE_COUNT, NULL, NULL, ith, nth);
         tp_barrier(f->run);
         PROF_MARK(f, ith, 1, t_prof);
 
-        /* 2: Q, K, V */
+        /* 2: Q, K, V (a gated layer's Q with each head's gate after its query) */
         {
             const mm_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
-            float *ys[3] = {f->q, f->k, f->v};
-            const int64_t ld[3] = {qd, kvd, kvd};
+            float *ys[3] = {L->attn_gated ? f->hy->qg : f->q, f->k, f->v};
+            const int64_t ld[3] = {L->attn_gated ? 2 * qd : qd, kvd, kvd};
             mm_compute_multi(ws, ys, ld, 3, f->xq, T, f->run, ith);
         }
         tp_barrier(f->run);
@@ -807,6 +858,11 @@ static void forward_worker(void *arg, int ith, int nth) {
                 for (int64_t r = 0; r < n_rep; r++) {
                     const int64_t h = g * n_rep + r;
                     float *qr = f->q + t * qd + h * hd;
+                    if (L->attn_gated) {
+                        const float *qg = f->hy->qg + t * 2 * qd + h * 2 * hd;
+                        memcpy(qr, qg, sizeof(float) * (size_t)hd);
+                        memcpy(f->hy->gate + t * qd + h * hd, qg + hd, sizeof(float) * (size_t)hd);
+                    }
                     if (L->bq)
                         for (int64_t j = 0; j < hd; j++) qr[j] += L->bq[h * hd + j];
                     if (L->q_norm) {
@@ -857,6 +913,11 @@ static void forward_worker(void *arg, int ith, int nth) {
                                                       h % n_rep, n_rep, nch) + c0) * pf,
                                  nch - c0, pf, hd, L->attn.sinks ? &L->attn.sinks[h] : NULL,
                                  f->attn + t * qd + h * hd);
+                if (L->attn_gated) /* qwen35: the output times sigmoid(gate) */
+                    for (int64_t j = 0; j < qd; j++) {
+                        const float gt = f->hy->gate[t * qd + j];
+                        f->attn[t * qd + j] *= 1.0f / (1.0f + expf(-gt));
+                    }
                 mm_quantize(L->wo.type, f->attn + t * qd, qd, 1, qd, f->xq + (size_t)t * rb, 0, 1);
             }
         }
@@ -867,6 +928,7 @@ static void forward_worker(void *arg, int ith, int nth) {
         mm_compute(&L->wo, f->xq, T, f->tmp, d, f->run, ith);
         tp_barrier(f->run);
         PROF_MARK(f, ith, 6, t_prof);
+    ffn:
 
         if (hp->n_expert > 0) {
             /* 7: residual + norm + quantize, for the experts and (in its own

@@ -35,6 +35,7 @@ static const char *const arch_names[] = {
     [MODEL_ARCH_OLMO2] = "olmo2",
     [MODEL_ARCH_SMOLLM3] = "smollm3",
     [MODEL_ARCH_GRANITE] = "granite",
+    [MODEL_ARCH_QWEN35] = "qwen35",
 };
 
 /* Expert gate/up and down rows per slice (model.h): a multiple of every
@@ -284,12 +285,15 @@ static vt_status load_hparams(model *m) {
     } else if (gguf_str_eq(arch, "granite")) {
         hp->arch = MODEL_ARCH_GRANITE;
         hp->rope = MODEL_ROPE_NORM;
+    } else if (gguf_str_eq(arch, "qwen35")) {
+        hp->arch = MODEL_ARCH_QWEN35;
+        hp->rope = MODEL_ROPE_NEOX; /* M-RoPE with every section at the text position */
     } else if (gguf_str_eq(arch, "gpt-oss")) {
         return vt_errorf(VT_E_UNSUPPORTED, "architecture 'gpt-oss' is not supported yet (its attention sinks, "
                                            "sliding-window layers and MXFP4 experts are not implemented)");
     } else {
         return vt_errorf(VT_E_UNSUPPORTED,
-                         "architecture '%.*s' is not supported (vt runs llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3, granite)",
+                         "architecture '%.*s' is not supported (vt runs llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3, granite, qwen35)",
                          (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
     }
     VT_TRY(get_i64_req(m, "block_count", &hp->n_layer));
@@ -397,6 +401,7 @@ static vt_status load_hparams(model *m) {
                          attn_factor);
     hp->rope_mscale = attn_factor;
     if (hp->rope_yarn) VT_TRY(yarn_params(m));
+    if (hp->arch == MODEL_ARCH_QWEN35) VT_TRY(q35_model_hparams(m));
     return VT_OK;
 }
 
@@ -549,10 +554,14 @@ static int64_t layer_order(const model *m, int64_t il, mm_weight **out) {
     layer_weights *L = &m->layers[il];
     int64_t n = 0;
 #define PUT(w) (out ? (void)(out[n] = (w)) : (void)0, n++)
-    PUT(&L->wq);
-    PUT(&L->wk);
-    PUT(&L->wv);
-    PUT(&L->wo);
+    if (L->lin) {
+        n += q35_layer_order(L->lin, out ? out + n : NULL);
+    } else {
+        PUT(&L->wq);
+        PUT(&L->wk);
+        PUT(&L->wv);
+        PUT(&L->wo);
+    }
     if (m->hp.n_expert == 0) {
         PUT(&L->w_gate);
         PUT(&L->w_up);
@@ -655,6 +664,10 @@ static vt_status load_weights(model *m, bool progress) {
         layer_weights *L = &m->layers[il];
         const int64_t n = hp->swa_pattern;
         L->attn.window = hp->n_swa > 0 && (n == 0 || il % n < n - 1) ? hp->n_swa : 0;
+        if (m->q35) {
+            VT_TRY(q35_load_layer(m, il, L));
+            continue;
+        }
         const bool olmo2 = hp->arch == MODEL_ARCH_OLMO2;
         /* llama.cpp's n_no_rope_layer_step, 4 for smollm3 */
         L->no_rope = hp->arch == MODEL_ARCH_SMOLLM3 && (il + 1) % 4 == 0;
@@ -705,6 +718,16 @@ static vt_status load_weights(model *m, bool progress) {
 #undef LNAME
     return pack_weights(m, progress);
 }
+
+vt_status model_load_vec(model *m, const char *name, int64_t n, bool required, const float **out) {
+    return load_vec(m, name, n, required, out);
+}
+vt_status model_load_mat(model *m, const char *name, int64_t n_in, int64_t n_out, bool required,
+                         mm_weight *w) {
+    return load_mat(m, name, n_in, n_out, required, w);
+}
+vt_status model_load_ffn(model *m, int64_t il, layer_weights *L) { return load_ffn(m, il, L); }
+vt_status model_own_buffer(model *m, void *p) { return model_own(m, p); }
 
 vt_model_params vt_model_default_params(void) {
     vt_model_params p = {.progress = false, .use_mlock = false};
@@ -772,6 +795,10 @@ void vt_model_free(vt_model *m) {
             layer_weights *L = &m->layers[il];
             mm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->router};
             for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) mm_weight_free(ws[i]);
+            if (L->lin) {
+                mm_weight *lw[] = {&L->lin->wqkv, &L->lin->wz, &L->lin->walpha, &L->lin->wbeta, &L->lin->ssm_out};
+                for (size_t i = 0; i < sizeof lw / sizeof lw[0]; i++) mm_weight_free(lw[i]);
+            }
             mm_weight *exps[] = {L->exp_gate, L->exp_up, L->exp_down};
             const int64_t n_sl[] = {m->moe_n_ff_slices, m->moe_n_ff_slices, m->moe_n_down_slices};
             for (int k = 0; k < 3; k++) {
@@ -782,6 +809,10 @@ void vt_model_free(vt_model *m) {
     }
     mm_weight_free(&m->output);
     mm_arena_free(&m->arena);
+    if (m->q35) {
+        q35_hparams_free(m->q35);
+        free(m->q35);
+    }
     free(m->layers);
     for (int64_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);

@@ -33,6 +33,7 @@
 #include "cpu/matmul.h"
 #include "gguf/gguf.h"
 #include "model/moe.h"
+#include "model/qwen35.h"
 #include "tokenizer/tokenizer.h"
 #include "vt.h"
 
@@ -48,6 +49,7 @@ typedef enum model_arch {
     MODEL_ARCH_OLMO2,
     MODEL_ARCH_SMOLLM3,
     MODEL_ARCH_GRANITE,
+    MODEL_ARCH_QWEN35,   /* hybrid: Gated DeltaNet and gated full attention (model/qwen35.h) */
 } model_arch;
 
 /* The dense FFN's gate activation: h = act(x Wg^T) * (x Wu^T). */
@@ -139,6 +141,10 @@ typedef struct layer_weights {
     const float *router_b;         /* (n_expert) router bias (gpt-oss), or NULL */
     const float *exp_gate_b, *exp_up_b; /* (n_expert, n_ff_exp) expert biases (gpt-oss), or NULL */
     const float *exp_down_b;       /* (n_expert, n_embd), or NULL */
+    /* qwen35: a linear (Gated DeltaNet) layer's weights, or NULL for an attention layer,
+     * whose wq then has a gate after each head's query when attn_gated */
+    q35_layer *lin;
+    bool attn_gated;
 } layer_weights;
 
 struct vt_model {
@@ -158,6 +164,7 @@ struct vt_model {
     int64_t moe_ff_slice, moe_n_ff_slices;     /* expert gate/up rows per slice, slices per expert */
     int64_t moe_down_slice, moe_n_down_slices; /* expert down rows per slice, slices per expert */
     mm_arena arena;                /* the packed copies of the matrices, in forward order */
+    q35_hparams *q35;              /* qwen35's hybrid hyperparameters, or NULL */
 
     void **owned;                  /* buffers the model allocated (converted norms) */
     int64_t n_owned, cap_owned;
@@ -186,6 +193,16 @@ int64_t model_matrices(model *m, mm_weight **out);
  * overflowed). The weights are scanned once per model, on the first such error;
  * thread-safe. */
 vt_status model_nonfinite_error(vt_model *m, const char *step);
+
+/* Loading helpers for architecture modules (model/qwen35.c): a vector as F32 (a
+ * converted copy where stored otherwise), a matrix (n_in, n_out) as an mm_weight, the
+ * layer's FFN (dense or experts, as load_weights), a buffer the model frees. Missing
+ * required tensors and wrong shapes are VT_E_FORMAT naming the tensor. */
+vt_status model_load_vec(model *m, const char *name, int64_t n, bool required, const float **out);
+vt_status model_load_mat(model *m, const char *name, int64_t n_in, int64_t n_out, bool required,
+                         mm_weight *w);
+vt_status model_load_ffn(model *m, int64_t il, layer_weights *L);
+vt_status model_own_buffer(model *m, void *p);
 
 /* Rows of token_embd for tokens[0..n) into out (n, n_embd). Ids are checked by
  * the caller. */

@@ -15,7 +15,7 @@
 #include <time.h>
 
 #define SYNTH_STD 0.02f
-#define SYNTH_MAX_TENSORS_PER_LAYER 14
+#define SYNTH_MAX_TENSORS_PER_LAYER 16
 #define SYNTH_MAX_DIM ((int64_t)1 << 20)
 
 synth_params synth_default_params(void) {
@@ -89,7 +89,7 @@ static void fill_normal(float *x, int64_t n, uint64_t key, int64_t row, float st
 
 /* ---- the tensor plan ------------------------------------------------------------- */
 
-typedef enum { FILL_NORMAL, FILL_ONES } fill_kind;
+typedef enum { FILL_NORMAL, FILL_ONES, FILL_NEG_EXP } fill_kind;
 
 typedef struct synth_tensor {
     char name[64];
@@ -154,6 +154,8 @@ static void synth_worker(void *ctx, int ith, int nth) {
                 for (int64_t i = 0; i < st->ne0; i++) scratch[i] = 1.0f;
             } else {
                 fill_normal(scratch, st->ne0, st->key, r, st->std);
+                if (st->fill == FILL_NEG_EXP)
+                    for (int64_t i = 0; i < st->ne0; i++) scratch[i] = -expf(scratch[i]);
             }
             tr->quant_ref(scratch, st->data + (size_t)r * st->row_bytes, st->ne0);
         }
@@ -342,11 +344,12 @@ vt_status synth_write(const synth_params *p, const char *path) {
     bool is_olmo2 = p->arch && !strcmp(p->arch, "olmo2");
     bool is_smollm3 = p->arch && !strcmp(p->arch, "smollm3"); /* llama's tensors and keys */
     bool is_granite = p->arch && !strcmp(p->arch, "granite");  /* the same, plus multipliers */
-    bool is_qwen3 = (p->arch && !strcmp(p->arch, "qwen3")) || is_qwen3moe;
+    bool is_qwen35 = p->arch && !strcmp(p->arch, "qwen35");
+    bool is_qwen3 = (p->arch && !strcmp(p->arch, "qwen3")) || is_qwen3moe || is_qwen35;
     bool qk_norm = is_qwen3 || is_gemma3;
     if (!is_llama && !is_qwen2 && !is_qwen3 && !is_gemma && !is_olmo2 && !is_smollm3 && !is_granite)
         return vt_errorf(VT_E_INVALID,
-                         "synth: unknown arch '%s' (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3, granite)",
+                         "synth: unknown arch '%s' (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3, granite, qwen35)",
                          p->arch ? p->arch : "(null)");
     if (is_qwen3moe && p->n_expert < 1)
         return vt_errorf(VT_E_INVALID, "synth: qwen3moe needs n_expert >= 1");
@@ -358,6 +361,26 @@ vt_status synth_write(const synth_params *p, const char *path) {
     if (p->n_head < 1) return vt_errorf(VT_E_INVALID, "synth: n_head = %lld", (long long)p->n_head);
     int64_t head_dim = p->head_dim ? p->head_dim : p->n_embd / p->n_head;
     VT_TRY(check_params(p, head_dim));
+    /* qwen35's linear layers */
+    const int64_t ssm_ds = p->ssm_d_state ? p->ssm_d_state : head_dim;
+    const int64_t ssm_nk = p->ssm_n_k_heads ? p->ssm_n_k_heads : p->n_head_kv;
+    const int64_t ssm_nv = p->ssm_n_v_heads ? p->ssm_n_v_heads : p->n_head;
+    const int64_t ssm_conv = p->ssm_conv_kernel ? p->ssm_conv_kernel : 4;
+    const int64_t interval = p->full_attn_interval ? p->full_attn_interval : 4;
+    const int64_t n_rot = is_qwen35 ? head_dim / 4 : head_dim;
+    if (is_qwen35) {
+        if (ssm_ds < 1 || ssm_ds > 1024 || ssm_nk < 1 || ssm_nv < 1 || ssm_nv % ssm_nk != 0 ||
+            ssm_nv * ssm_ds > SYNTH_MAX_DIM || ssm_conv < 1 || ssm_conv > 64 || interval < 1)
+            return vt_errorf(VT_E_INVALID,
+                             "synth: qwen35 linear layers: d_state %lld, %lld k heads, %lld v heads (a multiple), "
+                             "conv kernel %lld (1..64), full attention every %lld layers",
+                             (long long)ssm_ds, (long long)ssm_nk, (long long)ssm_nv, (long long)ssm_conv,
+                             (long long)interval);
+        if (head_dim % 8 != 0)
+            return vt_errorf(VT_E_INVALID, "synth: qwen35 head_dim %lld must be a multiple of 8 (rope over a quarter)",
+                             (long long)head_dim);
+        VT_TRY(check_type(p->type, "weight", ssm_nv * ssm_ds, "ssm_n_v_heads * ssm_d_state"));
+    }
     vt_dtype embd_type = p->embd_type == VT_DTYPE_COUNT ? p->type : p->embd_type;
     vt_dtype out_type = p->output_type == VT_DTYPE_COUNT ? p->type : p->output_type;
     float rope_base = p->rope_freq_base > 0 ? p->rope_freq_base
@@ -425,7 +448,18 @@ vt_status synth_write(const synth_params *p, const char *path) {
         TRY(gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)head_dim));
     }
     TRY(gguf_writer_set_f32(w, KEY("rope.freq_base"), rope_base));
-    TRY(gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)head_dim));
+    TRY(gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)n_rot));
+    if (is_qwen35) {
+        const int32_t pairs = (int32_t)(n_rot / 2);
+        const int32_t sections[4] = {(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3, 0};
+        TRY(gguf_writer_set_arr(w, KEY("rope.dimension_sections"), GGUF_TYPE_INT32, sections, 4));
+        TRY(gguf_writer_set_u32(w, KEY("ssm.conv_kernel"), (uint32_t)ssm_conv));
+        TRY(gguf_writer_set_u32(w, KEY("ssm.state_size"), (uint32_t)ssm_ds));
+        TRY(gguf_writer_set_u32(w, KEY("ssm.group_count"), (uint32_t)ssm_nk));
+        TRY(gguf_writer_set_u32(w, KEY("ssm.time_step_rank"), (uint32_t)ssm_nv));
+        TRY(gguf_writer_set_u32(w, KEY("ssm.inner_size"), (uint32_t)(ssm_nv * ssm_ds)));
+        TRY(gguf_writer_set_u32(w, KEY("full_attention_interval"), (uint32_t)interval));
+    }
     if (p->n_swa > 0) {
         TRY(gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)p->n_swa));
         TRY(gguf_writer_set_u32(w, KEY("attention.sliding_window_pattern"), (uint32_t)p->swa_pattern));
@@ -468,7 +502,23 @@ vt_status synth_write(const synth_params *p, const char *path) {
 #define NAME(suffix) (snprintf(nm, sizeof nm, "blk.%lld.%s", (long long)l, suffix), nm)
         if (!is_olmo2)
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_norm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
-        TRY(plan_add(ts, &n_t, p->seed, NAME("attn_q.weight"), p->n_embd, q_dim, 2, p->type, FILL_NORMAL));
+        if (is_qwen35 && (l + 1) % interval != 0) { /* a Gated DeltaNet layer */
+            const int64_t vd = ssm_nv * ssm_ds, conv_ch = 2 * ssm_nk * ssm_ds + vd;
+            TRY(plan_add(ts, &n_t, p->seed, NAME("attn_qkv.weight"), p->n_embd, conv_ch, 2, p->type, FILL_NORMAL));
+            TRY(plan_add(ts, &n_t, p->seed, NAME("attn_gate.weight"), p->n_embd, vd, 2, p->type, FILL_NORMAL));
+            TRY(plan_add(ts, &n_t, p->seed, NAME("ssm_conv1d.weight"), ssm_conv, conv_ch, 2, VT_DTYPE_F32, FILL_NORMAL));
+            ts[n_t - 1].std = 0.3f;
+            TRY(plan_add(ts, &n_t, p->seed, NAME("ssm_dt.bias"), ssm_nv, 1, 1, VT_DTYPE_F32, FILL_NORMAL));
+            TRY(plan_add(ts, &n_t, p->seed, NAME("ssm_a"), ssm_nv, 1, 1, VT_DTYPE_F32, FILL_NEG_EXP));
+            ts[n_t - 1].std = 1.0f;
+            TRY(plan_add(ts, &n_t, p->seed, NAME("ssm_beta.weight"), p->n_embd, ssm_nv, 2, VT_DTYPE_F32, FILL_NORMAL));
+            TRY(plan_add(ts, &n_t, p->seed, NAME("ssm_alpha.weight"), p->n_embd, ssm_nv, 2, VT_DTYPE_F32, FILL_NORMAL));
+            TRY(plan_add(ts, &n_t, p->seed, NAME("ssm_norm.weight"), ssm_ds, 1, 1, VT_DTYPE_F32, FILL_ONES));
+            TRY(plan_add(ts, &n_t, p->seed, NAME("ssm_out.weight"), vd, p->n_embd, 2, p->type, FILL_NORMAL));
+            goto ffn;
+        }
+        TRY(plan_add(ts, &n_t, p->seed, NAME("attn_q.weight"), p->n_embd, is_qwen35 ? 2 * q_dim : q_dim, 2, p->type,
+                     FILL_NORMAL));
         if (p->qk_std > 0) ts[n_t - 1].std = p->qk_std;
         TRY(plan_add(ts, &n_t, p->seed, NAME("attn_k.weight"), p->n_embd, kv_dim, 2, p->type, FILL_NORMAL));
         if (p->qk_std > 0) ts[n_t - 1].std = p->qk_std;
@@ -491,8 +541,10 @@ vt_status synth_write(const synth_params *p, const char *path) {
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_k_norm.weight"), head_dim, 1, 1, VT_DTYPE_F32, FILL_ONES));
         }
         TRY(plan_add(ts, &n_t, p->seed, NAME("attn_output.weight"), q_dim, p->n_embd, 2, p->type, FILL_NORMAL));
+    ffn:
         if (!is_olmo2)
-            TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_norm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
+            TRY(plan_add(ts, &n_t, p->seed, NAME(is_qwen35 ? "post_attention_norm.weight" : "ffn_norm.weight"),
+                         p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
         if (moe) {
             const int64_t ne = p->n_expert;
             TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_gate_inp.weight"), p->n_embd, ne, 2, VT_DTYPE_F32, FILL_NORMAL));

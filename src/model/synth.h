@@ -42,6 +42,12 @@
  * be nearly flat and the top-k a matter of rounding; at 1 / sqrt(n_embd) an
  * eighth of the tokens had a layer whose k-th and (k+1)-th expert were within
  * 0.02 in logit, where any float noise may swap them).
+ * qwen35 (the Qwen3.5/3.6 dense hybrid; keys and tensors in model/qwen35.h) has qwen3's
+ * Q/K norms, a full-attention attn_q of twice the heads (query and gate per head),
+ * post_attention_norm in place of ffn_norm, rope over head_dim / 4 dimensions with
+ * rope.dimension_sections, and in its linear layers attn_qkv, attn_gate, ssm_conv1d
+ * (N(0, 0.3)), ssm_dt.bias, ssm_a (-exp(N(0, 1)): decays in (0, 1)), ssm_alpha,
+ * ssm_beta, ssm_norm (ones), ssm_out.
  * (shapes in GGUF order: ne[0], the row length, first).
  *
  * The tokenizer comes from a vocabulary GGUF (every tokenizer.* key is copied)
@@ -57,8 +63,8 @@
 #include <stdint.h>
 
 typedef struct synth_params {
-    const char *arch;       /* "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "olmo2", "smollm3"
-                               or "granite" */
+    const char *arch;       /* "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "olmo2", "smollm3",
+                               "granite" or "qwen35" */
     int64_t n_layer;
     int64_t n_embd;
     int64_t n_head;
@@ -86,6 +92,13 @@ typedef struct synth_params {
     float final_softcap;    /* > 0: final_logit_softcapping (gemma2, gemma3) */
     float qk_std;           /* > 0: attn_q and attn_k weights N(0, qk_std), for sharper
                                attention (scores grow with its square); 0: 0.02 */
+    /* qwen35 (hybrid, model/qwen35.h): Gated DeltaNet layers, one in full_attn_interval
+     * attending fully; 0 picks the default in brackets */
+    int64_t ssm_d_state;      /* linear layers' head size [head_dim] */
+    int64_t ssm_n_k_heads;    /* their q/k heads [n_head_kv] */
+    int64_t ssm_n_v_heads;    /* their v heads [n_head] */
+    int64_t ssm_conv_kernel;  /* [4] */
+    int64_t full_attn_interval; /* [4] */
     uint64_t seed;
     int n_threads;          /* 0: physical cores */
     bool progress;          /* progress line on stderr */
