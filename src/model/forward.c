@@ -482,11 +482,14 @@ static void moe_combine(const fwd_ctx *f, int64_t t, float *out) {
     }
 }
 
-/* Residual add (tmp, or the last layer's experts), RMSNorm with w, quantize for
+/* Residual add (tmp, plus tmp_b (n_embd) where not NULL: the attention output
+ * bias, added to tmp first as llama.cpp's build_attn; or the last layer's
+ * experts), RMSNorm with w, quantize for
  * weights of w_type (and, where xq2 is not NULL, also for weights of type2 into
  * xq2): token rows split among threads. Rows listed in `rows` (NULL: all T) go
  * to xq row i. */
-static void step_norm_quant(fwd_ctx *f, int64_t T, resid_kind add, const float *w, vt_dtype w_type,
+static void step_norm_quant(fwd_ctx *f, int64_t T, resid_kind add, const float *tmp_b, const float *w,
+                            vt_dtype w_type,
                             vt_dtype type2, uint8_t *xq2, const int32_t *rows, int ith, int nth) {
     const model_hparams *hp = &f->m->hp;
     const int64_t d = hp->n_embd;
@@ -497,7 +500,12 @@ static void step_norm_quant(fwd_ctx *f, int64_t T, resid_kind add, const float *
     for (int64_t i = i0; i < i1; i++) {
         const int64_t t = rows ? rows[i] : i;
         float *x = f->x + t * d;
-        if (add == RESID_TMP)
+        if (add == RESID_TMP && tmp_b)
+            for (int64_t j = 0; j < d; j++) {
+                const float o = f->tmp[t * d + j] + tmp_b[j];
+                x[j] += o;
+            }
+        else if (add == RESID_TMP)
             for (int64_t j = 0; j < d; j++) x[j] += f->tmp[t * d + j];
         if (add == RESID_MOE) {
             moe_combine(f, t, scratch);
@@ -727,7 +735,7 @@ static void forward_worker(void *arg, int ith, int nth) {
 
         /* 1: residual + norm + quantize */
         const resid_kind prev = il == 0 ? RESID_NONE : hp->n_expert ? RESID_MOE : RESID_TMP;
-        step_norm_quant(f, T, prev, L->attn_norm, L->wq.type, VT_DTYPE_COUNT, NULL, NULL, ith, nth);
+        step_norm_quant(f, T, prev, NULL, L->attn_norm, L->wq.type, VT_DTYPE_COUNT, NULL, NULL, ith, nth);
         tp_barrier(f->run);
         PROF_MARK(f, ith, 1, t_prof);
 
@@ -831,7 +839,7 @@ static void forward_worker(void *arg, int ith, int nth) {
              * activation type, where that differs) the router; 8, 9: the experts */
             const bool own = quant_traits_get(L->router.type)->dot_type !=
                              quant_traits_get(L->exp_gate[0].type)->dot_type;
-            step_norm_quant(f, T, RESID_TMP, L->ffn_norm, L->exp_gate[0].type, L->router.type,
+            step_norm_quant(f, T, RESID_TMP, L->bo, L->ffn_norm, L->exp_gate[0].type, L->router.type,
                             own ? f->hq : NULL, NULL, ith, nth);
             tp_barrier(f->run);
             PROF_MARK(f, ith, 7, t_prof);
@@ -841,7 +849,7 @@ static void forward_worker(void *arg, int ith, int nth) {
         }
 
         /* 7: residual + norm + quantize */
-        step_norm_quant(f, T, RESID_TMP, L->ffn_norm, L->w_gate.type, VT_DTYPE_COUNT, NULL, NULL, ith, nth);
+        step_norm_quant(f, T, RESID_TMP, L->bo, L->ffn_norm, L->w_gate.type, VT_DTYPE_COUNT, NULL, NULL, ith, nth);
         tp_barrier(f->run);
         PROF_MARK(f, ith, 7, t_prof);
 
@@ -858,7 +866,7 @@ static void forward_worker(void *arg, int ith, int nth) {
 
     /* Output: the last residual add and norm only for the rows that want logits. */
     if (b->n_logits > 0) {
-        step_norm_quant(f, b->n_logits, hp->n_expert ? RESID_MOE : RESID_TMP, m->output_norm, m->output.type,
+        step_norm_quant(f, b->n_logits, hp->n_expert ? RESID_MOE : RESID_TMP, NULL, m->output_norm, m->output.type,
                         VT_DTYPE_COUNT, NULL, b->logit_rows, ith, nth);
         tp_barrier(f->run);
         PROF_MARK(f, ith, 10, t_prof);

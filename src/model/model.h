@@ -2,7 +2,10 @@
  * tokenizer. Architectures: llama (Llama 2/3, Mistral, TinyLlama, SmolLM, and
  * Mixtral-style experts), qwen2 (Q/K/V biases, NeoX rope), qwen3 (per-head Q/K
  * RMSNorm, NeoX rope) and qwen3moe (qwen3's attention, a mixture-of-experts
- * FFN). They differ only in the flags below, so one forward pass serves all.
+ * FFN) and gpt-oss (Q/K/V/O biases, a sink logit per head, a sliding window on
+ * alternate layers, YaRN rope, experts with biases, a router bias and the
+ * clamped SwiGLU; its FFN norm is post_attention_norm). They differ only in
+ * the flags below, so one forward pass serves all.
  *
  * Mixture of experts (n_expert > 0): a router ffn_gate_inp (n_expert, n_embd)
  * scores every expert per token; the token goes to the n_expert_used best
@@ -32,6 +35,7 @@ typedef enum model_arch {
     MODEL_ARCH_QWEN2,
     MODEL_ARCH_QWEN3,
     MODEL_ARCH_QWEN3MOE,
+    MODEL_ARCH_GPT_OSS,
 } model_arch;
 
 /* The most experts a layer may have (llama.cpp's LLAMA_MAX_EXPERTS). */
@@ -66,7 +70,8 @@ typedef struct model_hparams {
     bool rope_yarn;
     float yarn_low, yarn_high;
     float rms_eps;
-    /* llama with <arch>.attention.sliding_window: n_swa > 0 positions, on the
+    /* llama with <arch>.attention.sliding_window (gpt-oss: always, period 2 by
+     * default, as llama.cpp's llama_model_openai_moe): n_swa > 0 positions, on the
      * layers swa_pattern picks (llama.cpp's set_swa_pattern: with a period n > 0
      * layer il slides when il % n < n - 1, the last of each period attends
      * fully; 0: every layer slides). n_swa 0: no sliding window. */
@@ -84,9 +89,10 @@ typedef struct layer_weights {
     mm_weight wq;                  /* (n_head * head_dim, n_embd) */
     mm_weight wk, wv;              /* (n_head_kv * head_dim, n_embd) */
     mm_weight wo;                  /* (n_embd, n_head * head_dim) */
-    const float *bq, *bk, *bv;     /* qwen2 biases, or NULL */
+    const float *bq, *bk, *bv;     /* Q/K/V biases (qwen2, gpt-oss), all three or NULL */
+    const float *bo;               /* (n_embd) attention output bias (gpt-oss), or NULL */
     const float *q_norm, *k_norm;  /* qwen3 per-head norms (head_dim), or NULL */
-    const float *ffn_norm;         /* (n_embd) */
+    const float *ffn_norm;         /* (n_embd); gpt-oss's post_attention_norm */
     mm_weight w_gate, w_up;        /* (n_ff, n_embd) */
     mm_weight w_down;              /* (n_embd, n_ff) */
     attn_layer_cfg attn;           /* sliding window, sinks: how this layer attends */

@@ -77,6 +77,7 @@
 static bool aa_mode;
 static float g_margin[N_POS];
 static int32_t g_moe_k; /* experts per token of the model under test, 0: dense */
+static bool g_moe_logits; /* its router's ffn_moe_probs are logits (gpt-oss) */
 
 typedef struct result {
     double nmse_batch, nmse_step; /* max over positions (but router ties) */
@@ -181,9 +182,9 @@ static bool run_model(const char *label, const char *type, const char *path, res
         toks[i] = 3 + (int32_t)((h >> 33) % (uint64_t)(n_vocab - 3));
     }
     ok = ok && llama_ref_greedy(r, toks, N_FIXED + 1, N_POS - N_FIXED - 1, toks + N_FIXED + 1);
-    llama_ref_watch_router(r, g_moe_k, g_margin, N_POS);
+    llama_ref_watch_router(r, g_moe_k, g_moe_logits, g_margin, N_POS);
     ok = ok && llama_ref_eval(r, toks, N_POS, ref);
-    llama_ref_watch_router(r, 0, NULL, 0);
+    llama_ref_watch_router(r, 0, false, NULL, 0);
     CHECK_MSG(ok, "%s: llama.cpp evaluation failed", label);
 
     for (int steps = 0; ok && steps < 2; steps++) {
