@@ -246,10 +246,6 @@ static vt_status load_hparams(model *m) {
                          (long long)hp->n_rot, (long long)hp->head_dim);
     if (gpt_oss || (hp->arch == MODEL_ARCH_LLAMA && gguf_find(&m->gguf, arch_key(m, "attention.sliding_window")))) {
         /* present (gpt-oss: required): a window of 0 is an error here, not "none" */
-        s = gguf_get_i64(&m->gguf, arch_key(m, "attention.sliding_window"), &hp->n_swa);
-        if (s == VT_OK && hp->n_swa <= 0)
-            return vt_errorf(VT_E_RANGE, "key '%s' = %lld: a sliding window must be at least 1 position",
-                             arch_key(m, "attention.sliding_window"), (long long)hp->n_swa);
         VT_TRY(get_i64_req(m, "attention.sliding_window", &hp->n_swa));
         if (hp->n_swa > hp->n_ctx_train)
             return vt_errorf(VT_E_RANGE, "key '%s' = %lld is larger than the context_length %lld",
