@@ -8,7 +8,9 @@
  *     passes them, preemption, prefix-cache hits through every group) generates
  *     the tokens of vt_context, which keeps every block; a sliding-window group
  *     never holds more blocks than its window and a step's tokens span;
- *   - every block of every group is free at the end. */
+ *   - every block of every group is free at the end;
+ *   - the engine part again on a synthetic gpt-oss (mixture of experts, sinks,
+ *     biases, a window on alternate layers). */
 #include "test.h"
 #include "vt.h"
 
@@ -21,6 +23,10 @@
 
 #define N_CTX 512
 #define BS 16
+
+/* The architecture make_model writes: "llama", or "gpt-oss" (4 experts of 64
+ * rows, 2 per token, sinks, biases; its attention as llama's otherwise). */
+static const char *g_arch = "llama";
 
 static vt_model *make_model(int64_t n_layer, int64_t n_swa, int64_t pattern) {
     char path[] = "/tmp/vt_test_kv_groups_XXXXXX";
@@ -39,6 +45,12 @@ static vt_model *make_model(int64_t n_layer, int64_t n_swa, int64_t pattern) {
     sp.n_swa = n_swa;
     sp.swa_pattern = pattern;
     sp.seed = 7;
+    sp.arch = g_arch;
+    if (!strcmp(g_arch, "gpt-oss")) {
+        sp.n_expert = 4;
+        sp.n_expert_used = 2;
+        sp.n_ff_exp = 64;
+    }
     CHECK_OK(synth_write(&sp, path));
     vt_model *m = NULL;
     CHECK_OK(vt_model_load(path, NULL, &m));
@@ -348,7 +360,7 @@ static void test_engine_windows(int64_t n_layer, int64_t n_swa, int64_t pattern)
     engine_generate(m, &p, again, np_again, 2, true, got, &st, &held_max);
     CHECK_EQ_INT(got[1].n_cached, (200 - 1) / BS * BS);
     CHECK(!memcmp(got[1].tok, want[0].tok, sizeof want[0].tok));
-    printf("swa %lld pattern %lld: most SWA blocks held by a sequence %lld\n", (long long)n_swa,
+    printf("%s swa %lld pattern %lld: most SWA blocks held by a sequence %lld\n", g_arch, (long long)n_swa,
            (long long)pattern, (long long)held_max);
     for (int k = 0; k < N_PROMPTS; k++) free(prompts[k]);
     vt_model_free(m);
@@ -361,5 +373,7 @@ int main(void) {
     test_engine_windows(2, 20, 0);  /* every layer slides: one SWA group, no FULL */
     test_engine_windows(3, 20, 2);  /* layers 0 and 2 slide, 1 attends fully: two groups */
     test_engine_windows(3, 40, 3);  /* a window longer than a block and the step */
+    g_arch = "gpt-oss";             /* its experts, sinks and biases; layers 0 and 2 slide */
+    test_engine_windows(3, 20, 2);
     return test_finish();
 }
