@@ -266,8 +266,10 @@ static vt_status load_hparams(model *m) {
                          attn_factor);
     hp->rope_mscale = attn_factor;
     if (hp->rope_yarn) VT_TRY(yarn_params(m));
-    float base_swa;
-    VT_TRY(get_f32_opt(m, "rope.freq_base_swa", hp->rope_freq_base, &base_swa));
+    /* gpt-oss's sliding-window layers rotate with rope.freq_base_swa where
+     * present (llama.cpp's get_rope_freq_base); vt has one base */
+    float base_swa = hp->rope_freq_base;
+    if (gpt_oss) VT_TRY(get_f32_opt(m, "rope.freq_base_swa", hp->rope_freq_base, &base_swa));
     if (base_swa != hp->rope_freq_base)
         return vt_errorf(VT_E_UNSUPPORTED, "key '%s' = %g: a rope base of the sliding-window layers other than "
                                            "rope.freq_base (%g) is not supported",
