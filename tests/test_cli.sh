@@ -29,6 +29,18 @@ expect "prompt too long" "the context holds 16" "$vt" run -m "$m" -c 16 \
 expect "corrupt gguf" "bad magic" "$vt" run -m "$src/tests/data/corrupt/bad_magic.gguf"
 expect "vocab-only gguf" "the file has 0" "$vt" run -m "$models/vocab/ggml-vocab-llama-spm.gguf"
 expect "unknown command" "unknown command 'frobnicate'" "$vt" frobnicate
+# vt synth --arch gpt-oss: a window is required; with one (and MXFP4 experts) it
+# writes a file vt runs
+expect "synth gpt-oss without a window" "gpt-oss needs a sliding window" "$vt" synth -q --arch gpt-oss \
+  --experts 4 -o /nonexistent/x.gguf
+expect "synth gpt-oss tied" "gpt-oss has no tied head" "$vt" synth -q --arch gpt-oss --experts 4 --swa 8 \
+  --tied -o /nonexistent/x.gguf
+oss=$(mktemp /tmp/vt_cli_oss_XXXXXX)
+if "$vt" synth -q --arch gpt-oss --layers 2 --embd 64 --heads 4 --kv-heads 2 --ff 64 --experts 4 \
+     --experts-used 2 --swa 8 --yarn-factor 4 --yarn-orig-ctx 16 --type q8_0 --expert-type mxfp4 -o "$oss" &&
+   out=$("$vt" run -m "$oss" -p "t1 t2" -n 4 --temp 0 2>&1) && grep -q "gpt-oss" < <("$vt" inspect "$oss" 2>&1); then
+  pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL synth gpt-oss mxfp4 + run: $out"; fi
+rm -f "$oss"
 # A good run still works after all that (and -n 0 generates nothing).
 if out=$("$vt" run -m "$m" -p "Once" -n 0 --temp 0 2>/dev/null) && [ "$out" = "Once" ]; then
   pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL -n 0: got '$out'"; fi

@@ -667,16 +667,18 @@ static void test_eos(void) {
 }
 
 /* The batching, chunked prefill, preemption and prefix-cache tests again on a
- * small mixture-of-experts model (qwen3moe: 8 experts, 2 per token), whose
- * passes group each step's tokens by expert: same tokens alone and together. */
-static void test_moe_engine(void) {
+ * small mixture-of-experts model (qwen3moe or gpt-oss: 8 experts, 2 per token),
+ * whose passes group each step's tokens by expert: same tokens alone and
+ * together. */
+static void test_moe_engine(const char *arch) {
     char path[] = "/tmp/vt_test_engine_moe_XXXXXX";
     const int fd = mkstemp(path);
     CHECK(fd >= 0);
     if (fd < 0) return;
     close(fd);
     synth_params sp = synth_default_params();
-    sp.arch = "qwen3moe";
+    sp.arch = arch;
+    if (!strcmp(arch, "gpt-oss")) sp.n_swa = 16; /* layer 0 slides, layer 1 attends fully */
     sp.n_embd = 128;
     sp.n_head = 4;
     sp.n_head_kv = 2;
@@ -716,6 +718,7 @@ int main(void) {
     test_eos();
     vt_model_free(g_model);
     g_model = NULL;
-    test_moe_engine();
+    test_moe_engine("qwen3moe");
+    test_moe_engine("gpt-oss");
     return test_finish();
 }

@@ -10,7 +10,8 @@
  *     never holds more blocks than its window and a step's tokens span;
  *   - every block of every group is free at the end;
  *   - the engine part again on a Gemma-3-shaped gemma3 model (5 sliding layers
- *     to 1 global). */
+ *     to 1 global), and on a synthetic gpt-oss (mixture of experts, sinks,
+ *     biases, a window on alternate layers). */
 #include "test.h"
 #include "vt.h"
 
@@ -46,6 +47,11 @@ static vt_model *make_model(const char *arch, int64_t n_layer, int64_t n_swa, in
         sp.rope_freq_base_swa = 10000.0f;
     }
     sp.seed = 7;
+    if (!strcmp(arch, "gpt-oss")) { /* 4 experts of 64 rows, 2 per token, sinks, biases */
+        sp.n_expert = 4;
+        sp.n_expert_used = 2;
+        sp.n_ff_exp = 64;
+    }
     CHECK_OK(synth_write(&sp, path));
     vt_model *m = NULL;
     CHECK_OK(vt_model_load(path, NULL, &m));
@@ -371,5 +377,7 @@ int main(void) {
     /* Gemma 3's shape: 5 sliding layers to 1 global, the sliding ones on a rope
      * base of their own; its SWA pool a fraction of a full group's */
     test_engine_windows("gemma3", 6, 20, 6);
+    /* gpt-oss: its experts, sinks and biases; layers 0 and 2 slide */
+    test_engine_windows("gpt-oss", 3, 20, 2);
     return test_finish();
 }

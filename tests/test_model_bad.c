@@ -148,6 +148,8 @@ static void check_case(const gguf_file *src, const bad_case *c) {
 #define KDROP(k) {K_DROP, k, 0, 0, NULL}
 
 #define Q32(k, v) {K_U32, "qwen3moe." k, (v), 0, NULL}
+#define O32(k, v) {K_U32, "gpt-oss." k, (v), 0, NULL}
+#define OF32(k, v) {K_F32, "gpt-oss." k, 0, (v), NULL}
 
 /* A small synthetic MoE file of arch (n_embd 64, 4 heads of 16, 2 KV heads, 2
  * layers, 4 experts of 32 rows, 2 used, F32) at path. */
@@ -162,6 +164,7 @@ static bool write_moe(const char *arch, const char *path) {
     sp.n_expert = 4;
     sp.n_expert_used = 2;
     sp.n_threads = 1;
+    if (!strcmp(arch, "gpt-oss")) sp.n_swa = 4; /* required there */
     vt_status s = synth_write(&sp, path);
     CHECK_MSG(s == VT_OK, "synth %s: %s", arch, vt_last_error());
     return s == VT_OK;
@@ -233,8 +236,38 @@ static size_t check_moe(void) {
         {"llama experts, down of 5 experts", {{0}}, {{"blk.1.ffn_down_exps.weight", VT_DTYPE_F32, 3, {32, 64, 5}}},
          "tensor 'blk.1.ffn_down_exps.weight' has shape [32, 64, 5, 1], expected [32, 64, 4]"},
     };
+    const bad_case oss[] = {
+        {"gpt-oss unedited", {{0}}, {{0}}, NULL},
+        {"gpt-oss sliding window 0", {O32("attention.sliding_window", 0)}, {{0}},
+         "key 'gpt-oss.attention.sliding_window' = 0 is out of range"},
+        {"gpt-oss sliding window missing", {KDROP("gpt-oss.attention.sliding_window")}, {{0}},
+         "required key 'gpt-oss.attention.sliding_window' is missing"},
+        {"gpt-oss sinks of 3 heads", {{0}}, {{"blk.1.attn_sinks.weight", VT_DTYPE_F32, 1, {3}}},
+         "tensor 'blk.1.attn_sinks.weight' has shape [3, 1, 1], expected [4, 1]"},
+        {"gpt-oss sinks 2-D", {{0}}, {{"blk.0.attn_sinks.weight", VT_DTYPE_F32, 2, {4, 2}}},
+         "tensor 'blk.0.attn_sinks.weight' has shape [4, 2, 1], expected [4, 1]"},
+        {"gpt-oss sinks missing", {{0}}, {{"blk.0.attn_sinks.weight", VT_DTYPE_F32, 0, {0}}},
+         "required tensor 'blk.0.attn_sinks.weight' is missing"},
+        {"gpt-oss attn_output.bias missing", {{0}}, {{"blk.1.attn_output.bias", VT_DTYPE_F32, 0, {0}}},
+         "required tensor 'blk.1.attn_output.bias' is missing"},
+        {"gpt-oss post_attention_norm missing", {{0}}, {{"blk.0.post_attention_norm.weight", VT_DTYPE_F32, 0, {0}}},
+         "required tensor 'blk.0.post_attention_norm.weight' is missing"},
+        {"gpt-oss expert_feed_forward_length missing", {KDROP("gpt-oss.expert_feed_forward_length")}, {{0}},
+         "required key 'gpt-oss.expert_feed_forward_length' is missing"},
+        {"gpt-oss router bias of 3", {{0}}, {{"blk.0.ffn_gate_inp.bias", VT_DTYPE_F32, 1, {3}}},
+         "tensor 'blk.0.ffn_gate_inp.bias' has shape [3, 1, 1], expected [4, 1]"},
+        {"gpt-oss gate_exps bias 1-D", {{0}}, {{"blk.0.ffn_gate_exps.bias", VT_DTYPE_F32, 1, {32}}},
+         "tensor 'blk.0.ffn_gate_exps.bias' has shape [32, 1, 1], expected [32, 4]"},
+        {"gpt-oss down_exps bias transposed", {{0}}, {{"blk.1.ffn_down_exps.bias", VT_DTYPE_F32, 2, {4, 64}}},
+         "tensor 'blk.1.ffn_down_exps.bias' has shape [4, 64, 1], expected [64, 4]"},
+        {"gpt-oss attn_v.bias alone missing", {{0}}, {{"blk.0.attn_v.bias", VT_DTYPE_F32, 0, {0}}},
+         "blk.0: attn_q/k/v biases must be all present or all absent"},
+        {"gpt-oss rope.freq_base_swa differs", {OF32("rope.freq_base_swa", 5000.0f)}, {{0}},
+         "a rope base of the sliding-window layers other than rope.freq_base"},
+    };
     return check_moe_cases("qwen3moe", qwen, sizeof qwen / sizeof qwen[0]) +
-           check_moe_cases("llama", llama, sizeof llama / sizeof llama[0]);
+           check_moe_cases("llama", llama, sizeof llama / sizeof llama[0]) +
+           check_moe_cases("gpt-oss", oss, sizeof oss / sizeof oss[0]);
 }
 
 #define G2(k, v) {K_U32, "gemma2." k, (v), 0, NULL}
@@ -414,8 +447,8 @@ int main(void) {
         {"rope.freq_base inf", {KF32("rope.freq_base", INFINITY)}, {{0}}, "'llama.rope.freq_base' = inf is not a positive number"},
         {"rope scaling factor -2", {KF32("rope.scaling.factor", -2.0f)}, {{0}}, "rope scaling factor -2 is invalid"},
         {"rope scaling factor inf", {KF32("rope.scaling.factor", INFINITY)}, {{0}}, "rope scaling factor inf is invalid"},
-        {"gpt-oss", {{K_STR, "general.architecture", 0, 0, "gpt-oss"}}, {{0}},
-         "architecture 'gpt-oss' is not supported yet (its attention sinks"},
+        {"llama's keys under architecture gpt-oss", {{K_STR, "general.architecture", 0, 0, "gpt-oss"}}, {{0}},
+         "required key 'gpt-oss.block_count' is missing"},
         {"rope scaling type longrope", {{K_STR, "llama.rope.scaling.type", 0, 0, "longrope"}}, {{0}}, "rope scaling type 'longrope' is not supported"},
         {"rope scaling attn_factor 0", {KF32("rope.scaling.attn_factor", 0.0f)}, {{0}}, "'llama.rope.scaling.attn_factor' = 0 is not a positive number"},
         /* tensors */

@@ -18,7 +18,12 @@ static void more_help(FILE *f) {
                "Qwen3-30B-A3B's layer shape, 4 layers:\n"
                "  vt synth --arch qwen3moe --layers 4 --embd 2048 --heads 32 --kv-heads 4 --head-dim 128 \\\n"
                "     --ff 6144 --experts 128 --experts-used 8 --expert-ff 768 --ctx 4096 \\\n"
-               "     --vocab-from ../shared/models/vocab/ggml-vocab-qwen2.gguf --type q4_k -o moe.gguf\n");
+               "     --vocab-from ../shared/models/vocab/ggml-vocab-qwen2.gguf --type q4_k -o moe.gguf\n"
+               "gpt-oss-20b's layer shape, 2 layers, MXFP4 experts:\n"
+               "  vt synth --arch gpt-oss --layers 2 --embd 2880 --heads 64 --kv-heads 8 --head-dim 64 \\\n"
+               "     --ff 2880 --experts 32 --experts-used 4 --expert-ff 2880 --swa 128 --ctx 4096 \\\n"
+               "     --yarn-factor 32 --yarn-orig-ctx 4096 --rope-base 150000 --type q8_0 --expert-type mxfp4 \\\n"
+               "     --vocab-from ../shared/models/vocab/ggml-vocab-llama-bpe.gguf -o gpt-oss.gguf\n");
 }
 
 static bool parse_i64(const char *s, int64_t *out) {
@@ -75,6 +80,7 @@ static bool parse_type(const char *s, vt_dtype *out) {
         VT_DTYPE_F32,  VT_DTYPE_F16,  VT_DTYPE_BF16, VT_DTYPE_Q4_0,   VT_DTYPE_Q4_1,
         VT_DTYPE_Q5_0, VT_DTYPE_Q5_1, VT_DTYPE_Q8_0, VT_DTYPE_Q2_K,   VT_DTYPE_Q3_K,
         VT_DTYPE_Q4_K, VT_DTYPE_Q5_K, VT_DTYPE_Q6_K, VT_DTYPE_IQ4_NL, VT_DTYPE_IQ4_XS,
+        VT_DTYPE_MXFP4,
     };
     for (size_t i = 0; s && i < sizeof allowed / sizeof allowed[0]; i++) {
         const quant_traits *t = quant_traits_get(allowed[i]);
@@ -91,7 +97,7 @@ int cmd_synth(int argc, char **argv) {
     const char *out = NULL;
     bool quiet = false;
     const opt table[] = {
-        {.name = {"--arch"}, .kind = OPT_STR, .dst = &p.arch, .arg = "A", .help = "llama | qwen2 | qwen3 | qwen3moe | gemma2 | gemma3 |\nolmo2 | smollm3 | granite | qwen35 (default llama)"},
+        {.name = {"--arch"}, .kind = OPT_STR, .dst = &p.arch, .arg = "A", .help = "llama | qwen2 | qwen3 | qwen3moe | gemma2 | gemma3 |\nolmo2 | smollm3 | granite | qwen35 | gpt-oss (default llama)"},
         {.name = {"--layers"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_layer, .arg = "N", .help = "blocks (default 2)"},
         {.name = {"--embd"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_embd, .arg = "N",
          .help = "embedding width (default 256)"},
@@ -108,11 +114,11 @@ int cmd_synth(int argc, char **argv) {
         {.name = {"--experts-used"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_expert_used, .arg = "N",
          .help = "experts per token (default 2)"},
         {.name = {"--expert-ff"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_ff_exp, .arg = "N",
-         .help = "qwen3moe: rows of an expert's gate/up (default --ff)"},
+         .help = "qwen3moe, gpt-oss: rows of an expert's gate/up (default --ff)"},
         {.name = {"--swa"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_swa, .arg = "N",
-         .help = "llama, gemma, olmo2: a sliding window of N positions\n(default none)"},
+         .help = "llama, gemma, olmo2, gpt-oss (required): a sliding window\nof N positions (default none)"},
         {.name = {"--swa-pattern"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.swa_pattern, .arg = "N",
-         .help = "... on layers il % N < N - 1 (0, the default: every layer)"},
+         .help = "... on layers il % N < N - 1 (0, the default: every layer;\ngpt-oss: no key, period 2)"},
         {.name = {"--swa-rope-base"}, .kind = OPT_FN, .fn = opt_rope, .dst = &p.rope_freq_base_swa, .arg = "F",
          .help = "gemma: rope.freq_base_swa, the sliding layers' base"},
         {.name = {"--attn-softcap"}, .kind = OPT_FN, .fn = opt_rope, .dst = &p.attn_softcap, .arg = "F",
@@ -137,7 +143,13 @@ int cmd_synth(int argc, char **argv) {
          .help = "generated SentencePiece vocabulary of N tokens (default 512)"},
         {.name = {"--type"}, .kind = OPT_FN, .fn = opt_type, .dst = &p.type, .arg = "T",
          .help = "matrices: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k\n"
-                 "q4_k q5_k q6_k iq4_nl iq4_xs (default f32)"},
+                 "q4_k q5_k q6_k iq4_nl iq4_xs mxfp4 (default f32)"},
+        {.name = {"--expert-type"}, .kind = OPT_FN, .fn = opt_type, .dst = &p.exp_type, .arg = "T",
+         .help = "ffn_*_exps (default: --type)"},
+        {.name = {"--yarn-factor"}, .kind = OPT_FN, .fn = opt_rope, .dst = &p.yarn_factor, .arg = "F",
+         .help = "rope.scaling.type yarn with this factor (default none)"},
+        {.name = {"--yarn-orig-ctx"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.yarn_orig_ctx, .arg = "N",
+         .help = "its rope.scaling.original_context_length (default --ctx)"},
         {.name = {"--embd-type"}, .kind = OPT_FN, .fn = opt_type, .dst = &p.embd_type, .arg = "T",
          .help = "token_embd.weight (default: --type)"},
         {.name = {"--output-type"}, .kind = OPT_FN, .fn = opt_type, .dst = &p.output_type, .arg = "T",

@@ -530,14 +530,16 @@ static void moe_combine(const fwd_ctx *f, int64_t t, float *out) {
     }
 }
 
-/* Residual add (tmp, RMS-normed with post first where post is not NULL, or the
- * last layer's experts), RMSNorm with w (none where w is NULL), quantize for
- * weights of w_type (and, where xq2 is not NULL, also for weights of type2 into
- * xq2): token rows split among threads. Rows listed in `rows` (NULL: all T) go
- * to xq row i. */
-static void step_norm_quant(fwd_ctx *f, int64_t T, resid_kind add, const float *post, const float *w,
-                            vt_dtype w_type, vt_dtype type2, uint8_t *xq2, const int32_t *rows, int ith,
-                            int nth) {
+/* Residual add (tmp: RMS-normed with post first where post is not NULL (gemma),
+ * scaled by the residual scale (granite), plus tmp_b (n_embd) where not NULL
+ * (gpt-oss's attention output bias, added to tmp first as llama.cpp's
+ * build_attn); or the last layer's experts), RMSNorm with w (none where w is
+ * NULL), quantize for weights of w_type (and, where xq2 is not NULL, also for
+ * weights of type2 into xq2): token rows split among threads. Rows listed in
+ * `rows` (NULL: all T) go to xq row i. */
+static void step_norm_quant(fwd_ctx *f, int64_t T, resid_kind add, const float *post, const float *tmp_b,
+                            const float *w, vt_dtype w_type, vt_dtype type2, uint8_t *xq2, const int32_t *rows,
+                            int ith, int nth) {
     const model_hparams *hp = &f->m->hp;
     const int64_t d = hp->n_embd;
     const size_t rb = mm_act_row_bytes(w_type, d), rb2 = xq2 ? mm_act_row_bytes(type2, d) : 0;
@@ -553,6 +555,11 @@ static void step_norm_quant(fwd_ctx *f, int64_t T, resid_kind add, const float *
         } else if (add == RESID_TMP && hp->residual_scale != 1.0f) { /* granite */
             const float rs = hp->residual_scale;
             for (int64_t j = 0; j < d; j++) x[j] += f->tmp[t * d + j] * rs;
+        } else if (add == RESID_TMP && tmp_b) { /* gpt-oss */
+            for (int64_t j = 0; j < d; j++) {
+                const float o = f->tmp[t * d + j] + tmp_b[j];
+                x[j] += o;
+            }
         } else if (add == RESID_TMP) {
             for (int64_t j = 0; j < d; j++) x[j] += f->tmp[t * d + j];
         }
@@ -796,7 +803,7 @@ static void forward_worker(void *arg, int ith, int nth) {
         if (L->lin) { /* a Gated DeltaNet layer (qwen35): steps 2-6 in model/qwen35.c */
             const bool own = quant_traits_get(L->lin->walpha.type)->dot_type !=
                              quant_traits_get(L->lin->wqkv.type)->dot_type;
-            step_norm_quant(f, T, prev, prev_post, L->attn_norm, L->lin->wqkv.type, L->lin->walpha.type,
+            step_norm_quant(f, T, prev, prev_post, NULL, L->attn_norm, L->lin->wqkv.type, L->lin->walpha.type,
                             own ? f->hy->xq2 : NULL, NULL, ith, nth);
             tp_barrier(f->run);
             PROF_MARK(f, ith, 1, t_prof);
@@ -807,7 +814,7 @@ static void forward_worker(void *arg, int ith, int nth) {
         const kv_layer *lv = &f->lv[il];
         const attn_plan *plan = &f->plans[f->layer_plan[il]];
         const int64_t u0 = u0s[f->layer_plan[il]], u1 = u1s[f->layer_plan[il]];
-        step_norm_quant(f, T, prev, prev_post, L->attn_norm, L->wq.type, VT_DTYPE_COUNT, NULL, NULL, ith, nth);
+        step_norm_quant(f, T, prev, prev_post, NULL, L->attn_norm, L->wq.type, VT_DTYPE_COUNT, NULL, NULL, ith, nth);
         tp_barrier(f->run);
         PROF_MARK(f, ith, 1, t_prof);
 
@@ -935,7 +942,7 @@ static void forward_worker(void *arg, int ith, int nth) {
              * activation type, where that differs) the router; 8, 9: the experts */
             const bool own = quant_traits_get(L->router.type)->dot_type !=
                              quant_traits_get(L->exp_gate[0].type)->dot_type;
-            step_norm_quant(f, T, RESID_TMP, L->attn_post_norm, L->ffn_norm, L->exp_gate[0].type, L->router.type,
+            step_norm_quant(f, T, RESID_TMP, L->attn_post_norm, L->bo, L->ffn_norm, L->exp_gate[0].type, L->router.type,
                             own ? f->hq : NULL, NULL, ith, nth);
             tp_barrier(f->run);
             PROF_MARK(f, ith, 7, t_prof);
@@ -945,7 +952,7 @@ static void forward_worker(void *arg, int ith, int nth) {
         }
 
         /* 7: residual + norm + quantize */
-        step_norm_quant(f, T, RESID_TMP, L->attn_post_norm, L->ffn_norm, L->w_gate.type, VT_DTYPE_COUNT, NULL,
+        step_norm_quant(f, T, RESID_TMP, L->attn_post_norm, L->bo, L->ffn_norm, L->w_gate.type, VT_DTYPE_COUNT, NULL,
                         NULL, ith, nth);
         tp_barrier(f->run);
         PROF_MARK(f, ith, 7, t_prof);
@@ -964,7 +971,8 @@ static void forward_worker(void *arg, int ith, int nth) {
     /* Output: the last residual add and norm only for the rows that want logits. */
     if (b->n_logits > 0) {
         step_norm_quant(f, b->n_logits, hp->n_expert ? RESID_MOE : RESID_TMP,
-                        hp->n_layer > 0 ? m->layers[hp->n_layer - 1].ffn_post_norm : NULL, m->output_norm,
+                        hp->n_layer > 0 ? m->layers[hp->n_layer - 1].ffn_post_norm : NULL, NULL,
+                        m->output_norm,
                         m->output.type, VT_DTYPE_COUNT, NULL, b->logit_rows, ith, nth);
         tp_barrier(f->run);
         PROF_MARK(f, ith, 10, t_prof);

@@ -36,6 +36,7 @@ static const char *const arch_names[] = {
     [MODEL_ARCH_SMOLLM3] = "smollm3",
     [MODEL_ARCH_GRANITE] = "granite",
     [MODEL_ARCH_QWEN35] = "qwen35",
+    [MODEL_ARCH_GPT_OSS] = "gpt-oss",
 };
 
 /* Expert gate/up and down rows per slice (model.h): a multiple of every
@@ -84,12 +85,12 @@ static vt_status get_f32_opt(const model *m, const char *suffix, float dflt, flo
     return s;
 }
 
-/* expert_count and expert_used_count: required by qwen3moe, optional (0: a
- * dense FFN) for llama, absent elsewhere. */
+/* expert_count and expert_used_count: required by qwen3moe and gpt-oss,
+ * optional (0: a dense FFN) for llama, absent elsewhere. */
 static vt_status load_experts_hparams(model *m) {
     model_hparams *hp = &m->hp;
     hp->n_expert = hp->n_expert_used = 0;
-    if (hp->arch == MODEL_ARCH_QWEN3MOE) {
+    if (hp->arch == MODEL_ARCH_QWEN3MOE || hp->arch == MODEL_ARCH_GPT_OSS) {
         VT_TRY(get_i64_req(m, "expert_count", &hp->n_expert));
     } else if (hp->arch == MODEL_ARCH_LLAMA) {
         int64_t n = 0;
@@ -110,6 +111,11 @@ static vt_status load_experts_hparams(model *m) {
         return vt_errorf(VT_E_RANGE, "key '%s' = %lld is more than expert_count %lld",
                          arch_key(m, "expert_used_count"), (long long)hp->n_expert_used, (long long)hp->n_expert);
     hp->gating = MOE_GATING_SOFTMAX; /* qwen3moe and llama: norm_w */
+    hp->act = MOE_ACT_SILU;
+    if (hp->arch == MODEL_ARCH_GPT_OSS) { /* LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT, SWIGLU_OAI */
+        hp->gating = MOE_GATING_SOFTMAX_WEIGHT;
+        hp->act = MOE_ACT_SWIGLU_OAI;
+    }
     return VT_OK;
 }
 
@@ -289,11 +295,11 @@ static vt_status load_hparams(model *m) {
         hp->arch = MODEL_ARCH_QWEN35;
         hp->rope = MODEL_ROPE_NEOX; /* M-RoPE with every section at the text position */
     } else if (gguf_str_eq(arch, "gpt-oss")) {
-        return vt_errorf(VT_E_UNSUPPORTED, "architecture 'gpt-oss' is not supported yet (its attention sinks, "
-                                           "sliding-window layers and MXFP4 experts are not implemented)");
+        hp->arch = MODEL_ARCH_GPT_OSS;
+        hp->rope = MODEL_ROPE_NEOX;
     } else {
         return vt_errorf(VT_E_UNSUPPORTED,
-                         "architecture '%.*s' is not supported (vt runs llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3, granite, qwen35)",
+                         "architecture '%.*s' is not supported (vt runs llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3, granite, qwen35, gpt-oss)",
                          (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
     }
     VT_TRY(get_i64_req(m, "block_count", &hp->n_layer));
@@ -303,8 +309,11 @@ static vt_status load_hparams(model *m) {
         VT_TRY(get_i64_req(m, "feed_forward_length", &hp->n_ff));
     if (hp->n_expert > 0) {
         /* qwen3moe: expert_feed_forward_length, else n_ff / n_expert_used (llama.cpp);
-         * llama's experts are feed_forward_length wide */
-        if (hp->arch == MODEL_ARCH_QWEN3MOE)
+         * gpt-oss: expert_feed_forward_length, required; llama's experts are
+         * feed_forward_length wide */
+        if (hp->arch == MODEL_ARCH_GPT_OSS)
+            VT_TRY(get_i64_req(m, "expert_feed_forward_length", &hp->n_ff_exp));
+        else if (hp->arch == MODEL_ARCH_QWEN3MOE)
             VT_TRY(get_i64_opt(m, "expert_feed_forward_length", hp->n_ff / hp->n_expert_used, &hp->n_ff_exp));
         else
             hp->n_ff_exp = hp->n_ff;
@@ -369,15 +378,19 @@ static vt_status load_hparams(model *m) {
     if (scale == 0.0f) VT_TRY(get_f32_opt(m, "rope.scale_linear", 1.0f, &scale));
     if (!(scale > 0.0f && isfinite(scale))) return vt_errorf(VT_E_RANGE, "rope scaling factor %g is invalid", scale);
     hp->rope_freq_scale = none ? 1.0f : 1.0f / scale; /* llama.cpp: type none never scales */
-    if (hp->arch == MODEL_ARCH_LLAMA && gguf_find(&m->gguf, arch_key(m, "attention.sliding_window"))) {
-        /* present: a window of 0 is an error here, not "none" */
+    const bool gpt_oss = hp->arch == MODEL_ARCH_GPT_OSS;
+    if (gpt_oss && hp->n_rot != hp->head_dim)
+        return vt_errorf(VT_E_UNSUPPORTED, "gpt-oss: rope.dimension_count %lld differs from key_length %lld",
+                         (long long)hp->n_rot, (long long)hp->head_dim);
+    if (gpt_oss || (hp->arch == MODEL_ARCH_LLAMA && gguf_find(&m->gguf, arch_key(m, "attention.sliding_window")))) {
+        /* present (gpt-oss: required): a window of 0 is an error here, not "none" */
         VT_TRY(get_i64_req(m, "attention.sliding_window", &hp->n_swa));
         if (hp->n_swa > hp->n_ctx_train)
             return vt_errorf(VT_E_RANGE, "key '%s' = %lld is larger than the context_length %lld",
                              arch_key(m, "attention.sliding_window"), (long long)hp->n_swa,
                              (long long)hp->n_ctx_train);
         s = gguf_get_i64(&m->gguf, arch_key(m, "attention.sliding_window_pattern"), &hp->swa_pattern);
-        if (s == VT_E_NOT_FOUND) hp->swa_pattern = 0;
+        if (s == VT_E_NOT_FOUND) hp->swa_pattern = gpt_oss ? 2 : 0;
         else if (s != VT_OK) return s;
         else if (hp->swa_pattern < 0 || hp->swa_pattern > hp->n_layer)
             return vt_errorf(VT_E_RANGE, "key '%s' = %lld is outside 0..block_count (%lld)",
@@ -402,6 +415,14 @@ static vt_status load_hparams(model *m) {
     hp->rope_mscale = attn_factor;
     if (hp->rope_yarn) VT_TRY(yarn_params(m));
     if (hp->arch == MODEL_ARCH_QWEN35) VT_TRY(q35_model_hparams(m));
+    /* gpt-oss's sliding-window layers rotate with rope.freq_base_swa where
+     * present (llama.cpp's get_rope_freq_base); for gpt-oss vt takes one base for all layers */
+    float base_swa = hp->rope_freq_base;
+    if (gpt_oss) VT_TRY(get_f32_opt(m, "rope.freq_base_swa", hp->rope_freq_base, &base_swa));
+    if (base_swa != hp->rope_freq_base)
+        return vt_errorf(VT_E_UNSUPPORTED, "key '%s' = %g: a rope base of the sliding-window layers other than "
+                                           "rope.freq_base (%g) is not supported",
+                         arch_key(m, "rope.freq_base_swa"), base_swa, hp->rope_freq_base);
     return VT_OK;
 }
 
@@ -433,11 +454,15 @@ static vt_status find_tensor(model *m, const char *name, int n_dims, const int64
     return VT_OK;
 }
 
-/* A 1-D vector as F32: a view when stored as F32, else a converted copy. */
-static vt_status load_vec(model *m, const char *name, int64_t n, bool required, const float **out) {
+/* A 1-D (or, with ne1 > 1, 2-D (n, ne1)) tensor as F32: a view when stored as
+ * F32, else a converted copy. */
+static vt_status load_vec2(model *m, const char *name, int64_t n0, int64_t ne1, bool required,
+                           const float **out) {
     const gguf_tensor *t;
+    const int64_t ne[2] = {n0, ne1};
+    const int64_t n = n0 * ne1;
     *out = NULL;
-    VT_TRY(find_tensor(m, name, 1, &n, required, &t));
+    VT_TRY(find_tensor(m, name, ne1 > 1 ? 2 : 1, ne, required, &t));
     if (!t) return VT_OK;
     if (t->type == VT_DTYPE_F32) {
         *out = t->data;
@@ -455,6 +480,10 @@ static vt_status load_vec(model *m, const char *name, int64_t n, bool required, 
     tr->dequant_ref(t->data, buf, n);
     *out = buf;
     return VT_OK;
+}
+
+static vt_status load_vec(model *m, const char *name, int64_t n, bool required, const float **out) {
+    return load_vec2(m, name, n, 1, required, out);
 }
 
 static vt_status load_mat(model *m, const char *name, int64_t n_in, int64_t n_out, bool required,
@@ -538,6 +567,12 @@ static vt_status load_ffn(model *m, int64_t il, layer_weights *L) {
     VT_TRY(load_experts(m, LNAME("ffn_gate_exps.weight"), d, hp->n_ff_exp, m->moe_ff_slice, &L->exp_gate));
     VT_TRY(load_experts(m, LNAME("ffn_up_exps.weight"), d, hp->n_ff_exp, m->moe_ff_slice, &L->exp_up));
     VT_TRY(load_experts(m, LNAME("ffn_down_exps.weight"), hp->n_ff_exp, d, m->moe_down_slice, &L->exp_down));
+    /* gpt-oss: the router's bias and each expert's biases, as 2-D (n_out, n_expert) */
+    const bool bias = hp->arch == MODEL_ARCH_GPT_OSS;
+    VT_TRY(load_vec(m, LNAME("ffn_gate_inp.bias"), hp->n_expert, bias, &L->router_b));
+    VT_TRY(load_vec2(m, LNAME("ffn_gate_exps.bias"), hp->n_ff_exp, hp->n_expert, bias, &L->exp_gate_b));
+    VT_TRY(load_vec2(m, LNAME("ffn_up_exps.bias"), hp->n_ff_exp, hp->n_expert, bias, &L->exp_up_b));
+    VT_TRY(load_vec2(m, LNAME("ffn_down_exps.bias"), d, hp->n_expert, bias, &L->exp_down_b));
     if (DOT(L->exp_gate[0]) != DOT(L->exp_up[0]))
         return vt_errorf(VT_E_UNSUPPORTED, "blk.%lld: ffn_gate_exps/up_exps need one activation type (%s/%s)",
                          (long long)il, quant_traits_get(L->exp_gate[0].type)->name,
@@ -687,13 +722,19 @@ static vt_status load_weights(model *m, bool progress) {
         VT_TRY(load_mat(m, LNAME("attn_k.weight"), d, kv_dim, true, &L->wk));
         VT_TRY(load_mat(m, LNAME("attn_v.weight"), d, kv_dim, true, &L->wv));
         VT_TRY(load_mat(m, LNAME("attn_output.weight"), q_dim, d, true, &L->wo));
-        const bool bias = hp->arch == MODEL_ARCH_QWEN2;
+        const bool bias = hp->arch == MODEL_ARCH_QWEN2, gpt_oss = hp->arch == MODEL_ARCH_GPT_OSS;
         VT_TRY(load_vec(m, LNAME("attn_q.bias"), q_dim, bias, &L->bq));
         VT_TRY(load_vec(m, LNAME("attn_k.bias"), kv_dim, bias, &L->bk));
         VT_TRY(load_vec(m, LNAME("attn_v.bias"), kv_dim, bias, &L->bv));
+        if ((L->bq != NULL) != (L->bk != NULL) || (L->bk != NULL) != (L->bv != NULL))
+            return vt_errorf(VT_E_UNSUPPORTED, "blk.%lld: attn_q/k/v biases must be all present or all absent",
+                             (long long)il);
+        VT_TRY(load_vec(m, LNAME("attn_output.bias"), d, gpt_oss, &L->bo));
+        if (gpt_oss) VT_TRY(load_vec(m, LNAME("attn_sinks.weight"), hp->n_head, true, &L->attn.sinks));
         const bool gemma = hp->arch == MODEL_ARCH_GEMMA2 || hp->arch == MODEL_ARCH_GEMMA3;
         L->attn.softcap = hp->attn_softcap;
-        VT_TRY(load_vec(m, LNAME("post_attention_norm.weight"), d, gemma || olmo2, &L->attn_post_norm));
+        if (!gpt_oss) /* gpt-oss's post_attention_norm is its FFN norm */
+            VT_TRY(load_vec(m, LNAME("post_attention_norm.weight"), d, gemma || olmo2, &L->attn_post_norm));
         VT_TRY(load_vec(m, LNAME("post_ffw_norm.weight"), d, gemma || olmo2, &L->ffn_post_norm));
         const bool qk_norm = hp->arch == MODEL_ARCH_QWEN3 || hp->arch == MODEL_ARCH_QWEN3MOE ||
                              hp->arch == MODEL_ARCH_GEMMA3;
@@ -703,7 +744,8 @@ static vt_status load_weights(model *m, bool progress) {
         } else {
             VT_TRY(load_vec(m, LNAME("attn_q_norm.weight"), hp->head_dim, qk_norm, &L->q_norm));
             VT_TRY(load_vec(m, LNAME("attn_k_norm.weight"), hp->head_dim, qk_norm, &L->k_norm));
-            VT_TRY(load_vec(m, LNAME("ffn_norm.weight"), d, true, &L->ffn_norm));
+            VT_TRY(load_vec(m, gpt_oss ? LNAME("post_attention_norm.weight") : LNAME("ffn_norm.weight"), d, true,
+                            &L->ffn_norm));
         }
         VT_TRY(load_ffn(m, il, L));
         /* Q/K/V share one quantized input: their types may differ (Q4_K_M mixes

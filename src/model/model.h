@@ -12,8 +12,10 @@
  * token, all heads together. smollm3 is llama with no rope on every 4th
  * layer (NoPE: il % 4 == 3). granite is llama with multipliers: embeddings,
  * each sublayer's output before its residual add, the attention scale and the
- * logits (divided). They differ only in the flags below, so one forward pass
- * serves all.
+ * logits (divided). gpt-oss: Q/K/V/O biases, a sink logit per head, a sliding
+ * window on alternate layers, YaRN rope, experts with biases, a router bias and
+ * the clamped SwiGLU; its FFN norm is post_attention_norm. They differ only in
+ * the flags below, so one forward pass serves all.
  *
  * Mixture of experts (n_expert > 0): a router ffn_gate_inp (n_expert, n_embd)
  * scores every expert per token; the token goes to the n_expert_used best
@@ -50,6 +52,7 @@ typedef enum model_arch {
     MODEL_ARCH_SMOLLM3,
     MODEL_ARCH_GRANITE,
     MODEL_ARCH_QWEN35,   /* hybrid: Gated DeltaNet and gated full attention (model/qwen35.h) */
+    MODEL_ARCH_GPT_OSS,
 } model_arch;
 
 /* The dense FFN's gate activation: h = act(x Wg^T) * (x Wu^T). */
@@ -90,7 +93,8 @@ typedef struct model_hparams {
     bool rope_yarn;
     float yarn_low, yarn_high;
     float rms_eps;
-    /* llama with <arch>.attention.sliding_window: n_swa > 0 positions, on the
+    /* llama with <arch>.attention.sliding_window (gpt-oss: always, period 2 by
+     * default, as llama.cpp's llama_model_openai_moe): n_swa > 0 positions, on the
      * layers swa_pattern picks (llama.cpp's set_swa_pattern: with a period n > 0
      * layer il slides when il % n < n - 1, the last of each period attends
      * fully; 0: every layer slides). n_swa 0: no sliding window. */
@@ -120,11 +124,13 @@ typedef struct layer_weights {
     mm_weight wq;                  /* (n_head * head_dim, n_embd) */
     mm_weight wk, wv;              /* (n_head_kv * head_dim, n_embd) */
     mm_weight wo;                  /* (n_embd, n_head * head_dim) */
-    const float *bq, *bk, *bv;     /* qwen2 biases, or NULL */
+    const float *bq, *bk, *bv;     /* Q/K/V biases (qwen2, gpt-oss), all three or NULL */
+    const float *bo;               /* (n_embd) attention output bias (gpt-oss), or NULL */
     const float *q_norm, *k_norm;  /* qwen3 per-head norms (head_dim), or NULL */
     const float *q_norm_row;       /* (n_head * head_dim) olmo2: RMSNorm of a token's whole Q row, or NULL */
     const float *k_norm_row;       /* (n_head_kv * head_dim) the same for K, or NULL */
-    const float *ffn_norm;         /* (n_embd), NULL where the arch has none (olmo2) */
+    const float *ffn_norm;         /* (n_embd), NULL where the arch has none (olmo2);
+                                      gpt-oss's post_attention_norm */
     const float *attn_post_norm;   /* (n_embd) gemma: RMSNorm of the attention output before the
                                       residual add, or NULL */
     const float *ffn_post_norm;    /* (n_embd) gemma: the same for the FFN output, or NULL */

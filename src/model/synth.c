@@ -15,7 +15,7 @@
 #include <time.h>
 
 #define SYNTH_STD 0.02f
-#define SYNTH_MAX_TENSORS_PER_LAYER 16
+#define SYNTH_MAX_TENSORS_PER_LAYER 20
 #define SYNTH_MAX_DIM ((int64_t)1 << 20)
 
 synth_params synth_default_params(void) {
@@ -32,6 +32,7 @@ synth_params synth_default_params(void) {
         .type = VT_DTYPE_F32,
         .embd_type = VT_DTYPE_COUNT,
         .output_type = VT_DTYPE_COUNT,
+        .exp_type = VT_DTYPE_COUNT,
         .seed = 1,
     };
 }
@@ -53,6 +54,7 @@ int synth_file_type(vt_dtype type) {
     case VT_DTYPE_IQ4_NL: return 25;
     case VT_DTYPE_IQ4_XS: return 30;
     case VT_DTYPE_BF16: return 32;
+    case VT_DTYPE_MXFP4: return 38; /* MXFP4_MOE */
     default: return -1;
     }
 }
@@ -218,7 +220,9 @@ static vt_status check_params(const synth_params *p, int64_t head_dim) {
                              (long long)p->n_expert, (long long)p->n_expert_used);
         if (ff_exp < 1 || ff_exp > SYNTH_MAX_DIM)
             return vt_errorf(VT_E_INVALID, "synth: n_ff_exp = %lld", (long long)ff_exp);
-        VT_TRY(check_type(p->type, "weight", ff_exp, "n_ff_exp"));
+        const vt_dtype et = p->exp_type == VT_DTYPE_COUNT ? p->type : p->exp_type;
+        VT_TRY(check_type(et, "expert", ff_exp, "n_ff_exp"));
+        VT_TRY(check_type(et, "expert", p->n_embd, "n_embd"));
     }
     VT_TRY(check_type(embd_type, "token_embd", p->n_embd, "n_embd"));
     if (!p->tied) VT_TRY(check_type(out_type, "output", p->n_embd, "n_embd"));
@@ -346,15 +350,20 @@ vt_status synth_write(const synth_params *p, const char *path) {
     bool is_granite = p->arch && !strcmp(p->arch, "granite");  /* the same, plus multipliers */
     bool is_qwen35 = p->arch && !strcmp(p->arch, "qwen35");
     bool is_qwen3 = (p->arch && !strcmp(p->arch, "qwen3")) || is_qwen3moe || is_qwen35;
+    bool is_gpt_oss = p->arch && !strcmp(p->arch, "gpt-oss");
     bool qk_norm = is_qwen3 || is_gemma3;
-    if (!is_llama && !is_qwen2 && !is_qwen3 && !is_gemma && !is_olmo2 && !is_smollm3 && !is_granite)
+    if (!is_llama && !is_qwen2 && !is_qwen3 && !is_gemma && !is_olmo2 && !is_smollm3 && !is_granite && !is_gpt_oss)
         return vt_errorf(VT_E_INVALID,
-                         "synth: unknown arch '%s' (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3, granite, qwen35)",
+                         "synth: unknown arch '%s' (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3, granite, qwen35, gpt-oss)",
                          p->arch ? p->arch : "(null)");
-    if (is_qwen3moe && p->n_expert < 1)
-        return vt_errorf(VT_E_INVALID, "synth: qwen3moe needs n_expert >= 1");
-    if (p->n_expert != 0 && !is_llama && !is_qwen3moe)
-        return vt_errorf(VT_E_INVALID, "synth: arch '%s' has no experts (llama or qwen3moe)", p->arch);
+    if ((is_qwen3moe || is_gpt_oss) && p->n_expert < 1)
+        return vt_errorf(VT_E_INVALID, "synth: %s needs n_expert >= 1", p->arch);
+    if (p->n_expert != 0 && !is_llama && !is_qwen3moe && !is_gpt_oss)
+        return vt_errorf(VT_E_INVALID, "synth: arch '%s' has no experts (llama, qwen3moe or gpt-oss)", p->arch);
+    if (is_gpt_oss && p->tied)
+        return vt_errorf(VT_E_INVALID, "synth: gpt-oss has no tied head (llama.cpp requires output.weight)");
+    if (is_gpt_oss && p->n_swa < 1)
+        return vt_errorf(VT_E_INVALID, "synth: gpt-oss needs a sliding window (n_swa >= 1)");
     if (p->n_expert < 0) return vt_errorf(VT_E_INVALID, "synth: n_expert = %lld", (long long)p->n_expert);
     const bool moe = p->n_expert > 0;
     const int64_t ff_exp = is_llama || !p->n_ff_exp ? p->n_ff : p->n_ff_exp;
@@ -383,6 +392,7 @@ vt_status synth_write(const synth_params *p, const char *path) {
     }
     vt_dtype embd_type = p->embd_type == VT_DTYPE_COUNT ? p->type : p->embd_type;
     vt_dtype out_type = p->output_type == VT_DTYPE_COUNT ? p->type : p->output_type;
+    vt_dtype exp_type = p->exp_type == VT_DTYPE_COUNT ? p->type : p->exp_type;
     float rope_base = p->rope_freq_base > 0 ? p->rope_freq_base
                                             : (is_llama || is_gemma || is_olmo2 || is_smollm3 || is_granite ? 10000.0f
                                                                                                             : 1000000.0f);
@@ -429,7 +439,7 @@ vt_status synth_write(const synth_params *p, const char *path) {
     } while (0)
     TRY(gguf_writer_set_str(w, "general.architecture", a));
     TRY(gguf_writer_set_str(w, "general.name", "vt-synth"));
-    int ftype = synth_file_type(p->type);
+    int ftype = synth_file_type(moe && exp_type == VT_DTYPE_MXFP4 ? VT_DTYPE_MXFP4 : p->type);
     if (ftype >= 0) TRY(gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype));
     TRY(gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)p->n_layer));
     TRY(gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)p->n_ctx));
@@ -438,7 +448,8 @@ vt_status synth_write(const synth_params *p, const char *path) {
     if (moe) {
         TRY(gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)p->n_expert));
         TRY(gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)p->n_expert_used));
-        if (is_qwen3moe) TRY(gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)ff_exp));
+        if (is_qwen3moe || is_gpt_oss)
+            TRY(gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)ff_exp));
     }
     TRY(gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)p->n_head));
     TRY(gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)p->n_head_kv));
@@ -462,7 +473,8 @@ vt_status synth_write(const synth_params *p, const char *path) {
     }
     if (p->n_swa > 0) {
         TRY(gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)p->n_swa));
-        TRY(gguf_writer_set_u32(w, KEY("attention.sliding_window_pattern"), (uint32_t)p->swa_pattern));
+        if (!is_gpt_oss || p->swa_pattern > 0) /* gpt-oss without the key: period 2 */
+            TRY(gguf_writer_set_u32(w, KEY("attention.sliding_window_pattern"), (uint32_t)p->swa_pattern));
     }
     if (is_granite) { /* Granite 3's embedding, residual and logit multipliers; attention
                          sharper than 1 / sqrt(head_dim) so that its scale shows */
@@ -523,7 +535,7 @@ vt_status synth_write(const synth_params *p, const char *path) {
         TRY(plan_add(ts, &n_t, p->seed, NAME("attn_k.weight"), p->n_embd, kv_dim, 2, p->type, FILL_NORMAL));
         if (p->qk_std > 0) ts[n_t - 1].std = p->qk_std;
         TRY(plan_add(ts, &n_t, p->seed, NAME("attn_v.weight"), p->n_embd, kv_dim, 2, p->type, FILL_NORMAL));
-        if (is_qwen2) {
+        if (is_qwen2 || is_gpt_oss) {
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_q.bias"), q_dim, 1, 1, VT_DTYPE_F32, FILL_NORMAL));
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_k.bias"), kv_dim, 1, 1, VT_DTYPE_F32, FILL_NORMAL));
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_v.bias"), kv_dim, 1, 1, VT_DTYPE_F32, FILL_NORMAL));
@@ -541,24 +553,37 @@ vt_status synth_write(const synth_params *p, const char *path) {
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_k_norm.weight"), head_dim, 1, 1, VT_DTYPE_F32, FILL_ONES));
         }
         TRY(plan_add(ts, &n_t, p->seed, NAME("attn_output.weight"), q_dim, p->n_embd, 2, p->type, FILL_NORMAL));
+        if (is_gpt_oss) {
+            TRY(plan_add(ts, &n_t, p->seed, NAME("attn_output.bias"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_NORMAL));
+            TRY(plan_add(ts, &n_t, p->seed, NAME("attn_sinks.weight"), p->n_head, 1, 1, VT_DTYPE_F32, FILL_NORMAL));
+            ts[n_t - 1].std = 1.0f;
+        }
     ffn:
         if (!is_olmo2)
-            TRY(plan_add(ts, &n_t, p->seed, NAME(is_qwen35 ? "post_attention_norm.weight" : "ffn_norm.weight"),
+            TRY(plan_add(ts, &n_t, p->seed, NAME(is_qwen35 || is_gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"),
                          p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
         if (moe) {
             const int64_t ne = p->n_expert;
             TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_gate_inp.weight"), p->n_embd, ne, 2, VT_DTYPE_F32, FILL_NORMAL));
             ts[n_t - 1].std = 3.0f / sqrtf((float)p->n_embd);
             /* 3-D: ne1 counts all experts' rows, ne2 the experts */
-            TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_gate_exps.weight"), p->n_embd, ff_exp * ne, 3, p->type,
+            TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_gate_exps.weight"), p->n_embd, ff_exp * ne, 3, exp_type,
                          FILL_NORMAL));
             ts[n_t - 1].ne2 = ne;
-            TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_up_exps.weight"), p->n_embd, ff_exp * ne, 3, p->type,
+            TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_up_exps.weight"), p->n_embd, ff_exp * ne, 3, exp_type,
                          FILL_NORMAL));
             ts[n_t - 1].ne2 = ne;
-            TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_down_exps.weight"), ff_exp, p->n_embd * ne, 3, p->type,
+            TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_down_exps.weight"), ff_exp, p->n_embd * ne, 3, exp_type,
                          FILL_NORMAL));
             ts[n_t - 1].ne2 = ne;
+            if (is_gpt_oss) { /* 2-D biases (n_out, n_expert): ne1 = ne2 rows of one */
+                TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_gate_inp.bias"), ne, 1, 1, VT_DTYPE_F32, FILL_NORMAL));
+                TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_gate_exps.bias"), ff_exp, ne, 2, VT_DTYPE_F32,
+                             FILL_NORMAL));
+                TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_up_exps.bias"), ff_exp, ne, 2, VT_DTYPE_F32, FILL_NORMAL));
+                TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_down_exps.bias"), p->n_embd, ne, 2, VT_DTYPE_F32,
+                             FILL_NORMAL));
+            }
         } else {
             TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_gate.weight"), p->n_embd, p->n_ff, 2, p->type, FILL_NORMAL));
             TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_up.weight"), p->n_embd, p->n_ff, 2, p->type, FILL_NORMAL));

@@ -31,6 +31,13 @@
  *   smollm3: llama's tensors and keys (its NoPE layers are implied by the arch)
  *   granite: llama's, plus <arch>.embedding_scale 12, .residual_scale 0.22,
  *     .attention.scale 2 / sqrt(head_dim), .logit_scale 8
+ * gpt-oss (llama.cpp's LLM_ARCH_OPENAI_MOE) is a mixture of experts with, per layer,
+ *   blk.N.attn_q.bias / attn_k.bias / attn_v.bias / attn_output.bias, N(0, 0.02)
+ *   blk.N.attn_sinks.weight (n_head), N(0, 1), so that the sinks weigh in the softmax
+ *   blk.N.post_attention_norm.weight in place of ffn_norm
+ *   blk.N.ffn_gate_inp.bias (n_expert), ffn_gate_exps.bias / ffn_up_exps.bias
+ *   (n_ff_exp, n_expert), ffn_down_exps.bias (n_embd, n_expert), N(0, 0.02)
+ *   <arch>.expert_feed_forward_length, .attention.sliding_window (required)
  * Mixture of experts (qwen3moe, which has qwen3's Q/K norms, or llama with
  * n_expert > 0: Mixtral's layout) replaces ffn_gate/up/down by
  *   <arch>.expert_count .expert_used_count (qwen3moe: .expert_feed_forward_length)
@@ -64,7 +71,7 @@
 
 typedef struct synth_params {
     const char *arch;       /* "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "olmo2", "smollm3",
-                               "granite" or "qwen35" */
+                               "granite", "qwen35" or "gpt-oss" */
     int64_t n_layer;
     int64_t n_embd;
     int64_t n_head;
@@ -80,13 +87,15 @@ typedef struct synth_params {
     vt_dtype type;          /* the matrices */
     vt_dtype embd_type;     /* token_embd.weight; VT_DTYPE_COUNT: same as type */
     vt_dtype output_type;   /* output.weight; VT_DTYPE_COUNT: same as type */
+    vt_dtype exp_type;      /* ffn_*_exps; VT_DTYPE_COUNT: same as type (MXFP4: gpt-oss's) */
     bool tied;              /* no output.weight: the head reuses token_embd */
     float rope_freq_base;   /* 0: 10000 (llama) or 1e6 (qwen) */
     float yarn_factor;      /* > 0: rope.scaling.type yarn with this factor */
     int64_t yarn_orig_ctx;  /* its rope.scaling.original_context_length (0: n_ctx) */
     float rms_eps;          /* 0: 1e-5 (llama) or 1e-6 (qwen) */
-    int64_t n_swa;          /* > 0: attention.sliding_window (llama), on the layers of */
-    int64_t swa_pattern;    /* attention.sliding_window_pattern (model_hparams) */
+    int64_t n_swa;          /* > 0: attention.sliding_window (llama; gpt-oss: required), on the layers of */
+    int64_t swa_pattern;    /* attention.sliding_window_pattern (model_hparams; gpt-oss: 0 writes no key,
+                               which is period 2) */
     float rope_freq_base_swa; /* > 0: rope.freq_base_swa (gemma2, gemma3) */
     float attn_softcap;     /* > 0: attn_logit_softcapping (gemma2; 0: its default 50) */
     float final_softcap;    /* > 0: final_logit_softcapping (gemma2, gemma3) */

@@ -22,6 +22,7 @@ struct llama_ref {
     int32_t n_ctx;
     /* llama_ref_watch_router */
     int32_t watch_k, watch_n;
+    bool watch_logits; /* ffn_moe_probs holds logits (gpt-oss's SOFTMAX_WEIGHT), not probabilities */
     float *watch_margin;
 };
 
@@ -46,7 +47,7 @@ static bool router_probe(struct ggml_tensor *t, bool ask, void *user) {
             taken[best] = 1;
             if (j >= k - 1) top[j - (k - 1)] = p[best];
         }
-        const float margin = logf(top[0]) - logf(top[1]);
+        const float margin = r->watch_logits ? top[0] - top[1] : logf(top[0]) - logf(top[1]);
         if (margin < r->watch_margin[tok]) r->watch_margin[tok] = margin;
     }
     return true;
@@ -121,8 +122,9 @@ void llama_ref_close(llama_ref *r) {
 
 int32_t llama_ref_n_vocab(const llama_ref *r) { return r->n_vocab; }
 
-void llama_ref_watch_router(llama_ref *r, int32_t k, float *margins, int32_t n) {
+void llama_ref_watch_router(llama_ref *r, int32_t k, bool logits, float *margins, int32_t n) {
     r->watch_k = k;
+    r->watch_logits = logits;
     r->watch_n = n;
     r->watch_margin = margins;
     for (int32_t i = 0; margins && i < n; i++) margins[i] = INFINITY;

@@ -40,9 +40,11 @@ int32_t llama_ref_n_vocab(const llama_ref *r);
  * the smallest gap over the layers between the log-probabilities of the k-th
  * and (k+1)-th best expert of llama.cpp's router (its ffn_moe_probs tensors):
  * how near its top-k came to another choice. INFINITY where no layer routed.
- * k: experts used per token. Reads through llama.cpp's cb_eval, which observes
+ * k: experts used per token. logits: the tensor holds the router's logits (plus
+ * its bias: gpt-oss's SOFTMAX_WEIGHT gating), whose differences are already
+ * log-probability gaps. Reads through llama.cpp's cb_eval, which observes
  * the graph without changing what it computes. */
-void llama_ref_watch_router(llama_ref *r, int32_t k, float *margins, int32_t n);
+void llama_ref_watch_router(llama_ref *r, int32_t k, bool logits, float *margins, int32_t n);
 /* The underlying llama.cpp model, for metadata queries (llama_model_n_params...). */
 struct llama_model *llama_ref_model(const llama_ref *r);
 int32_t llama_ref_bos(const llama_ref *r); /* -1 if none */

@@ -58,6 +58,20 @@
  * 4e-4..1.2e-3, Q4_K and llama.cpp's Q4_K_M 6e-4..1.5e-3; greedy agreement as
  * for llama.
  *
+ * gpt-oss: synthetic 3-layer models (n_embd 256, 4 heads / 2 KV heads of 64,
+ * 16 experts of 512, 4 used) with llama-bpe's vocabulary, a sliding window of 8
+ * on layers 0 and 2 (the 32 positions reach past it), sinks, Q/K/V/O and expert
+ * biases and YaRN (factor 4, original context 16), by vt synth in F16, Q8_0 and
+ * Q8_0 with MXFP4 experts, and by llama.cpp's quantizer (MXFP4_MOE, Q8_0) from
+ * the F16 file; its router's near ties are gaps of the biased logits
+ * (SOFTMAX_WEIGHT: the softmax runs over the chosen k only), and wider: the
+ * vt synth Q8_0 file flipped an expert at a gap of 0.0212 (that row's NMSE
+ * 1.9e-2), so rows within PARITY_TIE_MARGIN_OSS (0.05) are the ties, held to
+ * PARITY_NMSE_TIE_OSS (0.1: the F16 file's flip at a gap of 2e-4 moved its
+ * row by 5.2e-2; a flipped expert carries its full softmax weight over k = 4).
+ * The rows after a flip also move (its K/V differ): the F16 file's rows after
+ * the tie at position 27 are at 6e-5..1.5e-4, the ones before at ~1e-6.
+ *
  * YaRN: synthetic llama and qwen3 (F16) with rope.scaling.type yarn, factor 4,
  * original context 16, under the same tolerances.
  *
@@ -83,6 +97,9 @@
 #define PARITY_GAP 0.2
 #define PARITY_TIE_MARGIN 0.02
 #define PARITY_NMSE_TIE 5e-2
+/* gpt-oss (see above): its ties are gaps of router logits */
+#define PARITY_TIE_MARGIN_OSS 0.05
+#define PARITY_NMSE_TIE_OSS 1e-1
 #define N_POS 32
 #define N_FIXED 8
 #define N_THREADS 2 /* vt's threads: its threaded split is under test */
@@ -94,6 +111,8 @@ static bool aa_mode;
 static float g_margin[N_POS];
 static int32_t g_moe_k; /* experts per token of the model under test, 0: dense */
 static double g_nmse = PARITY_NMSE; /* the bound of the model under test */
+static bool g_moe_logits; /* its router's ffn_moe_probs are logits (gpt-oss) */
+static double g_tie_margin = PARITY_TIE_MARGIN, g_nmse_tie = PARITY_NMSE_TIE; /* the model's */
 
 typedef struct result {
     double nmse_batch, nmse_step; /* max over positions (but router ties) */
@@ -163,7 +182,7 @@ static void compare(const float *ref, const float *got, int32_t n_vocab, double 
         const float *r = ref + (size_t)p * n_vocab, *g = got + (size_t)p * n_vocab;
         double e = test_nmse(g, r, n_vocab);
         if (getenv("VT_PARITY_VERBOSE")) fprintf(stderr, "pos %2d nmse %.3g margin %.3g\n", p, e, g_margin[p]);
-        if (g_margin[p] < PARITY_TIE_MARGIN) {
+        if (g_margin[p] < g_tie_margin) {
             if (!(e <= *max_tie)) *max_tie = e;
             continue;
         }
@@ -198,9 +217,9 @@ static bool run_model(const char *label, const char *type, const char *path, res
         toks[i] = 3 + (int32_t)((h >> 33) % (uint64_t)(n_vocab - 3));
     }
     ok = ok && llama_ref_greedy(r, toks, N_FIXED + 1, N_POS - N_FIXED - 1, toks + N_FIXED + 1);
-    llama_ref_watch_router(r, g_moe_k, g_margin, N_POS);
+    llama_ref_watch_router(r, g_moe_k, g_moe_logits, g_margin, N_POS);
     ok = ok && llama_ref_eval(r, toks, N_POS, ref);
-    llama_ref_watch_router(r, 0, NULL, 0);
+    llama_ref_watch_router(r, 0, false, NULL, 0);
     CHECK_MSG(ok, "%s: llama.cpp evaluation failed", label);
 
     for (int steps = 0; ok && steps < 2; steps++) {
@@ -219,11 +238,11 @@ static bool run_model(const char *label, const char *type, const char *path, res
         if (steps) compare(ref, got, n_vocab, &res->nmse_step, &res->tie_step, &res->eligible, &res->agree_step, false);
         else compare(ref, got, n_vocab, &res->nmse_batch, &res->tie_batch, &res->eligible, &res->agree_batch, true);
     }
-    for (int p = 0; p < N_POS; p++) res->ties += g_margin[p] < PARITY_TIE_MARGIN;
+    for (int p = 0; p < N_POS; p++) res->ties += g_margin[p] < g_tie_margin;
     if (ok) {
-        CHECK_MSG(res->tie_batch <= PARITY_NMSE_TIE && res->tie_step <= PARITY_NMSE_TIE,
+        CHECK_MSG(res->tie_batch <= g_nmse_tie && res->tie_step <= g_nmse_tie,
                   "%s: router-tie rows' max NMSE %.3g / %.3g > %.0e", label, res->tie_batch, res->tie_step,
-                  PARITY_NMSE_TIE);
+                  g_nmse_tie);
         CHECK_MSG(res->nmse_batch <= g_nmse, "%s: batch max NMSE %.3g > %.1e", label, res->nmse_batch,
                   g_nmse);
         CHECK_MSG(res->nmse_step <= g_nmse, "%s: step max NMSE %.3g > %.1e", label, res->nmse_step,
@@ -240,7 +259,7 @@ static bool run_model(const char *label, const char *type, const char *path, res
                res->nmse_step, res->agree_batch, res->eligible, res->agree_step, res->eligible,
                res->nmse_batch <= g_nmse && res->nmse_step <= g_nmse &&
                        res->agree_batch == res->eligible && res->agree_step == res->eligible &&
-                       res->tie_batch <= PARITY_NMSE_TIE && res->tie_step <= PARITY_NMSE_TIE
+                       res->tie_batch <= g_nmse_tie && res->tie_step <= g_nmse_tie
                    ? "ok"
                    : "FAIL",
                ties);
@@ -509,6 +528,76 @@ int main(void) {
             unlink(path);
         }
     }
+    /* gpt-oss: a BPE vocabulary (llama-bpe's; ../shared has no o200k one), a
+     * window of 8 on layers 0 and 2 (of 3: the 32 positions pass it), sinks,
+     * biases, YaRN; vt synth's F16, Q8_0 and Q8_0 with MXFP4 experts, and
+     * llama.cpp's MXFP4_MOE and Q8_0 of the F16 file */
+    const char *bpe = test_model_path("vocab/ggml-vocab-llama-bpe.gguf");
+    static const struct {
+        vt_dtype type, exp_type;
+        const char *name;
+    } oss_types[] = {
+        {VT_DTYPE_F16, VT_DTYPE_COUNT, "f16"},
+        {VT_DTYPE_Q8_0, VT_DTYPE_COUNT, "q8_0"},
+        {VT_DTYPE_Q8_0, VT_DTYPE_MXFP4, "mxfp4"},
+    };
+    static const char *oss_mixes[] = {"MXFP4_MOE", "Q8_0"};
+    for (size_t t = 0; bpe && t < sizeof oss_types / sizeof oss_types[0]; t++) {
+        char vpath[4096], label[64], path[512];
+        snprintf(vpath, sizeof vpath, "%s", bpe);
+        snprintf(label, sizeof label, "synth-gptoss-%s", oss_types[t].name);
+        const bool want_mixes = t == 0;
+        if (!selected(label) && !(want_mixes && selected("llamaq-gptoss"))) continue;
+        snprintf(path, sizeof path, "%s/%s.gguf", dir, label);
+        synth_params sp = synth_default_params();
+        sp.arch = "gpt-oss";
+        sp.type = oss_types[t].type;
+        sp.exp_type = oss_types[t].exp_type;
+        sp.vocab_path = vpath;
+        sp.n_layer = 3;
+        sp.n_ff = 512;
+        sp.n_ff_exp = 512;
+        sp.n_expert = 16;
+        sp.n_expert_used = 4;
+        sp.head_dim = 64;
+        sp.n_swa = 8;
+        sp.yarn_factor = 4.0f;
+        sp.yarn_orig_ctx = 16;
+        sp.seed = 4000 + t;
+        sp.n_threads = N_THREADS;
+        g_moe_k = (int32_t)sp.n_expert_used;
+        g_moe_logits = true;
+        g_tie_margin = PARITY_TIE_MARGIN_OSS;
+        g_nmse_tie = PARITY_NMSE_TIE_OSS;
+        vt_status s = synth_write(&sp, path);
+        CHECK_MSG(s == VT_OK, "%s: synth: %s", label, vt_last_error());
+        if (s != VT_OK) continue;
+        result res;
+        if (selected(label) && run_model(label, oss_types[t].name, path, &res)) {
+            n_models++;
+            worst = fmax(worst, fmax(res.nmse_batch, res.nmse_step));
+        }
+        for (size_t q = 0; want_mixes && q < sizeof oss_mixes / sizeof oss_mixes[0]; q++) {
+            char qlabel[64], qpath[512];
+            snprintf(qlabel, sizeof qlabel, "llamaq-gptoss-%s", oss_mixes[q]);
+            if (!selected(qlabel)) continue;
+            snprintf(qpath, sizeof qpath, "%s/%s.gguf", dir, qlabel);
+            llama_model_quantize_params qp = llama_model_quantize_default_params();
+            qp.nthread = N_THREADS;
+            const bool known = llama_ref_ftype(oss_mixes[q], &qp.ftype);
+            const bool qok = known && llama_model_quantize(path, qpath, &qp) == 0;
+            CHECK_MSG(qok, "%s: llama_model_quantize failed", qlabel);
+            if (qok && run_model(qlabel, oss_mixes[q], qpath, &res)) {
+                n_models++;
+                worst = fmax(worst, fmax(res.nmse_batch, res.nmse_step));
+            }
+            unlink(qpath);
+        }
+        unlink(path);
+    }
+    g_moe_logits = false;
+    g_tie_margin = PARITY_TIE_MARGIN;
+    g_nmse_tie = PARITY_NMSE_TIE;
     rmdir(dir);
     printf("parity: %d models, worst NMSE %.2e (tolerance %.0e), %.1f CPU-s\n", n_models, worst, PARITY_NMSE,
            (double)(clock() - c0) / CLOCKS_PER_SEC);

@@ -9,7 +9,8 @@
  * synthetic llama models written here with rows of 256 (8 layers, GQA 4; one with
  * output.weight, one tied), which exercise the Q4_K_M/Q5_K_M layer mixes, and
  * two synthetic qwen3moe models (2 layers of 4 and of 8 experts, rows of 256):
- * the 3-D expert tensors, the F32 router, MXFP4_MOE and the 8-expert rules.
+ * the 3-D expert tensors, the F32 router, MXFP4_MOE and the 8-expert rules;
+ * a synthetic gpt-oss (its biases, sinks and MXFP4_MOE's MXFP4 experts).
  *
  * vt's gguf.h and ggml's gguf.h share names, so this file uses only ggml's
  * (files are read and written with it) and runs vt as the real binary (VT_BIN). */
@@ -446,6 +447,27 @@ int main(void) {
         CHECK_MSG(st == VT_OK, "synth qwen3moe: %s", vt_last_error());
         static const char *const t[] = {"Q4_K_M", "Q4_0", "Q8_0", "Q5_K_M"};
         for (int i = 0; st == VT_OK && i < 4; i++) compare_one("qwen3moe", path, t[i], false, i == 0);
+        unlink(path);
+    }
+    {
+        /* gpt-oss from vt synth, F16: its 1-D and 2-D biases, sinks and router
+         * bias (F32, kept), MXFP4_MOE's MXFP4 experts */
+        char path[512];
+        snprintf(path, sizeof path, "%s/gpt-oss-f16.gguf", tmp_dir);
+        synth_params sp = synth_default_params();
+        sp.arch = "gpt-oss";
+        sp.type = VT_DTYPE_F16;
+        sp.n_layer = 2;
+        sp.head_dim = 64;
+        sp.n_expert = 8;
+        sp.n_expert_used = 2;
+        sp.n_ff_exp = 256;
+        sp.n_swa = 16;
+        sp.n_threads = 2;
+        vt_status st = synth_write(&sp, path);
+        CHECK_MSG(st == VT_OK, "synth gpt-oss: %s", vt_last_error());
+        static const char *const t[] = {"MXFP4_MOE", "Q8_0", "Q4_K_M"};
+        for (int i = 0; st == VT_OK && i < 3; i++) compare_one("gpt-oss", path, t[i], false, i == 0);
         unlink(path);
     }
     rmdir(tmp_dir);
