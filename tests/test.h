@@ -80,6 +80,40 @@ static inline const char *test_model_path(const char *name) {
     return NULL;
 }
 
+/* The whole file at path, NUL-terminated (caller frees), its length in *len
+ * where len is not NULL; NULL if it cannot be read. */
+static inline char *test_read_file(const char *path, size_t *len) {
+    if (len) *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) buf[n] = 0;
+    if (len && buf) *len = (size_t)n;
+    return buf;
+}
+
+/* The real chat templates: VT_TEST_TEMPLATES, else chat-templates beside
+ * VT_TEST_MODELS, else ../shared/chat-templates. */
+static inline const char *test_templates_dir(void) {
+    static char buf[4096];
+    const char *d = getenv("VT_TEST_TEMPLATES");
+    if (d && *d) return d;
+    const char *m = getenv("VT_TEST_MODELS");
+    if (m && *m) {
+        snprintf(buf, sizeof buf, "%.4000s/../chat-templates", m);
+        return buf;
+    }
+    return "../shared/chat-templates";
+}
+
 /* Normalised mean squared error: sum (a-b)^2 / sum b^2, b the reference. */
 static inline double test_nmse(const float *a, const float *ref, long long n) {
     double num = 0, den = 0;

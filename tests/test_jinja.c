@@ -12,36 +12,6 @@
 #include <dirent.h>
 #include <stdint.h>
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) buf[n] = 0;
-    if (len) *len = (size_t)n;
-    return buf;
-}
-
-/* VT_TEST_TEMPLATES, else chat-templates beside VT_TEST_MODELS, else ../shared/. */
-static const char *templates_dir(void) {
-    static char buf[4096];
-    const char *d = getenv("VT_TEST_TEMPLATES");
-    if (d && *d) return d;
-    const char *m = getenv("VT_TEST_MODELS");
-    if (m && *m) {
-        snprintf(buf, sizeof buf, "%s/../chat-templates", m);
-        return buf;
-    }
-    return "../shared/chat-templates";
-}
-
 /* Renders src with vars given as JSON; returns the text (caller frees) or NULL,
  * with the status in *st. */
 static jinja_limits test_limits_;
@@ -82,13 +52,13 @@ static char *render_json(const char *src, const char *vars_json, vt_status *st) 
     } while (0)
 
 static void test_real_templates(void) {
-    const char *dir = templates_dir();
+    const char *dir = test_templates_dir();
     char path[8192];
     snprintf(path, sizeof path, "%.4000s/cases.json", dir);
     size_t cases_len, exp_len;
-    char *cases_text = read_file(path, &cases_len);
+    char *cases_text = test_read_file(path, &cases_len);
     snprintf(path, sizeof path, "%.4000s/expected.json", dir);
-    char *exp_text = read_file(path, &exp_len);
+    char *exp_text = test_read_file(path, &exp_len);
     if (!cases_text || !exp_text) {
         const char *ci = getenv("CI");
         if (ci && !strcmp(ci, "true")) {
@@ -118,7 +88,7 @@ static void test_real_templates(void) {
         jinja_value *per_case = expected->u.o.e[ti].val;
         snprintf(path, sizeof path, "%.4000s/%.1000s", dir, name);
         size_t src_len;
-        char *src = read_file(path, &src_len);
+        char *src = test_read_file(path, &src_len);
         CHECK_MSG(src != NULL, "%s: missing", path);
         if (!src) continue;
         jinja_template *t = NULL;

@@ -15,35 +15,6 @@
 
 #include <pthread.h>
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) buf[n] = 0;
-    if (len) *len = (size_t)n;
-    return buf;
-}
-
-static const char *templates_dir(void) {
-    static char buf[4096];
-    const char *d = getenv("VT_TEST_TEMPLATES");
-    if (d && *d) return d;
-    const char *m = getenv("VT_TEST_MODELS");
-    if (m && *m) {
-        snprintf(buf, sizeof buf, "%.4000s/../chat-templates", m);
-        return buf;
-    }
-    return "../shared/chat-templates";
-}
-
 /* The reference's cases as OpenAI requests: arguments as a JSON string. */
 static const char *const REQUESTS[][2] = {
     {"tool_call_round_trip",
@@ -66,11 +37,11 @@ static const char *const REQUESTS[][2] = {
 };
 
 static void test_real_templates(void) {
-    const char *dir = templates_dir();
+    const char *dir = test_templates_dir();
     char path[8192];
     snprintf(path, sizeof path, "%.4000s/expected.json", dir);
     size_t len;
-    char *text = read_file(path, &len);
+    char *text = test_read_file(path, &len);
     if (!text) {
         const char *ci = getenv("CI");
         if (ci && !strcmp(ci, "true")) {
@@ -93,7 +64,7 @@ static void test_real_templates(void) {
     json_object_foreach(expected, name, per_case) {
         snprintf(path, sizeof path, "%.4000s/%.1000s", dir, name);
         size_t src_len;
-        char *src = read_file(path, &src_len);
+        char *src = test_read_file(path, &src_len);
         jinja_template *t = NULL;
         CHECK_OK(jinja_template_parse(src, src_len, &t));
         free(src);

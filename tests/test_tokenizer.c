@@ -33,23 +33,6 @@ static tokenizer *load_vocab(const char *name) {
     return t;
 }
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = malloc((size_t)n + 1);
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-        free(p);
-        p = NULL;
-    }
-    fclose(f);
-    if (p) p[n] = 0;
-    *len = (size_t)n;
-    return p;
-}
-
 static void print_ids(const char *tag, const int32_t *ids, int64_t n) {
     fprintf(stderr, "  %s:", tag);
     for (int64_t i = 0; i < n; i++) fprintf(stderr, " %d", ids[i]);
@@ -79,7 +62,7 @@ static int run_vectors(const char *vocab, int *n_cases) {
     snprintf(path_inp, sizeof path_inp, "%s/%s.inp", test_models_dir(), name);
     snprintf(path_out, sizeof path_out, "%s/%s.out", test_models_dir(), name);
     size_t inp_len, out_len;
-    char *inp = read_file(path_inp, &inp_len), *out = read_file(path_out, &out_len);
+    char *inp = test_read_file(path_inp, &inp_len), *out = test_read_file(path_out, &out_len);
     CHECK_MSG(inp && out, "%s: vectors missing", vocab);
     int failed = 0, cases = 0, not_round_trip = 0;
     const char *sep = "\n__ggml_vocab_test__\n";
@@ -470,9 +453,9 @@ static void test_llama32_files(void) {
     char path[4096];
     snprintf(path, sizeof path, "%s/tokenizers/llama3.2/encoder.json", test_models_dir());
     size_t jlen, blen;
-    char *json = read_file(path, &jlen);
+    char *json = test_read_file(path, &jlen);
     snprintf(path, sizeof path, "%s/tokenizers/llama3.2/vocab.bpe", test_models_dir());
-    char *bpe = read_file(path, &blen);
+    char *bpe = test_read_file(path, &blen);
     if (!json || !bpe) {
         free(json);
         free(bpe);
@@ -516,9 +499,9 @@ static void test_llama32_files(void) {
         /* the llama-bpe vectors, against these files */
         snprintf(path, sizeof path, "%s/vocab/ggml-vocab-llama-bpe.gguf.inp", test_models_dir());
         size_t il, ol;
-        char *inp = read_file(path, &il);
+        char *inp = test_read_file(path, &il);
         snprintf(path, sizeof path, "%s/vocab/ggml-vocab-llama-bpe.gguf.out", test_models_dir());
-        char *out = read_file(path, &ol);
+        char *out = test_read_file(path, &ol);
         int cases = 0, bad = 0;
         const char *sep = "\n__ggml_vocab_test__\n";
         char *line = out;
