@@ -34,6 +34,12 @@ err=$("$vt" template --jinja "$tmp/t.jinja" --vars "$tmp/a.json" 2>&1 >/dev/null
 [ $rc -eq 1 ] && grep -qF "must be a JSON object" <<<"$err" && ok || bad "vars not an object: rc=$rc '$err'"
 err=$("$vt" template --jinja "$tmp/t.jinja" --date 2024-13-01 2>&1 >/dev/null); rc=$?
 [ $rc -eq 2 ] && grep -qF "is not YYYY-MM-DD" <<<"$err" && ok || bad "bad date: rc=$rc '$err'"
+out=$("$vt" template --jinja - --vars "$tmp/v.json" <"$tmp/t.jinja") && [ "$out" = "<s>[user] hi" ] && ok ||
+  bad "template from stdin: '$out'"
+err=$("$vt" template --jinja "$tmp/missing.jinja" 2>&1 >/dev/null); rc=$?
+[ $rc -eq 1 ] && grep -qF "missing.jinja: No such file" <<<"$err" && ok || bad "missing template: rc=$rc '$err'"
+err=$("$vt" template --jinja "$tmp/t.jinja" --vars "$tmp/v.json" --vars "$tmp/v.json" 2>&1 >/dev/null); rc=$?
+[ $rc -eq 2 ] && grep -qF -- "--vars given twice" <<<"$err" && ok || bad "--vars twice: rc=$rc '$err'"
 
 # real templates
 if [ -f "$tdir/meta-llama-Llama-3.2-3B-Instruct.jinja" ]; then

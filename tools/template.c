@@ -1,85 +1,43 @@
 /* vt template --jinja FILE.jinja --vars VARS.json [--date YYYY-MM-DD]: render a chat
  * template as transformers' apply_chat_template does and print the text; when the
  * template refuses (raise_exception, a type error), exit 1 with its message. */
-#include "args.h"
 #include "cmds.h"
 #include "jinja/jinja.h"
+#include "opts.h"
 
 #include "base/status.h"
 
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
-static void print_usage(FILE *f) {
-    fprintf(f,
-            "usage: vt template --jinja FILE.jinja [--vars VARS.json] [--date YYYY-MM-DD]\n\n"
-            "Render a Jinja chat template (a GGUF's tokenizer.chat_template) with the variables\n"
-            "of VARS.json and print the text, byte for byte what Hugging Face transformers'\n"
-            "apply_chat_template renders. VARS is a JSON object: messages, tools,\n"
-            "add_generation_prompt (default false), bos_token, eos_token and any extra keyword\n"
-            "(enable_thinking, ...). A template that refuses its input (raise_exception, a type\n"
-            "error) makes vt exit 1 with the template's message.\n\n"
-            "options:\n"
-            "  --jinja FILE   the template ('-' for stdin)\n"
-            "  --vars FILE    the variables (JSON object; default {})\n"
-            "  --date DATE    the day strftime_now() sees (default: today, UTC)\n");
-}
-
-static char *read_path(const char *path, size_t *len) {
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f) {
-        fprintf(stderr, "vt template: %s: cannot open\n", path);
-        return NULL;
-    }
-    size_t cap = 65536, n = 0;
-    char *p = malloc(cap);
-    while (p) {
-        size_t k = fread(p + n, 1, cap - n, f);
-        n += k;
-        if (k == 0) break;
-        if (n == cap) {
-            if (cap >= (size_t)64 << 20) {
-                fprintf(stderr, "vt template: %s: larger than 64 MiB\n", path);
-                free(p);
-                p = NULL;
-                break;
-            }
-            char *q = realloc(p, cap * 2);
-            if (!q) {
-                free(p);
-                p = NULL;
-                break;
-            }
-            p = q;
-            cap *= 2;
-        }
-    }
-    if (f != stdin) fclose(f);
-    *len = n;
-    return p;
-}
+#define TEMPLATE_MAX_FILE ((size_t)64 << 20) /* a template or its variables */
 
 int cmd_template(int argc, char **argv) {
     const char *jinja_path = NULL, *vars_path = NULL, *date = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            print_usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--jinja")) {
-            if (!(jinja_path = arg_value(argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--vars")) {
-            if (!(vars_path = arg_value(argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--date")) {
-            if (!(date = arg_value(argc, argv, &i))) return 2;
-        } else {
-            fprintf(stderr, "vt template: unknown option '%s'\n", a);
-            print_usage(stderr);
-            return 2;
-        }
-    }
+    const opt table[] = {
+        {.name = {"--jinja"}, .kind = OPT_STR, .dst = &jinja_path, .arg = "FILE", .help = "the template ('-' for stdin)"},
+        {.name = {"--vars"}, .kind = OPT_STR, .dst = &vars_path, .arg = "FILE",
+         .help = "the variables (a JSON object; default {})"},
+        {.name = {"--date"}, .kind = OPT_STR, .dst = &date, .arg = "YYYY-MM-DD",
+         .help = "the day strftime_now() sees (default: today, UTC)"},
+    };
+    const opts_cmd cmd = {
+        .name = "template",
+        .usage = "vt template --jinja FILE.jinja [--vars VARS.json] [--date YYYY-MM-DD]",
+        .intro = "Render a Jinja chat template (a GGUF's tokenizer.chat_template) with the variables\n"
+                 "of VARS.json and print the text, byte for byte what Hugging Face transformers'\n"
+                 "apply_chat_template renders. VARS is a JSON object: messages, tools,\n"
+                 "add_generation_prompt (default false), bos_token, eos_token and any extra keyword\n"
+                 "(enable_thinking, ...). A template that refuses its input (raise_exception, a type\n"
+                 "error) makes vt exit 1 with the template's message.\n",
+        .opts = table,
+        .n_opts = (int)(sizeof table / sizeof table[0])};
+    const int prc = opts_parse(&cmd, argc, argv, NULL, NULL, NULL);
+    if (prc >= 0) return prc;
     if (!jinja_path) {
         fprintf(stderr, "vt template: --jinja FILE is required\n");
-        print_usage(stderr);
+        opts_usage(&cmd, stderr);
         return 2;
     }
     jinja_render_opts opts = {0};
@@ -100,12 +58,12 @@ int cmd_template(int argc, char **argv) {
     }
     int rc = 1;
     size_t src_len = 0, vars_len = 0;
-    char *src = read_path(jinja_path, &src_len), *vars_text = NULL, *out = NULL;
+    char *src = cmd_read_file("template", jinja_path, TEMPLATE_MAX_FILE, &src_len), *vars_text = NULL, *out = NULL;
     jinja_template *t = NULL;
     jinja_value *vars = NULL;
     if (!src) goto done;
     if (vars_path) {
-        if (!(vars_text = read_path(vars_path, &vars_len))) goto done;
+        if (!(vars_text = cmd_read_file("template", vars_path, TEMPLATE_MAX_FILE, &vars_len))) goto done;
         if (jinja_value_from_json(vars_text, vars_len, &vars) != VT_OK) {
             fprintf(stderr, "vt template: %s: %s\n", vars_path, vt_last_error());
             goto done;

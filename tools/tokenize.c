@@ -5,31 +5,11 @@
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-static char *read_all(FILE *f, size_t *len) {
-    size_t cap = 4096, n = 0;
-    char *p = malloc(cap);
-    while (p) {
-        size_t k = fread(p + n, 1, cap - n, f);
-        n += k;
-        if (k == 0) break;
-        if (n == cap) {
-            char *q = realloc(p, cap * 2);
-            if (!q) {
-                free(p);
-                return NULL;
-            }
-            p = q;
-            cap *= 2;
-        }
-    }
-    *len = n;
-    return p;
-}
+#define TOKENIZE_MAX_TEXT ((size_t)1 << 30) /* the text read from a file */
 
 /* The piece with non-printable bytes and partial UTF-8 sequences escaped. */
 static void print_piece(const char *s, int64_t n) {
@@ -87,17 +67,7 @@ int cmd_tokenize(int argc, char **argv) {
     if (prompt) {
         len = strlen(prompt);
     } else {
-        FILE *f = !file || !strcmp(file, "-") ? stdin : fopen(file, "rb");
-        if (!f) {
-            fprintf(stderr, "vt tokenize: %s: %s\n", file, strerror(errno));
-            return 1;
-        }
-        text = read_all(f, &len);
-        if (f != stdin) fclose(f);
-        if (!text) {
-            fprintf(stderr, "vt tokenize: out of memory reading the text\n");
-            return 1;
-        }
+        if (!(text = cmd_read_file("tokenize", file, TOKENIZE_MAX_TEXT, &len))) return 1;
     }
     tokenizer *t;
     if (tok_load_file(model, &t) != VT_OK) {
