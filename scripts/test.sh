@@ -46,10 +46,37 @@ job_asan() {
 }
 
 job_tsan() {
-  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVT_SANITIZE=thread >/dev/null &&
-    cmake --build build-tsan -j"$jobs" &&
+  local tests="threadpool|engine|server|matmul|model" targets=(vt_cli) name
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVT_SANITIZE=thread >/dev/null || return 1
+  # build only what those tests run: their executables and the vt binary
+  for name in $(ctest --test-dir build-tsan -N -R "$tests" | sed -n 's/^ *Test *#[0-9]*: //p'); do
+    [ -f "tests/$name.c" ] || [ -f "tests/llama/$name.c" ] && targets+=("$name")
+  done
+  cmake --build build-tsan -j"$jobs" --target "${targets[@]}" &&
     TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-      ctest --test-dir build-tsan --output-on-failure -j"$jobs" -R "threadpool|engine|server|matmul|model"
+      ctest --test-dir build-tsan --output-on-failure -j"$jobs" -R "$tests"
+}
+
+# One fuzz target for fuzz_seconds over a copy of its corpus; its kept crashes
+# first. Prints its report (to a log the caller shows) and fails with the target.
+fuzz_one() { # binary
+  local f=$1 name work ok=0
+  name=$(basename "$f"); name=${name#fuzz_}
+  work=$(mktemp -d)
+  [ -d "fuzz/corpus/$name" ] && cp -r "fuzz/corpus/$name"/. "$work"/
+  echo "-- fuzz_$name for ${fuzz_seconds} s"
+  # Past crashes are kept in fuzz/crashes/<name>/ and must stay fixed.
+  if [ -d "fuzz/crashes/$name" ] && ls "fuzz/crashes/$name"/* >/dev/null 2>&1; then
+    "$f" "fuzz/crashes/$name"/* >/dev/null 2>&1 || { echo "fuzz_$name: a kept crash input fails again"; ok=1; }
+  fi
+  if ! "$f" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=0 \
+       "$work" >"$work.log" 2>&1; then
+    echo "fuzz_$name FAILED"; tail -40 "$work.log"; ok=1
+  else
+    grep -E "^#[0-9]+ *DONE" "$work.log" | tail -1
+  fi
+  rm -rf "$work" "$work.log"
+  return $ok
 }
 
 job_fuzz() {
@@ -59,26 +86,20 @@ job_fuzz() {
   for src in fuzz/fuzz_*.c; do targets+=("$(basename "$src" .c)"); done
   CC=clang cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVT_FUZZ=ON >/dev/null &&
     cmake --build build-fuzz -j"$jobs" --target "${targets[@]}" || return 1
-  local ok=0 f name corpus work
+  # one target per core at a time; each report printed whole when it ends
+  local ok=0 f logs pids=() i
+  logs=$(mktemp -d)
   for f in build-fuzz/fuzz_*; do
     [ -x "$f" ] || continue
-    name=$(basename "$f"); name=${name#fuzz_}
-    corpus="fuzz/corpus/$name"
-    work=$(mktemp -d)
-    [ -d "$corpus" ] && cp -r "$corpus"/. "$work"/
-    echo "-- fuzz_$name for ${fuzz_seconds} s"
-    # Past crashes are kept in fuzz/crashes/<name>/ and must stay fixed.
-    if [ -d "fuzz/crashes/$name" ] && ls "fuzz/crashes/$name"/* >/dev/null 2>&1; then
-      "$f" "fuzz/crashes/$name"/* >/dev/null 2>&1 || { echo "fuzz_$name: a kept crash input fails again"; ok=1; }
-    fi
-    if ! "$f" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=0 \
-         "$work" >"$work.log" 2>&1; then
-      echo "fuzz_$name FAILED"; tail -40 "$work.log"; ok=1
-    else
-      grep -E "^#[0-9]+ *DONE" "$work.log" | tail -1
-    fi
-    rm -rf "$work" "$work.log"
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+    fuzz_one "$f" >"$logs/$(basename "$f")" 2>&1 &
+    pids+=("$!:$(basename "$f")")
   done
+  for i in "${pids[@]}"; do
+    wait "${i%%:*}" || ok=1
+    cat "$logs/${i#*:}"
+  done
+  rm -rf "$logs"
   return $ok
 }
 

@@ -77,7 +77,8 @@
  *
  * VT_PARITY_ENGINE=llama replaces vt by a second llama.cpp (A/A: its batch and
  * its step-by-step logits against its own batch), to see the harness's floor.
- * VT_PARITY_ONLY=substring runs only the models whose label contains it;
+ * VT_PARITY_ONLY=substring runs only the models whose label contains it,
+ * VT_PARITY_SHARD=k/n the k-th of n shares of them (see selected);
  * VT_PARITY_MODEL=file runs that one file instead of the suite. */
 #include "llama_ref.h"
 #include "model/synth.h"
@@ -306,9 +307,27 @@ static synth_params dense_params(const char *arch, const char *vocab) {
     return sp;
 }
 
-static bool selected(const char *label) {
+/* VT_PARITY_ONLY's filter alone (a prefix check before a file is written). */
+static bool filter_matches(const char *label) {
     const char *only = getenv("VT_PARITY_ONLY");
     return !only || !*only || strstr(label, only);
+}
+
+/* The filter, then VT_PARITY_SHARD=k/n (CMake registers n ctest entries, so
+ * that ctest -j spreads the rows over the cores): labels are numbered in the
+ * order they are first asked about, which is the same in every shard, and
+ * label i runs in shard i % n. */
+static bool selected(const char *label) {
+    if (!filter_matches(label)) return false;
+    int k = 0, n = 1;
+    const char *shard = getenv("VT_PARITY_SHARD");
+    if (!shard || sscanf(shard, "%d/%d", &k, &n) != 2 || n < 1 || k < 0 || k >= n) return true;
+    static char seen[512][64];
+    static int n_seen;
+    int i = 0;
+    while (i < n_seen && strcmp(seen[i], label)) i++;
+    if (i == n_seen && n_seen < 512) snprintf(seen[n_seen++], sizeof seen[0], "%s", label);
+    return i % n == k;
 }
 
 int main(void) {
@@ -485,7 +504,7 @@ int main(void) {
             char label[64], path[512];
             snprintf(label, sizeof label, "synth-%s-%s", moe_names[a], tname);
             const bool want_mixes = moe_types[t] == VT_DTYPE_F16;
-            if (!selected(label) && !(want_mixes && selected("llamaq"))) continue;
+            if (!selected(label) && !(want_mixes && filter_matches("llamaq"))) continue;
             snprintf(path, sizeof path, "%s/%s.gguf", dir, label);
             synth_params sp = synth_default_params();
             sp.arch = moe_archs[a];
@@ -547,7 +566,7 @@ int main(void) {
         snprintf(vpath, sizeof vpath, "%s", bpe);
         snprintf(label, sizeof label, "synth-gptoss-%s", oss_types[t].name);
         const bool want_mixes = t == 0;
-        if (!selected(label) && !(want_mixes && selected("llamaq-gptoss"))) continue;
+        if (!selected(label) && !(want_mixes && filter_matches("llamaq-gptoss"))) continue;
         snprintf(path, sizeof path, "%s/%s.gguf", dir, label);
         synth_params sp = synth_default_params();
         sp.arch = "gpt-oss";
