@@ -1,35 +1,85 @@
 #!/usr/bin/env bash
 # Write the synthetic benchmark models of ../shared/BENCH.md into DIR (default
-# /tmp/vt-bench-models): the 1B-class llama (n_embd 2048, 16 layers, 32 heads,
-# 8 KV heads, n_ff 8192, vocab 32000) in Q4_0, Q8_0 and Q4_K_M, and the ~100M one
-# (768, 12 layers, 12 heads, n_ff 2048) in Q8_0. Existing files are kept.
-# Q4_K_M is quantized from an F16 synth by llama.cpp's own llama_model_quantize
-# (build/quantize_llama, built where the reference llama.cpp is), else by vt quantize.
-# Usage: bench/make-models.sh [DIR]   (VT=path/to/vt, default build/vt)
+# /tmp/vt-bench-models). Existing files are kept. SETs (default: llama):
+#   llama   the 1B-class llama (n_embd 2048, 16 layers, 32 heads, 8 KV heads, n_ff
+#           8192, vocab 32000) in Q4_0, Q8_0 and Q4_K_M, and the ~100M one (768, 12
+#           layers, 12 heads, n_ff 2048) in Q8_0
+#   moe     Qwen3-30B-A3B's layer shape (n_embd 2048, 32 query / 4 KV heads of 128,
+#           128 experts of 768, 8 used; qwen2's vocabulary), 4 of its 48 layers, in
+#           Q4_K_M and Q4_0
+#   gptoss  gpt-oss-20b's layer shape (n_embd 2880, 64 query / 8 KV heads of 64, 32
+#           experts of 2880, 4 used, window 128 on alternate layers, YaRN 32;
+#           llama-bpe's vocabulary standing in for o200k), 4 of its 24 layers, in
+#           llama.cpp's MXFP4_MOE mix
+#   gemma3  Gemma 3 4B's layer shape (n_embd 2560, 8 query / 4 KV heads of 256,
+#           n_ff 10240, window 1024 on 5 of every 6 layers; gemma-4's vocabulary),
+#           12 of its 34 layers, in Q4_K_M and Q4_0
+# The quantized files that are compared come from llama.cpp's own quantizer
+# (llama_model_quantize, through build/quantize_llama) run on an F16 synth, as
+# users' files do; without the reference llama.cpp, from vt quantize.
+# Usage: bench/make-models.sh [DIR] [SET...]   (VT=path/to/vt, default build/vt)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 vt=${VT:-$root/build/vt}
 dir=${1:-/tmp/vt-bench-models}
-vocab=${VT_TEST_MODELS:-$root/../shared/models}/vocab/ggml-vocab-llama-spm.gguf
+[ $# -gt 0 ] && shift
+sets=${*:-llama}
+vocabs=${VT_TEST_MODELS:-$root/../shared/models}/vocab
 mkdir -p "$dir"
-b1=(--layers 16 --embd 2048 --heads 32 --kv-heads 8 --ff 8192 --ctx 2048 --vocab-from "$vocab")
-m100=(--layers 12 --embd 768 --heads 12 --kv-heads 12 --ff 2048 --ctx 2048 --vocab-from "$vocab")
+
 write_model() { # out, args...
   local out=$1; shift
   [ -s "$out" ] && { echo "keep $out"; return; }
   echo "write $out"; "$vt" synth "$@" -o "$out"
 }
-write_model "$dir/synth-1b-q4_0.gguf" "${b1[@]}" --type q4_0
-write_model "$dir/synth-1b-q8_0.gguf" "${b1[@]}" --type q8_0
-write_model "$dir/synth-100m-q8_0.gguf" "${m100[@]}" --type q8_0
-if [ ! -s "$dir/synth-1b-q4_k_m.gguf" ]; then
-  write_model "$dir/synth-1b-f16.gguf" "${b1[@]}" --type f16
+
+# quantize_from F16 OUT MIX: llama.cpp's quantizer where it is built, else vt's
+quantize_from() {
+  local in=$1 out=$2 mix=$3 qllama
+  [ -s "$out" ] && { echo "keep $out"; return; }
   qllama=$(dirname "$vt")/quantize_llama
-  if [ -x "$qllama" ]; then
-    "$qllama" "$dir/synth-1b-f16.gguf" "$dir/synth-1b-q4_k_m.gguf" Q4_K_M
-  else
-    "$vt" quantize -q "$dir/synth-1b-f16.gguf" "$dir/synth-1b-q4_k_m.gguf" Q4_K_M
-  fi
-  rm -f "$dir/synth-1b-f16.gguf"
-fi
+  echo "quantize $out ($mix)"
+  if [ -x "$qllama" ]; then "$qllama" "$in" "$out" "$mix"; else "$vt" quantize -q "$in" "$out" "$mix"; fi
+}
+
+# mixes NAME SHAPE-ARGS -- MIX...: an F16 synth quantized to each MIX, then removed
+mixes() {
+  local name=$1; shift
+  local args=() mix need=0
+  while [ "$1" != "--" ]; do args+=("$1"); shift; done
+  shift
+  for mix in "$@"; do [ -s "$dir/$name-${mix,,}.gguf" ] || need=1; done
+  [ $need -eq 1 ] || { echo "keep $dir/$name-*.gguf"; return; }
+  write_model "$dir/$name-f16.gguf" "${args[@]}" --type f16
+  for mix in "$@"; do quantize_from "$dir/$name-f16.gguf" "$dir/$name-${mix,,}.gguf" "$mix"; done
+  rm -f "$dir/$name-f16.gguf"
+}
+
+for set in $sets; do
+  case $set in
+    llama)
+      b1=(--layers 16 --embd 2048 --heads 32 --kv-heads 8 --ff 8192 --ctx 2048
+          --vocab-from "$vocabs/ggml-vocab-llama-spm.gguf")
+      m100=(--layers 12 --embd 768 --heads 12 --kv-heads 12 --ff 2048 --ctx 2048
+            --vocab-from "$vocabs/ggml-vocab-llama-spm.gguf")
+      write_model "$dir/synth-1b-q4_0.gguf" "${b1[@]}" --type q4_0
+      write_model "$dir/synth-1b-q8_0.gguf" "${b1[@]}" --type q8_0
+      write_model "$dir/synth-100m-q8_0.gguf" "${m100[@]}" --type q8_0
+      mixes synth-1b "${b1[@]}" -- Q4_K_M ;;
+    moe)
+      mixes synth-qwen3moe-4l --arch qwen3moe --layers 4 --embd 2048 --heads 32 --kv-heads 4 --head-dim 128 \
+        --ff 6144 --experts 128 --experts-used 8 --expert-ff 768 --ctx 4096 \
+        --vocab-from "$vocabs/ggml-vocab-qwen2.gguf" -- Q4_K_M Q4_0 ;;
+    gptoss)
+      mixes synth-gptoss-4l --arch gpt-oss --layers 4 --embd 2880 --heads 64 --kv-heads 8 --head-dim 64 \
+        --ff 2880 --experts 32 --experts-used 4 --expert-ff 2880 --swa 128 --ctx 4096 \
+        --yarn-factor 32 --yarn-orig-ctx 4096 --rope-base 150000 \
+        --vocab-from "$vocabs/ggml-vocab-llama-bpe.gguf" -- MXFP4_MOE ;;
+    gemma3)
+      mixes synth-gemma3-12l --arch gemma3 --layers 12 --embd 2560 --heads 8 --kv-heads 4 --head-dim 256 \
+        --ff 10240 --swa 1024 --swa-pattern 6 --swa-rope-base 10000 --rope-base 1000000 --ctx 8192 \
+        --vocab-from "$vocabs/ggml-vocab-gemma-4.gguf" -- Q4_K_M Q4_0 ;;
+    *) echo "make-models: unknown set '$set' (llama, moe, gptoss, gemma3)" >&2; exit 2 ;;
+  esac
+done
 ls -la "$dir"
