@@ -62,9 +62,10 @@ static int64_t next_snapshot(const vt_engine *e, const request *r, int64_t n) {
 
 /* Copy one slot's state (every layer of the STATE group) to another. */
 static void state_copy(vt_engine *e, int32_t dst, int32_t src) {
+    const size_t bytes = e->kv.groups[e->state_group].spec.state_bytes;
     for (int64_t il = 0; il < e->kv.n_layer; il++)
         if (e->kv.layer_group[il] == e->state_group)
-            memcpy(kv_state_slot(&e->kv, il, dst), kv_state_slot(&e->kv, il, src), e->kv.groups[e->state_group].spec.state_bytes);
+            memcpy(kv_state_slot(&e->kv, il, dst), kv_state_slot(&e->kv, il, src), bytes);
 }
 
 void sched_snapshot(vt_engine *e, request *r) {
