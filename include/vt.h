@@ -140,6 +140,12 @@ typedef struct vt_engine_params {
     vt_kv_type type_k, type_v;
     bool prefix_cache;        /* default true */
     int32_t max_queue;        /* waiting requests before vt_engine_add says VT_E_BUSY (default 256) */
+    /* Hybrids (recurrent layers, e.g. qwen35): the prefix cache keeps snapshots of a
+     * sequence's recurrent state at block boundaries of its prompt, each as large as
+     * one sequence's state (vt_engine_stats.state_bytes_per_seq). */
+    int32_t state_snapshots;  /* snapshots kept at most (0: 2 x max_seqs; < 0: none) */
+    int32_t state_snapshot_interval; /* tokens between a prompt's snapshots, besides the one at
+                                        its last block boundary (0: 256; rounded up to kv_block) */
 } vt_engine_params;
 
 /* A bias added to one token's logit before sampling (OpenAI's logit_bias): -100
@@ -211,6 +217,12 @@ typedef struct vt_engine_stats {
     int64_t preemptions;
     int64_t prompt_tokens, generated_tokens; /* totals */
     int64_t steps;
+    /* hybrids (0 otherwise): recurrent-state slots, one per running sequence plus the
+     * prefix cache's snapshots; free counts cached snapshots too */
+    int64_t state_slots_total, state_slots_free;
+    int64_t state_snapshots;     /* snapshots kept now */
+    int64_t state_restores;      /* admissions that started from a snapshot (total) */
+    size_t state_bytes_per_seq;  /* one sequence's state (= one snapshot), all recurrent layers */
 } vt_engine_stats;
 
 vt_engine_params vt_engine_default_params(void);

@@ -36,7 +36,8 @@ int cmd_serve(int argc, char **argv) {
               max_seqs = p.engine.max_seqs, batch = p.engine.max_batch_tokens, ubatch = batch,
               kv_tokens = p.engine.kv_tokens, max_queue = p.engine.max_queue, max_body = (long long)p.max_body_bytes,
               max_conns = p.max_connections, max_conns_peer = p.max_connections_per_peer,
-              read_timeout = p.read_timeout_s, idle_timeout = p.idle_timeout_s;
+              read_timeout = p.read_timeout_s, idle_timeout = p.idle_timeout_s,
+              state_snapshots = p.engine.state_snapshots, state_interval = p.engine.state_snapshot_interval;
     bool no_prefix_cache = false;
     enum { ROW_CTX = 4, ROW_BATCH = 6, ROW_UBATCH = 7 };
     static const char *const on_off[] = {"on", "off", "auto", "true", "false", "1", "0", "yes", "no", NULL};
@@ -62,6 +63,14 @@ int cmd_serve(int argc, char **argv) {
          .help = "waiting requests before 503 (default 256)"},
         {.name = {"--no-prefix-cache"}, .kind = OPT_FLAG, .dst = &no_prefix_cache,
          .help = "do not reuse KV blocks across requests"},
+        {.name = {"--state-snapshots"}, .kind = OPT_INT, .dst = &state_snapshots, .arg = "N", .lo = -1,
+         .hi = 1 << 20,
+         .help = "hybrids (qwen35): prefix-cache snapshots of the recurrent state\n"
+                 "kept at most, each one sequence's state (default 0: 2 x parallel;\n-1: none)"},
+        {.name = {"--state-snapshot-interval"}, .kind = OPT_INT, .dst = &state_interval, .arg = "N", .lo = 0,
+         .hi = 1 << 24,
+         .help = "hybrids: tokens between a prompt's snapshots, besides the one at\n"
+                 "its end (default 0: 256)"},
         {.name = {"-ctk", "--cache-type-k"}, .kind = OPT_FN, .fn = parse_kv_type, .dst = &p.engine.type_k, .arg = "T",
          .help = "f16 (default), bf16, f32, q8_0"},
         {.name = {"-ctv", "--cache-type-v"}, .kind = OPT_FN, .fn = parse_kv_type, .dst = &p.engine.type_v, .arg = "T",
@@ -116,6 +125,8 @@ int cmd_serve(int argc, char **argv) {
     p.engine.kv_tokens = kv_tokens;
     p.engine.max_queue = (int32_t)max_queue;
     p.engine.prefix_cache = p.engine.prefix_cache && !no_prefix_cache;
+    p.engine.state_snapshots = (int32_t)state_snapshots;
+    p.engine.state_snapshot_interval = (int32_t)state_interval;
     p.max_body_bytes = (size_t)max_body;
     p.max_connections = (int)max_conns;
     p.max_connections_per_peer = (int)max_conns_peer;

@@ -147,6 +147,7 @@ static vt_status request_create(vt_engine *e, const vt_request_params *q, reques
         r->blocks[g] = r->blocks[0] + g * e->max_blocks_per_seq;
     r->block_hash = malloc(sizeof(uint64_t) * (size_t)e->max_blocks_per_seq);
     if (!r->tokens || !r->blocks[0] || !r->block_hash) goto oom;
+    if (e->state_group >= 0) r->blocks[e->state_group][0] = -1; /* no state slot yet */
     memcpy(r->tokens, prompt, sizeof(int32_t) * (size_t)n_ids);
     r->n_tokens = n_ids;
     r->n_prompt = (int32_t)n_ids;
@@ -225,12 +226,14 @@ vt_status vt_engine_create(vt_model *model, const vt_engine_params *params, vt_e
     if (p.kv_block <= 0) p.kv_block = d.kv_block;
     if (p.max_queue <= 0) p.max_queue = d.max_queue;
     if (p.n_threads > 1024 || p.n_ctx > (1 << 24) || p.max_seqs > 4096 ||
-        p.max_batch_tokens > (1 << 20) || p.kv_block > 4096 || p.max_queue > (1 << 20))
+        p.max_batch_tokens > (1 << 20) || p.kv_block > 4096 || p.max_queue > (1 << 20) ||
+        p.state_snapshots > (1 << 20) || p.state_snapshot_interval > (1 << 24))
         return vt_errorf(VT_E_RANGE,
                          "engine parameters out of range (threads %d, n_ctx %d, max_seqs %d, "
-                         "max_batch_tokens %d, kv_block %d, max_queue %d)",
+                         "max_batch_tokens %d, kv_block %d, max_queue %d, state_snapshots %d, "
+                         "state_snapshot_interval %d)",
                          p.n_threads, p.n_ctx, p.max_seqs, p.max_batch_tokens, p.kv_block,
-                         p.max_queue);
+                         p.max_queue, p.state_snapshots, p.state_snapshot_interval);
     vt_dtype tk, tv;
     VT_TRY(kv_dtype_of(p.type_k, &tk));
     VT_TRY(kv_dtype_of(p.type_v, &tv));
@@ -246,10 +249,6 @@ vt_status vt_engine_create(vt_model *model, const vt_engine_params *params, vt_e
     int32_t *layer_group = malloc(sizeof(int32_t) * (size_t)hp->n_layer);
     if (!layer_group) return vt_errorf(VT_E_NOMEM, "out of memory");
     vt_status s = fwd_kv_groups(model, specs, layer_group, &n_groups);
-    for (int32_t g = 0; s == VT_OK && g < n_groups; g++)
-        if (specs[g].kind == KV_GROUP_STATE) /* issue 27: the scheduler does not keep state slots yet */
-            s = vt_errorf(VT_E_UNSUPPORTED, "the engine does not serve hybrid models with recurrent layers yet "
-                                            "(qwen35); vt run does");
     if (s != VT_OK) {
         free(layer_group);
         return s;
@@ -287,6 +286,18 @@ vt_status vt_engine_create(vt_model *model, const vt_engine_params *params, vt_e
     for (int32_t g = 0; g < n_groups; g++)
         specs[g].n_blocks =
             specs[g].kind == KV_GROUP_SWA && swa_blocks[g] < n_blocks ? swa_blocks[g] : n_blocks;
+    /* A hybrid's recurrent state: a slot per running sequence, and the prefix
+     * cache's snapshots (engine.h) */
+    int32_t state_group = -1;
+    int64_t n_snapshots = 0;
+    for (int32_t g = 0; g < n_groups; g++) {
+        if (specs[g].kind != KV_GROUP_STATE) continue;
+        state_group = g;
+        n_snapshots = !p.prefix_cache || p.state_snapshots < 0 ? 0
+                      : p.state_snapshots == 0                 ? 2 * (int64_t)p.max_seqs
+                                                               : p.state_snapshots;
+        specs[g].n_blocks = p.max_seqs + n_snapshots;
+    }
 
     vt_engine *e = calloc(1, sizeof *e);
     if (!e) {
@@ -303,14 +314,23 @@ vt_status vt_engine_create(vt_model *model, const vt_engine_params *params, vt_e
     if (n_blocks * p.kv_block < e->n_ctx) e->n_ctx = (int32_t)(n_blocks * p.kv_block);
     e->max_blocks_per_seq = (e->n_ctx + p.kv_block - 1) / p.kv_block;
     e->next_id = 1;
+    e->state_group = state_group;
+    e->max_snapshots = n_snapshots;
+    {
+        const int64_t every = p.state_snapshot_interval > 0 ? p.state_snapshot_interval : 256;
+        e->snapshot_interval = (every + p.kv_block - 1) / p.kv_block * p.kv_block;
+    }
 
     if ((s = tp_create(p.n_threads, &e->pool)) != VT_OK) goto fail;
     if ((s = kv_cache_init_groups(&e->kv, tk, tv, hp->n_layer, hp->n_head_kv, hp->head_dim,
                                   p.kv_block, specs, n_groups, layer_group)) != VT_OK)
         goto fail;
     for (int32_t g = 0; g < n_groups; g++)
-        if ((s = pcache_init(&e->pc[g], &e->kv.groups[g].pool, p.kv_block, p.prefix_cache)) != VT_OK)
+        if ((s = pcache_init(&e->pc[g], &e->kv.groups[g].pool, p.kv_block,
+                             p.prefix_cache && (g != state_group || n_snapshots > 0))) != VT_OK)
             goto fail;
+    if (state_group >= 0)
+        e->state_seq_bytes = e->kv.groups[state_group].spec.state_bytes * (size_t)e->kv.groups[state_group].n_layer;
     if ((s = fwd_create(model, &e->kv, e->pool, p.max_batch_tokens, &e->fwd)) != VT_OK) goto fail;
     const size_t ms = (size_t)p.max_seqs, mb = (size_t)p.max_batch_tokens;
     e->running = malloc(ms * sizeof *e->running);
@@ -395,6 +415,10 @@ void vt_engine_stats_get(vt_engine *e, vt_engine_stats *out) {
     out->waiting += e->n_inbox;
     if (out->kv_blocks_total == 0) {
         out->kv_blocks_total = out->kv_blocks_free = sched_blocks_total(e);
+    }
+    if (out->state_slots_total == 0 && e->state_group >= 0) { /* before the first step */
+        out->state_slots_total = out->state_slots_free = e->kv.groups[e->state_group].pool.n_blocks;
+        out->state_bytes_per_seq = e->state_seq_bytes;
     }
     pthread_mutex_unlock(&e->mu);
 }
@@ -695,6 +719,13 @@ static void publish_stats(vt_engine *e) {
     e->st.kv_blocks_total = sched_blocks_total(e);
     e->st.kv_blocks_free = sched_blocks_available(e);
     e->st.kv_blocks_cached = sched_blocks_cached(e);
+    if (e->state_group >= 0) {
+        const pcache *pc = &e->pc[e->state_group];
+        e->st.state_slots_total = pc->pool->n_blocks;
+        e->st.state_slots_free = pcache_available(pc);
+        e->st.state_snapshots = pc->n_lru;
+        e->st.state_bytes_per_seq = e->state_seq_bytes;
+    }
     pthread_mutex_lock(&e->mu);
     e->shared_st = e->st;
     e->active = e->n_running + e->n_waiting;
@@ -761,10 +792,11 @@ vt_status vt_engine_step(vt_engine *e, const vt_output **outs, int32_t *n_outs) 
                     const int32_t *t = r->tokens + b * bs;
                     r->block_hash[b] = pcache_hash(parent, t, bs);
                     for (int32_t g = 0; g < e->kv.n_groups; g++)
-                        if (r->blocks[g][b] >= 0)
+                        if (g != e->state_group && r->blocks[g][b] >= 0)
                             pcache_insert(&e->pc[g], r->blocks[g][b], parent, r->block_hash[b], t);
                     r->n_hashed++;
                 }
+                if (e->state_group >= 0 && e->pc[0].enabled) sched_snapshot(e, r);
                 if (r->n_computed == r->n_tokens) {
                     const float *l = e->logits + (size_t)row++ * (size_t)e->n_vocab;
                     if (!fwd_logits_finite(l, e->n_vocab)) {

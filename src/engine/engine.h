@@ -8,7 +8,18 @@
  * logits of its last one are sampled and the new token is appended. Preemption
  * (recompute, as vLLM) frees a request's blocks and sets n_computed back to 0, so
  * its prompt + generated tokens are prefilled again later; its sampler (RNG and
- * penalty window) is kept, so generation continues exactly as it would have. */
+ * penalty window) is kept, so generation continues exactly as it would have.
+ *
+ * Hybrids (a STATE group in the cache, e.g. qwen35's linear layers): a running
+ * request owns one state slot, blocks[state_group][0], taken on admission and
+ * given back with its blocks (finish, abort, preemption: a preempted request is
+ * recomputed from its tokens, the state with it). The state's pool has max_seqs
+ * slots for running requests plus the prefix cache's snapshots: copies of a
+ * request's state when its n_computed stood at chosen block boundaries of its
+ * prompt (a step's chunk is cut to end there), indexed by the chain hash of the
+ * block that ends there. A prefix hit needs the KV blocks (every attention group)
+ * and the snapshot at its end: it is the longest such prefix, so when snapshots
+ * were evicted a hit falls back to a shorter prefix that has one. */
 #ifndef VT_ENGINE_ENGINE_H
 #define VT_ENGINE_ENGINE_H
 
@@ -73,6 +84,10 @@ struct vt_engine {
     tp_pool *pool;
     kv_cache kv;                /* its groups: kv.n_groups, FULL (if any) first */
     pcache pc[KV_MAX_GROUPS];   /* one index and allocator per group */
+    int32_t state_group;        /* the STATE group, -1: none (not a hybrid) */
+    int64_t snapshot_interval;  /* tokens, a multiple of kv_block */
+    int64_t max_snapshots;      /* state snapshots kept at most (the pool has max_seqs more slots) */
+    size_t state_seq_bytes;     /* one slot, all layers of the STATE group */
     fwd_ctx *fwd;
 
     /* owned by the engine loop (vt_engine_step) */
@@ -124,7 +139,14 @@ void sched_plan(vt_engine *e);
 /* Free a request's blocks in every group (back to the prefix cache / free list). */
 void sched_release_blocks(vt_engine *e, request *r);
 
-/* The KV blocks of the engine's cache: all groups together. */
+/* Hybrids: when r's first n computed tokens end at one of its snapshot points
+ * (block boundaries of its prompt: every snapshot_interval tokens and the last
+ * one a repeat of the prompt can reuse), keep a snapshot of its state there in the
+ * prefix cache (its block hashes must be up to date). No-op otherwise. */
+void sched_snapshot(vt_engine *e, request *r);
+
+/* The KV blocks of the engine's cache: all attention groups together (the
+ * STATE group's slots are not blocks). */
 int64_t sched_blocks_total(const vt_engine *e);
 int64_t sched_blocks_available(const vt_engine *e); /* free + cached */
 int64_t sched_blocks_cached(const vt_engine *e);

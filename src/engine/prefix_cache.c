@@ -175,6 +175,16 @@ bool pcache_insert(pcache *c, int32_t block, uint64_t parent, uint64_t hash,
     return true;
 }
 
+bool pcache_evict_lru(pcache *c) {
+    const int32_t b = c->lru_head;
+    if (b < 0) return false;
+    lru_remove(c, b);
+    unindex(c, b);
+    VT_ASSERT(kv_pool_release(c->pool, b) == 0);
+    c->evictions++;
+    return true;
+}
+
 void pcache_evict_all(pcache *c) {
     while (c->lru_head >= 0) {
         const int32_t b = c->lru_head;

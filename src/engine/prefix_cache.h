@@ -72,6 +72,8 @@ int32_t pcache_lookup(const pcache *c, uint64_t parent, uint64_t hash, const int
  * this key (the caller's copy then stays private and is freed normally). */
 bool pcache_insert(pcache *c, int32_t block, uint64_t parent, uint64_t hash,
                    const int32_t *tokens);
+/* Evict the least recently used cached block; false when none is cached. */
+bool pcache_evict_lru(pcache *c);
 /* Evict every cached block (ref held only by the cache); used blocks stay indexed. */
 void pcache_evict_all(pcache *c);
 

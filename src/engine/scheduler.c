@@ -21,7 +21,15 @@
  *
  * A request never needs more than max_blocks_per_seq blocks and each pool has
  * at least that many (a SWA pool at least its window's worth for every
- * sequence), so a request running alone always fits. */
+ * sequence), so a request running alone always fits.
+ *
+ * A hybrid's STATE group is no pool of blocks: a request takes one slot on
+ * admission (a copy of the snapshot its prefix hit ends at, or a slot the
+ * forward pass zeroes at position 0), and a prefill chunk is cut to end at the
+ * request's next snapshot point, so that the state there can be copied after the
+ * step (engine.h). Its pool has a slot for every running request beyond the
+ * snapshots, so a slot is always there for an admission (evicting the least
+ * recently used snapshot when none is free). */
 #include "engine/engine.h"
 
 #include <string.h>
@@ -30,21 +38,71 @@ static int64_t blocks_for(const vt_engine *e, int64_t n_tokens) {
     return (n_tokens + e->p.kv_block - 1) / e->p.kv_block;
 }
 
+static bool is_state(const vt_engine *e, int32_t g) { return g == e->state_group; }
+
+/* ---- hybrids' state slots and snapshots ---- */
+
+static bool snapshots_on(const vt_engine *e) {
+    return e->state_group >= 0 && e->pc[e->state_group].enabled;
+}
+
+/* The last snapshot point of r: the block boundary a repeat of its prompt reuses
+ * (a hit leaves at least the last prompt token to compute). */
+static int64_t last_snapshot(const vt_engine *e, const request *r) {
+    return (r->n_prompt - 1) / e->p.kv_block * e->p.kv_block;
+}
+
+/* r's first snapshot point after n tokens, or 0 when there is none. */
+static int64_t next_snapshot(const vt_engine *e, const request *r, int64_t n) {
+    const int64_t last = last_snapshot(e, r);
+    if (!snapshots_on(e) || last <= n) return 0;
+    const int64_t m = (n / e->snapshot_interval + 1) * e->snapshot_interval;
+    return m < last ? m : last;
+}
+
+/* Copy one slot's state (every layer of the STATE group) to another. */
+static void state_copy(vt_engine *e, int32_t dst, int32_t src) {
+    const size_t bytes = e->kv.groups[e->state_group].spec.state_bytes;
+    for (int64_t il = 0; il < e->kv.n_layer; il++)
+        if (e->kv.layer_group[il] == e->state_group)
+            memcpy(kv_state_slot(&e->kv, il, dst), kv_state_slot(&e->kv, il, src), bytes);
+}
+
+void sched_snapshot(vt_engine *e, request *r) {
+    const int64_t n = r->n_computed, bs = e->p.kv_block;
+    if (n <= 0 || n % bs || n > last_snapshot(e, r) || next_snapshot(e, r, n - 1) != n) return;
+    pcache *pc = &e->pc[e->state_group];
+    const int64_t b = n / bs - 1;
+    VT_ASSERT(r->n_hashed > b);
+    const uint64_t parent = b ? r->block_hash[b - 1] : 0;
+    const int32_t *t = r->tokens + b * bs;
+    if (pcache_lookup(pc, parent, r->block_hash[b], t) >= 0) return; /* kept already */
+    /* at most max_snapshots: the least recently used one makes room (snapshots
+     * are only ever held for a moment, in admit) */
+    while (pc->n_indexed >= e->max_snapshots && pcache_evict_lru(pc)) {}
+    if (pc->n_indexed >= e->max_snapshots) return;
+    const int32_t slot = pcache_alloc(pc);
+    if (slot < 0) return;
+    state_copy(e, slot, r->blocks[e->state_group][0]);
+    pcache_insert(pc, slot, parent, r->block_hash[b], t);
+    pcache_release(pc, slot); /* the cache's reference alone: cached */
+}
+
 int64_t sched_blocks_total(const vt_engine *e) {
     int64_t n = 0;
-    for (int32_t g = 0; g < e->kv.n_groups; g++) n += e->kv.groups[g].pool.n_blocks;
+    for (int32_t g = 0; g < e->kv.n_groups; g++) n += is_state(e, g) ? 0 : e->kv.groups[g].pool.n_blocks;
     return n;
 }
 
 int64_t sched_blocks_available(const vt_engine *e) {
     int64_t n = 0;
-    for (int32_t g = 0; g < e->kv.n_groups; g++) n += pcache_available(&e->pc[g]);
+    for (int32_t g = 0; g < e->kv.n_groups; g++) n += is_state(e, g) ? 0 : pcache_available(&e->pc[g]);
     return n;
 }
 
 int64_t sched_blocks_cached(const vt_engine *e) {
     int64_t n = 0;
-    for (int32_t g = 0; g < e->kv.n_groups; g++) n += e->pc[g].n_lru;
+    for (int32_t g = 0; g < e->kv.n_groups; g++) n += is_state(e, g) ? 0 : e->pc[g].n_lru;
     return n;
 }
 
@@ -59,6 +117,11 @@ void sched_release_blocks(vt_engine *e, request *r) {
     /* Release the newest first: the LRU then evicts a sequence's tail before its
      * head, which keeps the reusable prefix longest. */
     for (int32_t g = 0; g < e->kv.n_groups; g++) {
+        if (is_state(e, g)) {
+            if (r->blocks[g][0] >= 0) pcache_release(&e->pc[g], r->blocks[g][0]);
+            r->blocks[g][0] = -1;
+            continue;
+        }
         for (int64_t i = r->n_blocks; i-- > r->n_released[g];)
             pcache_release(&e->pc[g], r->blocks[g][i]);
         r->n_released[g] = 0;
@@ -72,6 +135,7 @@ void sched_release_blocks(vt_engine *e, request *r) {
  * passed: they become free, or cached when the prefix cache indexed them. */
 static void release_passed(vt_engine *e, request *r) {
     for (int32_t g = 0; g < e->kv.n_groups; g++) {
+        if (is_state(e, g)) continue;
         int64_t end = first_needed(e, g, r->n_computed);
         if (end > r->n_blocks) end = r->n_blocks;
         for (int64_t i = r->n_released[g]; i < end; i++) {
@@ -88,9 +152,9 @@ static bool grow_blocks(vt_engine *e, request *r, int64_t n_tokens) {
     const int64_t need = blocks_for(e, n_tokens) - r->n_blocks;
     if (need <= 0) return true;
     for (int32_t g = 0; g < e->kv.n_groups; g++)
-        if (pcache_available(&e->pc[g]) < need) return false;
+        if (!is_state(e, g) && pcache_available(&e->pc[g]) < need) return false;
     for (int32_t g = 0; g < e->kv.n_groups; g++)
-        for (int64_t i = 0; i < need; i++) {
+        for (int64_t i = 0; !is_state(e, g) && i < need; i++) {
             const int32_t b = pcache_alloc(&e->pc[g]);
             VT_ASSERT(b >= 0);
             r->blocks[g][r->n_blocks + i] = b;
@@ -119,14 +183,16 @@ static void preempt_newest(vt_engine *e) {
  * serve: fills r->block_hash, and r->blocks and r->n_released of each group with
  * the hits (without taking references), and returns their count. The full group
  * (group 0 when there is one) needs every block of the prefix, a SWA group those
- * from the first one the window of the next token reaches. */
-static int64_t lookup_prefix(vt_engine *e, request *r, int64_t *n_queried) {
+ * from the first one the window of the next token reaches, the STATE group a
+ * snapshot at the prefix's end (*snap, -1 without a STATE group or a hit). */
+static int64_t lookup_prefix(vt_engine *e, request *r, int64_t *n_queried, int32_t *snap) {
     const int64_t bs = e->p.kv_block;
     const int64_t max_blocks = (r->n_tokens - 1) / bs;
     const bool enabled = e->pc[0].enabled;
     const bool has_full = e->kv.groups[0].spec.kind == KV_GROUP_FULL;
     for (int32_t g = 0; g < e->kv.n_groups; g++) r->n_released[g] = 0;
     *n_queried = enabled ? max_blocks : 0;
+    *snap = -1;
     if (!enabled) return 0;
     uint64_t parent = 0;
     int64_t hits = 0;
@@ -145,7 +211,7 @@ static int64_t lookup_prefix(vt_engine *e, request *r, int64_t *n_queried) {
      * prefix h is served when no group misses a block in [first needed, h). One
      * lookup per block and group, one pass up keeping each group's last miss. */
     for (int32_t g = has_full; g < e->kv.n_groups; g++)
-        for (int64_t i = 0; i < hits; i++)
+        for (int64_t i = 0; !is_state(e, g) && i < hits; i++)
             r->blocks[g][i] = pcache_lookup(&e->pc[g], i ? r->block_hash[i - 1] : 0, r->block_hash[i],
                                             r->tokens + i * bs);
     int64_t last_miss[KV_MAX_GROUPS], best = 0;
@@ -153,13 +219,22 @@ static int64_t lookup_prefix(vt_engine *e, request *r, int64_t *n_queried) {
     for (int64_t h = 1; h <= hits; h++) {
         bool all = true;
         for (int32_t g = has_full; g < e->kv.n_groups; g++) {
+            if (is_state(e, g)) continue;
             if (r->blocks[g][h - 1] < 0) last_miss[g] = h - 1;
             all = all && last_miss[g] < first_needed(e, g, h * bs);
+        }
+        if (all && e->state_group >= 0) {
+            const int32_t s = pcache_lookup(&e->pc[e->state_group], h > 1 ? r->block_hash[h - 2] : 0,
+                                            r->block_hash[h - 1], r->tokens + (h - 1) * bs);
+            if (s < 0) all = false;
+            else *snap = s;
         }
         if (all) best = h;
     }
     hits = best;
+    if (hits == 0) *snap = -1;
     for (int32_t g = has_full; g < e->kv.n_groups; g++) {
+        if (is_state(e, g)) continue;
         r->n_released[g] = first_needed(e, g, hits * bs);
         for (int64_t i = 0; i < r->n_released[g]; i++) r->blocks[g][i] = -1;
     }
@@ -169,12 +244,16 @@ static int64_t lookup_prefix(vt_engine *e, request *r, int64_t *n_queried) {
 static bool admit(vt_engine *e, request *r, int64_t budget, int64_t *n_sched) {
     VT_ASSERT(r->n_blocks == 0 && r->n_computed == 0);
     int64_t n_queried;
-    const int64_t hits = lookup_prefix(e, r, &n_queried);
+    int32_t snap;
+    const int64_t hits = lookup_prefix(e, r, &n_queried, &snap);
     const int64_t cached = hits * e->p.kv_block;
-    const int64_t n = r->n_tokens - cached < budget ? r->n_tokens - cached : budget;
+    int64_t n = r->n_tokens - cached < budget ? r->n_tokens - cached : budget;
+    const int64_t stop = next_snapshot(e, r, cached);
+    if (stop && cached + n > stop) n = stop - cached;
     /* Hits that sit on the LRU stop being available once we hold them. */
     const int64_t need = blocks_for(e, cached + n) - hits;
     for (int32_t g = 0; g < e->kv.n_groups; g++) {
+        if (is_state(e, g)) continue; /* a slot is always there (the file comment) */
         int64_t hits_in_lru = 0;
         for (int64_t i = r->n_released[g]; i < hits; i++)
             hits_in_lru += e->pc[g].in_lru[r->blocks[g][i]];
@@ -182,7 +261,22 @@ static bool admit(vt_engine *e, request *r, int64_t budget, int64_t *n_sched) {
     }
 
     for (int32_t g = 0; g < e->kv.n_groups; g++)
-        for (int64_t i = r->n_released[g]; i < hits; i++) pcache_retain(&e->pc[g], r->blocks[g][i]);
+        for (int64_t i = r->n_released[g]; !is_state(e, g) && i < hits; i++)
+            pcache_retain(&e->pc[g], r->blocks[g][i]);
+    if (e->state_group >= 0) {
+        /* the working slot; the snapshot is held meanwhile so that taking the slot
+         * cannot evict it */
+        pcache *pc = &e->pc[e->state_group];
+        if (snap >= 0) pcache_retain(pc, snap);
+        const int32_t slot = pcache_alloc(pc);
+        VT_ASSERT(slot >= 0);
+        if (snap >= 0) {
+            state_copy(e, slot, snap);
+            pcache_release(pc, snap);
+            e->st.state_restores++;
+        }
+        r->blocks[e->state_group][0] = slot;
+    }
     r->n_blocks = hits;
     r->n_hashed = hits;
     r->n_computed = cached;
@@ -207,7 +301,9 @@ void sched_plan(vt_engine *e) {
         request *r = e->running[i];
         const int64_t left = r->n_tokens - r->n_computed;
         VT_ASSERT(left > 0);
-        const int64_t n = left < budget ? left : budget;
+        int64_t n = left < budget ? left : budget;
+        const int64_t stop = next_snapshot(e, r, r->n_computed);
+        if (stop && r->n_computed + n > stop) n = stop - r->n_computed;
         release_passed(e, r);
         bool fits = true;
         while (!grow_blocks(e, r, r->n_computed + n)) {

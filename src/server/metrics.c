@@ -95,6 +95,16 @@ void metrics_render(metrics *m, const vt_engine_stats *st, int loading, strbuf *
               (double)st->prefix_queries);
         gauge(o, "vt_prefix_cache_hits_total", "counter", "KV blocks served from the prefix cache",
               (double)st->prefix_hits);
+        if (st->state_slots_total > 0) { /* hybrids */
+            gauge(o, "vt_state_slots_total", "gauge", "recurrent-state slots (sequences + snapshots)",
+                  (double)st->state_slots_total);
+            gauge(o, "vt_state_slots_free", "gauge", "state slots not held by a sequence",
+                  (double)st->state_slots_free);
+            gauge(o, "vt_state_snapshots", "gauge", "prefix-cache snapshots of the recurrent state",
+                  (double)st->state_snapshots);
+            gauge(o, "vt_state_restores_total", "counter", "admissions that started from a state snapshot",
+                  (double)st->state_restores);
+        }
         gauge(o, "vt_preemptions_total", "counter", "sequences preempted for KV space",
               (double)st->preemptions);
         gauge(o, "vt_prompt_tokens_total", "counter", "prompt tokens processed",

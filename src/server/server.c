@@ -509,6 +509,14 @@ static vt_status load_model(server *s) {
     st = warm_up(s);
     if (st != VT_OK) return vt_error_prefix(st, "the warm-up request failed");
     server_log("warmed up in %.0f ms", (server_now() - t1) * 1e3);
+    vt_engine_stats es;
+    vt_engine_stats_get(s->engine, &es);
+    if (es.state_slots_total > 0) /* a hybrid: its recurrent state beside the KV blocks */
+        server_log("recurrent state: %.2f MiB per sequence or snapshot, %lld slots (%d sequences + snapshots), "
+                   "%.1f MiB",
+                   (double)es.state_bytes_per_seq / (1024.0 * 1024.0), (long long)es.state_slots_total,
+                   s->params.engine.max_seqs,
+                   (double)es.state_bytes_per_seq * (double)es.state_slots_total / (1024.0 * 1024.0));
     server_log("loaded %s (%s) in %.0f ms; context %d, %d sequences, chat template %s", s->model_id,
                vt_model_desc(s->model), (server_now() - t0) * 1e3, s->n_ctx, s->params.engine.max_seqs,
                tmpl_desc ? tmpl_desc : chat_template_name(s->tmpl));
