@@ -8,6 +8,8 @@
  *   vf_add(a, b) vf_sub(a, b) vf_mul(a, b) vf_div(a, b)
  *   vf_fma(a, b, c)         a * b + c, fused
  *   vf_hsum(v)              the sum of the lanes (a fixed order)
+ *   vf_hsum4(a, b, c, d, s) s[0..3] = the sums of a, b, c, d (a fixed order; one reduction
+ *                           for four rows instead of four)
  *   vf_exp_neg(v)           exp for v <= 0 (the Cephes polynomial, about 1 ulp)
  *   vf_silu(v)              v / (1 + exp(-v)), from vf_exp_neg
  *
@@ -40,7 +42,7 @@
 #define DN_CAT(a, b) DN_CAT_(a, b)
 #define DN_FN(name) DN_CAT(name, DN_SFX)
 
-#define DN_ROWS 4  /* state rows per block of the recurrent kernel */
+#define DN_ROWS 8  /* state rows per block of the recurrent kernel */
 #define DN_TILE 32 /* tokens per pass over the state */
 
 static inline float dn_silu_f(float x) { return x / (1.0f + expf(-x)); }
@@ -109,27 +111,35 @@ void DN_FN(dn_gated_norm)(const float *x, const float *z, const float *w, int64_
 
 /* ---- the recurrent rule -------------------------------------------------------------- */
 
+/* sums[r] = the lanes of acc[r] summed, four rows a reduction */
+static inline __attribute__((always_inline)) void DN_FN(dn_sums)(const int R, const vf *acc, float *sums) {
+    int r = 0;
+    for (; r + 4 <= R; r += 4) vf_hsum4(acc[r], acc[r + 1], acc[r + 2], acc[r + 3], sums + r);
+    for (; r < R; r++) sums[r] = vf_hsum(acc[r]);
+}
+
 /* Tokens [t0, t1) on the R rows j0.. of the state (R a constant after inlining). */
 static inline __attribute__((always_inline)) void DN_FN(dn_rule_rows)(
     const int R, int64_t t0, int64_t t1, int64_t j0, int64_t d_k, const float *q, int64_t q_stride, const float *k,
-    int64_t k_stride, const float *v, int64_t v_stride, const float *g, const float *beta, int64_t gb_stride,
+    int64_t k_stride, const float *v, int64_t v_stride, const float *decays, const float *beta, int64_t gb_stride,
     float scale, float *state, float *out, int64_t out_stride) {
     const int64_t nv = d_k / VF_W * VF_W;
     float *row[DN_ROWS];
     for (int r = 0; r < R; r++) row[r] = state + (j0 + r) * d_k;
     for (int64_t t = t0; t < t1; t++) {
         const float *qt = q + t * q_stride, *kt = k + t * k_stride, *vt = v + t * v_stride;
-        const float decay = expf(g[t * gb_stride]), b = beta[t * gb_stride];
+        const float decay = decays[t - t0], b = beta[t * gb_stride];
         vf acc[DN_ROWS];
         for (int r = 0; r < R; r++) acc[r] = vf_zero();
         for (int64_t i = 0; i < nv; i += VF_W) {
             const vf kv = vf_load(kt + i);
             for (int r = 0; r < R; r++) acc[r] = vf_fma(vf_load(row[r] + i), kv, acc[r]);
         }
-        float u[DN_ROWS];
+        float u[DN_ROWS], sums[DN_ROWS];
         vf uv[DN_ROWS];
+        DN_FN(dn_sums)(R, acc, sums);
         for (int r = 0; r < R; r++) {
-            float sk = vf_hsum(acc[r]);
+            float sk = sums[r];
             for (int64_t i = nv; i < d_k; i++) sk = fmaf(row[r][i], kt[i], sk);
             u[r] = (vt[j0 + r] - decay * sk) * b;
             uv[r] = vf_set1(u[r]);
@@ -145,8 +155,9 @@ static inline __attribute__((always_inline)) void DN_FN(dn_rule_rows)(
             }
         }
         float *ot = out + t * out_stride;
+        DN_FN(dn_sums)(R, acc, sums);
         for (int r = 0; r < R; r++) {
-            float sq = vf_hsum(acc[r]);
+            float sq = sums[r];
             for (int64_t i = nv; i < d_k; i++) {
                 const float s = fmaf(u[r], kt[i], row[r][i] * decay);
                 row[r][i] = s;
@@ -163,13 +174,15 @@ void DN_FN(dn_delta_rule)(int64_t n_tokens, int64_t d_k, int64_t d_v, const floa
                           int64_t out_stride) {
     for (int64_t t0 = 0; t0 < n_tokens; t0 += DN_TILE) {
         const int64_t t1 = n_tokens - t0 < DN_TILE ? n_tokens : t0 + DN_TILE;
+        float decays[DN_TILE]; /* exp(g) once per token, not per row block */
+        for (int64_t t = t0; t < t1; t++) decays[t - t0] = expf(g[t * gb_stride]);
         int64_t j = 0;
         for (; j + DN_ROWS <= d_v; j += DN_ROWS)
-            DN_FN(dn_rule_rows)(DN_ROWS, t0, t1, j, d_k, q, q_stride, k, k_stride, v, v_stride, g, beta, gb_stride,
-                                scale, state, out, out_stride);
+            DN_FN(dn_rule_rows)(DN_ROWS, t0, t1, j, d_k, q, q_stride, k, k_stride, v, v_stride, decays, beta,
+                                gb_stride, scale, state, out, out_stride);
         for (; j < d_v; j++)
-            DN_FN(dn_rule_rows)(1, t0, t1, j, d_k, q, q_stride, k, k_stride, v, v_stride, g, beta, gb_stride, scale,
-                                state, out, out_stride);
+            DN_FN(dn_rule_rows)(1, t0, t1, j, d_k, q, q_stride, k, k_stride, v, v_stride, decays, beta, gb_stride,
+                                scale, state, out, out_stride);
     }
 }
 

@@ -19,6 +19,11 @@ typedef float32x4_t vf;
 #define vf_hsum(v) vaddvq_f32(v)
 #define vf_exp_neg(v) exp_neg_f32x4(v)
 
+/* pairwise adds: [a0+a1, a2+a3, b0+b1, b2+b3], then across the pairs */
+VT_INLINE void vf_hsum4(vf a, vf b, vf c, vf d, float s[4]) {
+    vst1q_f32(s, vpaddq_f32(vpaddq_f32(a, b), vpaddq_f32(c, d)));
+}
+
 /* silu as silu_mul_neon: e = exp(-|x|), x / (1 + e) for x >= 0, x e / (1 + e) below */
 VT_INLINE vf vf_silu(vf x) {
     const vf e = exp_neg_f32x4(vnegq_f32(vabsq_f32(x)));

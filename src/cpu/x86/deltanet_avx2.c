@@ -18,6 +18,12 @@ typedef __m256 vf;
 #define vf_hsum(v) hsum_f32x8(v)
 #define vf_exp_neg(v) exp_neg_f32x8(v)
 
+/* [a0+a1, a2+a3, b0+b1, b2+b3 | ...], twice, then the two 128-bit halves */
+VT_INLINE void vf_hsum4(vf a, vf b, vf c, vf d, float s[4]) {
+    const vf abcd = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    _mm_storeu_ps(s, _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1)));
+}
+
 /* silu as silu_mul_avx2: e = exp(-|x|), x / (1 + e) for x >= 0, x e / (1 + e) below */
 VT_INLINE vf vf_silu(vf x) {
     const vf e = exp_neg_f32x8(_mm256_or_ps(x, _mm256_set1_ps(-0.0f)));

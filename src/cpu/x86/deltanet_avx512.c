@@ -22,6 +22,14 @@ VT_INLINE float vf_hsum(vf v) {
     return hsum_f32x8(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
 }
 
+/* the halves added, then as the AVX2 tier's: pairwise adds, then the 128-bit halves */
+VT_INLINE void vf_hsum4(vf a, vf b, vf c, vf d, float s[4]) {
+#define DN_HALF(x) _mm256_add_ps(_mm512_castps512_ps256(x), _mm512_extractf32x8_ps((x), 1))
+    const __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(DN_HALF(a), DN_HALF(b)), _mm256_hadd_ps(DN_HALF(c), DN_HALF(d)));
+#undef DN_HALF
+    _mm_storeu_ps(s, _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1)));
+}
+
 /* silu: e = exp(-|x|), x / (1 + e) for x >= 0, x e / (1 + e) below */
 VT_INLINE vf vf_silu(vf x) {
     const vf e = exp_neg_f32x16(_mm512_or_ps(x, _mm512_set1_ps(-0.0f)));
