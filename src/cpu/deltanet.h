@@ -33,6 +33,19 @@
  * Every exponent is <= 0 (g <= 0), so nothing overflows. The two forms differ by float
  * rounding only (tests/test_deltanet.c states the bound).
  *
+ * Which form prefill runs: the recurrent one, at every run length. On a CPU the SIMD
+ * recurrent kernel (cpu/deltanet_impl.h) keeps a block of state rows in L1 through a tile
+ * of tokens, so it is bound by arithmetic: four vector ops per state element and token
+ * (two dots, the decay, the update). The chunked form spends three multiply-adds per
+ * element and token on its three state products (W S^T, Q S^T, the state update) plus
+ * about 5 n / (2 d) on the chunk's own n x n products and the forward substitution (1.25
+ * at n = 64, d = 128), so at these head sizes it does no less arithmetic, only in larger
+ * products; bench/bench_deltanet.c compares the two per run length and tier, and the
+ * chunked form has not been the faster one. It stays as the tested second form (the
+ * GPU-shaped one llama.cpp builds as a graph); llama.cpp's CPU backend also runs the
+ * recurrent loop for prefill (its fused gated_delta_net op). The recurrent form also keeps
+ * a prompt's bits independent of how it is split into prefill chunks.
+ *
  * State per sequence and linear layer: conv (K - 1) * conv_channels floats plus
  * n_v_heads * d_v * d_k floats for S. */
 #ifndef VT_CPU_DELTANET_H
