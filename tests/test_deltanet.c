@@ -489,6 +489,10 @@ static void test_tiers(void) {
         tier_threads(&k.dn, k.isa_name);
         n_tiers_tested++;
     }
+    /* VT_ISA=ref's table is the _ref twins */
+    cpu_kernels kr;
+    cpu_kernels_build(CPU_ISA_REF, &kr);
+    CHECK(memcmp(&kr.dn, &dn_kernels_ref, sizeof kr.dn) == 0);
     /* the selected table is one of them: never the ref where the CPU has SIMD */
     const cpu_kernels *sel = cpu_kernels_get();
     CHECK(sel->isa == CPU_ISA_REF || sel->dn.delta_rule != dn_kernels_ref.delta_rule);
