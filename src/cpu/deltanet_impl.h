@@ -22,8 +22,9 @@
  * while they sit in L1, instead of sweeping the whole state per token; k_t and q_t loads
  * are shared by the rows of the block. The decay is folded into the passes: sk = exp(g) *
  * (S_j . k), then S_j = exp(g) S_j + u_j k (two passes over the row instead of four). The
- * per-row arithmetic is the same whatever the tile, the block or the split of the tokens
- * across calls, so results are bit-identical however a run is split.
+ * per-row arithmetic is the same whatever the tile or the split of the tokens across calls
+ * (which lane reduction a row gets depends on j and d_v only), so results are
+ * bit-identical however a run is split.
  *
  * Chunked rule (dn_delta_rule_chunked_<sfx>): the ref's WY form (deltanet.h), with every
  * product of matrices done by one register-tiled kernel (mm_acc below: C += A B, A read as
