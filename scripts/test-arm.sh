@@ -45,7 +45,7 @@ step() { # label, env assignments..., -- ctest regex
   fi
 }
 
-kernel_tests='^(test_kernels|test_quant|test_matmul|test_attention)$'
+kernel_tests='^(test_kernels|test_quant|test_matmul|test_attention|test_deltanet)$'
 model_tests='^(test_model|test_golden|test_tokenizer)$'
 
 # 2. the best tier: i8mm (and dotprod) as detected from HWCAP

@@ -14,6 +14,8 @@
  * Decays are drawn as the model makes them (softplus(x) * -exp(A_log)), from mild to
  * strong (log decay down to -40, where exp(G) underflows to 0). */
 #include "cpu/deltanet.h"
+#include "cpu/kernels.h"
+#include "cpu/threadpool.h"
 #include "test.h"
 
 #include <stdint.h>
@@ -268,10 +270,240 @@ static void test_delta_rule_alias(void) {
     free_case(&c);
 }
 
+/* ---- the SIMD tiers against their _ref twins ---- */
+
+/* Each tier this CPU runs (cpu_kernels_build caps at the hardware), once:
+ *  - conv1d+silu: <= 1e-12 (the polynomial exp and fused multiply-adds, ~1 ulp per
+ *    output), its final state bit-identical (copies), split runs and in place the same bits;
+ *  - l2 norm and output gate: <= 1e-12;
+ *  - the recurrent rule: <= 1e-10 against the ref over up to 100 tokens at head dims 64 and
+ *    128 and odd ones (vector tails), from a warm state; split across calls (the state
+ *    carried) and with out over v: the same bits as one call;
+ *  - the chunked form against the recurrent ref: <= 1e-9 (the ref chunked form's bound),
+ *    chunk edges included, and split in runs of 50;
+ *  - heads split across 1, 2 and 3 threads: the same bits. */
+static int n_tiers_tested;
+
+static void tier_conv(const dn_kernels *dk, const char *name) {
+    const int64_t chs[] = {37, 160}, kernels[] = {1, 2, 4, 5}, n_tok = 29;
+    for (int ci = 0; ci < 2; ci++)
+        for (int ki = 0; ki < 4; ki++) {
+            const int64_t n_ch = chs[ci], kernel = kernels[ki], ns = kernel - 1;
+            float *x = malloc(sizeof(float) * n_tok * n_ch), *w = malloc(sizeof(float) * kernel * n_ch);
+            float *st0 = malloc(sizeof(float) * (ns + 1) * n_ch), *st_r = malloc(sizeof(float) * (ns + 1) * n_ch);
+            float *st = malloc(sizeof(float) * (ns + 1) * n_ch), *out_r = malloc(sizeof(float) * n_tok * n_ch);
+            float *out = malloc(sizeof(float) * n_tok * n_ch), *out2 = malloc(sizeof(float) * n_tok * n_ch);
+            for (int64_t i = 0; i < n_tok * n_ch; i++) x[i] = 3 * rng_uniform();
+            for (int64_t i = 0; i < kernel * n_ch; i++) w[i] = rng_uniform();
+            for (int64_t i = 0; i < ns * n_ch; i++) st0[i] = 2 * rng_uniform();
+            memcpy(st_r, st0, sizeof(float) * ns * n_ch);
+            memcpy(st, st0, sizeof(float) * ns * n_ch);
+            dn_conv1d_silu_ref(x, n_ch, n_tok, n_ch, w, kernel, st_r, out_r, n_ch);
+            dk->conv1d_silu(x, n_ch, n_tok, n_ch, w, kernel, st, out, n_ch);
+            const double e = nmse_ff(out, out_r, n_tok * n_ch);
+            CHECK_MSG(e <= 1e-12, "%s conv ch %lld kernel %lld nmse %g", name, (long long)n_ch, (long long)kernel, e);
+            CHECK_MSG(memcmp(st, st_r, sizeof(float) * ns * n_ch) == 0, "%s conv state", name);
+            memcpy(st, st0, sizeof(float) * ns * n_ch);
+            memcpy(out2, x, sizeof(float) * n_tok * n_ch);
+            for (int64_t t = 0, len = 1; t < n_tok; t += len, len = len * 2 + 1) {
+                const int64_t m = n_tok - t < len ? n_tok - t : len;
+                dk->conv1d_silu(out2 + t * n_ch, n_ch, m, n_ch, w, kernel, st, out2 + t * n_ch, n_ch);
+            }
+            CHECK_MSG(memcmp(out, out2, sizeof(float) * n_tok * n_ch) == 0, "%s conv split/in-place differs", name);
+            free(x), free(w), free(st0), free(st_r), free(st), free(out_r), free(out), free(out2);
+        }
+}
+
+static void tier_small_ops(const dn_kernels *dk, const char *name) {
+    const int64_t ns[] = {64, 128, 67, 3};
+    for (int ni = 0; ni < 4; ni++) {
+        const int64_t n = ns[ni];
+        float x[128], y[128], yr[128], z[128], w[128], o[128], orf[128];
+        for (int64_t i = 0; i < n; i++) x[i] = 3 * rng_uniform(), z[i] = 6 * rng_uniform(), w[i] = rng_uniform();
+        memcpy(y, x, sizeof(float) * n), memcpy(yr, x, sizeof(float) * n);
+        dk->l2_norm(y, n, 1e-6f);
+        dn_l2_norm_ref(yr, n, 1e-6f);
+        CHECK_MSG(nmse_ff(y, yr, n) <= 1e-12, "%s l2 norm n %lld", name, (long long)n);
+        dk->gated_norm(x, z, w, n, 1e-6f, o);
+        dn_gated_norm_ref(x, z, w, n, 1e-6f, orf);
+        CHECK_MSG(nmse_ff(o, orf, n) <= 1e-12, "%s gated norm n %lld nmse %g", name, (long long)n, nmse_ff(o, orf, n));
+        dk->gated_norm(x, z, w, n, 1e-6f, x); /* in place */
+        CHECK(memcmp(x, o, sizeof(float) * n) == 0);
+    }
+}
+
+/* The case through `rule` (recurrent, or chunked with scratch) in runs of `split`. */
+static void run_rule(const dn_kernels *dk, const dr_case *c, int chunked, float scale, float *out, float *state,
+                     int64_t split) {
+    memcpy(state, c->state0, sizeof(float) * c->d_k * c->d_v);
+    float *scratch = malloc(sizeof(float) * dn_chunk_scratch_floats(c->d_k, c->d_v));
+    for (int64_t t = 0; t < c->n; t += split) {
+        const int64_t m = c->n - t < split ? c->n - t : split;
+        if (chunked)
+            dk->delta_rule_chunked(m, c->d_k, c->d_v, c->q + t * c->d_k, c->d_k, c->k + t * c->d_k, c->d_k,
+                                   c->v + t * c->d_v, c->d_v, c->g + t, c->beta + t, 1, scale, state,
+                                   out + t * c->d_v, c->d_v, scratch);
+        else
+            dk->delta_rule(m, c->d_k, c->d_v, c->q + t * c->d_k, c->d_k, c->k + t * c->d_k, c->d_k,
+                           c->v + t * c->d_v, c->d_v, c->g + t, c->beta + t, 1, scale, state, out + t * c->d_v,
+                           c->d_v);
+    }
+    free(scratch);
+}
+
+static void tier_delta_rule(const dn_kernels *dk, const char *name) {
+    const int64_t shapes[][2] = {{64, 64}, {128, 128}, {20, 7}, {24, 40}};
+    const int64_t lens[] = {1, 5, 33, 100};
+    const int64_t clens[] = {1, 63, 64, 65, 130};
+    double worst_rec = 0, worst_chunk = 0;
+    for (int si = 0; si < 4; si++) {
+        const int64_t d_k = shapes[si][0], d_v = shapes[si][1];
+        const float scale = 1.0f / sqrtf((float)d_k);
+        for (int li = 0; li < 4; li++) {
+            const int64_t n = lens[li];
+            dr_case c = make_case(n, d_k, d_v, li % 3, li != 0);
+            float *out_r = malloc(sizeof(float) * n * d_v), *st_r = malloc(sizeof(float) * d_k * d_v);
+            float *out = malloc(sizeof(float) * n * d_v), *st = malloc(sizeof(float) * d_k * d_v);
+            float *out2 = malloc(sizeof(float) * n * d_v), *st2 = malloc(sizeof(float) * d_k * d_v);
+            run_rule(&dn_kernels_ref, &c, 0, scale, out_r, st_r, n);
+            run_rule(dk, &c, 0, scale, out, st, n);
+            const double e = fmax(nmse_ff(out, out_r, n * d_v), nmse_ff(st, st_r, d_k * d_v));
+            worst_rec = fmax(worst_rec, e);
+            CHECK_MSG(e <= 1e-10, "%s recurrent d %lld/%lld n %lld nmse %g", name, (long long)d_k, (long long)d_v,
+                      (long long)n, e);
+            /* the state carried across calls of 1 and of 7 tokens: the same bits */
+            const int64_t splits[] = {1, 7};
+            for (int sp = 0; sp < 2; sp++) {
+                run_rule(dk, &c, 0, scale, out2, st2, splits[sp]);
+                CHECK_MSG(memcmp(out2, out, sizeof(float) * n * d_v) == 0 &&
+                              memcmp(st2, st, sizeof(float) * d_k * d_v) == 0,
+                          "%s recurrent split %lld differs (d %lld, n %lld)", name, (long long)splits[sp],
+                          (long long)d_k, (long long)n);
+            }
+            /* out over v */
+            memcpy(st2, c.state0, sizeof(float) * d_k * d_v);
+            dk->delta_rule(n, d_k, d_v, c.q, d_k, c.k, d_k, c.v, d_v, c.g, c.beta, 1, scale, st2, c.v, d_v);
+            CHECK_MSG(memcmp(c.v, out, sizeof(float) * n * d_v) == 0, "%s recurrent out over v differs", name);
+            free(out_r), free(st_r), free(out), free(st), free(out2), free(st2);
+            free_case(&c);
+        }
+        for (int li = 0; li < 5; li++)
+            for (int mode = 0; mode < 3; mode += (d_k >= 64 ? 2 : 1)) {
+                const int64_t n = clens[li];
+                dr_case c = make_case(n, d_k, d_v, mode, (li + mode) % 2);
+                float *out_r = malloc(sizeof(float) * n * d_v), *st_r = malloc(sizeof(float) * d_k * d_v);
+                float *out = malloc(sizeof(float) * n * d_v), *st = malloc(sizeof(float) * d_k * d_v);
+                run_rule(&dn_kernels_ref, &c, 0, scale, out_r, st_r, n);
+                run_rule(dk, &c, 1, scale, out, st, n);
+                double e = fmax(nmse_ff(out, out_r, n * d_v), nmse_ff(st, st_r, d_k * d_v));
+                worst_chunk = fmax(worst_chunk, e);
+                CHECK_MSG(e <= 1e-9, "%s chunked vs recurrent ref d %lld/%lld n %lld mode %d nmse %g", name,
+                          (long long)d_k, (long long)d_v, (long long)n, mode, e);
+                run_rule(dk, &c, 1, scale, out, st, 50);
+                e = fmax(nmse_ff(out, out_r, n * d_v), nmse_ff(st, st_r, d_k * d_v));
+                worst_chunk = fmax(worst_chunk, e);
+                CHECK_MSG(e <= 1e-9, "%s chunked split 50 d %lld n %lld nmse %g", name, (long long)d_k, (long long)n, e);
+                free(out_r), free(st_r), free(out), free(st);
+                free_case(&c);
+            }
+    }
+    printf("%s: worst nmse against the recurrent ref: recurrent %.3g, chunked %.3g\n", name, worst_rec, worst_chunk);
+}
+
+/* Heads split across threads as the forward pass splits them (tp_range over heads). */
+typedef struct {
+    const dn_kernels *dk;
+    const dr_case *c;
+    int64_t n_heads;
+    float *state, *out; /* (n_heads, d_v, d_k), (n_tokens, n_heads * d_v) */
+    float *scratch;     /* per thread */
+    int chunked;
+} heads_job;
+
+static void heads_fn(void *ctx, int ith, int nth) {
+    heads_job *j = ctx;
+    const dr_case *c = j->c;
+    const int64_t D = j->n_heads * c->d_v, sf = dn_chunk_scratch_floats(c->d_k, c->d_v);
+    int64_t h0, h1;
+    tp_range(j->n_heads, 1, ith, nth, &h0, &h1);
+    for (int64_t h = h0; h < h1; h++) {
+        /* head h: tokens of the case shifted by h (independent inputs per head) */
+        const int64_t off = h % c->n;
+        float *S = j->state + h * c->d_k * c->d_v, *o = j->out + h * c->d_v;
+        const int64_t n = c->n - off;
+        if (j->chunked)
+            j->dk->delta_rule_chunked(n, c->d_k, c->d_v, c->q + off * c->d_k, c->d_k, c->k + off * c->d_k, c->d_k,
+                                      c->v + off * c->d_v, c->d_v, c->g + off, c->beta + off, 1, 0.125f, S, o, D,
+                                      j->scratch + ith * sf);
+        else
+            j->dk->delta_rule(n, c->d_k, c->d_v, c->q + off * c->d_k, c->d_k, c->k + off * c->d_k, c->d_k,
+                              c->v + off * c->d_v, c->d_v, c->g + off, c->beta + off, 1, 0.125f, S, o, D);
+    }
+}
+
+static void tier_threads(const dn_kernels *dk, const char *name) {
+    const int64_t n_heads = 7, d = 64, n = 70;
+    dr_case c = make_case(n, d, d, 1, 1);
+    const size_t st_n = (size_t)(n_heads * d * d), out_n = (size_t)(n * n_heads * d);
+    float *st1 = malloc(sizeof(float) * st_n), *out1 = calloc(out_n, sizeof(float));
+    float *st = malloc(sizeof(float) * st_n), *out = calloc(out_n, sizeof(float));
+    float *scratch = malloc(sizeof(float) * 3 * (size_t)dn_chunk_scratch_floats(d, d));
+    for (int chunked = 0; chunked < 2; chunked++)
+        for (int nth = 1; nth <= 3; nth++) {
+            tp_pool *pool = NULL;
+            CHECK_OK(tp_create(nth, &pool));
+            if (!pool) break;
+            for (int64_t h = 0; h < n_heads; h++) memcpy(st + h * d * d, c.state0, sizeof(float) * d * d);
+            heads_job j = {.dk = dk, .c = &c, .n_heads = n_heads, .state = st, .out = out, .scratch = scratch,
+                           .chunked = chunked};
+            tp_run(pool, heads_fn, &j);
+            tp_destroy(pool);
+            if (nth == 1) {
+                memcpy(st1, st, sizeof(float) * st_n), memcpy(out1, out, sizeof(float) * out_n);
+            } else {
+                CHECK_MSG(memcmp(st, st1, sizeof(float) * st_n) == 0 && memcmp(out, out1, sizeof(float) * out_n) == 0,
+                          "%s %s: %d threads differ from 1", name, chunked ? "chunked" : "recurrent", nth);
+            }
+        }
+    free(st1), free(out1), free(st), free(out), free(scratch);
+    free_case(&c);
+}
+
+static void test_tiers(void) {
+    const cpu_isa tiers[] = {CPU_ISA_AVX2, CPU_ISA_AVX512, CPU_ISA_NEON};
+    const void *seen[3] = {0};
+    /* the ref table through the same checks (against itself it must be exact) */
+    tier_threads(&dn_kernels_ref, "ref");
+    for (int ti = 0; ti < 3; ti++) {
+        cpu_kernels k;
+        cpu_kernels_build(tiers[ti], &k);
+        const void *id = (const void *)k.dn.delta_rule;
+        int dup = id == (const void *)dn_kernels_ref.delta_rule;
+        for (int s = 0; s < ti; s++) dup |= seen[s] == id;
+        seen[ti] = id;
+        if (dup) continue;
+        printf("tier %s\n", k.isa_name);
+        tier_conv(&k.dn, k.isa_name);
+        tier_small_ops(&k.dn, k.isa_name);
+        tier_delta_rule(&k.dn, k.isa_name);
+        tier_threads(&k.dn, k.isa_name);
+        n_tiers_tested++;
+    }
+    /* VT_ISA=ref's table is the _ref twins */
+    cpu_kernels kr;
+    cpu_kernels_build(CPU_ISA_REF, &kr);
+    CHECK(memcmp(&kr.dn, &dn_kernels_ref, sizeof kr.dn) == 0);
+    /* the selected table is one of them: never the ref where the CPU has SIMD */
+    const cpu_kernels *sel = cpu_kernels_get();
+    CHECK(sel->isa == CPU_ISA_REF || sel->dn.delta_rule != dn_kernels_ref.delta_rule);
+    printf("SIMD tiers tested: %d (selected: %s)\n", n_tiers_tested, sel->isa_name);
+}
+
 int main(void) {
     test_conv();
     test_small_ops();
     test_delta_rule();
     test_delta_rule_alias();
+    test_tiers();
     return test_finish();
 }

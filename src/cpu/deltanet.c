@@ -74,7 +74,11 @@ void dn_delta_rule_ref(int64_t n_tokens, int64_t d_k, int64_t d_v, const float *
  *   W  (DN_CHUNK, d_k)       decayed keys through (I + L)^-1
  *   G  (DN_CHUNK)            cumulative log decay */
 int64_t dn_chunk_scratch_floats(int64_t d_k, int64_t d_v) {
-    return DN_CHUNK * DN_CHUNK + DN_CHUNK * d_v + DN_CHUNK * d_k + DN_CHUNK;
+    const int64_t ref = DN_CHUNK * DN_CHUNK + DN_CHUNK * d_v + DN_CHUNK * d_k + DN_CHUNK;
+    /* the SIMD tiers' (cpu/deltanet_impl.h): KK, QK, U|W, S^T, A^T, K^T, G and a row of decays */
+    const int64_t simd = 2 * DN_CHUNK * DN_CHUNK + DN_CHUNK * (d_v + d_k) + d_k * d_v + d_v * DN_CHUNK +
+                         d_k * DN_CHUNK + 2 * DN_CHUNK;
+    return ref > simd ? ref : simd;
 }
 
 static float dot_f(const float *a, const float *b, int64_t n) {
@@ -161,3 +165,11 @@ void dn_gated_norm_ref(const float *x, const float *z, const float *w, int64_t n
         out[i] = ((x[i] * r) * w[i]) * (zi / (1.0f + expf(-zi)));
     }
 }
+
+const dn_kernels dn_kernels_ref = {
+    .conv1d_silu = dn_conv1d_silu_ref,
+    .l2_norm = dn_l2_norm_ref,
+    .delta_rule = dn_delta_rule_ref,
+    .delta_rule_chunked = dn_delta_rule_chunked_ref,
+    .gated_norm = dn_gated_norm_ref,
+};

@@ -33,6 +33,19 @@
  * Every exponent is <= 0 (g <= 0), so nothing overflows. The two forms differ by float
  * rounding only (tests/test_deltanet.c states the bound).
  *
+ * Which form prefill runs: the recurrent one, at every run length. On a CPU the SIMD
+ * recurrent kernel (cpu/deltanet_impl.h) keeps a block of state rows in L1 through a tile
+ * of tokens, so it is bound by arithmetic: four vector ops per state element and token
+ * (two dots, the decay, the update). The chunked form spends three multiply-adds per
+ * element and token on its three state products (W S^T, Q S^T, the state update) plus
+ * about 5 n / (2 d) on the chunk's own n x n products and the forward substitution (1.25
+ * at n = 64, d = 128), so at these head sizes it does no less arithmetic, only in larger
+ * products; bench/bench_deltanet.c compares the two per run length and tier, and the
+ * chunked form has not been the faster one. It stays as the tested second form (the
+ * GPU-shaped one llama.cpp builds as a graph); llama.cpp's CPU backend also runs the
+ * recurrent loop for prefill (its fused gated_delta_net op). The recurrent form also keeps
+ * a prompt's bits independent of how it is split into prefill chunks.
+ *
  * State per sequence and linear layer: conv (K - 1) * conv_channels floats plus
  * n_v_heads * d_v * d_k floats for S. */
 #ifndef VT_CPU_DELTANET_H
@@ -74,7 +87,8 @@ void dn_delta_rule_ref(int64_t n_tokens, int64_t d_k, int64_t d_v, const float *
                        int64_t v_stride, const float *g, const float *beta, int64_t gb_stride,
                        float scale, float *state, float *out, int64_t out_stride);
 
-/* Floats of scratch dn_delta_rule_chunked_ref needs for heads of this shape. */
+/* Floats of scratch the chunked form needs for heads of this shape (the ref's and every
+ * tier's). */
 int64_t dn_chunk_scratch_floats(int64_t d_k, int64_t d_v);
 
 /* The chunked form of dn_delta_rule_ref, same arguments and results (within rounding),
@@ -90,5 +104,37 @@ void dn_delta_rule_chunked_ref(int64_t n_tokens, int64_t d_k, int64_t d_v, const
  * z / (1 + exp(-z)). out may be x. */
 void dn_gated_norm_ref(const float *x, const float *z, const float *w, int64_t n, float eps,
                        float *out);
+
+/* The kernels of one ISA tier, as the dispatch table holds them (cpu/kernels.h: cpu_kernels.dn,
+ * chosen once for this CPU; VT_ISA=ref gives dn_kernels_ref). The SIMD tiers (avx2, avx512,
+ * neon) are one source, cpu/deltanet_impl.h, over each ISA's float-vector primitives; they
+ * take the same arguments as the _ref twins above and differ from them by float rounding
+ * (fused multiply-adds, sums in vector lanes, a polynomial exp in the silu and the chunked
+ * form's decay factors; tests/test_deltanet.c states the bounds). Like the refs:
+ *  - delta_rule gives the same bits however a run of tokens is split across calls (the
+ *    engine's prefill chunks), so a prompt prefilled in one chunk or in many matches;
+ *  - each head's results depend on that head's inputs only, so threads that split the
+ *    heads give the same bits at any thread count;
+ *  - delta_rule_chunked needs dn_chunk_scratch_floats(d_k, d_v) floats of scratch. */
+typedef struct dn_kernels {
+    void (*conv1d_silu)(const float *x, int64_t x_stride, int64_t n_tokens, int64_t n_ch,
+                        const float *w, int64_t kernel, float *state, float *out,
+                        int64_t out_stride);
+    void (*l2_norm)(float *x, int64_t n, float eps);
+    void (*delta_rule)(int64_t n_tokens, int64_t d_k, int64_t d_v, const float *q,
+                       int64_t q_stride, const float *k, int64_t k_stride, const float *v,
+                       int64_t v_stride, const float *g, const float *beta, int64_t gb_stride,
+                       float scale, float *state, float *out, int64_t out_stride);
+    void (*delta_rule_chunked)(int64_t n_tokens, int64_t d_k, int64_t d_v, const float *q,
+                               int64_t q_stride, const float *k, int64_t k_stride,
+                               const float *v, int64_t v_stride, const float *g,
+                               const float *beta, int64_t gb_stride, float scale, float *state,
+                               float *out, int64_t out_stride, float *scratch);
+    void (*gated_norm)(const float *x, const float *z, const float *w, int64_t n, float eps,
+                       float *out);
+} dn_kernels;
+
+/* The scalar twins as a table. */
+extern const dn_kernels dn_kernels_ref;
 
 #endif

@@ -115,6 +115,7 @@ static void fill_ref(cpu_kernels *k) {
     static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
     pthread_once(&gelu_once, gelu_table_fill);
     k->rms_norm = rms_norm_ref;
+    k->dn = dn_kernels_ref;
     for (int t = 0; t < VT_DTYPE_COUNT; t++) {
         const quant_traits *tr = quant_traits_get((vt_dtype)t);
         if (!tr) continue;
@@ -170,8 +171,11 @@ static void apply_rows(cpu_kernels *k, cpu_isa isa, const cpu_type_row *rows, si
 static void apply_tier_rows(cpu_kernels *k, cpu_isa isa, const cpu_tier_row *rows, size_t n) {
     for (size_t i = 0; i < n; i++) {
         if (rows[i].isa > isa) continue;
-        k->silu_mul = rows[i].silu_mul;
-        k->rms_norm = rows[i].rms_norm;
+        if (rows[i].silu_mul) {
+            k->silu_mul = rows[i].silu_mul;
+            k->rms_norm = rows[i].rms_norm;
+        }
+        if (rows[i].dn) k->dn = *rows[i].dn;
     }
 }
 

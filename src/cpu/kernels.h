@@ -45,6 +45,7 @@
 #define VT_CPU_KERNELS_H
 
 #include "cpu/cpu_features.h"
+#include "cpu/deltanet.h"
 #include "cpu/pack.h"
 #include "quant/quant.h"
 
@@ -83,6 +84,8 @@ typedef struct cpu_kernels {
      * (about once in 10^5 rows of 2048; never in the test models' outputs), and
      * out then by the same. */
     void (*rms_norm)(const float *x, const float *w, int64_t n, float eps, float *out);
+    /* The Gated DeltaNet kernels (cpu/deltanet.h: contracts and bounds). */
+    dn_kernels dn;
 } cpu_kernels;
 
 /* The rows the table is built from, as ggml's type_traits_cpu[]: one
@@ -104,11 +107,13 @@ typedef struct cpu_type_row {
     pack_gemm_fn gemm_wide;
 } cpu_type_row;
 
-/* The type-independent kernels of a tier. */
+/* The type-independent kernels of a tier; as for the type rows, the highest tier this CPU
+ * runs wins, group by group ({silu_mul, rms_norm}, {dn}), and a row fills only its groups. */
 typedef struct cpu_tier_row {
     cpu_isa isa;
     void (*silu_mul)(float *g, const float *u, int64_t n);
     void (*rms_norm)(const float *x, const float *w, int64_t n, float eps, float *out);
+    const dn_kernels *dn;
 } cpu_tier_row;
 
 /* The table for this CPU (after VT_ISA). Built once, thread-safe, never NULL. */

@@ -3,6 +3,7 @@
 
 #include "base/status.h"
 #include "cpu/deltanet.h"
+#include "cpu/kernels.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "quant/quant.h"
@@ -126,10 +127,11 @@ int64_t q35_core_scratch_floats(const q35_hparams *hp) {
 
 void q35_linear_prep(const q35_hparams *hp, const q35_linear_weights *w, float eps, int64_t n_tokens, float *qkv,
                      int64_t qkv_stride, float *alpha, float *beta, int64_t ab_stride, float *state) {
-    dn_conv1d_silu_ref(qkv, qkv_stride, n_tokens, hp->conv_ch, w->conv_w, hp->conv_kernel, state, qkv, qkv_stride);
+    const dn_kernels *dk = &cpu_kernels_get()->dn;
+    dk->conv1d_silu(qkv, qkv_stride, n_tokens, hp->conv_ch, w->conv_w, hp->conv_kernel, state, qkv, qkv_stride);
     for (int64_t t = 0; t < n_tokens; t++) {
         float *row = qkv + t * qkv_stride;
-        for (int64_t h = 0; h < 2 * hp->n_k_heads; h++) dn_l2_norm_ref(row + h * hp->d_state, hp->d_state, eps);
+        for (int64_t h = 0; h < 2 * hp->n_k_heads; h++) dk->l2_norm(row + h * hp->d_state, hp->d_state, eps);
         dn_gates_ref(alpha + t * ab_stride, beta + t * ab_stride, w->dt_bias, w->a, hp->n_v_heads, alpha + t * ab_stride,
                      beta + t * ab_stride);
     }
@@ -145,15 +147,16 @@ void q35_linear_head(const q35_hparams *hp, const q35_linear_weights *w, float e
     const float *q = qkv + (h % nk) * ds, *k = qkv + hp->key_dim + (h % nk) * ds;
     const float *v = qkv + 2 * hp->key_dim + h * ds;
     float *S = state + (hp->conv_kernel - 1) * hp->conv_ch + h * ds * ds, *o = out + h * ds;
+    const dn_kernels *dk = &cpu_kernels_get()->dn;
     if (chunked)
-        dn_delta_rule_chunked_ref(n_tokens, ds, ds, q, qkv_stride, k, qkv_stride, v, qkv_stride, alpha + h, beta + h,
-                                  ab_stride, scale, S, o, out_stride, scratch);
+        dk->delta_rule_chunked(n_tokens, ds, ds, q, qkv_stride, k, qkv_stride, v, qkv_stride, alpha + h, beta + h,
+                               ab_stride, scale, S, o, out_stride, scratch);
     else
-        dn_delta_rule_ref(n_tokens, ds, ds, q, qkv_stride, k, qkv_stride, v, qkv_stride, alpha + h, beta + h, ab_stride,
-                          scale, S, o, out_stride);
+        dk->delta_rule(n_tokens, ds, ds, q, qkv_stride, k, qkv_stride, v, qkv_stride, alpha + h, beta + h, ab_stride,
+                       scale, S, o, out_stride);
     for (int64_t t = 0; t < n_tokens; t++) {
         float *ot = out + t * out_stride + h * ds;
-        dn_gated_norm_ref(ot, z + t * z_stride + h * ds, w->norm_w, ds, eps, ot);
+        dk->gated_norm(ot, z + t * z_stride + h * ds, w->norm_w, ds, eps, ot);
     }
 }
 

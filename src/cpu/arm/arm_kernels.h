@@ -54,6 +54,9 @@ void silu_mul_neon(float *g, const float *u, int64_t n);
 void rms_norm_neon(const float *x, const float *w, int64_t n, float eps, float *out);
 float exp_sum_neon(float *s, int64_t n, float *m); /* attn_kv_ops.exp_sum */
 
+/* deltanet_neon.c: the Gated DeltaNet kernels (cpu/deltanet_impl.h) */
+extern const dn_kernels dn_kernels_neon;
+
 void quantize_q8_0_neon(const float *x, void *y, int64_t n);
 void quantize_q8_1_neon(const float *x, void *y, int64_t n);
 void quantize_q8_K_neon(const float *x, void *y, int64_t n);

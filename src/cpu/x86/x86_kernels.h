@@ -54,6 +54,9 @@ void store_v_bf16_avx2(void *vrow, const float *src, int64_t hd);
 void silu_mul_avx2(float *g, const float *u, int64_t n);
 void rms_norm_avx2(const float *x, const float *w, int64_t n, float eps, float *out);
 
+/* deltanet_avx2.c, deltanet_avx512.c: the Gated DeltaNet kernels (cpu/deltanet_impl.h) */
+extern const dn_kernels dn_kernels_avx2, dn_kernels_avx512;
+
 #define X86_DECLARE_GEMM(t, isa)                                                           \
     void gemm_##t##_##isa(int64_t n_in, const void *w, int64_t n_groups, const void *x,    \
                           size_t x_stride, const pack_xblock *xs, int n_tok, float *y,     \
