@@ -172,10 +172,23 @@ void q35_linear_core(const q35_hparams *hp, const q35_linear_weights *w, float e
 vt_status q35_model_hparams(model *m) {
     q35_hparams *hp = calloc(1, sizeof *hp);
     if (!hp) return vt_errorf(VT_E_NOMEM, "out of memory");
-    const vt_status s = q35_hparams_load(&m->gguf, "qwen35", m->hp.n_layer, m->hp.n_ctx_train, hp);
+    const char *arch = m->hp.arch == MODEL_ARCH_QWEN35MOE ? "qwen35moe" : "qwen35";
+    const vt_status s = q35_hparams_load(&m->gguf, arch, m->hp.n_layer, m->hp.n_ctx_train, hp);
     if (s != VT_OK) {
         free(hp);
         return s;
+    }
+    /* llama.cpp's converter can write the MTP layers alone (mtp-*.gguf, for a draft
+     * context beside the trunk's file): nothing there for vt to run */
+    if (hp->n_nextn > 0 && !gguf_find_tensor(&m->gguf, "blk.0.attn_norm.weight")) {
+        const vt_status e = vt_errorf(VT_E_UNSUPPORTED,
+                                      "required tensor 'blk.0.attn_norm.weight' is missing: the file holds only "
+                                      "the %lld multi-token-prediction layers ('%s.nextn_predict_layers'), not the "
+                                      "model",
+                                      (long long)hp->n_nextn, arch);
+        q35_hparams_free(hp);
+        free(hp);
+        return e;
     }
     m->q35 = hp;
     m->hp.n_layer = hp->n_layer;
