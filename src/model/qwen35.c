@@ -247,6 +247,11 @@ vt_status q35_load_layer(model *m, int64_t il, layer_weights *L) {
                              (long long)il);
     } else {
         L->attn_gated = true;
+        if (!gguf_find_tensor(&m->gguf, LNAME("attn_q.weight")))
+            return vt_errorf(VT_E_FORMAT,
+                             "required tensor '%s' is missing (the layer pattern makes layer %lld a full "
+                             "attention layer)",
+                             name, (long long)il);
         VT_TRY(model_load_mat(m, LNAME("attn_q.weight"), d, 2 * q_dim, true, &L->wq));
         VT_TRY(model_load_mat(m, LNAME("attn_k.weight"), d, kv_dim, true, &L->wk));
         VT_TRY(model_load_mat(m, LNAME("attn_v.weight"), d, kv_dim, true, &L->wv));

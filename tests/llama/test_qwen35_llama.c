@@ -8,12 +8,26 @@
  * chunked delta rule over 2 and 10 chunks) agreeing where vt's choice is clear, and vt's
  * logits the same bits whether the prompt is prefilled in one chunk or in chunks of 64.
  *
+ * qwen35moe (Qwen3.5/3.6-A3B's layout): the same shape and rows with a tied head, 16
+ * routed experts of 256 rows (4 per token, softmax, top-k, renormalised) and a shared
+ * expert of 256 rows behind its sigmoid gate, in F16 (carrying one multi-token-prediction
+ * layer, which both engines skip; llama.cpp's Q4_K_M of it too), Q8_0, Q4_0 and Q4_K.
+ * Rows where llama.cpp's router came within PARITY_TIE_MARGIN of another expert choice
+ * are held to PARITY_NMSE_TIE and left out of the argmax rule, as in test_parity.c.
+ * Measured (vt vs llama.cpp, 32 positions): F16 8e-7, Q4_K_M 1.1e-4, Q8_0 4.4e-4, Q4_0
+ * 4.1e-3, Q4_K 1.9e-4; tie rows up to 1.7e-3.
+ *
+ * llama.cpp runs on one thread (its results do not depend on it, and its spinning
+ * barriers crawl when ctest shares the cores). VT_PARITY_ONLY=substring runs only the
+ * rows whose label contains it; VT_LLAMA_REPACK=off (tests/llama/llama_ref.c) turns off
+ * llama.cpp's repacked GEMMs, which changes none of these numbers.
+ *
  * First: the file vt synth --arch qwen35 writes (4 layers,
  * 3 linear and 1 full attention, a generated vocabulary) loads in llama.cpp and
  * its logits are finite, for a prompt that crosses llama.cpp's 64-token chunks (its
  * chunked delta rule) and one decoded token by token (its recurrent step), and both
- * paths give the same logits within 1e-6 NMSE (llama.cpp with itself: the bound vt's
- * parity will be held to next; vt does not run qwen35 end to end yet). */
+ * paths give the same logits within 1e-6 NMSE (llama.cpp with itself); vt on that file
+ * within 1e-6 of llama.cpp, the same bits in one batch, runs of 7 or token by token. */
 #include "llama_ref.h"
 #include "model/synth.h"
 #include "test.h"
@@ -80,8 +94,22 @@ static double nmse(const float *x, const float *ref, int64_t n) {
 #define PARITY_NMSE 2e-3
 #define PARITY_GAP 0.2   /* argmax must agree where top-1 leads top-2 by this x RMS */
 /* Q4_0 weights: vt and llama.cpp differ by 1e-3 NMSE already on a 1-token prompt, and
- * by up to 1.2e-2 over the first 32 positions (argmax and greedy agreeing). Larger than
- * the other types and not explained yet (issue 27): a looser bound, not a settled one. */
+ * by up to 1.2e-2 (qwen35) / 4.1e-3 (qwen35moe) over the first 32 positions, argmax and
+ * greedy agreeing. The cause is the rounding of activations to Q8_0, and it starts at
+ * the token embedding: vt quantizes as ggml's reference quantize_row_q8_0_ref does
+ * (id = 1 / d with d = amax / 127, roundf: half away from zero), llama.cpp's x86 CPU
+ * backend as its AVX quantize_row_q8_0 does (id = 127 / amax, round half to even). The
+ * two differ only where x * id lands within an ulp of k + 0.5. A Q4_0 embedding row,
+ * RMS-normed, lies on the lattice j * d * s (j in -8..7, amax = 8 d s in every block),
+ * so x * id = 15.875 j: the elements with j = +-4 (about an eighth) sit exactly on
+ * such a tie in the first layer's input, and a good share round the other way. The
+ * delta rule's state then carries that difference through the later positions. With
+ * llama.cpp's rule in vt's quantizer (tried, not kept: it would break vt's bit-exact
+ * SIMD/ref contract and the golden hashes), this row measured 6.9e-5 (1 token: 0) and
+ * Q8_0 6.5e-5 (from 3e-4); with F32 embeddings and Q4_0 elsewhere, 6.7e-4 (1 token: 0).
+ * So the looser bound is llama.cpp's x86 rounding rule, not a vt defect; matching it
+ * (an activation quantizer apart from the weight quantizer, per ISA) is left to issue
+ * 27's follow-up. */
 #define PARITY_NMSE_Q4_0 2.5e-2
 
 static double row_rms(const float *x, int32_t n) {
@@ -128,8 +156,15 @@ static bool vt_greedy(vt_model *m, const int32_t *prompt, int32_t n, int32_t per
 #define PARITY_NMSE_TIE 5e-2
 
 /* moe_k: experts per token (0: dense), to watch llama.cpp's router for near ties. */
+/* VT_PARITY_ONLY=substring: only the rows whose label contains it. */
+static bool selected(const char *label) {
+    const char *only = getenv("VT_PARITY_ONLY");
+    return !only || strstr(label, only);
+}
+
 static void check_parity(const char *label, const char *path, double bound, int32_t moe_k) {
-    llama_ref *r = llama_ref_open(path, 1024, 2);
+    if (!selected(label)) return;
+    llama_ref *r = llama_ref_open(path, 1024, 1); /* one thread: its spinning barriers crawl on shared cores */
     vt_model *m = NULL;
     CHECK_MSG(r != NULL, "%s: llama.cpp refused the file", label);
     CHECK_MSG(vt_model_load(path, NULL, &m) == VT_OK, "%s: %s", label, vt_last_error());
@@ -212,6 +247,8 @@ static void test_parity_vocab(void) {
     static const char *mixes[] = {"Q4_K_M"};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         char label[64], path[] = "/tmp/vt_qwen35_parity_XXXXXX";
+        snprintf(label, sizeof label, "synth-qwen35-%s", quant_traits_get(types[t])->name);
+        if (!selected(label) && !(types[t] == VT_DTYPE_F16 && selected("llamaq-qwen35-"))) continue;
         const int fd = mkstemp(path);
         CHECK(fd >= 0);
         close(fd);
@@ -229,9 +266,8 @@ static void test_parity_vocab(void) {
         sp.seed = 2700 + t;
         sp.n_threads = 2;
         CHECK_OK(synth_write(&sp, path));
-        snprintf(label, sizeof label, "synth-qwen35-%s", quant_traits_get(types[t])->name);
         check_parity(label, path, types[t] == VT_DTYPE_Q4_0 ? PARITY_NMSE_Q4_0 : PARITY_NMSE, 0);
-        for (size_t q = 0; types[t] == VT_DTYPE_F16 && q < sizeof mixes / sizeof mixes[0]; q++) {
+        for (size_t q = 0; types[t] == VT_DTYPE_F16 && selected("llamaq-qwen35-") && q < sizeof mixes / sizeof mixes[0]; q++) {
             char qpath[] = "/tmp/vt_qwen35_parityq_XXXXXX";
             const int qfd = mkstemp(qpath);
             close(qfd);
@@ -258,6 +294,8 @@ static void test_parity_moe(void) {
     static const vt_dtype types[] = {VT_DTYPE_F16, VT_DTYPE_Q8_0, VT_DTYPE_Q4_0, VT_DTYPE_Q4_K};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         char label[64], path[] = "/tmp/vt_qwen35moe_parity_XXXXXX";
+        snprintf(label, sizeof label, "synth-qwen35moe-%s", quant_traits_get(types[t])->name);
+        if (!selected(label) && !(types[t] == VT_DTYPE_F16 && selected("llamaq-qwen35moe-"))) continue;
         const int fd = mkstemp(path);
         CHECK(fd >= 0);
         close(fd);
@@ -275,13 +313,13 @@ static void test_parity_moe(void) {
         sp.n_expert = 16;
         sp.n_expert_used = 4;
         sp.n_nextn = types[t] == VT_DTYPE_F16;
+        sp.tied = true; /* one vocabulary-sized matrix to write and quantize, not two */
         sp.n_ctx = 1024;
         sp.seed = 2750 + t;
         sp.n_threads = 2;
         CHECK_OK(synth_write(&sp, path));
-        snprintf(label, sizeof label, "synth-qwen35moe-%s", quant_traits_get(types[t])->name);
         check_parity(label, path, types[t] == VT_DTYPE_Q4_0 ? PARITY_NMSE_Q4_0 : PARITY_NMSE, (int32_t)sp.n_expert_used);
-        if (types[t] == VT_DTYPE_F16) {
+        if (types[t] == VT_DTYPE_F16 && selected("llamaq-qwen35moe-")) {
             char qpath[] = "/tmp/vt_qwen35moe_parityq_XXXXXX";
             const int qfd = mkstemp(qpath);
             close(qfd);
@@ -353,7 +391,7 @@ int main(void) {
         llama_ref_close(r);
     }
     unlink(path);
-    if (!getenv("VT_QWEN35_ONLY_MOE")) test_parity_vocab();
+    test_parity_vocab();
     test_parity_moe();
     return test_finish();
 }
