@@ -13,7 +13,11 @@
  * llama files (src/model/synth.c): expert counts of 0, more used experts
  * than experts, expert tensors of the wrong shape or missing, and expert
  * tensors in a file that declares no experts (refused as mixture-of-experts,
- * never as a missing ffn_gate).
+ * never as a missing ffn_gate). qwen35moe (the hybrid with a shared expert): the
+ * same expert counts, a state size of 0, a conv kernel longer than the context, a
+ * layer pattern that names a layer without its kind's tensors (either way), the
+ * shared expert's tensors missing or misshapen, MTP layer counts (all layers; a file
+ * of the MTP layer alone).
  *
  * Gemma: the same on small synthetic gemma2 and gemma3 files: windows of 0 or
  * past the context, a window pattern longer than the layer count, soft-caps of
@@ -150,6 +154,7 @@ static void check_case(const gguf_file *src, const bad_case *c) {
 #define Q32(k, v) {K_U32, "qwen3moe." k, (v), 0, NULL}
 #define O32(k, v) {K_U32, "gpt-oss." k, (v), 0, NULL}
 #define OF32(k, v) {K_F32, "gpt-oss." k, 0, (v), NULL}
+#define H32(k, v) {K_U32, "qwen35moe." k, (v), 0, NULL}
 
 /* A small synthetic MoE file of arch (n_embd 64, 4 heads of 16, 2 KV heads, 2
  * layers, 4 experts of 32 rows, 2 used, F32) at path. */
@@ -165,6 +170,7 @@ static bool write_moe(const char *arch, const char *path) {
     sp.n_expert_used = 2;
     sp.n_threads = 1;
     if (!strcmp(arch, "gpt-oss")) sp.n_swa = 4; /* required there */
+    sp.full_attn_interval = 2; /* qwen35moe: layer 0 linear, layer 1 full attention */
     vt_status s = synth_write(&sp, path);
     CHECK_MSG(s == VT_OK, "synth %s: %s", arch, vt_last_error());
     return s == VT_OK;
@@ -265,7 +271,35 @@ static size_t check_moe(void) {
         {"gpt-oss rope.freq_base_swa differs", {OF32("rope.freq_base_swa", 5000.0f)}, {{0}},
          "a rope base of the sliding-window layers other than rope.freq_base"},
     };
+    /* qwen35moe (2 layers: 0 Gated DeltaNet, 1 full attention; linear layers 2 k / 4 v
+     * heads of 16, conv kernel 4; shared expert of 32 rows) */
+    const bad_case hyb[] = {
+        {"qwen35moe unedited", {{0}}, {{0}}, NULL},
+        {"qwen35moe expert_count 0", {H32("expert_count", 0)}, {{0}}, "'qwen35moe.expert_count' = 0 is out of range"},
+        {"qwen35moe expert_used_count 5 > expert_count 4", {H32("expert_used_count", 5)}, {{0}},
+         "'qwen35moe.expert_used_count' = 5 is more than expert_count 4"},
+        {"qwen35moe ssm.state_size 0", {H32("ssm.state_size", 0)}, {{0}}, "'qwen35moe.ssm.state_size' = 0 is out of range"},
+        {"qwen35moe conv kernel 4 > context 2", {H32("context_length", 2)}, {{0}},
+         "key 'qwen35moe.ssm.conv_kernel' = 4: the conv kernel is longer than the context (2)"},
+        {"qwen35moe interval 4: layer 1 linear without attn_qkv", {H32("full_attention_interval", 4)}, {{0}},
+         "required tensor 'blk.1.attn_qkv.weight' is missing (the layer pattern makes layer 1 a linear attention layer)"},
+        {"qwen35moe interval 1: layer 0 full attention without attn_q", {H32("full_attention_interval", 1)}, {{0}},
+         "required tensor 'blk.0.attn_q.weight' is missing (the layer pattern makes layer 0 a full attention layer)"},
+        {"qwen35moe ffn_gate_inp_shexp missing", {{0}}, {{"blk.1.ffn_gate_inp_shexp.weight", VT_DTYPE_F32, 0, {0}}},
+         "required tensor 'blk.1.ffn_gate_inp_shexp.weight' is missing"},
+        {"qwen35moe ffn_down_shexp transposed", {{0}}, {{"blk.0.ffn_down_shexp.weight", VT_DTYPE_F32, 2, {64, 32}}},
+         "tensor 'blk.0.ffn_down_shexp.weight' has shape [64, 32, 1], expected [32, 64]"},
+        {"qwen35moe expert_shared_feed_forward_length 64", {H32("expert_shared_feed_forward_length", 64)}, {{0}},
+         "tensor 'blk.0.ffn_gate_shexp.weight' has shape [64, 32, 1], expected [64, 64]"},
+        {"qwen35moe nextn_predict_layers 2 of 2", {H32("nextn_predict_layers", 2)}, {{0}},
+         "key 'qwen35moe.nextn_predict_layers' = 2 leaves no trunk layers of 2"},
+        {"qwen35moe MTP layer alone (no blk.0.attn_norm)", {H32("nextn_predict_layers", 1)},
+         {{"blk.0.attn_norm.weight", VT_DTYPE_F32, 0, {0}}},
+         "the file holds only the 1 multi-token-prediction layers ('qwen35moe.nextn_predict_layers')"},
+        {"qwen35moe nextn_predict_layers 1 (loads: layer 1 skipped)", {H32("nextn_predict_layers", 1)}, {{0}}, NULL},
+    };
     return check_moe_cases("qwen3moe", qwen, sizeof qwen / sizeof qwen[0]) +
+           check_moe_cases("qwen35moe", hyb, sizeof hyb / sizeof hyb[0]) +
            check_moe_cases("llama", llama, sizeof llama / sizeof llama[0]) +
            check_moe_cases("gpt-oss", oss, sizeof oss / sizeof oss[0]);
 }

@@ -5,7 +5,11 @@
  * conv kernel 4) in runs of 1, 7, 80 and 62 tokens, once with the recurrent delta rule,
  * once with the chunked form, from a zero state (a new sequence). Bounds as NMSE against
  * float64 over the outputs and the final state: recurrent <= 1e-10, chunked <= 1e-9
- * (tests/test_deltanet.c says why the chunked form is looser). */
+ * (tests/test_deltanet.c says why the chunked form is looser).
+ *
+ * In a context, qwen35 and qwen35moe (8 experts, 2 per token, a shared expert, one MTP
+ * layer that is skipped): the same bits in one chunk, in chunks of 5 or token by token
+ * on 2 threads, and with two sequences interleaved as each alone. */
 #include "base/status.h"
 #include "gguf/gguf.h"
 #include "model/qwen35.h"
@@ -313,9 +317,16 @@ static void test_synth(void) {
 
 /* ---- the model in a vt_context ---- */
 
-static void write_model(const char *path, int64_t interval, int64_t n_layer) {
+static void write_model_arch(const char *arch, const char *path, int64_t interval, int64_t n_layer) {
     synth_params sp = synth_default_params();
-    sp.arch = "qwen35";
+    sp.arch = arch;
+    if (!strcmp(arch, "qwen35moe")) { /* 8 experts of 32 rows, 2 per token, a shared expert of 64 */
+        sp.n_expert = 8;
+        sp.n_expert_used = 2;
+        sp.n_ff_exp = 32;
+        sp.n_ff_shexp = 64;
+        sp.n_nextn = 1;
+    }
     sp.n_layer = n_layer;
     sp.n_embd = 64;
     sp.n_head = 4;
@@ -325,6 +336,10 @@ static void write_model(const char *path, int64_t interval, int64_t n_layer) {
     sp.full_attn_interval = interval;
     sp.n_threads = 1;
     CHECK_OK(synth_write(&sp, path));
+}
+
+static void write_model(const char *path, int64_t interval, int64_t n_layer) {
+    write_model_arch("qwen35", path, interval, n_layer);
 }
 
 /* Logits of every token of the batch (n_seq sequences, tokens interleaved as given). */
@@ -355,12 +370,13 @@ static void run_batches(vt_model *m, int n_seq, int n_threads, const int32_t *to
     vt_context_free(c);
 }
 
-static void test_context(void) {
+/* arch: qwen35, or qwen35moe (experts, a shared expert, an MTP layer that is skipped) */
+static void test_context(const char *arch) {
     char path[] = "/tmp/vt_qwen35_ctx_XXXXXX";
     const int fd = mkstemp(path);
     CHECK(fd >= 0);
     close(fd);
-    write_model(path, 4, 4);
+    write_model_arch(arch, path, 4, 4);
     vt_model *m = NULL;
     CHECK_OK(vt_model_load(path, NULL, &m));
     if (m) {
@@ -459,7 +475,8 @@ static void test_bad_pattern(void) {
 int main(void) {
     test_keys();
     test_synth();
-    test_context();
+    test_context("qwen35");
+    test_context("qwen35moe");
     test_bad_pattern();
     test_core();
     return test_finish();

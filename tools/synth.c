@@ -19,6 +19,11 @@ static void more_help(FILE *f) {
                "  vt synth --arch qwen3moe --layers 4 --embd 2048 --heads 32 --kv-heads 4 --head-dim 128 \\\n"
                "     --ff 6144 --experts 128 --experts-used 8 --expert-ff 768 --ctx 4096 \\\n"
                "     --vocab-from ../shared/models/vocab/ggml-vocab-qwen2.gguf --type q4_k -o moe.gguf\n"
+               "Qwen3.6-35B-A3B's layer shape, 4 layers (3 Gated DeltaNet, 1 full attention):\n"
+               "  vt synth --arch qwen35moe --layers 4 --embd 2048 --heads 16 --kv-heads 2 --head-dim 256 \\\n"
+               "     --ff 512 --experts 256 --experts-used 8 --expert-ff 512 --shared-ff 512 --ssm-state 128 \\\n"
+               "     --ssm-k-heads 16 --ssm-v-heads 32 --ctx 4096 \\\n"
+               "     --vocab-from ../shared/models/vocab/ggml-vocab-qwen35.gguf --type q4_k -o q36moe.gguf\n"
                "gpt-oss-20b's layer shape, 2 layers, MXFP4 experts:\n"
                "  vt synth --arch gpt-oss --layers 2 --embd 2880 --heads 64 --kv-heads 8 --head-dim 64 \\\n"
                "     --ff 2880 --experts 32 --experts-used 4 --expert-ff 2880 --swa 128 --ctx 4096 \\\n"
@@ -97,7 +102,7 @@ int cmd_synth(int argc, char **argv) {
     const char *out = NULL;
     bool quiet = false;
     const opt table[] = {
-        {.name = {"--arch"}, .kind = OPT_STR, .dst = &p.arch, .arg = "A", .help = "llama | qwen2 | qwen3 | qwen3moe | gemma2 | gemma3 |\nolmo2 | smollm3 | granite | qwen35 | gpt-oss (default llama)"},
+        {.name = {"--arch"}, .kind = OPT_STR, .dst = &p.arch, .arg = "A", .help = "llama | qwen2 | qwen3 | qwen3moe | gemma2 | gemma3 |\nolmo2 | smollm3 | granite | qwen35 | qwen35moe | gpt-oss\n(default llama)"},
         {.name = {"--layers"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_layer, .arg = "N", .help = "blocks (default 2)"},
         {.name = {"--embd"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_embd, .arg = "N",
          .help = "embedding width (default 256)"},
@@ -110,11 +115,15 @@ int cmd_synth(int argc, char **argv) {
         {.name = {"--ff"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_ff, .arg = "N",
          .help = "feed-forward width (default 512)"},
         {.name = {"--experts"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_expert, .arg = "N",
-         .help = "mixture of experts: N experts per layer (qwen3moe; llama:\nMixtral's layout, experts --ff wide)"},
+         .help = "mixture of experts: N experts per layer (qwen3moe,\nqwen35moe; llama: Mixtral's layout, experts --ff wide)"},
         {.name = {"--experts-used"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_expert_used, .arg = "N",
          .help = "experts per token (default 2)"},
         {.name = {"--expert-ff"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_ff_exp, .arg = "N",
-         .help = "qwen3moe, gpt-oss: rows of an expert's gate/up (default --ff)"},
+         .help = "qwen3moe, qwen35moe, gpt-oss: rows of an expert's gate/up\n(default --ff)"},
+        {.name = {"--shared-ff"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_ff_shexp, .arg = "N",
+         .help = "qwen35moe: rows of the shared expert's gate/up (default --ff)"},
+        {.name = {"--nextn"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_nextn, .arg = "N",
+         .help = "qwen35, qwen35moe: N multi-token-prediction layers after\nthe trunk (default 0)"},
         {.name = {"--swa"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_swa, .arg = "N",
          .help = "llama, gemma, olmo2, gpt-oss (required): a sliding window\nof N positions (default none)"},
         {.name = {"--swa-pattern"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.swa_pattern, .arg = "N",

@@ -130,6 +130,7 @@ struct fwd_ctx {
     float *gu;         /* (nth_max, 2, T, moe_ff_slice) per-thread gate and up of one slice
                           (experts with biases or another activation: moe_split), or NULL */
     float *ye;         /* (T * n_expert_used, n_embd) expert outputs, grouped */
+    float *shg;        /* (T) sigmoid of the shared expert's gate per token (n_ff_shexp > 0), or NULL */
     q35_fwd *hy;       /* qwen35's linear layers and gated attention (model/qwen35.h), or NULL */
 
     const fwd_batch *batch; /* the batch being run */
@@ -270,6 +271,8 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
         const layer_weights *Li = &m->layers[il];
         const mm_weight *ws[] = {&Li->wq, &Li->wk, &Li->wv, &Li->wo, &Li->w_gate, &Li->w_up, &Li->w_down, &Li->router};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) lb += ws[i]->row_bytes * (size_t)ws[i]->n_out;
+        const mm_weight *sh[] = {&Li->shexp_gate, &Li->shexp_up, &Li->shexp_down};
+        for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++) lb += sh[i]->row_bytes * (size_t)sh[i]->n_out;
         if (Li->lin) {
             mm_weight *lw[5];
             for (int64_t i = 0, n = q35_layer_order(Li->lin, lw); i < n; i++) lb += lw[i]->row_bytes * (size_t)lw[i]->n_out;
@@ -314,6 +317,10 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
             he = max_sz(he, mm_act_row_bytes(L->exp_down[0].type, hp->n_ff_exp));
             hs = max_sz(hs, mm_act_row_bytes(L->exp_down[0].type, m->moe_ff_slice));
             split = split || moe_split(hp, L);
+            if (hp->n_ff_shexp > 0) {
+                act = max_sz(act, mm_act_row_bytes(L->shexp_gate.type, hp->n_embd));
+                act = max_sz(act, mm_act_row_bytes(L->shexp_down.type, hp->n_ff_shexp));
+            }
         }
     }
     if (m->q35) {
@@ -371,8 +378,9 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
         f->exp_off = malloc((ne + 1) * sizeof(int64_t));
         f->exp_fill = malloc(ne * sizeof(int32_t));
         f->exp_order = malloc(ne * sizeof(int32_t));
+        f->shg = hp->n_ff_shexp > 0 ? malloc(T * sizeof(float)) : NULL;
         moe_ok = f->router && f->sel && f->sel_w && f->slot && f->row_tok && f->exp_off && f->exp_fill &&
-                 f->exp_order && tp_create(1, &f->one) == VT_OK;
+                 f->exp_order && (f->shg || hp->n_ff_shexp == 0) && tp_create(1, &f->one) == VT_OK;
     }
     if (!f->work || !f->chunk_off || !f->groups || !moe_ok) {
         fwd_destroy(f);
@@ -412,6 +420,7 @@ void fwd_destroy(fwd_ctx *f) {
     free(f->exp_off);
     free(f->exp_fill);
     free(f->exp_order);
+    free(f->shg);
     hugemem_free(f->work, f->work_bytes);
     hugemem_free(f->parts, f->parts_cap * sizeof(float));
     free(f->chunk_off);
@@ -565,6 +574,13 @@ static void step_norm_quant(fwd_ctx *f, int64_t T, resid_kind add, const float *
         }
         if (add == RESID_MOE) {
             moe_combine(f, t, scratch);
+            if (f->shg) { /* qwen35moe: plus the shared expert (in tmp) times its gate */
+                const float g = f->shg[t];
+                for (int64_t j = 0; j < d; j++) {
+                    const float p = f->tmp[t * d + j] * g;
+                    scratch[j] += p;
+                }
+            }
             for (int64_t j = 0; j < d; j++) x[j] += scratch[j];
         }
         const float *src = x; /* no norm before the sublayer (olmo2) */
@@ -763,6 +779,34 @@ static void moe_ffn(fwd_ctx *f, const layer_weights *L, const uint8_t *xr, int64
     tp_barrier(f->run);
 }
 
+/* qwen35moe's shared expert of layer L for the T tokens, once moe_ffn is done (xq and
+ * hq are free again): each token's normed row again from x (the same bits as step
+ * 7's), its gate sigmoid(row . shexp_gate_inp) into shg (a float dot, as llama.cpp's
+ * F32 mat-vec), the row quantized for shexp_gate; then SiLU(gate) * up and down into
+ * tmp, which the next step_norm_quant scales by shg and adds beside the routed sum
+ * (RESID_MOE). Three barriers. */
+static void shexp_ffn(fwd_ctx *f, const layer_weights *L, int64_t T, int ith, int nth) {
+    const model_hparams *hp = &f->m->hp;
+    const int64_t d = hp->n_embd;
+    const size_t rb = mm_act_row_bytes(L->shexp_gate.type, d);
+    float *scratch = f->norm + (size_t)ith * (size_t)(d > hp->head_dim ? d : hp->head_dim);
+    int64_t i0, i1;
+    tp_range(T, 1, ith, nth, &i0, &i1);
+    for (int64_t t = i0; t < i1; t++) {
+        f->rms_norm(f->x + t * d, L->ffn_norm, d, hp->rms_eps, scratch);
+        float g = 0.0f;
+        for (int64_t j = 0; j < d; j++) g += scratch[j] * L->shexp_gate_inp[j];
+        f->shg[t] = 1.0f / (1.0f + expf(-g));
+        mm_quantize(L->shexp_gate.type, scratch, d, 1, d, f->xq + (size_t)t * rb, 0, 1);
+    }
+    tp_barrier(f->run);
+    mm_compute_glu_act(&L->shexp_gate, &L->shexp_up, cpu_kernels_get()->silu_mul, L->shexp_down.type, f->xq, T,
+                       f->hq, f->run, ith);
+    tp_barrier(f->run);
+    mm_compute(&L->shexp_down, f->hq, T, f->tmp, d, f->run, ith);
+    tp_barrier(f->run);
+}
+
 static void forward_worker(void *arg, int ith, int nth) {
     fwd_ctx *f = arg;
     const fwd_batch *b = f->batch;
@@ -948,6 +992,8 @@ static void forward_worker(void *arg, int ith, int nth) {
             PROF_MARK(f, ith, 7, t_prof);
             moe_ffn(f, L, own ? f->hq : f->xq, T, ith, nth);
             PROF_MARK(f, ith, 8, t_prof);
+            if (f->shg) shexp_ffn(f, L, T, ith, nth);
+            PROF_MARK(f, ith, 9, t_prof);
             continue;
         }
 

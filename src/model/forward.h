@@ -17,6 +17,8 @@
  * rows together (when an expert has several tokens); gate/up items, then down
  * items, (expert, row slice) pairs claimed by the threads one at a time; the
  * weighted sum of a token's experts is added in the next step's residual add.
+ * qwen35moe's shared expert then runs as a dense SwiGLU FFN (its gate, gate/up,
+ * down: three barriers more), and its output times the gate is added beside it.
  * A pass too small to share (a tiny model's decode) runs on the calling thread
  * alone, without waking the pool (FWD_SOLO_KIB_DEFAULT in forward.c). */
 #ifndef VT_MODEL_FORWARD_H

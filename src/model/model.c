@@ -37,6 +37,7 @@ static const char *const arch_names[] = {
     [MODEL_ARCH_GRANITE] = "granite",
     [MODEL_ARCH_QWEN35] = "qwen35",
     [MODEL_ARCH_GPT_OSS] = "gpt-oss",
+    [MODEL_ARCH_QWEN35MOE] = "qwen35moe",
 };
 
 /* Expert gate/up and down rows per slice (model.h): a multiple of every
@@ -90,7 +91,7 @@ static vt_status get_f32_opt(const model *m, const char *suffix, float dflt, flo
 static vt_status load_experts_hparams(model *m) {
     model_hparams *hp = &m->hp;
     hp->n_expert = hp->n_expert_used = 0;
-    if (hp->arch == MODEL_ARCH_QWEN3MOE || hp->arch == MODEL_ARCH_GPT_OSS) {
+    if (hp->arch == MODEL_ARCH_QWEN3MOE || hp->arch == MODEL_ARCH_GPT_OSS || hp->arch == MODEL_ARCH_QWEN35MOE) {
         VT_TRY(get_i64_req(m, "expert_count", &hp->n_expert));
     } else if (hp->arch == MODEL_ARCH_LLAMA) {
         int64_t n = 0;
@@ -297,9 +298,12 @@ static vt_status load_hparams(model *m) {
     } else if (gguf_str_eq(arch, "gpt-oss")) {
         hp->arch = MODEL_ARCH_GPT_OSS;
         hp->rope = MODEL_ROPE_NEOX;
+    } else if (gguf_str_eq(arch, "qwen35moe")) {
+        hp->arch = MODEL_ARCH_QWEN35MOE;
+        hp->rope = MODEL_ROPE_NEOX; /* as qwen35 */
     } else {
         return vt_errorf(VT_E_UNSUPPORTED,
-                         "architecture '%.*s' is not supported (vt runs llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3, granite, qwen35, gpt-oss)",
+                         "architecture '%.*s' is not supported (vt runs llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3, granite, qwen35, qwen35moe, gpt-oss)",
                          (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
     }
     VT_TRY(get_i64_req(m, "block_count", &hp->n_layer));
@@ -313,13 +317,20 @@ static vt_status load_hparams(model *m) {
          * feed_forward_length wide */
         if (hp->arch == MODEL_ARCH_GPT_OSS)
             VT_TRY(get_i64_req(m, "expert_feed_forward_length", &hp->n_ff_exp));
-        else if (hp->arch == MODEL_ARCH_QWEN3MOE)
+        else if (hp->arch == MODEL_ARCH_QWEN3MOE || hp->arch == MODEL_ARCH_QWEN35MOE)
             VT_TRY(get_i64_opt(m, "expert_feed_forward_length", hp->n_ff / hp->n_expert_used, &hp->n_ff_exp));
         else
             hp->n_ff_exp = hp->n_ff;
         if (hp->n_ff_exp <= 0)
             return vt_errorf(VT_E_FORMAT, "required key '%s' is missing",
                              arch_key(m, "expert_feed_forward_length"));
+    }
+    hp->n_ff_shexp = 0;
+    if (hp->arch == MODEL_ARCH_QWEN35MOE) { /* llama.cpp: the shared expert is n_ff wide by default */
+        VT_TRY(get_i64_opt(m, "expert_shared_feed_forward_length", hp->n_ff, &hp->n_ff_shexp));
+        if (hp->n_ff_shexp <= 0)
+            return vt_errorf(VT_E_FORMAT, "required key '%s' is missing",
+                             arch_key(m, "expert_shared_feed_forward_length"));
     }
     VT_TRY(get_i64_req(m, "attention.head_count", &hp->n_head));
     VT_TRY(get_i64_opt(m, "attention.head_count_kv", hp->n_head, &hp->n_head_kv));
@@ -414,7 +425,7 @@ static vt_status load_hparams(model *m) {
                          attn_factor);
     hp->rope_mscale = attn_factor;
     if (hp->rope_yarn) VT_TRY(yarn_params(m));
-    if (hp->arch == MODEL_ARCH_QWEN35) VT_TRY(q35_model_hparams(m));
+    if (hp->arch == MODEL_ARCH_QWEN35 || hp->arch == MODEL_ARCH_QWEN35MOE) VT_TRY(q35_model_hparams(m));
     /* gpt-oss's sliding-window layers rotate with rope.freq_base_swa where
      * present (llama.cpp's get_rope_freq_base); for gpt-oss vt takes one base for all layers */
     float base_swa = hp->rope_freq_base;
@@ -577,6 +588,16 @@ static vt_status load_ffn(model *m, int64_t il, layer_weights *L) {
         return vt_errorf(VT_E_UNSUPPORTED, "blk.%lld: ffn_gate_exps/up_exps need one activation type (%s/%s)",
                          (long long)il, quant_traits_get(L->exp_gate[0].type)->name,
                          quant_traits_get(L->exp_up[0].type)->name);
+    if (hp->n_ff_shexp > 0) { /* qwen35moe's shared expert and its gate (n_embd, or [n_embd, 1] as converted) */
+        VT_TRY(load_vec(m, LNAME("ffn_gate_inp_shexp.weight"), d, true, &L->shexp_gate_inp));
+        VT_TRY(load_mat(m, LNAME("ffn_gate_shexp.weight"), d, hp->n_ff_shexp, true, &L->shexp_gate));
+        VT_TRY(load_mat(m, LNAME("ffn_up_shexp.weight"), d, hp->n_ff_shexp, true, &L->shexp_up));
+        VT_TRY(load_mat(m, LNAME("ffn_down_shexp.weight"), hp->n_ff_shexp, d, true, &L->shexp_down));
+        if (DOT(L->shexp_gate) != DOT(L->shexp_up))
+            return vt_errorf(VT_E_UNSUPPORTED, "blk.%lld: ffn_gate_shexp/up_shexp need one activation type (%s/%s)",
+                             (long long)il, quant_traits_get(L->shexp_gate.type)->name,
+                             quant_traits_get(L->shexp_up.type)->name);
+    }
 #undef DOT
 #undef LNAME
     return VT_OK;
@@ -611,6 +632,11 @@ static int64_t layer_order(const model *m, int64_t il, mm_weight **out) {
             PUT(&L->exp_up[e * nf + s]);
         }
         for (int64_t s = 0; s < nd; s++) PUT(&L->exp_down[e * nd + s]);
+    }
+    if (m->hp.n_ff_shexp > 0) {
+        PUT(&L->shexp_gate);
+        PUT(&L->shexp_up);
+        PUT(&L->shexp_down);
     }
 #undef PUT
     return n;
@@ -835,7 +861,9 @@ void vt_model_free(vt_model *m) {
     if (m->layers) {
         for (int64_t il = 0; il < m->hp.n_layer; il++) {
             layer_weights *L = &m->layers[il];
-            mm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->router};
+            mm_weight *ws[] = {&L->wq,     &L->wk,     &L->wv,       &L->wo,        &L->w_gate,
+                               &L->w_up,   &L->w_down, &L->router,   &L->shexp_gate, &L->shexp_up,
+                               &L->shexp_down};
             for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) mm_weight_free(ws[i]);
             if (L->lin) {
                 mm_weight *lw[] = {&L->lin->wqkv, &L->lin->wz, &L->lin->walpha, &L->lin->wbeta, &L->lin->ssm_out};

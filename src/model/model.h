@@ -26,7 +26,14 @@
  * matrix at e * n_out rows). vt keeps every expert as row slices of moe_ff_slice
  * rows (gate, up) and moe_down_slice rows (down), each its own mm_weight, so
  * the forward pass can hand a step's (expert, slice) pairs to threads as work
- * items and a decode step reads only the chosen experts' rows. */
+ * items and a decode step reads only the chosen experts' rows.
+ *
+ * qwen35moe (Qwen3.5/3.6-A3B) is qwen35's hybrid (model/qwen35.h) with qwen3moe's
+ * routing (softmax, top-k, renormalised) plus a shared expert per layer
+ * (ffn_{gate,up,down}_shexp, expert_shared_feed_forward_length rows, default
+ * feed_forward_length) that every token runs, scaled by sigmoid(x . ffn_gate_inp_shexp)
+ * and added to the routed sum before the residual add, as llama.cpp's
+ * models/qwen35moe.cpp. */
 #ifndef VT_MODEL_MODEL_H
 #define VT_MODEL_MODEL_H
 
@@ -53,6 +60,7 @@ typedef enum model_arch {
     MODEL_ARCH_GRANITE,
     MODEL_ARCH_QWEN35,   /* hybrid: Gated DeltaNet and gated full attention (model/qwen35.h) */
     MODEL_ARCH_GPT_OSS,
+    MODEL_ARCH_QWEN35MOE, /* qwen35's hybrid layers, routed experts plus a gated shared expert */
 } model_arch;
 
 /* The dense FFN's gate activation: h = act(x Wg^T) * (x Wu^T). */
@@ -117,6 +125,7 @@ typedef struct model_hparams {
     int64_t n_ff_exp;      /* rows of one expert's gate and up */
     moe_gating gating;     /* how the router's logits become choices and weights */
     moe_act act;           /* the experts' activation */
+    int64_t n_ff_shexp;    /* rows of the shared expert's gate and up (qwen35moe); 0: none */
 } model_hparams;
 
 typedef struct layer_weights {
@@ -147,6 +156,11 @@ typedef struct layer_weights {
     const float *router_b;         /* (n_expert) router bias (gpt-oss), or NULL */
     const float *exp_gate_b, *exp_up_b; /* (n_expert, n_ff_exp) expert biases (gpt-oss), or NULL */
     const float *exp_down_b;       /* (n_expert, n_embd), or NULL */
+    /* the shared expert (n_ff_shexp > 0, qwen35moe): a SwiGLU FFN every token runs,
+     * its output times sigmoid(x . shexp_gate_inp) added to the routed experts' sum */
+    mm_weight shexp_gate, shexp_up; /* (n_ff_shexp, n_embd) */
+    mm_weight shexp_down;          /* (n_embd, n_ff_shexp) */
+    const float *shexp_gate_inp;   /* (n_embd) ffn_gate_inp_shexp, F32 */
     /* qwen35: a linear (Gated DeltaNet) layer's weights, or NULL for an attention layer,
      * whose wq then has a gate after each head's query when attn_gated */
     q35_layer *lin;

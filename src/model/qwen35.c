@@ -175,10 +175,23 @@ void q35_linear_core(const q35_hparams *hp, const q35_linear_weights *w, float e
 vt_status q35_model_hparams(model *m) {
     q35_hparams *hp = calloc(1, sizeof *hp);
     if (!hp) return vt_errorf(VT_E_NOMEM, "out of memory");
-    const vt_status s = q35_hparams_load(&m->gguf, "qwen35", m->hp.n_layer, m->hp.n_ctx_train, hp);
+    const char *arch = m->hp.arch == MODEL_ARCH_QWEN35MOE ? "qwen35moe" : "qwen35";
+    const vt_status s = q35_hparams_load(&m->gguf, arch, m->hp.n_layer, m->hp.n_ctx_train, hp);
     if (s != VT_OK) {
         free(hp);
         return s;
+    }
+    /* llama.cpp's converter can write the MTP layers alone (mtp-*.gguf, for a draft
+     * context beside the trunk's file): nothing there for vt to run */
+    if (hp->n_nextn > 0 && !gguf_find_tensor(&m->gguf, "blk.0.attn_norm.weight")) {
+        const vt_status e = vt_errorf(VT_E_UNSUPPORTED,
+                                      "required tensor 'blk.0.attn_norm.weight' is missing: the file holds only "
+                                      "the %lld multi-token-prediction layers ('%s.nextn_predict_layers'), not the "
+                                      "model",
+                                      (long long)hp->n_nextn, arch);
+        q35_hparams_free(hp);
+        free(hp);
+        return e;
     }
     m->q35 = hp;
     m->hp.n_layer = hp->n_layer;
@@ -237,6 +250,11 @@ vt_status q35_load_layer(model *m, int64_t il, layer_weights *L) {
                              (long long)il);
     } else {
         L->attn_gated = true;
+        if (!gguf_find_tensor(&m->gguf, LNAME("attn_q.weight")))
+            return vt_errorf(VT_E_FORMAT,
+                             "required tensor '%s' is missing (the layer pattern makes layer %lld a full "
+                             "attention layer)",
+                             name, (long long)il);
         VT_TRY(model_load_mat(m, LNAME("attn_q.weight"), d, 2 * q_dim, true, &L->wq));
         VT_TRY(model_load_mat(m, LNAME("attn_k.weight"), d, kv_dim, true, &L->wk));
         VT_TRY(model_load_mat(m, LNAME("attn_v.weight"), d, kv_dim, true, &L->wv));

@@ -12,8 +12,12 @@
  *   <arch>.full_attention_interval      n (default 4): layer il is full attention when
  *                                       (il + 1) % n == 0, linear otherwise
  *   <arch>.nextn_predict_layers  the multi-token-prediction layers at the end of
- *                                block_count: not part of the trunk (skipped here; they
- *                                serve speculative decoding)
+ *                                block_count: not part of the trunk. Their tensors (a
+ *                                full-attention block with the layer's FFN, plus
+ *                                nextn.eh_proj, .enorm, .hnorm, .shared_head_norm) are
+ *                                never read, as llama.cpp skips them unless a draft
+ *                                context asks (they serve speculative decoding). A file
+ *                                of the MTP layers alone (no blk.0.attn_norm) is refused.
  *   <arch>.rope.dimension_sections  4 ints (M-RoPE); for text every section turns at the
  *                                token's position, so it is NeoX rope over n_rot dims.
  *

@@ -15,7 +15,7 @@
 #include <time.h>
 
 #define SYNTH_STD 0.02f
-#define SYNTH_MAX_TENSORS_PER_LAYER 20
+#define SYNTH_MAX_TENSORS_PER_LAYER 24
 #define SYNTH_MAX_DIM ((int64_t)1 << 20)
 
 synth_params synth_default_params(void) {
@@ -348,18 +348,25 @@ vt_status synth_write(const synth_params *p, const char *path) {
     bool is_olmo2 = p->arch && !strcmp(p->arch, "olmo2");
     bool is_smollm3 = p->arch && !strcmp(p->arch, "smollm3"); /* llama's tensors and keys */
     bool is_granite = p->arch && !strcmp(p->arch, "granite");  /* the same, plus multipliers */
-    bool is_qwen35 = p->arch && !strcmp(p->arch, "qwen35");
+    bool is_qwen35moe = p->arch && !strcmp(p->arch, "qwen35moe");
+    bool is_qwen35 = (p->arch && !strcmp(p->arch, "qwen35")) || is_qwen35moe; /* the hybrid layers */
     bool is_qwen3 = (p->arch && !strcmp(p->arch, "qwen3")) || is_qwen3moe || is_qwen35;
     bool is_gpt_oss = p->arch && !strcmp(p->arch, "gpt-oss");
     bool qk_norm = is_qwen3 || is_gemma3;
     if (!is_llama && !is_qwen2 && !is_qwen3 && !is_gemma && !is_olmo2 && !is_smollm3 && !is_granite && !is_gpt_oss)
         return vt_errorf(VT_E_INVALID,
-                         "synth: unknown arch '%s' (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3, granite, qwen35, gpt-oss)",
+                         "synth: unknown arch '%s' (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3, granite, qwen35, qwen35moe, gpt-oss)",
                          p->arch ? p->arch : "(null)");
-    if ((is_qwen3moe || is_gpt_oss) && p->n_expert < 1)
+    if ((is_qwen3moe || is_gpt_oss || is_qwen35moe) && p->n_expert < 1)
         return vt_errorf(VT_E_INVALID, "synth: %s needs n_expert >= 1", p->arch);
-    if (p->n_expert != 0 && !is_llama && !is_qwen3moe && !is_gpt_oss)
-        return vt_errorf(VT_E_INVALID, "synth: arch '%s' has no experts (llama, qwen3moe or gpt-oss)", p->arch);
+    if (p->n_expert != 0 && !is_llama && !is_qwen3moe && !is_gpt_oss && !is_qwen35moe)
+        return vt_errorf(VT_E_INVALID, "synth: arch '%s' has no experts (llama, qwen3moe, qwen35moe or gpt-oss)",
+                         p->arch);
+    const int64_t ff_shexp = p->n_ff_shexp ? p->n_ff_shexp : p->n_ff;
+    if (ff_shexp < 1 || ff_shexp > SYNTH_MAX_DIM || p->n_nextn < 0 || p->n_nextn > 16 || (p->n_nextn && !is_qwen35))
+        return vt_errorf(VT_E_INVALID, "synth: n_ff_shexp %lld, n_nextn %lld (0..16, qwen35/qwen35moe only)",
+                         (long long)ff_shexp, (long long)p->n_nextn);
+    if (is_qwen35moe) VT_TRY(check_type(p->type, "weight", ff_shexp, "n_ff_shexp"));
     if (is_gpt_oss && p->tied)
         return vt_errorf(VT_E_INVALID, "synth: gpt-oss has no tied head (llama.cpp requires output.weight)");
     if (is_gpt_oss && p->n_swa < 1)
@@ -441,15 +448,18 @@ vt_status synth_write(const synth_params *p, const char *path) {
     TRY(gguf_writer_set_str(w, "general.name", "vt-synth"));
     int ftype = synth_file_type(moe && exp_type == VT_DTYPE_MXFP4 ? VT_DTYPE_MXFP4 : p->type);
     if (ftype >= 0) TRY(gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype));
-    TRY(gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)p->n_layer));
+    TRY(gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)(p->n_layer + p->n_nextn)));
+    if (p->n_nextn > 0) TRY(gguf_writer_set_u32(w, KEY("nextn_predict_layers"), (uint32_t)p->n_nextn));
     TRY(gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)p->n_ctx));
     TRY(gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)p->n_embd));
     TRY(gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)p->n_ff));
     if (moe) {
         TRY(gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)p->n_expert));
         TRY(gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)p->n_expert_used));
-        if (is_qwen3moe || is_gpt_oss)
+        if (is_qwen3moe || is_gpt_oss || is_qwen35moe)
             TRY(gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)ff_exp));
+        if (is_qwen35moe)
+            TRY(gguf_writer_set_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)ff_shexp));
     }
     TRY(gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)p->n_head));
     TRY(gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)p->n_head_kv));
@@ -498,7 +508,7 @@ vt_status synth_write(const synth_params *p, const char *path) {
 #undef KEY
 
     /* tensors */
-    int max_t = 3 + SYNTH_MAX_TENSORS_PER_LAYER * (int)p->n_layer;
+    int max_t = 3 + SYNTH_MAX_TENSORS_PER_LAYER * (int)(p->n_layer + p->n_nextn);
     ts = calloc((size_t)max_t, sizeof *ts);
     if (!ts) {
         s = vt_errorf(VT_E_NOMEM, "synth: out of memory");
@@ -509,12 +519,13 @@ vt_status synth_write(const synth_params *p, const char *path) {
     TRY(plan_add(ts, &n_t, p->seed, "output_norm.weight", p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
     if (!tied)
         TRY(plan_add(ts, &n_t, p->seed, "output.weight", p->n_embd, n_vocab, 2, out_type, FILL_NORMAL));
-    for (int64_t l = 0; l < p->n_layer; l++) {
+    for (int64_t l = 0; l < p->n_layer + p->n_nextn; l++) {
+        const bool mtp = l >= p->n_layer; /* a multi-token-prediction layer: full attention */
         char nm[64];
 #define NAME(suffix) (snprintf(nm, sizeof nm, "blk.%lld.%s", (long long)l, suffix), nm)
         if (!is_olmo2)
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_norm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
-        if (is_qwen35 && (l + 1) % interval != 0) { /* a Gated DeltaNet layer */
+        if (is_qwen35 && !mtp && (l + 1) % interval != 0) { /* a Gated DeltaNet layer */
             const int64_t vd = ssm_nv * ssm_ds, conv_ch = 2 * ssm_nk * ssm_ds + vd;
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_qkv.weight"), p->n_embd, conv_ch, 2, p->type, FILL_NORMAL));
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_gate.weight"), p->n_embd, vd, 2, p->type, FILL_NORMAL));
@@ -576,6 +587,17 @@ vt_status synth_write(const synth_params *p, const char *path) {
             TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_down_exps.weight"), ff_exp, p->n_embd * ne, 3, exp_type,
                          FILL_NORMAL));
             ts[n_t - 1].ne2 = ne;
+            if (is_qwen35moe) { /* the shared expert and its gate */
+                TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_gate_inp_shexp.weight"), p->n_embd, 1, 2, VT_DTYPE_F32,
+                             FILL_NORMAL));
+                ts[n_t - 1].std = 1.0f / sqrtf((float)p->n_embd);
+                TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_gate_shexp.weight"), p->n_embd, ff_shexp, 2, p->type,
+                             FILL_NORMAL));
+                TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_up_shexp.weight"), p->n_embd, ff_shexp, 2, p->type,
+                             FILL_NORMAL));
+                TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_down_shexp.weight"), ff_shexp, p->n_embd, 2, p->type,
+                             FILL_NORMAL));
+            }
             if (is_gpt_oss) { /* 2-D biases (n_out, n_expert): ne1 = ne2 rows of one */
                 TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_gate_inp.bias"), ne, 1, 1, VT_DTYPE_F32, FILL_NORMAL));
                 TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_gate_exps.bias"), ff_exp, ne, 2, VT_DTYPE_F32,
@@ -588,6 +610,14 @@ vt_status synth_write(const synth_params *p, const char *path) {
             TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_gate.weight"), p->n_embd, p->n_ff, 2, p->type, FILL_NORMAL));
             TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_up.weight"), p->n_embd, p->n_ff, 2, p->type, FILL_NORMAL));
             TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_down.weight"), p->n_ff, p->n_embd, 2, p->type, FILL_NORMAL));
+        }
+        if (mtp) { /* what makes it an MTP block (llama.cpp's load_block_mtp) */
+            TRY(plan_add(ts, &n_t, p->seed, NAME("nextn.eh_proj.weight"), 2 * p->n_embd, p->n_embd, 2, p->type,
+                         FILL_NORMAL));
+            TRY(plan_add(ts, &n_t, p->seed, NAME("nextn.enorm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
+            TRY(plan_add(ts, &n_t, p->seed, NAME("nextn.hnorm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
+            TRY(plan_add(ts, &n_t, p->seed, NAME("nextn.shared_head_norm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32,
+                         FILL_ONES));
         }
 #undef NAME
     }

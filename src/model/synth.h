@@ -55,6 +55,16 @@
  * rope.dimension_sections, and in its linear layers attn_qkv, attn_gate, ssm_conv1d
  * (N(0, 0.3)), ssm_dt.bias, ssm_a (-exp(N(0, 1)): decays in (0, 1)), ssm_alpha,
  * ssm_beta, ssm_norm (ones), ssm_out.
+ * qwen35moe is qwen35 with qwen3moe's experts (and .expert_feed_forward_length) plus a
+ * shared expert per layer: <arch>.expert_shared_feed_forward_length,
+ *   blk.N.ffn_gate_inp_shexp.weight [n_embd, 1] F32 (as llama.cpp's converter writes it),
+ *   N(0, 1 / sqrt(n_embd)): gates sigmoid(g) of g about N(0, 1), so the gate shows
+ *   blk.N.ffn_gate_shexp/ffn_up_shexp (n_embd, n_ff_shexp), ffn_down_shexp (n_ff_shexp, n_embd)
+ * qwen35 and qwen35moe with n_nextn > 0 also carry that many multi-token-prediction
+ *   layers after the n_layer trunk ones (block_count = n_layer + n_nextn,
+ *   <arch>.nextn_predict_layers): a full-attention block with the arch's FFN plus
+ *   blk.N.nextn.eh_proj (2 n_embd, n_embd), nextn.enorm, nextn.hnorm,
+ *   nextn.shared_head_norm (n_embd), as llama.cpp's converter names them.
  * (shapes in GGUF order: ne[0], the row length, first).
  *
  * The tokenizer comes from a vocabulary GGUF (every tokenizer.* key is copied)
@@ -71,14 +81,14 @@
 
 typedef struct synth_params {
     const char *arch;       /* "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "olmo2", "smollm3",
-                               "granite", "qwen35" or "gpt-oss" */
+                               "granite", "qwen35", "qwen35moe" or "gpt-oss" */
     int64_t n_layer;
     int64_t n_embd;
     int64_t n_head;
     int64_t n_head_kv;
     int64_t head_dim;       /* 0: n_embd / n_head */
     int64_t n_ff;
-    int64_t n_expert;       /* experts per layer (qwen3moe; llama: 0 for a dense FFN) */
+    int64_t n_expert;       /* experts per layer (qwen3moe, qwen35moe; llama: 0 for a dense FFN) */
     int64_t n_expert_used;  /* experts per token */
     int64_t n_ff_exp;       /* rows of an expert's gate/up; 0: n_ff (llama's experts are always n_ff) */
     int64_t n_ctx;          /* context_length */
@@ -108,6 +118,8 @@ typedef struct synth_params {
     int64_t ssm_n_v_heads;    /* their v heads [n_head] */
     int64_t ssm_conv_kernel;  /* [4] */
     int64_t full_attn_interval; /* [4] */
+    int64_t n_ff_shexp;       /* qwen35moe: rows of the shared expert [n_ff] */
+    int64_t n_nextn;          /* qwen35, qwen35moe: multi-token-prediction layers after the trunk [0] */
     uint64_t seed;
     int n_threads;          /* 0: physical cores */
     bool progress;          /* progress line on stderr */

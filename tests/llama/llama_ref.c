@@ -80,6 +80,10 @@ llama_ref *llama_ref_open(const char *path, int32_t n_ctx, int32_t n_threads) {
     if (!r) return NULL;
     struct llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
+    /* VT_LLAMA_REPACK=off: no CPU_REPACK buffers (ggml's interleaved Q4_0/Q4_K/IQ4_NL/Q8_0
+     * GEMMs), the plain vec_dot kernels instead; default on, llama.cpp's own default */
+    const char *rp = getenv("VT_LLAMA_REPACK");
+    if (rp && !strcmp(rp, "off")) mp.use_extra_bufts = false;
     r->model = llama_model_load_from_file(path, mp);
     if (!r->model) {
         fprintf(stderr, "llama_ref: %s: llama.cpp could not load the model\n", path);

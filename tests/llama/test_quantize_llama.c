@@ -10,7 +10,8 @@
  * output.weight, one tied), which exercise the Q4_K_M/Q5_K_M layer mixes, and
  * two synthetic qwen3moe models (2 layers of 4 and of 8 experts, rows of 256):
  * the 3-D expert tensors, the F32 router, MXFP4_MOE and the 8-expert rules;
- * a synthetic gpt-oss (its biases, sinks and MXFP4_MOE's MXFP4 experts).
+ * a synthetic gpt-oss (its biases, sinks and MXFP4_MOE's MXFP4 experts); a synthetic
+ * qwen35moe with an MTP layer (the hybrid's linear layers, the shared expert).
  *
  * vt's gguf.h and ggml's gguf.h share names, so this file uses only ggml's
  * (files are read and written with it) and runs vt as the real binary (VT_BIN). */
@@ -468,6 +469,29 @@ int main(void) {
         CHECK_MSG(st == VT_OK, "synth gpt-oss: %s", vt_last_error());
         static const char *const t[] = {"MXFP4_MOE", "Q8_0", "Q4_K_M"};
         for (int i = 0; st == VT_OK && i < 3; i++) compare_one("gpt-oss", path, t[i], false, i == 0);
+        unlink(path);
+    }
+    {
+        /* qwen35moe from vt synth, F16, with one MTP layer: the linear layers' tensors
+         * (attn_qkv, attn_gate, ssm_*; ssm_conv1d kept F32), the shared expert and its
+         * [n_embd, 1] F32 gate (one dimension to ggml: kept), the nextn tensors */
+        char path[512];
+        snprintf(path, sizeof path, "%s/qwen35moe-f16.gguf", tmp_dir);
+        synth_params sp = synth_default_params();
+        sp.arch = "qwen35moe";
+        sp.type = VT_DTYPE_F16;
+        sp.n_layer = 4;
+        sp.head_dim = 64;
+        sp.n_ff = 256;
+        sp.n_expert = 8;
+        sp.n_expert_used = 2;
+        sp.n_ff_exp = 256;
+        sp.n_nextn = 1;
+        sp.n_threads = 2;
+        vt_status st = synth_write(&sp, path);
+        CHECK_MSG(st == VT_OK, "synth qwen35moe: %s", vt_last_error());
+        static const char *const t[] = {"Q4_K_M", "Q4_0"};
+        for (int i = 0; st == VT_OK && i < 2; i++) compare_one("qwen35moe", path, t[i], false, i == 0);
         unlink(path);
     }
     rmdir(tmp_dir);

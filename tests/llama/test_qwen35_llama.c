@@ -8,12 +8,26 @@
  * chunked delta rule over 2 and 10 chunks) agreeing where vt's choice is clear, and vt's
  * logits the same bits whether the prompt is prefilled in one chunk or in chunks of 64.
  *
+ * qwen35moe (Qwen3.5/3.6-A3B's layout): the same shape and rows with a tied head, 16
+ * routed experts of 256 rows (4 per token, softmax, top-k, renormalised) and a shared
+ * expert of 256 rows behind its sigmoid gate, in F16 (carrying one multi-token-prediction
+ * layer, which both engines skip; llama.cpp's Q4_K_M of it too), Q8_0, Q4_0 and Q4_K.
+ * Rows where llama.cpp's router came within PARITY_TIE_MARGIN of another expert choice
+ * are held to PARITY_NMSE_TIE and left out of the argmax rule, as in test_parity.c.
+ * Measured (vt vs llama.cpp, 32 positions): F16 8e-7, Q4_K_M 1.1e-4, Q8_0 4.4e-4, Q4_0
+ * 4.1e-3, Q4_K 1.9e-4; tie rows up to 1.7e-3.
+ *
+ * llama.cpp runs on one thread (its results do not depend on it, and its spinning
+ * barriers crawl when ctest shares the cores). VT_PARITY_ONLY=substring runs only the
+ * rows whose label contains it; VT_LLAMA_REPACK=off (tests/llama/llama_ref.c) turns off
+ * llama.cpp's repacked GEMMs, which changes none of these numbers.
+ *
  * First: the file vt synth --arch qwen35 writes (4 layers,
  * 3 linear and 1 full attention, a generated vocabulary) loads in llama.cpp and
  * its logits are finite, for a prompt that crosses llama.cpp's 64-token chunks (its
  * chunked delta rule) and one decoded token by token (its recurrent step), and both
- * paths give the same logits within 1e-6 NMSE (llama.cpp with itself: the bound vt's
- * parity will be held to next; vt does not run qwen35 end to end yet). */
+ * paths give the same logits within 1e-6 NMSE (llama.cpp with itself); vt on that file
+ * within 1e-6 of llama.cpp, the same bits in one batch, runs of 7 or token by token. */
 #include "llama_ref.h"
 #include "model/synth.h"
 #include "test.h"
@@ -80,8 +94,22 @@ static double nmse(const float *x, const float *ref, int64_t n) {
 #define PARITY_NMSE 2e-3
 #define PARITY_GAP 0.2   /* argmax must agree where top-1 leads top-2 by this x RMS */
 /* Q4_0 weights: vt and llama.cpp differ by 1e-3 NMSE already on a 1-token prompt, and
- * by up to 1.2e-2 over the first 32 positions (argmax and greedy agreeing). Larger than
- * the other types and not explained yet (issue 27): a looser bound, not a settled one. */
+ * by up to 1.2e-2 (qwen35) / 4.1e-3 (qwen35moe) over the first 32 positions, argmax and
+ * greedy agreeing. The cause is the rounding of activations to Q8_0, and it starts at
+ * the token embedding: vt quantizes as ggml's reference quantize_row_q8_0_ref does
+ * (id = 1 / d with d = amax / 127, roundf: half away from zero), llama.cpp's x86 CPU
+ * backend as its AVX quantize_row_q8_0 does (id = 127 / amax, round half to even). The
+ * two differ only where x * id lands within an ulp of k + 0.5. A Q4_0 embedding row,
+ * RMS-normed, lies on the lattice j * d * s (j in -8..7, amax = 8 d s in every block),
+ * so x * id = 15.875 j: the elements with j = +-4 (about an eighth) sit exactly on
+ * such a tie in the first layer's input, and a good share round the other way. The
+ * delta rule's state then carries that difference through the later positions. With
+ * llama.cpp's rule in vt's quantizer (tried, not kept: it would break vt's bit-exact
+ * SIMD/ref contract and the golden hashes), this row measured 6.9e-5 (1 token: 0) and
+ * Q8_0 6.5e-5 (from 3e-4); with F32 embeddings and Q4_0 elsewhere, 6.7e-4 (1 token: 0).
+ * So the looser bound is llama.cpp's x86 rounding rule, not a vt defect; matching it
+ * (an activation quantizer apart from the weight quantizer, per ISA) is left to issue
+ * 27's follow-up. */
 #define PARITY_NMSE_Q4_0 2.5e-2
 
 static double row_rms(const float *x, int32_t n) {
@@ -121,8 +149,22 @@ static bool vt_greedy(vt_model *m, const int32_t *prompt, int32_t n, int32_t per
     return ok;
 }
 
-static void check_parity(const char *label, const char *path, double bound) {
-    llama_ref *r = llama_ref_open(path, 1024, 2);
+/* qwen35moe: near ties of llama.cpp's router (tests/llama/test_parity.c says why): rows
+ * where some layer's k-th and (k+1)-th expert are within PARITY_TIE_MARGIN in
+ * log-probability are held to PARITY_NMSE_TIE and left out of the argmax rule. */
+#define PARITY_TIE_MARGIN 0.02
+#define PARITY_NMSE_TIE 5e-2
+
+/* moe_k: experts per token (0: dense), to watch llama.cpp's router for near ties. */
+/* VT_PARITY_ONLY=substring: only the rows whose label contains it. */
+static bool selected(const char *label) {
+    const char *only = getenv("VT_PARITY_ONLY");
+    return !only || strstr(label, only);
+}
+
+static void check_parity(const char *label, const char *path, double bound, int32_t moe_k) {
+    if (!selected(label)) return;
+    llama_ref *r = llama_ref_open(path, 1024, 1); /* one thread: its spinning barriers crawl on shared cores */
     vt_model *m = NULL;
     CHECK_MSG(r != NULL, "%s: llama.cpp refused the file", label);
     CHECK_MSG(vt_model_load(path, NULL, &m) == VT_OK, "%s: %s", label, vt_last_error());
@@ -134,14 +176,24 @@ static void check_parity(const char *label, const char *path, double bound) {
     float *ref = malloc(sizeof(float) * (size_t)np * (size_t)nv), *mine = malloc(sizeof(float) * (size_t)np * (size_t)nv);
     float *steps = malloc(sizeof(float) * (size_t)np * (size_t)nv);
     /* the first 32 positions: one batch and token by token against llama.cpp's batch */
+    float margin[32];
+    for (int32_t i = 0; i < np; i++) margin[i] = INFINITY;
+    if (moe_k) llama_ref_watch_router(r, moe_k, false, margin, np);
     CHECK(llama_ref_eval(r, toks, np, ref));
+    if (moe_k) llama_ref_watch_router(r, 0, false, NULL, 0);
     CHECK(vt_eval(path, toks, np, np, 2, mine));
     CHECK(vt_eval(path, toks, np, 1, 1, steps));
-    double worst = 0;
-    int agree = 0, counted = 0;
+    double worst = 0, worst_tie = 0;
+    int agree = 0, counted = 0, ties = 0;
     for (int32_t i = 0; i < np; i++) {
         const float *rr = ref + (size_t)i * nv;
-        worst = fmax(worst, fmax(nmse(mine + (size_t)i * nv, rr, nv), nmse(steps + (size_t)i * nv, rr, nv)));
+        const double e = fmax(nmse(mine + (size_t)i * nv, rr, nv), nmse(steps + (size_t)i * nv, rr, nv));
+        if (margin[i] < PARITY_TIE_MARGIN) {
+            ties++;
+            worst_tie = fmax(worst_tie, e);
+            continue;
+        }
+        worst = fmax(worst, e);
         float gap;
         const int32_t want = llama_ref_argmax(rr, nv, &gap);
         if (gap > PARITY_GAP * row_rms(rr, nv)) {
@@ -151,12 +203,14 @@ static void check_parity(const char *label, const char *path, double bound) {
         }
     }
     CHECK_MSG(worst <= bound, "%s: worst nmse over 32 positions %g", label, worst);
+    CHECK_MSG(worst_tie <= PARITY_NMSE_TIE, "%s: worst nmse of the %d router-tie rows %g", label, ties, worst_tie);
     CHECK_MSG(agree == counted, "%s: argmax agrees at %d of %d clear positions", label, agree, counted);
     /* a prompt of 1 token */
     CHECK(llama_ref_eval(r, toks, 1, ref));
     CHECK(vt_eval(path, toks, 1, 1, 1, mine));
     const double e1 = nmse(mine, ref, nv);
-    CHECK_MSG(e1 <= bound, "%s: 1-token prompt nmse %g", label, e1);
+    CHECK_MSG(e1 <= (margin[0] < PARITY_TIE_MARGIN ? PARITY_NMSE_TIE : bound), "%s: 1-token prompt nmse %g", label,
+              e1);
     /* prompts of 100 and 600 (llama.cpp's chunked delta rule over 2 and 10 chunks): greedy
      * continuations agree where vt's choice is clear; one chunk or chunks of 64: same bits */
     int g_agree = 0, g_counted = 0;
@@ -174,8 +228,10 @@ static void check_parity(const char *label, const char *path, double bound) {
             if (gaps[g] > PARITY_GAP) g_counted++, g_agree += got[g] == want[g];
     }
     CHECK_MSG(g_agree == g_counted, "%s: greedy agrees at %d of %d clear steps", label, g_agree, g_counted);
-    printf("%-22s nmse(32 pos) %.2e  1-tok %.2e  argmax %d/%d  greedy(100,600) %d/%d\n", label, worst, e1, agree,
-           counted, g_agree, g_counted);
+    char tie_note[64] = "";
+    if (ties) snprintf(tie_note, sizeof tie_note, "  (router ties: %d rows, nmse %.2e)", ties, worst_tie);
+    printf("%-24s nmse(32 pos) %.2e  1-tok %.2e  argmax %d/%d  greedy(100,600) %d/%d%s\n", label, worst, e1, agree,
+           counted, g_agree, g_counted, tie_note);
     free(ref), free(mine), free(steps);
 done:
     vt_model_free(m);
@@ -191,6 +247,8 @@ static void test_parity_vocab(void) {
     static const char *mixes[] = {"Q4_K_M"};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         char label[64], path[] = "/tmp/vt_qwen35_parity_XXXXXX";
+        snprintf(label, sizeof label, "synth-qwen35-%s", quant_traits_get(types[t])->name);
+        if (!selected(label) && !(types[t] == VT_DTYPE_F16 && selected("llamaq-qwen35-"))) continue;
         const int fd = mkstemp(path);
         CHECK(fd >= 0);
         close(fd);
@@ -208,9 +266,8 @@ static void test_parity_vocab(void) {
         sp.seed = 2700 + t;
         sp.n_threads = 2;
         CHECK_OK(synth_write(&sp, path));
-        snprintf(label, sizeof label, "synth-qwen35-%s", quant_traits_get(types[t])->name);
-        check_parity(label, path, types[t] == VT_DTYPE_Q4_0 ? PARITY_NMSE_Q4_0 : PARITY_NMSE);
-        for (size_t q = 0; types[t] == VT_DTYPE_F16 && q < sizeof mixes / sizeof mixes[0]; q++) {
+        check_parity(label, path, types[t] == VT_DTYPE_Q4_0 ? PARITY_NMSE_Q4_0 : PARITY_NMSE, 0);
+        for (size_t q = 0; types[t] == VT_DTYPE_F16 && selected("llamaq-qwen35-") && q < sizeof mixes / sizeof mixes[0]; q++) {
             char qpath[] = "/tmp/vt_qwen35_parityq_XXXXXX";
             const int qfd = mkstemp(qpath);
             close(qfd);
@@ -219,7 +276,58 @@ static void test_parity_vocab(void) {
             const bool ok = llama_ref_ftype(mixes[q], &qp.ftype) && llama_model_quantize(path, qpath, &qp) == 0;
             CHECK_MSG(ok, "llama_model_quantize %s failed", mixes[q]);
             snprintf(label, sizeof label, "llamaq-qwen35-%s", mixes[q]);
-            if (ok) check_parity(label, qpath, PARITY_NMSE);
+            if (ok) check_parity(label, qpath, PARITY_NMSE, 0);
+            unlink(qpath);
+        }
+        unlink(path);
+    }
+}
+
+/* qwen35moe: the hybrid with 16 routed experts of 256 rows (4 per token) and a shared
+ * expert of 256 rows; the F16 file (and so llama.cpp's Q4_K_M of it) also carries one
+ * multi-token-prediction layer, which both engines skip. */
+static void test_parity_moe(void) {
+    const char *vocab = test_model_path("vocab/ggml-vocab-qwen35.gguf");
+    if (!vocab) return;
+    char vpath[4096];
+    snprintf(vpath, sizeof vpath, "%s", vocab);
+    static const vt_dtype types[] = {VT_DTYPE_F16, VT_DTYPE_Q8_0, VT_DTYPE_Q4_0, VT_DTYPE_Q4_K};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        char label[64], path[] = "/tmp/vt_qwen35moe_parity_XXXXXX";
+        snprintf(label, sizeof label, "synth-qwen35moe-%s", quant_traits_get(types[t])->name);
+        if (!selected(label) && !(types[t] == VT_DTYPE_F16 && selected("llamaq-qwen35moe-"))) continue;
+        const int fd = mkstemp(path);
+        CHECK(fd >= 0);
+        close(fd);
+        synth_params sp = synth_default_params();
+        sp.arch = "qwen35moe";
+        sp.type = types[t];
+        sp.vocab_path = vpath;
+        sp.n_layer = 4;
+        sp.n_embd = 256;
+        sp.n_head = 4;
+        sp.n_head_kv = 2;
+        sp.head_dim = 64;
+        sp.n_ff = 256;
+        sp.n_ff_exp = 256;
+        sp.n_expert = 16;
+        sp.n_expert_used = 4;
+        sp.n_nextn = types[t] == VT_DTYPE_F16;
+        sp.tied = true; /* one vocabulary-sized matrix to write and quantize, not two */
+        sp.n_ctx = 1024;
+        sp.seed = 2750 + t;
+        sp.n_threads = 2;
+        CHECK_OK(synth_write(&sp, path));
+        check_parity(label, path, types[t] == VT_DTYPE_Q4_0 ? PARITY_NMSE_Q4_0 : PARITY_NMSE, (int32_t)sp.n_expert_used);
+        if (types[t] == VT_DTYPE_F16 && selected("llamaq-qwen35moe-")) {
+            char qpath[] = "/tmp/vt_qwen35moe_parityq_XXXXXX";
+            const int qfd = mkstemp(qpath);
+            close(qfd);
+            llama_model_quantize_params qp = llama_model_quantize_default_params();
+            qp.nthread = 2;
+            const bool ok = llama_ref_ftype("Q4_K_M", &qp.ftype) && llama_model_quantize(path, qpath, &qp) == 0;
+            CHECK_MSG(ok, "llama_model_quantize Q4_K_M failed");
+            if (ok) check_parity("llamaq-qwen35moe-Q4_K_M", qpath, PARITY_NMSE, (int32_t)sp.n_expert_used);
             unlink(qpath);
         }
         unlink(path);
@@ -284,5 +392,6 @@ int main(void) {
     }
     unlink(path);
     test_parity_vocab();
+    test_parity_moe();
     return test_finish();
 }
