@@ -116,6 +116,13 @@ vt_status vt_decode(vt_context *ctx, const vt_batch *batch);
 const float *vt_get_logits(vt_context *ctx, int32_t i);
 /* Drop a sequence's cache. */
 void vt_seq_clear(vt_context *ctx, int32_t seq);
+/* Keep the first n tokens of a sequence's cache and drop the rest (llama.cpp's
+ * llama_memory_seq_rm from position n on), so that the next batch continues at
+ * position n: a conversation's next turn prefills only what differs from the
+ * last. VT_E_RANGE for n outside [0, length]; VT_E_UNSUPPORTED where the model
+ * keeps a recurrent state (qwen35's linear layers), which cannot go back, and n
+ * is neither 0 nor the length. The cache is unchanged on failure. */
+vt_status vt_seq_keep(vt_context *ctx, int32_t seq, int32_t n);
 int32_t vt_seq_len(const vt_context *ctx, int32_t seq);
 
 /* ---- the serving engine --------------------------------------------------------

@@ -809,6 +809,54 @@ static void test_embeddings(void) {
     free(tok);
 }
 
+/* vt_seq_keep: a cache cut back to a prefix and continued with other tokens
+ * gives the logits of the new tokens evaluated whole (what vt chat's turns
+ * rely on); bad lengths are refused and change nothing. */
+static void test_seq_keep(void) {
+    int64_t n_tok = 0;
+    int32_t *tok = tokenize("Once upon a time, there was a little girl named Lily who loved to play in the park "
+                            "with her friends every day. She was happy.", &n_tok);
+    enum { KEEP = 21, N = 35 };
+    CHECK(n_tok >= N);
+    if (n_tok < N) {
+        free(tok);
+        return;
+    }
+    int32_t other[N], pos[N], seq[N] = {0};
+    for (int i = 0; i < N; i++) {
+        other[i] = i < KEEP ? tok[i] : tok[N - 1 - i + KEEP];
+        pos[i] = i;
+    }
+    vt_context_params cp = vt_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = 2;
+    vt_context *a = NULL, *b = NULL;
+    CHECK_OK(vt_context_create(g_model, &cp, &a));
+    CHECK_OK(vt_context_create(g_model, &cp, &b));
+    if (!a || !b) goto done;
+    CHECK_OK(vt_decode(a, &(vt_batch){.n_tokens = 30, .token = tok, .pos = pos, .seq = seq}));
+    CHECK(vt_seq_keep(a, 0, 31) == VT_E_RANGE && vt_seq_len(a, 0) == 30);
+    CHECK(vt_seq_keep(a, 1, 3) == VT_E_RANGE);
+    CHECK_OK(vt_seq_keep(a, 0, KEEP));
+    CHECK_EQ_INT(vt_seq_len(a, 0), KEEP);
+    CHECK_OK(vt_decode(a, &(vt_batch){.n_tokens = N - KEEP, .token = other + KEEP, .pos = pos + KEEP, .seq = seq}));
+    CHECK_OK(vt_decode(b, &(vt_batch){.n_tokens = N, .token = other, .pos = pos, .seq = seq}));
+    const float *la = vt_get_logits(a, 0), *lb = vt_get_logits(b, 0);
+    const int32_t nv = vt_model_n_vocab(g_model);
+    double err = 0, ref = 0;
+    for (int32_t i = 0; la && lb && i < nv; i++) {
+        err += ((double)la[i] - lb[i]) * ((double)la[i] - lb[i]);
+        ref += (double)lb[i] * lb[i];
+    }
+    CHECK_MSG(la && lb && err <= 1e-10 * ref, "kept + continued vs whole: NMSE %.3g", err / (ref + 1e-30));
+    CHECK_OK(vt_seq_keep(a, 0, 0));
+    CHECK_EQ_INT(vt_seq_len(a, 0), 0);
+done:
+    vt_context_free(a);
+    vt_context_free(b);
+    free(tok);
+}
+
 int main(void) {
     /* every pass on the pool, so TSan sees its workers: stories260K's decode
      * steps would otherwise run on the calling thread alone */
@@ -826,6 +874,7 @@ int main(void) {
     test_kv_types();
     test_eos();
     test_embeddings();
+    test_seq_keep();
     vt_model_free(g_model);
     g_model = NULL;
     test_moe_engine("qwen3moe");
