@@ -184,16 +184,19 @@ vt_status job_prepare(job *j) {
         if (s->jinja) VT_TRY(chat_jinja_render(s->jinja, r, &s->jinja_env, &rendered, &len));
         else VT_TRY(chat_template_render(s->tmpl, r->messages, r->n_messages, &rendered, &len));
         bool tools = r->n_tools > 0 && r->tool_choice != OAI_TOOLS_NONE;
-        j->tc = (tc_options){.format = tools ? s->tool_format : TC_NONE,
-                             .reasoning = s->tmpl_think && s->tool_format != TC_HARMONY &&
-                                          (r->reasoning_format ? r->reasoning_format == OAI_REASONING_DEEPSEEK
-                                                               : !s->reasoning_none)};
+        const bool reasoning = r->reasoning_format ? r->reasoning_format == OAI_REASONING_DEEPSEEK : !s->reasoning_none;
+        /* harmony (gpt-oss) answers are channels, tools or not: the analysis
+         * channel is reasoning, the final one content (reasoning "none": the raw text) */
+        const bool harmony = s->tool_format == TC_HARMONY && (tools || reasoning);
+        j->tc = (tc_options){.format = tools || harmony ? s->tool_format : TC_NONE,
+                             .reasoning = s->tmpl_think && s->tool_format != TC_HARMONY && reasoning,
+                             .no_calls = !tools};
         if (j->tc.reasoning) { /* the generation prompt may open the block itself (Qwen3, DeepSeek R1) */
             size_t e = len;
             while (e > 0 && (rendered[e - 1] == '\n' || rendered[e - 1] == ' ')) e--;
             j->tc.starts_in_reasoning = e >= 7 && !memcmp(rendered + e - 7, "<think>", 7);
         }
-        j->parse_output = tools || j->tc.reasoning;
+        j->parse_output = tools || j->tc.reasoning || harmony;
         if (tools && (r->tool_choice == OAI_TOOLS_REQUIRED || r->tool_choice == OAI_TOOLS_NAMED)) {
             /* the call is forced by starting it: the format's opener (and the name) */
             tc_prefill(s->tool_format, s->tool_args_style,
