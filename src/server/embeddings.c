@@ -282,12 +282,15 @@ enum MHD_Result embeddings_handle(server *s, struct MHD_Connection *conn, bool o
     if (st == VT_OK && j->n_prompts > j->n_choices) {
         /* the job was made for one input: room for one choice per input */
         job_choice *c = calloc((size_t)j->n_prompts, sizeof *c);
-        if (!c) st = vt_errorf(VT_E_NOMEM, "out of memory");
-        else {
+        if (!c) {
+            st = vt_errorf(VT_E_NOMEM, "out of memory");
+        } else {
+            for (int32_t i = 0; i < j->n_prompts; i++) c[i] = (job_choice){.job = j, .index = i};
+            pthread_mutex_lock(&j->mu); /* a shutdown may look at the choices (job_abort) */
             free(j->choices);
             j->choices = c;
             j->n_choices = j->n_prompts;
-            for (int32_t i = 0; i < j->n_choices; i++) c[i] = (job_choice){.job = j, .index = i};
+            pthread_mutex_unlock(&j->mu);
         }
     }
     if (st == VT_OK) st = job_submit(j);
