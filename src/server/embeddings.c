@@ -104,27 +104,29 @@ static bool is_id_array(json_t *v) {
     return true;
 }
 
-/* The inputs of `in` into j->prompts (allocated here; the job was created with one). */
-static vt_status inputs_parse(server *s, job *j, json_t *in, const char *name) {
+/* How many inputs `in` holds (*batch: an array of them), checked against the bounds. */
+static vt_status inputs_count(json_t *in, const char *name, int32_t *n_out, bool *batch) {
     size_t n = 1;
-    bool batch = json_is_array(in) && !is_id_array(in);
+    *batch = json_is_array(in) && !is_id_array(in);
     if (!json_is_string(in) && !json_is_array(in))
         return vt_errorf(VT_E_INVALID, "field '%s': expected a string, an array of strings, an array of token ids "
                                        "or an array of arrays of token ids", name);
-    if (batch) {
+    if (*batch) {
         n = json_array_size(in);
         if (n == 0) return vt_errorf(VT_E_INVALID, "field '%s': an empty array", name);
         if (n > EMBD_MAX_INPUTS)
             return vt_errorf(VT_E_INVALID, "field '%s': %zu inputs, more than %d a request", name, n, EMBD_MAX_INPUTS);
     }
-    free(j->prompts);
-    j->prompts = calloc(n, sizeof *j->prompts);
-    if (!j->prompts) return vt_errorf(VT_E_NOMEM, "out of memory");
-    j->n_prompts = (int32_t)n;
-    for (size_t i = 0; i < n; i++) {
-        json_t *v = batch ? json_array_get(in, i) : in;
+    *n_out = (int32_t)n;
+    return VT_OK;
+}
+
+/* The inputs of `in` into j->prompts (j->n_prompts of them, inputs_count's). */
+static vt_status inputs_parse(server *s, job *j, json_t *in, bool batch, const char *name) {
+    for (int32_t i = 0; i < j->n_prompts; i++) {
+        json_t *v = batch ? json_array_get(in, (size_t)i) : in;
         char where[48];
-        snprintf(where, sizeof where, batch ? "%s[%zu]" : "%s", name, i);
+        snprintf(where, sizeof where, batch ? "%s[%d]" : "%s", name, (int)i);
         if (!json_is_string(v) && !is_id_array(v))
             return vt_errorf(VT_E_INVALID, "field '%s': expected a string or an array of token ids", where);
         VT_TRY(input_one(s, v, where, &j->prompts[i]));
@@ -270,7 +272,12 @@ enum MHD_Result embeddings_handle(server *s, struct MHD_Connection *conn, bool o
         norm = (int)json_integer_value(nv);
     }
 
-    oai_request req = {.kind = OAI_COMPLETION, .n = 1, .n_prompts = 1};
+    int32_t n_inputs = 1;
+    bool batch = false;
+    st = inputs_count(in, in_name, &n_inputs, &batch);
+    if (st != VT_OK) FAIL(400, "%s", vt_last_error());
+    /* one choice per input (job_create sizes choices and prompts from these) */
+    oai_request req = {.kind = OAI_COMPLETION, .n = 1, .n_prompts = n_inputs};
     job *j = job_create(s, &req);
     if (!j) FAIL(503, "out of memory");
     *job_out = j; /* the connection's reference; dropped when the request completes */
@@ -278,21 +285,8 @@ enum MHD_Result embeddings_handle(server *s, struct MHD_Connection *conn, bool o
     j->sock_fd = ci ? ci->connect_fd : -1;
     j->conn = conn;
     j->pooling = pooling;
-    st = inputs_parse(s, j, in, in_name);
-    if (st == VT_OK && j->n_prompts > j->n_choices) {
-        /* the job was made for one input: room for one choice per input */
-        job_choice *c = calloc((size_t)j->n_prompts, sizeof *c);
-        if (!c) {
-            st = vt_errorf(VT_E_NOMEM, "out of memory");
-        } else {
-            for (int32_t i = 0; i < j->n_prompts; i++) c[i] = (job_choice){.job = j, .index = i};
-            pthread_mutex_lock(&j->mu); /* a shutdown may look at the choices (job_abort) */
-            free(j->choices);
-            j->choices = c;
-            j->n_choices = j->n_prompts;
-            pthread_mutex_unlock(&j->mu);
-        }
-    }
+    VT_ASSERT(j->n_prompts == n_inputs && j->n_choices == n_inputs);
+    st = inputs_parse(s, j, in, batch, in_name);
     if (st == VT_OK) st = job_submit(j);
     if (st != VT_OK) {
         int code = st == VT_E_BUSY || st == VT_E_NOMEM ? 503 : st == VT_E_RANGE ? 413 : 400;
