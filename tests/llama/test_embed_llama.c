@@ -2,8 +2,9 @@
  * llama_get_embeddings_seq (embeddings = true, the same pooling_type in
  * llama_context_params) on the same file and token ids.
  *
- * Models: stories260K (a real tiny llama, F32) and a synthetic qwen3 in F16 (the
- * shape of Qwen3-Embedding: a qwen3 with last-token pooling). Pooling: mean,
+ * Models: stories260K (a real tiny llama, F32), TinyStories-656K-Q8_0 (real,
+ * quantized) and a synthetic qwen3 in F16 (the shape of Qwen3-Embedding: a
+ * qwen3 with last-token pooling). Pooling: mean,
  * cls and last. vt runs the prompts as engine requests together in one engine
  * whose step budget (16 tokens) is shorter than the prompts, so the mean is
  * gathered across prefill chunks of several requests batched in one pass; a
@@ -14,7 +15,12 @@
  * sum (vt - ref)^2 / sum ref^2 <= 1e-4 on the raw pooled vectors (llama.cpp
  * normalises in llama-server, not in llama_get_embeddings_seq; so does vt: the
  * engine gives the raw vector). F32/F16 weights differ from llama.cpp by float
- * rounding only (1e-7..1e-6 NMSE on the logits, test_parity). */
+ * rounding only (1e-7..1e-6 NMSE on the logits, test_parity); measured here:
+ * NMSE 1e-14..1.4e-6, cosine >= 0.9999993. The Q8_0 model is held to
+ * cosine >= 0.999 and NMSE <= 1e-3 (test_parity's PARITY_NMSE for quantized
+ * types: a float difference before an activation is quantized to q8 flips a
+ * rounding step of a few values); measured NMSE 6e-5..2.1e-4, cosine
+ * >= 0.99989. */
 #include "../test.h"
 #include "llama_ref.h"
 #include "model/synth.h"
@@ -30,6 +36,8 @@
 #define N_TOK 40
 #define EMBED_COS_MIN 0.9999
 #define EMBED_NMSE_MAX 1e-4
+#define EMBED_COS_MIN_Q 0.999
+#define EMBED_NMSE_MAX_Q 1e-3
 
 /* llama.cpp's pooled embedding of tokens[0..n) (n_embd floats into out). */
 static bool ref_embed(struct llama_model *lm, enum llama_pooling_type pooling, const int32_t *tokens, int32_t n,
@@ -63,7 +71,8 @@ static bool ref_embed(struct llama_model *lm, enum llama_pooling_type pooling, c
     return e != NULL;
 }
 
-static void compare(const char *label, const char *pool_name, int p, const float *vt, const float *ref, int32_t d) {
+static void compare(const char *label, const char *pool_name, int p, const float *vt, const float *ref, int32_t d,
+                    double cos_min, double nmse_max) {
     double dot = 0, nv = 0, nr = 0, err = 0;
     for (int32_t i = 0; i < d; i++) {
         dot += (double)vt[i] * ref[i];
@@ -73,11 +82,11 @@ static void compare(const char *label, const char *pool_name, int p, const float
     }
     const double cosv = dot / (sqrt(nv) * sqrt(nr) + 1e-30), nmse = err / (nr + 1e-30);
     printf("  %-22s %-5s prompt %d  cosine %.8f  NMSE %.2e\n", label, pool_name, p, cosv, nmse);
-    CHECK_MSG(cosv >= EMBED_COS_MIN && nmse <= EMBED_NMSE_MAX, "%s %s prompt %d: cosine %.8f NMSE %.3e", label,
-              pool_name, p, cosv, nmse);
+    CHECK_MSG(cosv >= cos_min && nmse <= nmse_max, "%s %s prompt %d: cosine %.8f NMSE %.3e", label, pool_name, p,
+              cosv, nmse);
 }
 
-static void run_model(const char *label, const char *path) {
+static void run_model(const char *label, const char *path, double cos_min, double nmse_max) {
     static const struct {
         vt_pooling vt;
         enum llama_pooling_type ref;
@@ -154,7 +163,7 @@ static void run_model(const char *label, const char *path) {
                 CHECK_MSG(0, "%s: llama.cpp gave no embedding", label);
                 continue;
             }
-            compare(label, pools[k].name, p, got + (size_t)p * d, ref, d);
+            compare(label, pools[k].name, p, got + (size_t)p * d, ref, d, cos_min, nmse_max);
         }
         vt_engine_free(e);
     }
@@ -172,7 +181,9 @@ int main(void) {
     }
     printf("embeddings: vt vs llama.cpp (cosine >= %.4f, NMSE <= %.0e)\n", EMBED_COS_MIN, EMBED_NMSE_MAX);
     const char *stories = test_model_path("stories260K.gguf");
-    if (stories) run_model("stories260K", stories);
+    if (stories) run_model("stories260K", stories, EMBED_COS_MIN, EMBED_NMSE_MAX);
+    const char *q8 = test_model_path("TinyStories-656K-Q8_0.gguf");
+    if (q8) run_model("TinyStories-656K-Q8_0", q8, EMBED_COS_MIN_Q, EMBED_NMSE_MAX_Q);
 
     char dir[] = "/tmp/vt-embed-XXXXXX", path[512];
     if (!mkdtemp(dir)) {
@@ -187,7 +198,7 @@ int main(void) {
     sp.n_threads = 2;
     vt_status s = synth_write(&sp, path);
     CHECK_MSG(s == VT_OK, "synth: %s", vt_last_error());
-    if (s == VT_OK) run_model("synth-qwen3-F16", path);
+    if (s == VT_OK) run_model("synth-qwen3-F16", path, EMBED_COS_MIN, EMBED_NMSE_MAX);
     unlink(path);
     rmdir(dir);
     return test_finish();
