@@ -239,6 +239,8 @@ enum MHD_Result embeddings_handle(server *s, struct MHD_Connection *conn, bool o
     }
     uint32_t declared;
     const vt_pooling pooling = server_pooling(s, &declared);
+    if (pooling == VT_POOLING_NONE && s->pooling_flag == VT_POOLING_NONE)
+        FAIL(400, "vt serve runs with --pooling none: no embeddings (none is not an OpenAI-compatible pooling)");
     if (pooling == VT_POOLING_NONE)
         FAIL(400, "this model is not an embedding model: its file declares %s pooling (%s); start vt serve with "
                   "--pooling mean|cls|last to embed with it anyway",
