@@ -116,6 +116,13 @@ vt_status vt_decode(vt_context *ctx, const vt_batch *batch);
 const float *vt_get_logits(vt_context *ctx, int32_t i);
 /* Drop a sequence's cache. */
 void vt_seq_clear(vt_context *ctx, int32_t seq);
+/* Keep the first n tokens of a sequence's cache and drop the rest (llama.cpp's
+ * llama_memory_seq_rm from position n on), so that the next batch continues at
+ * position n: a conversation's next turn prefills only what differs from the
+ * last. VT_E_RANGE for n outside [0, length]; VT_E_UNSUPPORTED where the model
+ * keeps a recurrent state (qwen35's linear layers), which cannot go back, and n
+ * is neither 0 nor the length. The cache is unchanged on failure. */
+vt_status vt_seq_keep(vt_context *ctx, int32_t seq, int32_t n);
 int32_t vt_seq_len(const vt_context *ctx, int32_t seq);
 
 /* ---- the serving engine --------------------------------------------------------
@@ -168,6 +175,16 @@ typedef struct vt_sampling {
     int32_t n_logit_bias;
 } vt_sampling;
 
+/* How an embedding request pools the final hidden states (after the output
+ * norm) of its prompt's tokens into one vector; the values are llama.cpp's
+ * llama_pooling_type and the GGUF's <arch>.pooling_type. */
+typedef enum vt_pooling {
+    VT_POOLING_NONE = 0, /* not an embedding request: it generates */
+    VT_POOLING_MEAN = 1, /* the mean over the prompt's tokens */
+    VT_POOLING_CLS = 2,  /* the first token's */
+    VT_POOLING_LAST = 3, /* the last token's */
+} vt_pooling;
+
 typedef struct vt_request_params {
     const int32_t *prompt;    /* prompt token ids, or NULL to tokenize prompt_text */
     int64_t n_prompt;
@@ -179,6 +196,9 @@ typedef struct vt_request_params {
     int32_t n_stop;
     bool ignore_eos;
     void *user;               /* handed back in every output of this request */
+    vt_pooling pooling;       /* != VT_POOLING_NONE: an embedding request: the prompt is
+                                 evaluated (no sampling; sampling, max_tokens and stop are
+                                 ignored) and one output finishes it with the pooled vector */
 } vt_request_params;
 
 typedef enum vt_finish {
@@ -208,6 +228,9 @@ typedef struct vt_output {
     int32_t n_prompt;     /* prompt tokens */
     int32_t n_cached;     /* prompt tokens served from the prefix cache */
     int32_t n_generated;  /* tokens generated so far */
+    const float *embd;    /* an embedding request's finishing output: the pooled
+                             vector (n_embd floats, not normalised); else NULL */
+    int32_t n_embd;
 } vt_output;
 
 typedef struct vt_engine_stats {

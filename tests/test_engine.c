@@ -700,6 +700,163 @@ static void test_moe_engine(const char *arch) {
     g_model = NULL;
 }
 
+/* Embedding requests (vt_request_params.pooling): run each of n prompts with its
+ * pooling until finished (after n_gen generation requests of 40 tokens from the
+ * prompt's first 5, added first); out[i] gets the vector (d floats). */
+static void run_embed(const vt_engine_params *p, const int32_t *tokens, const int64_t *lens, const vt_pooling *pool,
+                      int32_t n, int32_t n_gen, float *out, int32_t d, int64_t *preemptions) {
+    vt_engine *e = NULL;
+    CHECK_OK(vt_engine_create(g_model, p, &e));
+    if (!e) return;
+    uint64_t ids[64], gid;
+    VT_ASSERT(n <= 64);
+    for (int32_t i = 0; i < n_gen; i++) {
+        vt_request_params g = {.prompt = tokens, .n_prompt = 5, .max_tokens = 40, .ignore_eos = true,
+                               .sampling = vt_sampling_default()};
+        CHECK_OK(vt_engine_add(e, &g, &gid));
+    }
+    for (int32_t i = 0; i < n; i++) {
+        vt_request_params q = {.prompt = tokens, .n_prompt = lens[i], .pooling = pool[i]};
+        CHECK_OK(vt_engine_add(e, &q, &ids[i]));
+    }
+    int32_t done = 0;
+    for (int step = 0; step < 2000 && vt_engine_has_work(e); step++) {
+        const vt_output *outs;
+        int32_t n_outs;
+        CHECK_OK(vt_engine_step(e, &outs, &n_outs));
+        for (int32_t k = 0; k < n_outs; k++)
+            for (int32_t i = 0; i < n; i++) {
+                if (outs[k].id != ids[i]) continue;
+                CHECK(outs[k].finish == VT_FINISH_STOP && outs[k].n_embd == d && outs[k].token == -1);
+                if (outs[k].embd && outs[k].n_embd == d) memcpy(out + (size_t)i * d, outs[k].embd, sizeof(float) * d);
+                done++;
+            }
+    }
+    CHECK_EQ_INT(done, n);
+    vt_engine_stats st;
+    vt_engine_stats_get(e, &st);
+    if (preemptions) *preemptions = st.preemptions;
+    vt_engine_free(e);
+}
+
+static bool close_vec(const float *a, const float *b, int32_t d, double tol) {
+    double err = 0, ref = 0;
+    for (int32_t i = 0; i < d; i++) {
+        err += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        ref += (double)b[i] * b[i];
+    }
+    return err <= tol * ref;
+}
+
+/* Pooling is consistent with itself, through chunked prefill, batching, the
+ * prefix cache and preemption: the mean of a prompt is the mean of the last
+ * tokens of its prefixes; cls is the first prefix's last; the mean with a KV
+ * cache so small that requests are preempted equals the roomy one. (Parity with
+ * llama.cpp: tests/llama/test_embed_llama.c.) */
+static void test_embeddings(void) {
+    enum { N = 37 };
+    int64_t n_tok = 0;
+    int32_t *tok = tokenize("Once upon a time, there was a little girl named Lily who loved to play in the park "
+                            "with her friends every day. She was happy.", &n_tok);
+    CHECK(n_tok >= N);
+    if (n_tok < N) {
+        free(tok);
+        return;
+    }
+    const int32_t d = (int32_t)g_model->hp.n_embd;
+    float *v = calloc((size_t)(N + 2) * d, sizeof(float));
+    int64_t lens[N + 2];
+    vt_pooling pool[N + 2];
+    for (int32_t k = 0; k < N; k++) { /* the last token of each prefix, then mean and cls of the whole */
+        lens[k] = k + 1;
+        pool[k] = VT_POOLING_LAST;
+    }
+    lens[N] = lens[N + 1] = N;
+    pool[N] = VT_POOLING_MEAN;
+    pool[N + 1] = VT_POOLING_CLS;
+    vt_engine_params p = small_params();
+    p.max_batch_tokens = 24;
+    run_embed(&p, tok, lens, pool, N + 2, 0, v, d, NULL);
+    float *mean = calloc((size_t)d, sizeof(float));
+    for (int32_t k = 0; k < N; k++)
+        for (int32_t i = 0; i < d; i++) mean[i] += v[(size_t)k * d + i] / N;
+    CHECK(close_vec(v + (size_t)N * d, mean, d, 1e-8));
+    CHECK(close_vec(v + (size_t)(N + 1) * d, v, d, 1e-10));
+
+    /* four means of the whole beside two generations in a cache of 80 tokens:
+     * the newest are preempted as the generations grow, and recomputed */
+    float w[4 * 64];
+    int64_t l4[4] = {N, N, N, N}, pre = 0;
+    vt_pooling m4[4] = {VT_POOLING_MEAN, VT_POOLING_MEAN, VT_POOLING_MEAN, VT_POOLING_MEAN};
+    vt_engine_params tight = small_params();
+    tight.max_batch_tokens = 16;
+    tight.kv_tokens = 80;
+    tight.n_ctx = 64;
+    if (d <= 64) {
+        run_embed(&tight, tok, l4, m4, 4, 2, w, d, &pre);
+        CHECK(pre > 0);
+        for (int i = 0; i < 4; i++) CHECK(close_vec(w + i * d, v + (size_t)N * d, d, 1e-10));
+    }
+    /* a bad pooling value */
+    vt_engine *e = NULL;
+    CHECK_OK(vt_engine_create(g_model, &p, &e));
+    uint64_t id;
+    vt_request_params bad = {.prompt = tok, .n_prompt = 3, .pooling = (vt_pooling)7};
+    if (e) CHECK(vt_engine_add(e, &bad, &id) == VT_E_INVALID);
+    vt_engine_free(e);
+    free(mean);
+    free(v);
+    free(tok);
+}
+
+/* vt_seq_keep: a cache cut back to a prefix and continued with other tokens
+ * gives the logits of the new tokens evaluated whole (what vt chat's turns
+ * rely on); bad lengths are refused and change nothing. */
+static void test_seq_keep(void) {
+    int64_t n_tok = 0;
+    int32_t *tok = tokenize("Once upon a time, there was a little girl named Lily who loved to play in the park "
+                            "with her friends every day. She was happy.", &n_tok);
+    enum { KEEP = 21, N = 35 };
+    CHECK(n_tok >= N);
+    if (n_tok < N) {
+        free(tok);
+        return;
+    }
+    int32_t other[N], pos[N], seq[N] = {0};
+    for (int i = 0; i < N; i++) {
+        other[i] = i < KEEP ? tok[i] : tok[N - 1 - i + KEEP];
+        pos[i] = i;
+    }
+    vt_context_params cp = vt_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = 2;
+    vt_context *a = NULL, *b = NULL;
+    CHECK_OK(vt_context_create(g_model, &cp, &a));
+    CHECK_OK(vt_context_create(g_model, &cp, &b));
+    if (!a || !b) goto done;
+    CHECK_OK(vt_decode(a, &(vt_batch){.n_tokens = 30, .token = tok, .pos = pos, .seq = seq}));
+    CHECK(vt_seq_keep(a, 0, 31) == VT_E_RANGE && vt_seq_len(a, 0) == 30);
+    CHECK(vt_seq_keep(a, 1, 3) == VT_E_RANGE);
+    CHECK_OK(vt_seq_keep(a, 0, KEEP));
+    CHECK_EQ_INT(vt_seq_len(a, 0), KEEP);
+    CHECK_OK(vt_decode(a, &(vt_batch){.n_tokens = N - KEEP, .token = other + KEEP, .pos = pos + KEEP, .seq = seq}));
+    CHECK_OK(vt_decode(b, &(vt_batch){.n_tokens = N, .token = other, .pos = pos, .seq = seq}));
+    const float *la = vt_get_logits(a, 0), *lb = vt_get_logits(b, 0);
+    const int32_t nv = vt_model_n_vocab(g_model);
+    double err = 0, ref = 0;
+    for (int32_t i = 0; la && lb && i < nv; i++) {
+        err += ((double)la[i] - lb[i]) * ((double)la[i] - lb[i]);
+        ref += (double)lb[i] * lb[i];
+    }
+    CHECK_MSG(la && lb && err <= 1e-10 * ref, "kept + continued vs whole: NMSE %.3g", err / (ref + 1e-30));
+    CHECK_OK(vt_seq_keep(a, 0, 0));
+    CHECK_EQ_INT(vt_seq_len(a, 0), 0);
+done:
+    vt_context_free(a);
+    vt_context_free(b);
+    free(tok);
+}
+
 int main(void) {
     /* every pass on the pool, so TSan sees its workers: stories260K's decode
      * steps would otherwise run on the calling thread alone */
@@ -716,6 +873,8 @@ int main(void) {
     test_threads();
     test_kv_types();
     test_eos();
+    test_embeddings();
+    test_seq_keep();
     vt_model_free(g_model);
     g_model = NULL;
     test_moe_engine("qwen3moe");

@@ -58,6 +58,10 @@ run_case mistral Mistral-Small-3.2-24B-Instruct-2506.jinja \
 run_case deepseek deepseek-ai-DeepSeek-V3.1.jinja \
   "$(DS "tool${S}calls${S}begin")$(DS "tool${S}call${S}begin")get_weather$(DS "tool${S}sep"){\"city\": \"Paris\"}$(DS "tool${S}call${S}end")$(DS "tool${S}calls${S}end")" \
   '{"content": null, "calls": [["get_weather", {"city": "Paris"}]]}'
+# gpt-oss: harmony channels (the call's <|call|> ends the generation, so it is not in the text)
+run_case harmony openai-gpt-oss-120b.jinja \
+  '<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}' \
+  '{"content": null, "reasoning": "Need the weather.", "calls": [["get_weather", {"city": "Paris"}]]}'
 run_case plain Qwen-Qwen2.5-7B-Instruct.jinja 'The weather is fine.' '{"content": "The weather is fine.", "calls": []}'
 
 # reasoning without tools: split by default, kept in the content with
@@ -82,6 +86,15 @@ VT_TEST_CANNED_OUTPUT=$think start_server "$tmp/think2.log" -m "$model" -c 2048 
 wait_ready || exit 1
 got=$(msg "$req}")
 [ "$got" = "|$think" ] && ok || bad "--reasoning-format none: $got"
+stop_server
+# gpt-oss without tools: the analysis channel is reasoning_content, the final one the content
+oss=$'<|channel|>analysis<|message|>Short.<|end|><|start|>assistant<|channel|>final<|message|>Hello.'
+VT_TEST_CANNED_OUTPUT=$oss start_server "$tmp/oss.log" -m "$model" -c 2048 --chat-template-file "$tmpl/openai-gpt-oss-120b.jinja" || exit 1
+wait_ready || exit 1
+got=$(msg "$req}")
+[ "$got" = 'Short.|Hello.' ] && ok || bad "harmony reasoning split: $got"
+got=$(msg "$req, \"reasoning_format\": \"none\"}")
+[ "$got" = "|$oss" ] && ok || bad "harmony, reasoning_format none: $got"
 stop_server
 if "$vt" serve -m "$model" --port 0 --reasoning-format bogus >/dev/null 2>"$tmp/bogus.log"; then bad "--reasoning-format bogus starts"
 else grep -q "reasoning-format" "$tmp/bogus.log" && ok || bad "--reasoning-format bogus: $(cat "$tmp/bogus.log")"; fi

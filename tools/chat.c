@@ -4,9 +4,14 @@
  *
  * Input: one message per line; a line ending with '\' continues on the next.
  * /clear forgets the conversation, /exit (or end of input) quits. The answer
- * streams as it is generated; Ctrl-C stops the answer, not the program. The
- * whole conversation is rendered and evaluated again at each turn (a fresh
- * context), so history stays until the context is full. */
+ * streams as it is generated; Ctrl-C stops the answer (at the prompt: drops
+ * the line), not the program. The whole conversation is rendered again at each
+ * turn, and its tokens are compared with those in the KV cache: the common
+ * prefix stays (vt_seq_keep), only the rest is prefilled (-v reports how many
+ * tokens each turn prefilled and kept), so history stays until the context is
+ * full and a turn costs its own tokens. A model with a recurrent state (qwen35)
+ * cannot go back to a shorter prefix: there the turn is prefilled whole unless
+ * the cache is a prefix of it. */
 #include "base/log.h"
 #include "cmds.h"
 #include "engine/sampler.h"
@@ -17,6 +22,7 @@
 #include "tokenizer/tokenizer.h"
 #include "vt.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,12 +37,27 @@ static void on_sigint(int sig) {
     interrupted = 1;
 }
 
-/* Reads one message (continued lines joined with '\n') into *out; false at end of input. */
-static bool read_message(strbuf *out) {
+/* Reads one message (continued lines joined with '\n') into *out; false at end of input.
+ * Ctrl-C while typing drops the message and starts again. */
+static bool read_message(strbuf *out, bool tty) {
     char line[4096];
     out->len = 0;
     bool any = false;
-    while (fgets(line, sizeof line, stdin)) {
+    for (;;) {
+        if (!fgets(line, sizeof line, stdin)) {
+            if (ferror(stdin) && errno == EINTR && interrupted) { /* Ctrl-C at the prompt */
+                clearerr(stdin);
+                interrupted = 0;
+                out->len = 0;
+                any = false;
+                if (tty) {
+                    fputs("\n> ", stdout);
+                    fflush(stdout);
+                }
+                continue;
+            }
+            break;
+        }
         any = true;
         size_t n = strlen(line);
         if (n && line[n - 1] == '\n') n--;
@@ -90,7 +111,7 @@ int cmd_chat(int argc, char **argv) {
     const char *model_path = NULL, *system = NULL, *tmpl_file = NULL;
     long long n_predict = -1, n_threads = 0, n_ctx = 0, seed = -1, top_k = 40;
     double temp = 0.8, top_p = 0.95, min_p = 0.05;
-    bool interactive = false, conversation = false;
+    bool interactive = false, conversation = false, verbose = false;
     const opt table[] = {
         {.name = {"-m", "--model"}, .kind = OPT_STR, .dst = &model_path, .arg = "FILE", .help = "GGUF model"},
         {.name = {"-sys", "--system-prompt", "-p", "--prompt"}, .kind = OPT_STR, .dst = &system, .arg = "TEXT",
@@ -117,6 +138,8 @@ int cmd_chat(int argc, char **argv) {
          .help = "accepted: vt chat is always interactive"},
         {.name = {"-cnv", "--conversation"}, .kind = OPT_FLAG, .dst = &conversation,
          .help = "accepted: vt chat is always a conversation"},
+        {.name = {"-v", "--verbose"}, .kind = OPT_FLAG, .dst = &verbose,
+         .help = "report on stderr the tokens each turn prefilled and kept in the cache"},
     };
     const opts_cmd cmd = {.name = "chat", .usage = "vt chat -m MODEL [-sys TEXT] [options]", .opts = table,
                           .n_opts = (int)(sizeof table / sizeof table[0])};
@@ -133,6 +156,9 @@ int cmd_chat(int argc, char **argv) {
     json_t *messages = json_array();
     char *bos = NULL, *eos = NULL;
     strbuf in = {0}, answer = {0};
+    vt_context *ctx = NULL;
+    int32_t *hist = NULL; /* (n_hist) the tokens in ctx's cache, sequence 0 */
+    int64_t n_hist = 0;
     bool tty = isatty(STDIN_FILENO);
 
     vt_model_params mp = vt_model_default_params();
@@ -176,6 +202,15 @@ int cmd_chat(int argc, char **argv) {
     }
     chat_jinja_env env = {.bos_token = bos ? bos : "", .eos_token = eos ? eos : "", .strip_bos = tok_add_bos(m->tok)};
 
+    vt_context_params cp = vt_context_default_params();
+    cp.n_ctx = (int32_t)(n_ctx > 0 ? n_ctx : (vt_model_n_ctx_train(model) < 4096 ? vt_model_n_ctx_train(model) : 4096));
+    cp.n_threads = (int32_t)n_threads;
+    hist = malloc(sizeof(int32_t) * (size_t)cp.n_ctx);
+    if (!hist || vt_context_create(model, &cp, &ctx) != VT_OK) {
+        fprintf(stderr, "vt chat: %s\n", hist ? vt_last_error() : "out of memory");
+        goto done;
+    }
+
     struct sigaction sa = {0};
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
@@ -192,7 +227,7 @@ int cmd_chat(int argc, char **argv) {
             fflush(stdout);
         }
         interrupted = 0;
-        if (!read_message(&in)) break;
+        if (!read_message(&in, tty)) break;
         if (in.failed) goto done;
         if (!strcmp(in.ptr ? in.ptr : "", "/exit")) break;
         if (!strcmp(in.ptr ? in.ptr : "", "/clear")) {
@@ -217,9 +252,6 @@ int cmd_chat(int argc, char **argv) {
         int64_t n_ids = 0;
         vt_status st = vt_tokenize(model, prompt, plen, true, true, &ids, &n_ids);
         free(prompt);
-        vt_context_params cp = vt_context_default_params();
-        cp.n_ctx = (int32_t)(n_ctx > 0 ? n_ctx : (vt_model_n_ctx_train(model) < 4096 ? vt_model_n_ctx_train(model) : 4096));
-        cp.n_threads = (int32_t)n_threads;
         if (st == VT_OK && n_ids >= cp.n_ctx) {
             fprintf(stderr, "vt chat: the conversation is %lld tokens, more than the context (%d): /clear it\n",
                     (long long)n_ids, cp.n_ctx);
@@ -227,7 +259,6 @@ int cmd_chat(int argc, char **argv) {
             json_array_remove(messages, json_array_size(messages) - 1);
             continue;
         }
-        vt_context *ctx = NULL;
         sampler *smp = NULL;
         sampler_params sp = sampler_default_params();
         sp.temperature = (float)temp;
@@ -237,18 +268,35 @@ int cmd_chat(int argc, char **argv) {
         sp.seed = seed >= 0 ? (uint64_t)seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
         int32_t *pos = st == VT_OK ? malloc(sizeof(int32_t) * (size_t)(n_ids ? n_ids : 1)) : NULL;
         int32_t *seq = st == VT_OK ? calloc((size_t)(n_ids ? n_ids : 1), sizeof(int32_t)) : NULL;
-        if (st != VT_OK || !pos || !seq || vt_context_create(model, &cp, &ctx) != VT_OK ||
-            sampler_create(&sp, vt_model_n_vocab(model), &smp) != VT_OK) {
+        if (st != VT_OK || !pos || !seq || sampler_create(&sp, vt_model_n_vocab(model), &smp) != VT_OK) {
             fprintf(stderr, "vt chat: %s\n", vt_last_error());
             free(ids);
             free(pos);
             free(seq);
-            vt_context_free(ctx);
             goto done;
         }
-        for (int64_t i = 0; i < n_ids; i++) pos[i] = (int32_t)i;
-        vt_batch batch = {.n_tokens = (int32_t)n_ids, .token = ids, .pos = pos, .seq = seq, .logits = NULL};
+        /* The cache keeps the common prefix of its tokens and this rendering (at
+         * least one token is evaluated, for its logits). */
+        int64_t keep = 0;
+        while (keep < n_hist && keep < n_ids - 1 && hist[keep] == ids[keep]) keep++;
+        if (vt_seq_keep(ctx, 0, (int32_t)keep) != VT_OK) {
+            vt_seq_clear(ctx, 0); /* a recurrent state cannot go back: prefill it all */
+            keep = 0;
+        }
+        n_hist = 0;
+        for (int64_t i = keep; i < n_ids; i++) pos[i] = (int32_t)i;
+        vt_batch batch = {.n_tokens = (int32_t)(n_ids - keep), .token = ids + keep, .pos = pos + keep,
+                          .seq = seq, .logits = NULL};
         st = vt_decode(ctx, &batch);
+        if (verbose)
+            fprintf(stderr, "vt chat: prefilled %lld tokens, %lld kept in the cache\n", (long long)(n_ids - keep),
+                    (long long)keep);
+        if (st == VT_OK) {
+            memcpy(hist, ids, sizeof(int32_t) * (size_t)n_ids);
+            n_hist = n_ids;
+        } else {
+            vt_seq_clear(ctx, 0);
+        }
         answer.len = 0;
         int32_t cur = (int32_t)n_ids;
         char pend[64];
@@ -283,6 +331,12 @@ int cmd_chat(int argc, char **argv) {
             const int32_t zero = 0;
             vt_batch one = {.n_tokens = 1, .token = &tok, .pos = &cur, .seq = &zero, .logits = NULL};
             st = vt_decode(ctx, &one);
+            if (st != VT_OK) {
+                vt_seq_clear(ctx, 0);
+                n_hist = 0;
+                break;
+            }
+            hist[n_hist++] = tok;
             cur++;
         }
         fwrite(pend, 1, n_pend, stdout);
@@ -294,7 +348,6 @@ int cmd_chat(int argc, char **argv) {
         free(pos);
         free(seq);
         sampler_free(smp);
-        vt_context_free(ctx);
         msg = json_object();
         json_object_set_new(msg, "role", json_string("assistant"));
         json_object_set_new(msg, "content", json_stringn(answer.ptr ? answer.ptr : "", answer.len));
@@ -302,6 +355,8 @@ int cmd_chat(int argc, char **argv) {
     }
     rc = 0;
 done:
+    vt_context_free(ctx);
+    free(hist);
     sb_free(&in);
     sb_free(&answer);
     json_decref(messages);

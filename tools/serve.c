@@ -89,6 +89,9 @@ int cmd_serve(int argc, char **argv) {
                  "chatml, llama2, llama2-sys, mistral-v1, mistral-v3, mistral-v7,\n"
                  "llama3, gemma, phi3, phi4 (default: the model's template rendered\n"
                  "as Jinja; a model without one gets chatml)"},
+        {.name = {"--pooling"}, .kind = OPT_STR, .dst = &p.pooling, .arg = "P",
+         .help = "/v1/embeddings: none, mean, cls or last (default: the model's\n"
+                 "<arch>.pooling_type; a model without one is not an embedding model)"},
         {.name = {"--alias"}, .kind = OPT_STR, .dst = &p.alias, .arg = "NAME",
          .help = "model id reported by the API (default: the file name)"},
         {.name = {"--max-body"}, .kind = OPT_INT, .dst = &max_body, .arg = "BYTES", .lo = 1024, .hi = (long long)1 << 32,

@@ -220,6 +220,28 @@ void vt_seq_clear(vt_context *c, int32_t seq) {
     c->len[seq] = 0;
 }
 
+vt_status vt_seq_keep(vt_context *c, int32_t seq, int32_t n) {
+    if (seq < 0 || seq >= c->p.n_seq) return vt_errorf(VT_E_RANGE, "sequence %d out of range [0, %d)", seq, c->p.n_seq);
+    if (n < 0 || n > c->len[seq])
+        return vt_errorf(VT_E_RANGE, "sequence %d: cannot keep %d tokens of %d", seq, n, c->len[seq]);
+    if (n == c->len[seq]) return VT_OK;
+    if (n == 0) {
+        vt_seq_clear(c, seq);
+        return VT_OK;
+    }
+    for (int32_t g = 0; g < c->n_groups; g++)
+        if (c->kv.groups[g].spec.kind == KV_GROUP_STATE)
+            return vt_errorf(VT_E_UNSUPPORTED, "sequence %d: the model's recurrent state cannot go back to token %d",
+                             seq, n);
+    const int64_t keep = (n + c->p.kv_block - 1) / c->p.kv_block;
+    for (int32_t g = 0; g < c->n_groups; g++)
+        for (int64_t i = keep; i < c->n_blocks[seq]; i++)
+            kv_pool_release(&c->kv.groups[g].pool, c->tables[(g * c->p.n_seq + seq) * c->max_blocks_per_seq + i]);
+    c->n_blocks[seq] = keep;
+    c->len[seq] = n;
+    return VT_OK;
+}
+
 int32_t vt_seq_len(const vt_context *c, int32_t seq) {
     return seq >= 0 && seq < c->p.n_seq ? c->len[seq] : -1;
 }

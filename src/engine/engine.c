@@ -67,6 +67,7 @@ static void request_free(request *r) {
     free(r->stop);
     free(r->stop_len);
     free(r->pending);
+    free(r->pooled);
     free(r);
 }
 
@@ -96,7 +97,9 @@ static vt_status sampling_check(const vt_sampling *s, sampler_params *sp) {
 static vt_status request_create(vt_engine *e, const vt_request_params *q, request **out) {
     *out = NULL;
     sampler_params sp;
-    VT_TRY(sampling_check(&q->sampling, &sp));
+    if (q->pooling < VT_POOLING_NONE || q->pooling > VT_POOLING_LAST)
+        return vt_errorf(VT_E_INVALID, "pooling %d is not one of none, mean, cls, last", (int)q->pooling);
+    if (q->pooling == VT_POOLING_NONE) VT_TRY(sampling_check(&q->sampling, &sp));
     if (q->n_stop < 0 || q->n_stop > ENGINE_MAX_STOP || (q->n_stop > 0 && !q->stop))
         return vt_errorf(VT_E_INVALID, "%d stop strings (at most %d)", q->n_stop, ENGINE_MAX_STOP);
     for (int32_t i = 0; i < q->n_stop; i++) {
@@ -168,6 +171,14 @@ static vt_status request_create(vt_engine *e, const vt_request_params *q, reques
             r->stop_len[r->n_stop++] = n;
         }
     }
+    r->pooling = q->pooling;
+    if (r->pooling != VT_POOLING_NONE) { /* an embedding: no sampler */
+        r->pooled = calloc((size_t)e->model->hp.n_embd, sizeof(float));
+        if (!r->pooled) goto oom;
+        free(ids);
+        *out = r;
+        return VT_OK;
+    }
     if ((s = sampler_create(&sp, e->n_vocab, &r->smp)) != VT_OK) goto fail;
     for (int64_t i = 0; i < n_ids; i++) sampler_accept(r->smp, prompt[i]);
     free(ids);
@@ -208,6 +219,10 @@ void vt_engine_free(vt_engine *e) {
     free(e->out_err_off);
     free(e->text);
     free(e->tops);
+    free(e->out_embd_off);
+    free(e->embd_out);
+    free(e->b_erows);
+    free(e->embd);
     free(e->inbox);
     free(e->aborts);
     free(e->live);
@@ -436,13 +451,14 @@ static bool text_put(vt_engine *e, const char *s, size_t n) {
 
 /* A new output for r; text and tops are attached by the caller. NULL on OOM. */
 static vt_output *out_new(vt_engine *e, const request *r, int32_t token) {
-    int64_t cap = e->cap_outs, c2 = e->cap_outs, c3 = e->cap_outs, c4 = e->cap_outs;
+    int64_t cap = e->cap_outs, c2 = e->cap_outs, c3 = e->cap_outs, c4 = e->cap_outs, c5 = e->cap_outs;
     if (!grow((void **)&e->outs, &cap, e->n_outs + 1, sizeof *e->outs) ||
         !grow((void **)&e->out_text_off, &c2, e->n_outs + 1, sizeof *e->out_text_off) ||
         !grow((void **)&e->out_top_off, &c3, e->n_outs + 1, sizeof *e->out_top_off) ||
-        !grow((void **)&e->out_err_off, &c4, e->n_outs + 1, sizeof *e->out_err_off))
+        !grow((void **)&e->out_err_off, &c4, e->n_outs + 1, sizeof *e->out_err_off) ||
+        !grow((void **)&e->out_embd_off, &c5, e->n_outs + 1, sizeof *e->out_embd_off))
         return NULL;
-    VT_ASSERT(cap == c2 && cap == c3 && cap == c4);
+    VT_ASSERT(cap == c2 && cap == c3 && cap == c4 && cap == c5);
     e->cap_outs = (int32_t)cap;
     const int32_t i = e->n_outs++;
     vt_output *o = &e->outs[i];
@@ -456,6 +472,7 @@ static vt_output *out_new(vt_engine *e, const request *r, int32_t token) {
     e->out_text_off[i] = e->n_text;
     e->out_top_off[i] = -1;
     e->out_err_off[i] = -1;
+    e->out_embd_off[i] = -1;
     return o;
 }
 
@@ -486,6 +503,8 @@ static void outs_fixup(vt_engine *e) {
         o->error = e->out_err_off[i] >= 0 ? e->text + e->out_err_off[i]
                    : o->finish == VT_FINISH_ERROR ? "out of memory"
                                                   : NULL;
+        o->embd = e->out_embd_off[i] >= 0 ? e->embd_out + e->out_embd_off[i] : NULL;
+        if (!o->embd) o->n_embd = 0;
     }
 }
 
@@ -713,6 +732,60 @@ static bool sample_one(vt_engine *e, request *r, const float *l) {
     return false;
 }
 
+/* An embedding request's rows of this step (its item's n tokens from
+ * r->n_computed on, at e->embd + *row): into r->pooled. */
+static void pool_rows(vt_engine *e, request *r, int64_t n, int32_t *row) {
+    const int64_t d = e->model->hp.n_embd;
+    const float *x = e->embd + (size_t)*row * (size_t)d;
+    if (r->pooling == VT_POOLING_MEAN) {
+        if (r->n_computed == 0) memset(r->pooled, 0, sizeof(float) * (size_t)d); /* anew after a preemption */
+        for (int64_t j = 0; j < n; j++)
+            for (int64_t i = 0; i < d; i++) r->pooled[i] += x[j * d + i];
+        *row += (int32_t)n;
+    } else if ((r->pooling == VT_POOLING_CLS && r->n_computed == 0) ||
+               (r->pooling == VT_POOLING_LAST && r->n_computed + n == r->n_tokens)) {
+        memcpy(r->pooled, x, sizeof(float) * (size_t)d);
+        *row += 1;
+    }
+}
+
+/* The rows of r's item (n tokens, batch rows from nt0 on) whose hidden states
+ * its pooling needs, appended to e->b_erows. */
+static void embd_rows_of(vt_engine *e, const request *r, int64_t n, int64_t nt0, int32_t *n_erows) {
+    if (r->pooling == VT_POOLING_MEAN)
+        for (int64_t j = 0; j < n; j++) e->b_erows[(*n_erows)++] = (int32_t)(nt0 + j);
+    else if (r->pooling == VT_POOLING_CLS && r->n_computed == 0) e->b_erows[(*n_erows)++] = (int32_t)nt0;
+    else if (r->pooling == VT_POOLING_LAST && r->n_computed + n == r->n_tokens)
+        e->b_erows[(*n_erows)++] = (int32_t)(nt0 + n - 1);
+}
+
+/* r's prompt is evaluated: report its pooled vector (the mean divided out) and
+ * finish it (an error if a value is not finite). */
+static void finish_embedding(vt_engine *e, request *r) {
+    const int64_t d = e->model->hp.n_embd;
+    if (r->pooling == VT_POOLING_MEAN)
+        for (int64_t i = 0; i < d; i++) r->pooled[i] /= (float)r->n_tokens;
+    vt_output *o = out_new(e, r, -1);
+    if (!o) return;
+    if (!fwd_logits_finite(r->pooled, d)) {
+        char step[160];
+        snprintf(step, sizeof step, "request %llu, the embedding of %lld tokens", (unsigned long long)r->id,
+                 (long long)r->n_tokens);
+        model_nonfinite_error(e->model, step);
+        out_error(e, o, vt_last_error());
+        return;
+    }
+    if (!grow((void **)&e->embd_out, &e->cap_embd_out, e->n_embd_out + d, sizeof(float))) {
+        out_error(e, o, "out of memory for an embedding");
+        return;
+    }
+    memcpy(e->embd_out + e->n_embd_out, r->pooled, sizeof(float) * (size_t)d);
+    e->out_embd_off[o - e->outs] = e->n_embd_out;
+    e->n_embd_out += d;
+    o->n_embd = (int32_t)d;
+    o->finish = VT_FINISH_STOP;
+}
+
 static void publish_stats(vt_engine *e) {
     e->st.running = e->n_running;
     e->st.waiting = e->n_waiting;
@@ -738,6 +811,7 @@ vt_status vt_engine_step(vt_engine *e, const vt_output **outs, int32_t *n_outs) 
     e->n_outs = 0;
     e->n_text = 0;
     e->n_tops = 0;
+    e->n_embd_out = 0;
 
     uint64_t *abort_ids;
     int32_t n_abort_ids;
@@ -751,24 +825,44 @@ vt_status vt_engine_step(vt_engine *e, const vt_output **outs, int32_t *n_outs) 
         e->st.steps++;
         /* the batch: each item's tokens in order, logits for rows that complete it */
         int64_t nt = 0;
-        int32_t n_rows = 0;
+        int32_t n_rows = 0, n_erows = 0;
+        bool embd_oom = false;
+        for (int32_t k = 0; k < e->n_items && !e->b_erows; k++) {
+            if (e->items[k].req->pooling == VT_POOLING_NONE) continue;
+            /* the first embedding request: the buffers of its rows */
+            const size_t mb = (size_t)e->p.max_batch_tokens;
+            e->b_erows = malloc(mb * sizeof(int32_t));
+            e->embd = malloc(mb * (size_t)e->model->hp.n_embd * sizeof(float));
+            if (!e->b_erows || !e->embd) {
+                free(e->b_erows);
+                free(e->embd);
+                e->b_erows = NULL;
+                e->embd = NULL;
+                embd_oom = true;
+            }
+        }
         for (int32_t k = 0; k < e->n_items; k++) {
             request *r = e->items[k].req;
             const int64_t n = e->items[k].n;
+            if (r->pooling != VT_POOLING_NONE && !embd_oom) embd_rows_of(e, r, n, nt, &n_erows);
             for (int64_t j = 0; j < n; j++) {
                 e->b_token[nt] = r->tokens[r->n_computed + j];
                 e->b_pos[nt] = (int32_t)(r->n_computed + j);
                 e->b_seq[nt] = k;
                 nt++;
             }
-            if (r->n_computed + n == r->n_tokens) e->b_rows[n_rows++] = (int32_t)(nt - 1);
+            if (r->n_computed + n == r->n_tokens && r->pooling == VT_POOLING_NONE)
+                e->b_rows[n_rows++] = (int32_t)(nt - 1);
             e->b_seqs[k] = (fwd_seq){.n_blocks = r->n_blocks};
             for (int32_t g = 0; g < e->kv.n_groups; g++) e->b_seqs[k].blocks[g] = r->blocks[g];
         }
         fwd_batch fb = {.n_tokens = nt, .token = e->b_token, .pos = e->b_pos, .seq = e->b_seq,
                         .seqs = e->b_seqs, .n_seqs = e->n_items, .logit_rows = e->b_rows,
-                        .n_logits = n_rows, .logits = e->logits};
-        if (fwd_run(e->fwd, &fb) != VT_OK) {
+                        .n_logits = n_rows, .logits = e->logits, .embd_rows = e->b_erows,
+                        .n_embd_rows = n_erows, .embd = e->embd};
+        vt_status fs = embd_oom ? vt_errorf(VT_E_NOMEM, "out of memory for the rows of embedding requests")
+                                : fwd_run(e->fwd, &fb);
+        if (fs != VT_OK) {
             /* the forward pass could not run: end this step's requests with the reason */
             char msg[512];
             snprintf(msg, sizeof msg, "%s", vt_last_error());
@@ -779,10 +873,11 @@ vt_status vt_engine_step(vt_engine *e, const vt_output **outs, int32_t *n_outs) 
                 retire(e, r);
             }
         } else {
-            int32_t row = 0;
+            int32_t row = 0, erow = 0;
             const int64_t bs = e->p.kv_block;
             for (int32_t k = 0; k < e->n_items; k++) {
                 request *r = e->items[k].req;
+                if (r->pooling != VT_POOLING_NONE) pool_rows(e, r, e->items[k].n, &erow);
                 r->n_computed += e->items[k].n;
                 /* offer newly completed full blocks to the prefix cache of
                  * each group (a SWA group's released ones are gone) */
@@ -797,6 +892,11 @@ vt_status vt_engine_step(vt_engine *e, const vt_output **outs, int32_t *n_outs) 
                     r->n_hashed++;
                 }
                 if (e->state_group >= 0 && e->pc[0].enabled) sched_snapshot(e, r);
+                if (r->n_computed == r->n_tokens && r->pooling != VT_POOLING_NONE) {
+                    finish_embedding(e, r);
+                    retire(e, r);
+                    continue;
+                }
                 if (r->n_computed == r->n_tokens) {
                     const float *l = e->logits + (size_t)row++ * (size_t)e->n_vocab;
                     if (!fwd_logits_finite(l, e->n_vocab)) {

@@ -65,6 +65,9 @@ typedef struct request {
 
     char *pending;        /* text not yet emitted: incomplete UTF-8 or a possible stop start */
     size_t n_pending, cap_pending;
+
+    vt_pooling pooling;   /* != VT_POOLING_NONE: an embedding request (no sampler) */
+    float *pooled;        /* (n_embd) the sum of the rows so far (mean), the first or last row */
 } request;
 
 /* One request in this step's batch: n tokens from n_computed on. */
@@ -114,6 +117,11 @@ struct vt_engine {
     size_t n_text, cap_text;
     vt_token_logprob *tops;
     int64_t n_tops, cap_tops;
+    int64_t *out_embd_off;      /* (cap_outs) offsets into embd_out, -1: none */
+    float *embd_out;            /* pooled vectors of this step's outputs */
+    int64_t n_embd_out, cap_embd_out;
+    int32_t *b_erows;           /* (max_batch_tokens) embedding rows, once an embedding request came */
+    float *embd;                /* (max_batch_tokens, n_embd) their hidden states */
 
     vt_engine_stats st;         /* loop's counters (running/waiting/kv filled at the end) */
 

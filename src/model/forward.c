@@ -1014,6 +1014,22 @@ static void forward_worker(void *arg, int ith, int nth) {
         PROF_MARK(f, ith, 9, t_prof);
     }
 
+    /* Embeddings: the last residual add for their rows (quantized unnormed into
+     * xq, unused), then the output norm into b->embd in float. */
+    if (b->n_embd_rows > 0) {
+        const resid_kind add = hp->n_expert ? RESID_MOE : RESID_TMP;
+        step_norm_quant(f, b->n_embd_rows, add, hp->n_layer > 0 ? m->layers[hp->n_layer - 1].ffn_post_norm : NULL,
+                        NULL, NULL, m->output.type, VT_DTYPE_COUNT, NULL, b->embd_rows, ith, nth);
+        tp_range(b->n_embd_rows, 1, ith, nth, &i0, &i1); /* the same rows as above: no barrier needed */
+        for (int64_t i = i0; i < i1; i++) {
+            const float *x = f->x + (int64_t)b->embd_rows[i] * hp->n_embd;
+            float *out = b->embd + i * hp->n_embd;
+            if (m->output_norm) f->rms_norm(x, m->output_norm, hp->n_embd, hp->rms_eps, out);
+            else memcpy(out, x, sizeof(float) * (size_t)hp->n_embd);
+        }
+        tp_barrier(f->run); /* xq is the logits' next */
+    }
+
     /* Output: the last residual add and norm only for the rows that want logits. */
     if (b->n_logits > 0) {
         step_norm_quant(f, b->n_logits, hp->n_expert ? RESID_MOE : RESID_TMP,

@@ -46,6 +46,12 @@ typedef struct fwd_batch {
     const int32_t *logit_rows; /* (n_logits) batch indices whose logits to compute */
     int64_t n_logits;
     float *logits;             /* (n_logits, n_vocab) out */
+    /* Embeddings: the final hidden state after the output norm, in float, of these
+     * batch rows (llama.cpp's t_embd, what llama_get_embeddings reads); no logits
+     * are computed for them. Disjoint from logit_rows. n_embd_rows 0: none. */
+    const int32_t *embd_rows;  /* (n_embd_rows) batch indices */
+    int64_t n_embd_rows;
+    float *embd;               /* (n_embd_rows, n_embd) out */
 } fwd_batch;
 
 typedef struct fwd_ctx fwd_ctx;

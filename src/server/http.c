@@ -396,6 +396,8 @@ typedef enum route_id {
     ROUTE_CHAT,
     ROUTE_TOKENIZE,
     ROUTE_DETOKENIZE,
+    ROUTE_EMBEDDINGS,
+    ROUTE_EMBEDDING,
 } route_id;
 
 static const struct {
@@ -414,6 +416,9 @@ static const struct {
     {"/chat/completions", "POST", ROUTE_CHAT},
     {"/tokenize", "POST", ROUTE_TOKENIZE},
     {"/detokenize", "POST", ROUTE_DETOKENIZE},
+    {"/v1/embeddings", "POST", ROUTE_EMBEDDINGS},
+    {"/embeddings", "POST", ROUTE_EMBEDDINGS},
+    {"/embedding", "POST", ROUTE_EMBEDDING},
 };
 
 /* The body framing headers, gathered on the first callback. */
@@ -551,6 +556,14 @@ static enum MHD_Result dispatch_body(http_req *h, struct MHD_Connection *conn) {
     switch ((route_id)h->route) {
     case ROUTE_TOKENIZE: return handle_tokenize(s, conn, body, h->body.len, &h->status);
     case ROUTE_DETOKENIZE: return handle_detokenize(s, conn, body, h->body.len, &h->status);
+    case ROUTE_EMBEDDINGS:
+    case ROUTE_EMBEDDING: {
+        http_set_timeout(conn, 0); /* evaluating: the client's silence is no timeout */
+        enum MHD_Result r = embeddings_handle(s, conn, h->route == ROUTE_EMBEDDINGS, body, h->body.len, &h->job,
+                                              &h->status);
+        http_set_timeout(conn, (unsigned)s->params.read_timeout_s);
+        return r;
+    }
     case ROUTE_COMPLETIONS:
     case ROUTE_CHAT: {
         http_set_timeout(conn, 0); /* generating: the client's silence is no timeout */

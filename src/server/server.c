@@ -112,7 +112,10 @@ void job_unref(job *j) {
 
     job_clear_events_locked(j);
     free(j->ev);
-    for (int32_t i = 0; i < j->n_choices; i++) free(j->choices[i].error);
+    for (int32_t i = 0; i < j->n_choices; i++) {
+        free(j->choices[i].error);
+        free(j->choices[i].embd);
+    }
     free(j->choices);
     for (int32_t i = 0; i < j->n_prompts; i++) free(j->prompts[i].ids);
     free(j->prompts);
@@ -181,16 +184,19 @@ vt_status job_prepare(job *j) {
         if (s->jinja) VT_TRY(chat_jinja_render(s->jinja, r, &s->jinja_env, &rendered, &len));
         else VT_TRY(chat_template_render(s->tmpl, r->messages, r->n_messages, &rendered, &len));
         bool tools = r->n_tools > 0 && r->tool_choice != OAI_TOOLS_NONE;
-        j->tc = (tc_options){.format = tools ? s->tool_format : TC_NONE,
-                             .reasoning = s->tmpl_think && s->tool_format != TC_HARMONY &&
-                                          (r->reasoning_format ? r->reasoning_format == OAI_REASONING_DEEPSEEK
-                                                               : !s->reasoning_none)};
+        const bool reasoning = r->reasoning_format ? r->reasoning_format == OAI_REASONING_DEEPSEEK : !s->reasoning_none;
+        /* harmony (gpt-oss) answers are channels, tools or not: the analysis
+         * channel is reasoning, the final one content (reasoning "none": the raw text) */
+        const bool harmony = s->tool_format == TC_HARMONY && (tools || reasoning);
+        j->tc = (tc_options){.format = tools || harmony ? s->tool_format : TC_NONE,
+                             .reasoning = s->tmpl_think && s->tool_format != TC_HARMONY && reasoning,
+                             .no_calls = !tools};
         if (j->tc.reasoning) { /* the generation prompt may open the block itself (Qwen3, DeepSeek R1) */
             size_t e = len;
             while (e > 0 && (rendered[e - 1] == '\n' || rendered[e - 1] == ' ')) e--;
             j->tc.starts_in_reasoning = e >= 7 && !memcmp(rendered + e - 7, "<think>", 7);
         }
-        j->parse_output = tools || j->tc.reasoning;
+        j->parse_output = tools || j->tc.reasoning || harmony;
         if (tools && (r->tool_choice == OAI_TOOLS_REQUIRED || r->tool_choice == OAI_TOOLS_NAMED)) {
             /* the call is forced by starting it: the format's opener (and the name) */
             tc_prefill(s->tool_format, s->tool_args_style,
@@ -255,6 +261,7 @@ vt_status job_submit(job *j) {
         p.stop = r->stop;
         p.n_stop = r->n_stop;
         p.ignore_eos = r->ignore_eos;
+        p.pooling = j->pooling;
         p.user = c;
         job_ref(j); /* the engine's reference, dropped at this choice's finish */
         st = vt_engine_add(s->engine, &p, &c->id);
@@ -390,6 +397,13 @@ static void dispatch(server *s, const vt_output *o) {
             metrics_observe_itl(&s->metrics, now - c->t_last);
         }
         c->t_last = now;
+    }
+    if (o->embd && o->n_embd > 0 && !c->embd) {
+        c->embd = malloc(sizeof(float) * (size_t)o->n_embd);
+        if (c->embd) {
+            memcpy(c->embd, o->embd, sizeof(float) * (size_t)o->n_embd);
+            c->n_embd = o->n_embd;
+        }
     }
     c->n_prompt = o->n_prompt;
     c->n_cached = o->n_cached;
@@ -668,6 +682,11 @@ vt_status server_start(const server_params *p, server **out) {
         goto fail;
     }
     s->reasoning_none = p->reasoning_format && !strcmp(p->reasoning_format, "none");
+    s->pooling_flag = -1;
+    if (p->pooling && !embeddings_pooling_from_name(p->pooling, &s->pooling_flag)) {
+        st = vt_errorf(VT_E_INVALID, "vt serve: --pooling %s: expected none, mean, cls or last", p->pooling);
+        goto fail;
+    }
     if (s->chat_template_file && (st = load_template_file(s)) != VT_OK) goto fail;
     if (!s->host || !s->model_path) {
         st = vt_errorf(VT_E_NOMEM, "vt serve: out of memory");

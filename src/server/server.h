@@ -29,6 +29,7 @@ typedef struct server_params {
     const char *reasoning_format; /* "deepseek" (default, NULL): <think> blocks become
                                      reasoning_content; "none": they stay in content */
     const char *alias;         /* model id in responses; NULL: the file's base name */
+    const char *pooling;       /* embeddings: none, mean, cls, last; NULL: the model's <arch>.pooling_type */
     size_t max_body_bytes;     /* request bodies above this get 413 (default 8 MiB) */
     int max_connections;       /* open connections, all peers (default 256; conns.h) */
     int max_connections_per_peer; /* open connections of one peer address (default 64; 0: no limit) */

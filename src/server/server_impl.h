@@ -44,6 +44,8 @@ typedef struct job_choice {
     double t_first, t_last;   /* seconds (monotonic) of the first and last token; 0: none */
     bool finish_sent;         /* streaming: the chunk with finish_reason went out (connection thread) */
     size_t canned_off;        /* VT_TEST_CANNED_OUTPUT: bytes of it given out so far */
+    float *embd;              /* (n_embd) an embedding request's vector, malloc'd; NULL: none */
+    int32_t n_embd;
 } job_choice;
 
 struct job {
@@ -85,6 +87,8 @@ struct job {
     strbuf prefill;           /* appended to the prompt to force a call; fed to the parser first */
     tc_stream *tcs;           /* (n_choices) streaming parsers, or NULL */
 
+    vt_pooling pooling;       /* embeddings (embeddings.c): the engine requests' pooling; else NONE */
+
     job *next, *prev;         /* in srv->jobs */
 };
 
@@ -109,6 +113,7 @@ struct server {
     bool tool_args_style;     /* mistral: name[ARGS]{...} */
     bool tmpl_think;          /* the template knows <think> blocks: split reasoning out */
     bool reasoning_none;      /* --reasoning-format none */
+    int pooling_flag;         /* --pooling: a vt_pooling; -1: the model's (embeddings.c) */
     char *canned;             /* VT_TEST_CANNED_OUTPUT (tests only): every answer's text */
     pthread_t engine_thread;
     bool engine_thread_started;
@@ -156,6 +161,12 @@ void http_stop(server *s);
 /* Completion endpoints (completions.c): handle a complete POST body. */
 enum MHD_Result completions_handle(server *s, struct MHD_Connection *conn, oai_kind kind,
                                    const char *body, size_t len, job **job_out, int *status_out);
+
+/* Embedding endpoints (embeddings.c): /v1/embeddings (oai) and /embedding. */
+enum MHD_Result embeddings_handle(server *s, struct MHD_Connection *conn, bool oai, const char *body, size_t len,
+                                  job **job_out, int *status_out);
+/* "none", "mean", "cls", "last" into a vt_pooling; false for another name. */
+bool embeddings_pooling_from_name(const char *name, int *out);
 
 /* Queue a JSON response (takes the reference to `body`) with the server's
  * common headers; returns MHD's result. */

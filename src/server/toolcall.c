@@ -627,7 +627,7 @@ static void parse_deepseek(const pstate *s, const char *p) {
 
 /* ---- harmony ------------------------------------------------------------------------- */
 
-static void parse_harmony(const pstate *s, const char *p) {
+static void parse_harmony(const pstate *s, const char *p, bool no_calls) {
     static const char *const body_end[] = {"<|end|>", "<|call|>", "<|return|>", "<|start|>", "<|channel|>"};
     static const char *const hdr_end[] = {"<|message|>"};
     tc_result *r = s->out;
@@ -647,7 +647,7 @@ static void parse_harmony(const pstate *s, const char *p) {
         /* channel and recipient */
         const char *ch = find(hdr, hdr_stop, "<|channel|>");
         bool analysis = ch && starts(ch + 11, hdr_stop, "analysis");
-        const char *to = find(hdr, hdr_stop, "to=functions.");
+        const char *to = no_calls ? NULL : find(hdr, hdr_stop, "to=functions.");
         const char *name = NULL, *name_end = NULL;
         if (to) {
             name = to + 13;
@@ -703,7 +703,7 @@ void tc_parse(const tc_options *o, const char *text, size_t len, bool final, tc_
     pstate s = {.end = text + len, .final = final, .out = out};
     const char *p = text;
     if (o->format == TC_HARMONY) {
-        parse_harmony(&s, p);
+        parse_harmony(&s, p, o->no_calls);
         return;
     }
     if (o->reasoning) {

@@ -67,6 +67,7 @@ typedef struct tc_options {
     tc_format format;
     bool reasoning;           /* split <think> blocks out as reasoning */
     bool starts_in_reasoning; /* the prompt ends inside an open <think> block */
+    bool no_calls;            /* harmony without tools: a call's message is content */
 } tc_options;
 
 typedef struct tc_call {

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# /v1/embeddings end to end: a generative model (stories260K declares no
+# llama.pooling_type) is refused with a 400 that says it is not an embedding
+# model; with --pooling mean the official openai client gets normalised vectors
+# (tests/server/embeddings_client.mjs); /embedding answers llama-server's shape;
+# bounds on the inputs. (Parity of the vectors with llama.cpp:
+# tests/llama/test_embed_llama.c.)
+set -u
+. "${VT_SOURCE_DIR:-.}/tests/server/lib.sh"
+require_model stories260K.gguf
+model="$models/stories260K.gguf"
+if ! node -e 'import("openai")' 2>/dev/null && ! (cd "$src" && node -e 'import("openai")' 2>/dev/null); then
+  if [ "${CI:-}" = true ]; then echo "FAIL: the openai npm package is missing"; echo "0 passed, 1 failed"; exit 1; fi
+  echo "skip: no openai npm package"; echo "0 passed, 0 failed"; exit 0
+fi
+tmp=$(mktemp -d)
+trap 'stop_server >/dev/null 2>&1; rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+post() { # path body -> "CODE BODY"
+  curl -s -o "$tmp/out" -w '%{http_code}' -H 'Content-Type: application/json' -d "$2" "$BASE$1" >"$tmp/code"
+  echo "$(cat "$tmp/code") $(cat "$tmp/out")"
+}
+
+start_server "$tmp/a.log" -m "$model" -c 256 && wait_ready || { bad "start"; echo "$pass passed, $fail failed"; exit 1; }
+r=$(post /v1/embeddings '{"input": "hi"}')
+case "$r" in "400 "*"not an embedding model"*"--pooling"*) ok ;; *) bad "no pooling: $r" ;; esac
+stop_server
+
+"$vt" serve -m "$model" --pooling max >/dev/null 2>"$tmp/bad.log"
+grep -q -- "--pooling max: expected none, mean, cls or last" "$tmp/bad.log" && ok || bad "--pooling max: $(cat "$tmp/bad.log")"
+
+start_server "$tmp/b.log" -m "$model" -c 256 --pooling mean && wait_ready || { bad "start mean"; echo "$pass passed, $fail failed"; exit 1; }
+if out=$(cd "$src" && node tests/server/embeddings_client.mjs "$BASE/v1" 2>&1); then ok; else bad "openai client: $out"; fi
+r=$(post /embedding '{"content": "Once upon a time", "embd_normalize": -1}')
+case "$r" in "200 [{\"index\":0,\"embedding\":[["*"]]}]") ok ;; *) bad "/embedding: ${r:0:200}" ;; esac
+r=$(post /embeddings '{"input": "Once upon a time"}')
+case "$r" in "200 {\"object\":\"list\""*) ok ;; *) bad "/embeddings: ${r:0:200}" ;; esac
+many=$(python3 -c 'import json; print(json.dumps({"input": ["a"] * 129}))')
+r=$(post /v1/embeddings "$many")
+case "$r" in "400 "*"129 inputs, more than 128"*) ok ;; *) bad "129 inputs: ${r:0:200}" ;; esac
+long=$(python3 -c 'import json; print(json.dumps({"input": [1] * 300}))')
+r=$(post /v1/embeddings "$long")
+case "$r" in "413 "*"300 tokens, more than the context of 256"*) ok ;; *) bad "300 tokens: ${r:0:200}" ;; esac
+r=$(post /v1/embeddings '{"input": [[1, 2], ["a"]]}')
+case "$r" in "400 "*"input[1]"*) ok ;; *) bad "mixed batch: ${r:0:200}" ;; esac
+r=$(post /v1/embeddings '{"input": "hi", "encoding_format": "int8"}')
+case "$r" in "400 "*"encoding_format"*) ok ;; *) bad "encoding_format: ${r:0:200}" ;; esac
+# generation still works beside it
+r=$(post /v1/completions '{"prompt": "Once upon a time", "max_tokens": 4}')
+case "$r" in "200 "*"\"text_completion\""*) ok ;; *) bad "completion: ${r:0:200}" ;; esac
+stop_server
+[ "$SERVER_RC" = 0 ] && ok || bad "exit status $SERVER_RC"
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
