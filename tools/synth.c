@@ -97,7 +97,7 @@ int cmd_synth(int argc, char **argv) {
     const char *out = NULL;
     bool quiet = false;
     const opt table[] = {
-        {.name = {"--arch"}, .kind = OPT_STR, .dst = &p.arch, .arg = "A", .help = "llama | qwen2 | qwen3 | qwen3moe | gemma2 | gemma3 |\nolmo2 | smollm3 | granite | qwen35 | gpt-oss (default llama)"},
+        {.name = {"--arch"}, .kind = OPT_STR, .dst = &p.arch, .arg = "A", .help = "llama | qwen2 | qwen3 | qwen3moe | gemma2 | gemma3 |\nolmo2 | smollm3 | granite | qwen35 | gpt-oss | phi3 | glm4 |\nmistral3 (default llama)"},
         {.name = {"--layers"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_layer, .arg = "N", .help = "blocks (default 2)"},
         {.name = {"--embd"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_embd, .arg = "N",
          .help = "embedding width (default 256)"},
@@ -149,7 +149,7 @@ int cmd_synth(int argc, char **argv) {
         {.name = {"--yarn-factor"}, .kind = OPT_FN, .fn = opt_rope, .dst = &p.yarn_factor, .arg = "F",
          .help = "rope.scaling.type yarn with this factor (default none)"},
         {.name = {"--yarn-orig-ctx"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.yarn_orig_ctx, .arg = "N",
-         .help = "its rope.scaling.original_context_length (default --ctx)"},
+         .help = "its rope.scaling.original_context_length (default --ctx;\nphi3: LongRoPE's, long factors in contexts past it)"},
         {.name = {"--embd-type"}, .kind = OPT_FN, .fn = opt_type, .dst = &p.embd_type, .arg = "T",
          .help = "token_embd.weight (default: --type)"},
         {.name = {"--output-type"}, .kind = OPT_FN, .fn = opt_type, .dst = &p.output_type, .arg = "T",

@@ -312,6 +312,7 @@ vt_status vt_engine_create(vt_model *model, const vt_engine_params *params, vt_e
         if ((s = pcache_init(&e->pc[g], &e->kv.groups[g].pool, p.kv_block, p.prefix_cache)) != VT_OK)
             goto fail;
     if ((s = fwd_create(model, &e->kv, e->pool, p.max_batch_tokens, &e->fwd)) != VT_OK) goto fail;
+    fwd_set_n_ctx(e->fwd, e->n_ctx);
     const size_t ms = (size_t)p.max_seqs, mb = (size_t)p.max_batch_tokens;
     e->running = malloc(ms * sizeof *e->running);
     e->items = malloc(ms * sizeof *e->items);

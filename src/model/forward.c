@@ -90,6 +90,8 @@ struct fwd_ctx {
     float *attn;   /* (T, n_head * head_dim) */
     float *rope;   /* (T, n_rot) cos, sin pairs */
     float *rope_swa; /* (T, n_rot) the same with the sliding layers' base and scale, or NULL: rope */
+    const float *rope_factors; /* (n_rot / 2) the frequency factors: llama3's, or phi3's LongRoPE
+                                  short / long ones for this context (fwd_set_n_ctx), or NULL */
     float *norm;   /* (nth_max, max(n_embd, head_dim)) per-thread row scratch */
     uint8_t *xq;   /* (T, act_row_max) quantized activations */
     uint8_t *hq;   /* (T, act_row_max) SiLU(gate) * up quantized for the down projection */
@@ -260,6 +262,7 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
         f->layer_plan[il] = (int8_t)p;
     }
     f->max_tokens = max_tokens;
+    f->rope_factors = m->rope_freqs ? m->rope_freqs : m->rope_short;
     f->kops = attn_ops_get(kv->type_k);
     f->rms_norm = cpu_kernels_get()->rms_norm;
     f->ffn_act_mul = hp->ffn_act == MODEL_FFN_GELU ? cpu_kernels_get()->gelu_mul : cpu_kernels_get()->silu_mul;
@@ -781,9 +784,9 @@ static void forward_worker(void *arg, int ith, int nth) {
     if (hp->embd_scale != 1.0f)
         for (int64_t j = i0 * d; j < i1 * d; j++) f->x[j] *= hp->embd_scale;
     for (int64_t t = i0; t < i1; t++) {
-        rope_table(hp, m->rope_freqs, hp->rope_freq_base, hp->rope_freq_scale, b->pos[t], f->rope + t * hp->n_rot);
+        rope_table(hp, f->rope_factors, hp->rope_freq_base, hp->rope_freq_scale, b->pos[t], f->rope + t * hp->n_rot);
         if (f->rope_swa)
-            rope_table(hp, m->rope_freqs, hp->rope_freq_base_swa, hp->rope_freq_scale_swa, b->pos[t],
+            rope_table(hp, f->rope_factors, hp->rope_freq_base_swa, hp->rope_freq_scale_swa, b->pos[t],
                        f->rope_swa + t * hp->n_rot);
     }
     tp_barrier(f->run);
@@ -832,6 +835,7 @@ static void forward_worker(void *arg, int ith, int nth) {
         const float *rope = f->rope_swa && L->attn.window > 0 ? f->rope_swa : f->rope;
         /* olmo2's QK-norm spans a token's rows: items are then whole tokens */
         const bool row_norm = L->q_norm_row != NULL;
+        const bool temp = hp->attn_temp_scale != 0.0f; /* mistral3's query temperature */
         tp_range(row_norm ? T : T * n_kv, 1, ith, nth, &i0, &i1);
         for (int64_t it = i0; it < i1; it++) {
             const int64_t g_end = row_norm ? n_kv : it % n_kv + 1;
@@ -877,6 +881,11 @@ static void forward_worker(void *arg, int ith, int nth) {
                         memcpy(qr, scratch, sizeof(float) * (size_t)hd);
                     }
                     if (!L->no_rope) rope_apply(qr, cs, hp->n_rot, hp->rope);
+                    if (temp) { /* llama.cpp's llm_graph_input_attn_temp, in its double steps */
+                        const float ts = (float)(log(floorf((float)pos / (float)hp->n_ctx_orig) + 1.0) *
+                                                     hp->attn_temp_scale + 1.0);
+                        for (int64_t j = 0; j < hd; j++) qr[j] *= ts;
+                    }
                 }
             }
         }
@@ -989,6 +998,12 @@ static void forward_worker(void *arg, int ith, int nth) {
         }
     }
     PROF_MARK(f, ith, 10, t_prof);
+}
+
+void fwd_set_n_ctx(fwd_ctx *f, int64_t n_ctx_seq) {
+    const model *m = f->m;
+    if (!m->rope_freqs && m->rope_long)
+        f->rope_factors = n_ctx_seq > m->hp.n_ctx_orig ? m->rope_long : m->rope_short;
 }
 
 vt_status fwd_run(fwd_ctx *f, const fwd_batch *b) {

@@ -14,8 +14,16 @@
  * each sublayer's output before its residual add, the attention scale and the
  * logits (divided). gpt-oss: Q/K/V/O biases, a sink logit per head, a sliding
  * window on alternate layers, YaRN rope, experts with biases, a router bias and
- * the clamped SwiGLU; its FFN norm is post_attention_norm. They differ only in
- * the flags below, so one forward pass serves all.
+ * the clamped SwiGLU; its FFN norm is post_attention_norm. phi3 (Phi-3.5,
+ * Phi-4): one attn_qkv matrix for Q, K and V and one ffn_up holding gate and up
+ * (vt keeps them as row slices: wq/wk/wv, w_gate/w_up), NeoX rope with the
+ * LongRoPE factors rope_factors_short / _long and rope.scaling.attn_factor; its
+ * sliding_window key is ignored, as llama.cpp does. glm4: post-norms after
+ * attention and FFN (gemma's), rope on the first rope.dimension_count
+ * dimensions of each head (adjacent pairs), fused gate/up, Q/K/V biases where
+ * the file has them. mistral3: llama, plus YaRN's beta and log-multiplier keys
+ * and the attention temperature. They differ only in the flags below, so one
+ * forward pass serves all.
  *
  * Mixture of experts (n_expert > 0): a router ffn_gate_inp (n_expert, n_embd)
  * scores every expert per token; the token goes to the n_expert_used best
@@ -53,6 +61,9 @@ typedef enum model_arch {
     MODEL_ARCH_GRANITE,
     MODEL_ARCH_QWEN35,   /* hybrid: Gated DeltaNet and gated full attention (model/qwen35.h) */
     MODEL_ARCH_GPT_OSS,
+    MODEL_ARCH_PHI3,     /* fused attn_qkv and gate/up, LongRoPE factors */
+    MODEL_ARCH_GLM4,     /* fused gate/up, post-norms (gemma's), partial rope */
+    MODEL_ARCH_MISTRAL3, /* llama with YaRN's betas and log multiplier, attention temperature */
 } model_arch;
 
 /* The dense FFN's gate activation: h = act(x Wg^T) * (x Wu^T). */
@@ -92,6 +103,13 @@ typedef struct model_hparams {
      * interpolated above yarn_high (ggml's corr dims, beta_fast 32, beta_slow 1) */
     bool rope_yarn;
     float yarn_low, yarn_high;
+    /* rope.scaling.original_context_length (n_ctx_train where absent): phi3's
+     * LongRoPE takes its long factors in contexts longer than this, the short
+     * ones otherwise (llama.cpp's get_rope_factors on n_ctx_seq) */
+    int64_t n_ctx_orig;
+    /* mistral3 (llama 4's temperature tuning): queries times
+     * 1 + attn_temp_scale * ln(floor(pos / n_ctx_orig) + 1); 0: none */
+    float attn_temp_scale;
     float rms_eps;
     /* llama with <arch>.attention.sliding_window (gpt-oss: always, period 2 by
      * default, as llama.cpp's llama_model_openai_moe): n_swa > 0 positions, on the
@@ -166,6 +184,8 @@ struct vt_model {
     const float *output_norm;      /* (n_embd) */
     mm_weight output;              /* (n_vocab, n_embd), token_embd when tied */
     const float *rope_freqs;       /* (n_rot / 2) llama3 frequency factors, or NULL */
+    const float *rope_long, *rope_short; /* (n_rot / 2) phi3's LongRoPE factors (both or neither;
+                                            the forward pass picks one per context), or NULL */
     layer_weights *layers;         /* (n_layer) */
     int64_t moe_ff_slice, moe_n_ff_slices;     /* expert gate/up rows per slice, slices per expert */
     int64_t moe_down_slice, moe_n_down_slices; /* expert down rows per slice, slices per expert */
