@@ -22,7 +22,9 @@
  * own head); granite's multipliers (missing, 0, NaN, negative) and biases;
  * phi3's LongRoPE factors (wrong length, zeros, one missing), attention factor,
  * rope scaling and fused attn_qkv / ffn_up; glm4's post-norms, fused ffn_up,
- * biases, rope dimension; mistral3's YaRN betas, log multiplier and temperature. */
+ * biases, rope dimension; mistral3's YaRN betas, log multiplier and temperature;
+ * muse-glimmer's window (missing, 0, past the context), pattern, soft-cap (0,
+ * NaN), logit scale, rope base of the sliding layers, YaRN, gate, norms, head. */
 #include "base/mapfile.h"
 #include "gguf/gguf.h"
 #include "model/synth.h"
@@ -433,7 +435,41 @@ static size_t check_gemma(void) {
         {"mistral3 ffn_down.bias", {{0}}, {{"blk.1.ffn_down.bias", VT_DTYPE_F32, 1, {64}}},
          "tensor 'blk.1.ffn_down.bias': FFN biases are not supported"},
     };
-    return check_gemma_cases("phi3", p3, sizeof p3 / sizeof p3[0]) +
+#define MG(k, v) {K_U32, "muse-glimmer." k, (v), 0, NULL}
+#define MGF(k, v) {K_F32, "muse-glimmer." k, 0, (v), NULL}
+    const bad_case mg[] = {
+        {"muse-glimmer unedited", {{0}}, {{0}}, NULL},
+        {"muse-glimmer sliding window missing", {{K_DROP, "muse-glimmer.attention.sliding_window", 0, 0, NULL}}, {{0}},
+         "required key 'muse-glimmer.attention.sliding_window' is missing"},
+        {"muse-glimmer sliding window 0", {MG("attention.sliding_window", 0)}, {{0}},
+         "'muse-glimmer.attention.sliding_window' = 0 is out of range"},
+        {"muse-glimmer sliding window past the context", {MG("attention.sliding_window", 300)}, {{0}},
+         "'muse-glimmer.attention.sliding_window' = 300 is larger than the context_length 256"},
+        {"muse-glimmer pattern 3 of 2 layers", {MG("attention.sliding_window_pattern", 3)}, {{0}},
+         "'muse-glimmer.attention.sliding_window_pattern' = 3 is more than block_count (2)"},
+        {"muse-glimmer final soft-cap 0", {MGF("final_logit_softcapping", 0.0f)}, {{0}},
+         "'muse-glimmer.final_logit_softcapping' = 0 is not a positive number"},
+        {"muse-glimmer final soft-cap NaN", {MGF("final_logit_softcapping", NAN)}, {{0}},
+         "'muse-glimmer.final_logit_softcapping' = nan is not a positive number"},
+        {"muse-glimmer logit_scale missing", {{K_DROP, "muse-glimmer.logit_scale", 0, 0, NULL}}, {{0}},
+         "required key 'muse-glimmer.logit_scale' is missing"},
+        {"muse-glimmer logit_scale NaN", {MGF("logit_scale", NAN)}, {{0}},
+         "'muse-glimmer.logit_scale' = nan is not a positive number"},
+        {"muse-glimmer rope.freq_base_swa 0", {MGF("rope.freq_base_swa", 0.0f)}, {{0}},
+         "'muse-glimmer.rope.freq_base_swa' = 0 is not a positive number"},
+        {"muse-glimmer YaRN", {{K_STR, "muse-glimmer.rope.scaling.type", 0, 0, "yarn"}}, {{0}},
+         "key 'muse-glimmer.rope.scaling.type': YaRN on muse-glimmer is not supported"},
+        {"muse-glimmer attn_gate missing", {{0}}, {{"blk.1.attn_gate.weight", VT_DTYPE_F32, 0, {0}}},
+         "required tensor 'blk.1.attn_gate.weight' is missing"},
+        {"muse-glimmer attn_q_norm [64]", {{0}}, {{"blk.0.attn_q_norm.weight", VT_DTYPE_F32, 1, {64}}},
+         "tensor 'blk.0.attn_q_norm.weight' has shape [64, 1, 1], expected [16, 1]"},
+        {"muse-glimmer post_ffw_norm missing", {{0}}, {{"blk.0.post_ffw_norm.weight", VT_DTYPE_F32, 0, {0}}},
+         "required tensor 'blk.0.post_ffw_norm.weight' is missing"},
+        {"muse-glimmer output.weight missing", {{0}}, {{"output.weight", VT_DTYPE_F32, 0, {0}}},
+         "required tensor 'output.weight' is missing"},
+    };
+    return check_gemma_cases("muse-glimmer", mg, sizeof mg / sizeof mg[0]) +
+           check_gemma_cases("phi3", p3, sizeof p3 / sizeof p3[0]) +
            check_gemma_cases("glm4", gl, sizeof gl / sizeof gl[0]) +
            check_gemma_cases("mistral3", m3, sizeof m3 / sizeof m3[0]) +
            check_gemma_cases("granite", gr, sizeof gr / sizeof gr[0]) +

@@ -97,7 +97,7 @@ int cmd_synth(int argc, char **argv) {
     const char *out = NULL;
     bool quiet = false;
     const opt table[] = {
-        {.name = {"--arch"}, .kind = OPT_STR, .dst = &p.arch, .arg = "A", .help = "llama | qwen2 | qwen3 | qwen3moe | gemma2 | gemma3 |\nolmo2 | smollm3 | granite | qwen35 | gpt-oss | phi3 | glm4 |\nmistral3 (default llama)"},
+        {.name = {"--arch"}, .kind = OPT_STR, .dst = &p.arch, .arg = "A", .help = "llama | qwen2 | qwen3 | qwen3moe | gemma2 | gemma3 |\nolmo2 | smollm3 | granite | qwen35 | gpt-oss | phi3 | glm4 |\nmistral3 | muse-glimmer (default llama)"},
         {.name = {"--layers"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_layer, .arg = "N", .help = "blocks (default 2)"},
         {.name = {"--embd"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_embd, .arg = "N",
          .help = "embedding width (default 256)"},
@@ -116,15 +116,15 @@ int cmd_synth(int argc, char **argv) {
         {.name = {"--expert-ff"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_ff_exp, .arg = "N",
          .help = "qwen3moe, gpt-oss: rows of an expert's gate/up (default --ff)"},
         {.name = {"--swa"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_swa, .arg = "N",
-         .help = "llama, gemma, olmo2, gpt-oss (required): a sliding window\nof N positions (default none)"},
+         .help = "llama, gemma, olmo2, gpt-oss and muse-glimmer (required):\na sliding window of N positions (default none)"},
         {.name = {"--swa-pattern"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.swa_pattern, .arg = "N",
          .help = "... on layers il % N < N - 1 (0, the default: every layer;\ngpt-oss: no key, period 2)"},
         {.name = {"--swa-rope-base"}, .kind = OPT_FN, .fn = opt_rope, .dst = &p.rope_freq_base_swa, .arg = "F",
-         .help = "gemma: rope.freq_base_swa, the sliding layers' base"},
+         .help = "gemma, muse-glimmer: rope.freq_base_swa, the sliding layers'\nbase"},
         {.name = {"--attn-softcap"}, .kind = OPT_FN, .fn = opt_rope, .dst = &p.attn_softcap, .arg = "F",
          .help = "gemma2: attn_logit_softcapping (default: none written, 50)"},
         {.name = {"--final-softcap"}, .kind = OPT_FN, .fn = opt_rope, .dst = &p.final_softcap, .arg = "F",
-         .help = "gemma: final_logit_softcapping"},
+         .help = "gemma, muse-glimmer: final_logit_softcapping"},
         {.name = {"--ssm-state"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.ssm_d_state, .arg = "N",
          .help = "qwen35: head size of the linear layers (default --head-dim)"},
         {.name = {"--ssm-k-heads"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.ssm_n_k_heads, .arg = "N",

@@ -40,6 +40,7 @@ static const char *const arch_names[] = {
     [MODEL_ARCH_PHI3] = "phi3",
     [MODEL_ARCH_GLM4] = "glm4",
     [MODEL_ARCH_MISTRAL3] = "mistral3",
+    [MODEL_ARCH_MUSE_GLIMMER] = "muse-glimmer",
 };
 
 /* Expert gate/up and down rows per slice (model.h): a multiple of every
@@ -308,6 +309,42 @@ static vt_status dense3_hparams(model *m) {
     return VT_OK;
 }
 
+/* muse-glimmer as llama.cpp reads it: attention.sliding_window (required),
+ * on 3 of every 4 layers by default (sliding_window_pattern; a per-layer
+ * array is not supported), those layers on rope.freq_base_swa (the global base
+ * where absent), never scaled, and the others without rope; logit_scale
+ * (required, multiplies the logits), final_logit_softcapping where set; the
+ * post-norms' epsilon 1e-8. YaRN is refused (llama.cpp would apply its
+ * magnitude on the sliding layers' own base). */
+static vt_status muse_hparams(model *m) {
+    model_hparams *hp = &m->hp;
+    const char *kw = "attention.sliding_window", *kp = "attention.sliding_window_pattern";
+    VT_TRY(get_i64_req(m, kw, &hp->n_swa));
+    if (hp->n_swa > hp->n_ctx_train)
+        return vt_errorf(VT_E_RANGE, "key '%s' = %lld is larger than the context_length %lld", arch_key(m, kw),
+                         (long long)hp->n_swa, (long long)hp->n_ctx_train);
+    const gguf_kv *pk = gguf_find(&m->gguf, arch_key(m, kp));
+    if (pk && pk->type == GGUF_TYPE_ARRAY)
+        return vt_errorf(VT_E_UNSUPPORTED, "key '%s': a per-layer pattern array is not supported", arch_key(m, kp));
+    VT_TRY(get_i64_opt(m, kp, 4, &hp->swa_pattern));
+    if (hp->swa_pattern > hp->n_layer)
+        return vt_errorf(VT_E_RANGE, "key '%s' = %lld is more than block_count (%lld)", arch_key(m, kp),
+                         (long long)hp->swa_pattern, (long long)hp->n_layer);
+    VT_TRY(get_f32_opt(m, "rope.freq_base_swa", hp->rope_freq_base, &hp->rope_freq_base_swa));
+    if (!(hp->rope_freq_base_swa > 0.0f && isfinite(hp->rope_freq_base_swa)))
+        return vt_errorf(VT_E_RANGE, "key '%s' = %g is not a positive number", arch_key(m, "rope.freq_base_swa"),
+                         hp->rope_freq_base_swa);
+    hp->rope_freq_scale_swa = 1.0f;
+    if (hp->rope_yarn)
+        return vt_errorf(VT_E_UNSUPPORTED, "key '%s': YaRN on muse-glimmer is not supported",
+                         arch_key(m, "rope.scaling.type"));
+    VT_TRY(get_multiplier(m, "logit_scale", true, 1.0f, &hp->logit_mul));
+    if (gguf_find(&m->gguf, arch_key(m, "final_logit_softcapping")))
+        VT_TRY(get_softcap(m, "final_logit_softcapping", 0.0f, &hp->final_softcap));
+    hp->post_norm_eps = 1e-8f;
+    return VT_OK;
+}
+
 static vt_status load_hparams(model *m) {
     gguf_str arch;
     vt_status s = gguf_get_str(&m->gguf, "general.architecture", &arch);
@@ -357,9 +394,12 @@ static vt_status load_hparams(model *m) {
     } else if (gguf_str_eq(arch, "mistral3")) {
         hp->arch = MODEL_ARCH_MISTRAL3;
         hp->rope = MODEL_ROPE_NORM;
+    } else if (gguf_str_eq(arch, "muse-glimmer")) {
+        hp->arch = MODEL_ARCH_MUSE_GLIMMER;
+        hp->rope = MODEL_ROPE_NORM;
     } else {
         return vt_errorf(VT_E_UNSUPPORTED,
-                         "architecture '%.*s' is not supported (vt runs llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3, granite, qwen35, gpt-oss, phi3, glm4, mistral3)",
+                         "architecture '%.*s' is not supported (vt runs llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3, granite, qwen35, gpt-oss, phi3, glm4, mistral3, muse-glimmer)",
                          (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
     }
     VT_TRY(get_i64_req(m, "block_count", &hp->n_layer));
@@ -476,6 +516,9 @@ static vt_status load_hparams(model *m) {
     if (hp->arch == MODEL_ARCH_OLMO2) VT_TRY(olmo2_hparams(m));
     hp->residual_scale = hp->logit_scale = 1.0f;
     if (hp->arch == MODEL_ARCH_GRANITE) VT_TRY(granite_hparams(m));
+    hp->logit_mul = 1.0f;
+    hp->post_norm_eps = hp->rms_eps;
+    if (hp->arch == MODEL_ARCH_MUSE_GLIMMER) VT_TRY(muse_hparams(m));
     hp->attn_temp_scale = 0.0f;
     if (hp->arch == MODEL_ARCH_PHI3 || hp->arch == MODEL_ARCH_GLM4 || hp->arch == MODEL_ARCH_MISTRAL3)
         VT_TRY(dense3_hparams(m));
@@ -667,6 +710,7 @@ static int64_t layer_order(const model *m, int64_t il, mm_weight **out) {
         PUT(&L->wq);
         PUT(&L->wk);
         PUT(&L->wv);
+        if (L->wg.data) PUT(&L->wg);
         PUT(&L->wo);
     }
     if (m->hp.n_expert == 0) {
@@ -802,7 +846,14 @@ static vt_status load_dense3_layer(model *m, int64_t il, layer_weights *L) {
     VT_TRY(load_mat(m, LNAME("attn_output.weight"), q_dim, d, true, &L->wo));
     if (hp->arch == MODEL_ARCH_MISTRAL3) VT_TRY(load_vec(m, LNAME("attn_output.bias"), d, false, &L->bo));
     VT_TRY(load_vec(m, LNAME("ffn_norm.weight"), d, true, &L->ffn_norm));
-    if (hp->arch == MODEL_ARCH_GLM4) {
+    const bool muse = hp->arch == MODEL_ARCH_MUSE_GLIMMER;
+    if (muse) { /* QK-norm, the output gate; rope on the sliding layers only */
+        VT_TRY(load_vec(m, LNAME("attn_q_norm.weight"), hp->head_dim, true, &L->q_norm));
+        VT_TRY(load_vec(m, LNAME("attn_k_norm.weight"), hp->head_dim, true, &L->k_norm));
+        VT_TRY(load_mat(m, LNAME("attn_gate.weight"), d, q_dim, true, &L->wg));
+        L->no_rope = L->attn.window == 0;
+    }
+    if (hp->arch == MODEL_ARCH_GLM4 || muse) {
         VT_TRY(load_vec(m, LNAME("post_attention_norm.weight"), d, true, &L->attn_post_norm));
         VT_TRY(load_vec(m, LNAME("post_ffw_norm.weight"), d, true, &L->ffn_post_norm));
     }
@@ -813,7 +864,7 @@ static vt_status load_dense3_layer(model *m, int64_t il, layer_weights *L) {
         if (gguf_find_tensor(&m->gguf, bn))
             return vt_errorf(VT_E_UNSUPPORTED, "tensor '%s': FFN biases are not supported", bn);
     }
-    if (hp->arch == MODEL_ARCH_MISTRAL3) {
+    if (hp->arch == MODEL_ARCH_MISTRAL3 || muse) {
         VT_TRY(load_ffn(m, il, L));
     } else {
         const int64_t n_out[2] = {hp->n_ff, hp->n_ff};
@@ -866,14 +917,25 @@ static vt_status load_weights(model *m, bool progress) {
     VT_TRY(load_vec(m, "output_norm.weight", d, true, &m->output_norm));
     /* gemma2's head is always token_embd (llama.cpp never reads output.weight there) */
     if (hp->arch != MODEL_ARCH_GEMMA2)
-        VT_TRY(load_mat(m, "output.weight", d, hp->n_vocab, hp->arch == MODEL_ARCH_OLMO2, &m->output));
+        VT_TRY(load_mat(m, "output.weight", d, hp->n_vocab,
+                        hp->arch == MODEL_ARCH_OLMO2 || hp->arch == MODEL_ARCH_MUSE_GLIMMER, &m->output));
     if (!m->output.data) { /* tied head */
         if (!et->dot_ref)
             return vt_errorf(VT_E_UNSUPPORTED, "tied output head of type %s is not supported", et->name);
         VT_TRY(mm_weight_init(&m->output, embd->type, d, hp->n_vocab, embd->data));
     }
     VT_TRY(load_vec(m, "rope_freqs.weight", hp->n_rot / 2, false, &m->rope_freqs));
-    const bool dense3 = hp->arch == MODEL_ARCH_PHI3 || hp->arch == MODEL_ARCH_GLM4 || hp->arch == MODEL_ARCH_MISTRAL3;
+    const bool dense3 = hp->arch == MODEL_ARCH_PHI3 || hp->arch == MODEL_ARCH_GLM4 ||
+                        hp->arch == MODEL_ARCH_MISTRAL3 || hp->arch == MODEL_ARCH_MUSE_GLIMMER;
+    if (hp->arch == MODEL_ARCH_MUSE_GLIMMER) { /* the embeddings' RMSNorm has no weight */
+        float *ones = malloc((size_t)d * sizeof(float));
+        if (!ones || model_own(m, ones) != VT_OK) {
+            free(ones);
+            return vt_errorf(VT_E_NOMEM, "out of memory");
+        }
+        for (int64_t i = 0; i < d; i++) ones[i] = 1.0f;
+        m->embd_norm = ones;
+    }
     if (hp->arch == MODEL_ARCH_PHI3 || hp->arch == MODEL_ARCH_MISTRAL3) VT_TRY(load_rope_factors(m));
 
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
@@ -945,7 +1007,7 @@ static vt_status load_weights(model *m, bool progress) {
         /* Q/K/V share one quantized input: their types may differ (Q4_K_M mixes
          * q4_K and q6_K) as long as the activation type is the same. */
 #define DOT(w) (quant_traits_get((w).type)->dot_type)
-        if (DOT(L->wq) != DOT(L->wk) || DOT(L->wq) != DOT(L->wv))
+        if (DOT(L->wq) != DOT(L->wk) || DOT(L->wq) != DOT(L->wv) || (L->wg.data && DOT(L->wg) != DOT(L->wq)))
             return vt_errorf(VT_E_UNSUPPORTED, "blk.%lld: attn_q/k/v need one activation type (%s/%s/%s)",
                              (long long)il, quant_traits_get(L->wq.type)->name,
                              quant_traits_get(L->wk.type)->name, quant_traits_get(L->wv.type)->name);
@@ -1029,7 +1091,7 @@ void vt_model_free(vt_model *m) {
     if (m->layers) {
         for (int64_t il = 0; il < m->hp.n_layer; il++) {
             layer_weights *L = &m->layers[il];
-            mm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->router};
+            mm_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wg, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->router};
             for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) mm_weight_free(ws[i]);
             if (L->lin) {
                 mm_weight *lw[] = {&L->lin->wqkv, &L->lin->wz, &L->lin->walpha, &L->lin->wbeta, &L->lin->ssm_out};

@@ -361,13 +361,14 @@ vt_status synth_write(const synth_params *p, const char *path) {
     bool is_phi3 = p->arch && !strcmp(p->arch, "phi3");
     bool is_glm4 = p->arch && !strcmp(p->arch, "glm4");
     bool is_mistral3 = p->arch && !strcmp(p->arch, "mistral3");
+    bool is_muse = p->arch && !strcmp(p->arch, "muse-glimmer");
     const bool fused_up = is_phi3 || is_glm4; /* ffn_up holds gate and up */
-    bool qk_norm = is_qwen3 || is_gemma3;
+    bool qk_norm = is_qwen3 || is_gemma3 || is_muse;
     if (!is_llama && !is_qwen2 && !is_qwen3 && !is_gemma && !is_olmo2 && !is_smollm3 && !is_granite && !is_gpt_oss &&
-        !is_phi3 && !is_glm4 && !is_mistral3)
+        !is_phi3 && !is_glm4 && !is_mistral3 && !is_muse)
         return vt_errorf(VT_E_INVALID,
                          "synth: unknown arch '%s' (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3, granite, "
-                         "qwen35, gpt-oss, phi3, glm4, mistral3)",
+                         "qwen35, gpt-oss, phi3, glm4, mistral3, muse-glimmer)",
                          p->arch ? p->arch : "(null)");
     if ((is_qwen3moe || is_gpt_oss) && p->n_expert < 1)
         return vt_errorf(VT_E_INVALID, "synth: %s needs n_expert >= 1", p->arch);
@@ -377,6 +378,10 @@ vt_status synth_write(const synth_params *p, const char *path) {
         return vt_errorf(VT_E_INVALID, "synth: gpt-oss has no tied head (llama.cpp requires output.weight)");
     if (is_gpt_oss && p->n_swa < 1)
         return vt_errorf(VT_E_INVALID, "synth: gpt-oss needs a sliding window (n_swa >= 1)");
+    if (is_muse && p->n_swa < 1)
+        return vt_errorf(VT_E_INVALID, "synth: muse-glimmer needs a sliding window (n_swa >= 1)");
+    if (is_muse && p->tied)
+        return vt_errorf(VT_E_INVALID, "synth: muse-glimmer has no tied head (llama.cpp requires output.weight)");
     if (p->n_expert < 0) return vt_errorf(VT_E_INVALID, "synth: n_expert = %lld", (long long)p->n_expert);
     const bool moe = p->n_expert > 0;
     const int64_t ff_exp = is_llama || !p->n_ff_exp ? p->n_ff : p->n_ff_exp;
@@ -412,7 +417,7 @@ vt_status synth_write(const synth_params *p, const char *path) {
     vt_dtype exp_type = p->exp_type == VT_DTYPE_COUNT ? p->type : p->exp_type;
     float rope_base = p->rope_freq_base > 0 ? p->rope_freq_base
                                             : (is_llama || is_gemma || is_olmo2 || is_smollm3 || is_granite || is_phi3 ||
-                                                       is_glm4 || is_mistral3
+                                                       is_glm4 || is_mistral3 || is_muse
                                                    ? 10000.0f
                                                    : 1000000.0f);
     float rms_eps = p->rms_eps > 0 ? p->rms_eps : (is_llama ? 1e-5f : 1e-6f);
@@ -502,7 +507,11 @@ vt_status synth_write(const synth_params *p, const char *path) {
         TRY(gguf_writer_set_f32(w, KEY("attention.scale"), 2.0f / sqrtf((float)head_dim)));
         TRY(gguf_writer_set_f32(w, KEY("logit_scale"), 8.0f));
     }
-    if (is_gemma && p->rope_freq_base_swa > 0)
+    if (is_muse) /* Muse Glimmer's output multiplier */
+        TRY(gguf_writer_set_f32(w, KEY("logit_scale"), 2.0f));
+    if (is_muse && p->final_softcap > 0)
+        TRY(gguf_writer_set_f32(w, KEY("final_logit_softcapping"), p->final_softcap));
+    if ((is_gemma || is_muse) && p->rope_freq_base_swa > 0)
         TRY(gguf_writer_set_f32(w, KEY("rope.freq_base_swa"), p->rope_freq_base_swa));
     if (is_gemma2 && p->attn_softcap > 0)
         TRY(gguf_writer_set_f32(w, KEY("attn_logit_softcapping"), p->attn_softcap));
@@ -588,7 +597,7 @@ vt_status synth_write(const synth_params *p, const char *path) {
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_q_norm.weight"), q_dim, 1, 1, VT_DTYPE_F32, FILL_ONES));
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_k_norm.weight"), kv_dim, 1, 1, VT_DTYPE_F32, FILL_ONES));
         }
-        if (is_gemma || is_olmo2 || is_glm4) {
+        if (is_gemma || is_olmo2 || is_glm4 || is_muse) {
             TRY(plan_add(ts, &n_t, p->seed, NAME("post_attention_norm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
             TRY(plan_add(ts, &n_t, p->seed, NAME("post_ffw_norm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
         }
@@ -598,6 +607,11 @@ vt_status synth_write(const synth_params *p, const char *path) {
         }
     attn_out:
         TRY(plan_add(ts, &n_t, p->seed, NAME("attn_output.weight"), q_dim, p->n_embd, 2, p->type, FILL_NORMAL));
+        if (is_muse) { /* the attention output gate, N(0, 0.2): logits of spread ~3, so that
+                          sigmoid(gate) varies (at 0.02 it would sit near 0.5) */
+            TRY(plan_add(ts, &n_t, p->seed, NAME("attn_gate.weight"), p->n_embd, q_dim, 2, p->type, FILL_NORMAL));
+            ts[n_t - 1].std = 0.2f;
+        }
         if (is_gpt_oss) {
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_output.bias"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_NORMAL));
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_sinks.weight"), p->n_head, 1, 1, VT_DTYPE_F32, FILL_NORMAL));

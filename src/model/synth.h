@@ -39,6 +39,9 @@
  *     sqrt(1 + ln(n_ctx / orig) / ln(orig)) (1 where n_ctx <= orig), as Phi-3's converter
  *   glm4: llama's attention with Q/K/V biases, post_attention_norm / post_ffw_norm,
  *     phi3's fused ffn_up, rope over head_dim / 2 (rope.dimension_count)
+ *   muse-glimmer: gemma3's norms and QK-norm, blk.N.attn_gate.weight (n_embd, n_head*head_dim)
+ *     N(0, 0.2); never tied; .attention.sliding_window (required), .sliding_window_pattern,
+ *     .logit_scale 2, .final_logit_softcapping and .rope.freq_base_swa where set
  *   mistral3: llama's tensors; .attention.temperature_scale 0.1; with yarn_factor also
  *     .rope.scaling.yarn_beta_fast 16, .yarn_beta_slow 2, .yarn_log_multiplier 1
  * gpt-oss (llama.cpp's LLM_ARCH_OPENAI_MOE) is a mixture of experts with, per layer,
@@ -81,7 +84,7 @@
 
 typedef struct synth_params {
     const char *arch;       /* "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "olmo2", "smollm3",
-                               "granite", "qwen35", "gpt-oss", "phi3", "glm4" or "mistral3" */
+                               "granite", "qwen35", "gpt-oss", "phi3", "glm4", "mistral3" or "muse-glimmer" */
     int64_t n_layer;
     int64_t n_embd;
     int64_t n_head;

@@ -90,6 +90,14 @@
  * Swapping phi3's long factors for the short ones gives NMSE 0.9; dropping
  * mistral3's temperature 7e-3, its beta keys 0.7.
  *
+ * muse-glimmer: 4 layers (windows of 8 on layers 0-2, with rope on base 10000
+ * there; layer 3 attends fully, without rope), its attention gate, QK-norm, pre
+ * and post norms, logits times 2 then capped at 5; gpt-2's vocabulary (for
+ * cost); vt synth's F16 and Q8_0, llama.cpp's Q4_K_M; held to
+ * PARITY_NMSE_POSTNORM. Measured: F16 2.2e-6, Q8_0 7.4e-4, Q4_K_M 1.3e-3;
+ * without the gate 0.8, with rope on the full layer 5e-2, without the logit
+ * scale 0.24.
+ *
  * VT_PARITY_ENGINE=llama replaces vt by a second llama.cpp (A/A: its batch and
  * its step-by-step logits against its own batch), to see the harness's floor.
  * VT_PARITY_ONLY=substring runs only the models whose label contains it;
@@ -334,6 +342,13 @@ static synth_params dense_params(const char *arch, const char *vocab) {
         sp.qk_std = 0.08f;
         sp.yarn_factor = 4.0f;
         sp.yarn_orig_ctx = 16;
+    } else if (!strcmp(arch, "muse-glimmer")) { /* 4 layers: 0-2 slide (with rope), 3 attends
+                                                   fully without; logits times 2, capped at 5 */
+        sp.n_layer = 4;
+        sp.swa_pattern = 4;
+        sp.rope_freq_base = 1e6f;
+        sp.rope_freq_base_swa = 10000.0f;
+        sp.final_softcap = 5.0f;
     }
     return sp;
 }
@@ -518,6 +533,8 @@ int main(void) {
         {"glm4", "vocab/ggml-vocab-gpt-2.gguf", "f16", VT_DTYPE_F16, true, true, 0},
         {"glm4", "vocab/ggml-vocab-gpt-2.gguf", "q8_0", VT_DTYPE_Q8_0, false, true, 0},
         {"mistral3", "vocab/ggml-vocab-llama-spm.gguf", "f16", VT_DTYPE_F16, true, false, 0},
+        {"muse-glimmer", "vocab/ggml-vocab-gpt-2.gguf", "f16", VT_DTYPE_F16, true, true, 0},
+        {"muse-glimmer", "vocab/ggml-vocab-gpt-2.gguf", "q8_0", VT_DTYPE_Q8_0, false, true, 0},
         {"mistral3", "vocab/ggml-vocab-llama-spm.gguf", "q8_0", VT_DTYPE_Q8_0, false, false, 0},
     };
     for (size_t a = 0; a < sizeof d3 / sizeof d3[0]; a++) {
