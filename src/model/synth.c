@@ -576,11 +576,15 @@ vt_status synth_write(const synth_params *p, const char *path) {
             TRY(plan_add(ts, &n_t, p->seed, NAME("ssm_out.weight"), vd, p->n_embd, 2, p->type, FILL_NORMAL));
             goto ffn;
         }
-        if (is_phi3) { /* one attn_qkv: Q, K, V rows */
+        if (is_phi3 || (is_glm4 && p->fused_qkv)) { /* one attn_qkv: Q, K, V rows */
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_qkv.weight"), p->n_embd, q_dim + 2 * kv_dim, 2, p->type,
                          FILL_NORMAL));
             if (p->qk_std > 0) ts[n_t - 1].std = p->qk_std; /* V's rows too */
-            goto attn_out;
+            if (is_glm4)
+                TRY(plan_add(ts, &n_t, p->seed, NAME("attn_qkv.bias"), q_dim + 2 * kv_dim, 1, 1, VT_DTYPE_F32,
+                             FILL_NORMAL));
+            if (is_phi3) goto attn_out;
+            goto post_norms;
         }
         TRY(plan_add(ts, &n_t, p->seed, NAME("attn_q.weight"), p->n_embd, is_qwen35 ? 2 * q_dim : q_dim, 2, p->type,
                      FILL_NORMAL));
@@ -597,6 +601,7 @@ vt_status synth_write(const synth_params *p, const char *path) {
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_q_norm.weight"), q_dim, 1, 1, VT_DTYPE_F32, FILL_ONES));
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_k_norm.weight"), kv_dim, 1, 1, VT_DTYPE_F32, FILL_ONES));
         }
+    post_norms:
         if (is_gemma || is_olmo2 || is_glm4 || is_muse) {
             TRY(plan_add(ts, &n_t, p->seed, NAME("post_attention_norm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
             TRY(plan_add(ts, &n_t, p->seed, NAME("post_ffw_norm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));

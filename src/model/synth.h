@@ -37,7 +37,8 @@
  *     1 + 7 x^2 and 1 + 0.5 x^2 over x = i / (n - 1); .rope.scaling.original_context_length
  *     (yarn_orig_ctx, else n_ctx) and .rope.scaling.attn_factor
  *     sqrt(1 + ln(n_ctx / orig) / ln(orig)) (1 where n_ctx <= orig), as Phi-3's converter
- *   glm4: llama's attention with Q/K/V biases, post_attention_norm / post_ffw_norm,
+ *   glm4: llama's attention with Q/K/V biases (fused_qkv: one attn_qkv.weight and
+ *     attn_qkv.bias), post_attention_norm / post_ffw_norm,
  *     phi3's fused ffn_up, rope over head_dim / 2 (rope.dimension_count)
  *   muse-glimmer: gemma3's norms and QK-norm, blk.N.attn_gate.weight (n_embd, n_head*head_dim)
  *     N(0, 0.2); never tied; .attention.sliding_window (required), .sliding_window_pattern,
@@ -112,6 +113,7 @@ typedef struct synth_params {
     float rope_freq_base_swa; /* > 0: rope.freq_base_swa (gemma2, gemma3) */
     float attn_softcap;     /* > 0: attn_logit_softcapping (gemma2; 0: its default 50) */
     float final_softcap;    /* > 0: final_logit_softcapping (gemma2, gemma3) */
+    bool fused_qkv;         /* glm4: one attn_qkv.weight and attn_qkv.bias (phi3: always, no bias) */
     float qk_std;           /* > 0: attn_q and attn_k weights N(0, qk_std), for sharper
                                attention (scores grow with its square); 0: 0.02 */
     /* qwen35 (hybrid, model/qwen35.h): Gated DeltaNet layers, one in full_attn_interval

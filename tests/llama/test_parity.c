@@ -83,7 +83,8 @@
  * and ffn_up, LongRoPE with the short factors (original context 256: llama.cpp
  * pads its context of 64 to 256, so both engines are within it) and, in the
  * "long" row, the long ones (original context 16); glm4 (post-norms, held to
- * PARITY_NMSE_POSTNORM): half-head rope, fused ffn_up, Q/K/V biases;
+ * PARITY_NMSE_POSTNORM): half-head rope, fused ffn_up, Q/K/V biases (the "qkv"
+ * row: one attn_qkv with one attn_qkv.bias);
  * mistral3: YaRN factor 4 past an original context of 16 with its beta and
  * log-multiplier keys, and the query temperature (0.1) from position 16 on.
  * Measured: F16 2e-6..9e-6; quantized 3.5e-4..7.6e-4 (glm4's Q4_K_M 1.5e-3).
@@ -532,6 +533,7 @@ int main(void) {
         {"phi3", "vocab/ggml-vocab-phi-3.gguf", "long-f16", VT_DTYPE_F16, false, false, 16},
         {"glm4", "vocab/ggml-vocab-gpt-2.gguf", "f16", VT_DTYPE_F16, true, true, 0},
         {"glm4", "vocab/ggml-vocab-gpt-2.gguf", "q8_0", VT_DTYPE_Q8_0, false, true, 0},
+        {"glm4", "vocab/ggml-vocab-gpt-2.gguf", "qkv-f16", VT_DTYPE_F16, false, true, 0},
         {"mistral3", "vocab/ggml-vocab-llama-spm.gguf", "f16", VT_DTYPE_F16, true, false, 0},
         {"muse-glimmer", "vocab/ggml-vocab-gpt-2.gguf", "f16", VT_DTYPE_F16, true, true, 0},
         {"muse-glimmer", "vocab/ggml-vocab-gpt-2.gguf", "q8_0", VT_DTYPE_Q8_0, false, true, 0},
@@ -549,6 +551,7 @@ int main(void) {
         snprintf(path, sizeof path, "%s/%s.gguf", dir, label);
         synth_params sp = dense_params(d3[a].arch, vpath);
         sp.type = d3[a].type;
+        sp.fused_qkv = strstr(d3[a].name, "qkv") != NULL; /* one attn_qkv with its bias */
         if (d3[a].orig_ctx > 0) {
             sp.n_ctx = 256;
             sp.yarn_orig_ctx = d3[a].orig_ctx;
