@@ -533,10 +533,10 @@ int main(void) {
         {"phi3", "vocab/ggml-vocab-phi-3.gguf", "long-f16", VT_DTYPE_F16, false, false, 16},
         {"glm4", "vocab/ggml-vocab-gpt-2.gguf", "f16", VT_DTYPE_F16, true, true, 0},
         {"glm4", "vocab/ggml-vocab-gpt-2.gguf", "q8_0", VT_DTYPE_Q8_0, false, true, 0},
-        {"glm4", "vocab/ggml-vocab-gpt-2.gguf", "qkv-f16", VT_DTYPE_F16, false, true, 0},
         {"mistral3", "vocab/ggml-vocab-llama-spm.gguf", "f16", VT_DTYPE_F16, true, false, 0},
         {"muse-glimmer", "vocab/ggml-vocab-gpt-2.gguf", "f16", VT_DTYPE_F16, true, true, 0},
         {"muse-glimmer", "vocab/ggml-vocab-gpt-2.gguf", "q8_0", VT_DTYPE_Q8_0, false, true, 0},
+        {"glm4", "vocab/ggml-vocab-gpt-2.gguf", "qkv-f16", VT_DTYPE_F16, false, true, 0},
         {"mistral3", "vocab/ggml-vocab-llama-spm.gguf", "q8_0", VT_DTYPE_Q8_0, false, false, 0},
     };
     for (size_t a = 0; a < sizeof d3 / sizeof d3[0]; a++) {
