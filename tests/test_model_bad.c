@@ -23,7 +23,12 @@
  * past the context, a window pattern longer than the layer count, soft-caps of
  * 0 or NaN, a sliding layers' rope base of 0, missing or misshapen post-norms
  * and QK-norms; the same for olmo2 (OLMo 3's windows, whole-row QK-norms, its
- * own head); granite's multipliers (missing, 0, NaN, negative) and biases. */
+ * own head); granite's multipliers (missing, 0, NaN, negative) and biases;
+ * phi3's LongRoPE factors (wrong length, zeros, one missing), attention factor,
+ * rope scaling and fused attn_qkv / ffn_up; glm4's post-norms, fused ffn_up,
+ * biases, rope dimension; mistral3's YaRN betas, log multiplier and temperature;
+ * muse-glimmer's window (missing, 0, past the context), pattern, soft-cap (0,
+ * NaN), logit scale, rope base of the sliding layers, YaRN, gate, norms, head. */
 #include "base/mapfile.h"
 #include "gguf/gguf.h"
 #include "model/synth.h"
@@ -325,6 +330,10 @@ static size_t check_gemma_cases(const char *arch, const bad_case *cases, size_t 
     sp.n_swa = strcmp(arch, "granite") ? 16 : 0;
     sp.swa_pattern = 2;
     sp.final_softcap = strcmp(arch, "olmo2") ? 30.0f : 0.0f;
+    if (!strcmp(arch, "mistral3")) { /* its YaRN keys */
+        sp.yarn_factor = 4.0f;
+        sp.yarn_orig_ctx = 16;
+    }
     sp.n_threads = 1;
     vt_status s = synth_write(&sp, path);
     CHECK_MSG(s == VT_OK, "synth %s: %s", arch, vt_last_error());
@@ -411,7 +420,93 @@ static size_t check_gemma(void) {
         {"granite attn_output.bias", {{0}}, {{"blk.1.attn_output.bias", VT_DTYPE_F32, 1, {64}}},
          "tensor 'blk.1.attn_output.bias': granite's optional biases are not supported"},
     };
-    return check_gemma_cases("granite", gr, sizeof gr / sizeof gr[0]) +
+    /* phi3 (synth writes a sliding_window key: ignored, as llama.cpp does; rope
+     * factors of n_rot / 2 = 8), glm4, mistral3 (YaRN factor 4, original context 16) */
+    const bad_case p3[] = {
+        {"phi3 unedited (its sliding window ignored)", {{0}}, {{0}}, NULL},
+        {"phi3 rope_factors_long of 7", {{0}}, {{"rope_factors_long.weight", VT_DTYPE_F32, 1, {7}}},
+         "tensor 'rope_factors_long.weight' has shape [7, 1, 1], expected [8, 1]"},
+        {"phi3 rope_factors_short of zeros", {{0}}, {{"rope_factors_short.weight", VT_DTYPE_F32, 1, {8}}},
+         "tensor 'rope_factors_short.weight': factor 0 = 0 is out of range"},
+        {"phi3 rope_factors_short missing", {{0}}, {{"rope_factors_short.weight", VT_DTYPE_F32, 0, {0}}},
+         "tensor 'rope_factors_short.weight' is missing"},
+        {"phi3 attn_factor NaN", {{K_F32, "phi3.rope.scaling.attn_factor", 0, NAN, NULL}}, {{0}},
+         "'phi3.rope.scaling.attn_factor' = nan is not a positive number"},
+        {"phi3 rope scaling factor -1", {{K_F32, "phi3.rope.scaling.factor", 0, -1.0f, NULL}}, {{0}},
+         "key 'phi3.rope.scaling.factor': rope scaling factor -1 is invalid"},
+        {"phi3 rope scaling type su", {{K_STR, "phi3.rope.scaling.type", 0, 0, "su"}}, {{0}},
+         "rope scaling type 'su' is not supported"},
+        {"phi3 attn_qkv of Q rows only", {{0}}, {{"blk.1.attn_qkv.weight", VT_DTYPE_F32, 2, {64, 64}}},
+         "tensor 'blk.1.attn_qkv.weight' has shape [64, 64, 1], expected [64, 128]"},
+        {"phi3 ffn_up of n_ff rows", {{0}}, {{"blk.0.ffn_up.weight", VT_DTYPE_F32, 2, {64, 32}}},
+         "tensor 'blk.0.ffn_up.weight' has shape [64, 32, 1], expected [64, 64]"},
+    };
+    const bad_case gl[] = {
+        {"glm4 unedited", {{0}}, {{0}}, NULL},
+        {"glm4 post_attention_norm missing", {{0}}, {{"blk.1.post_attention_norm.weight", VT_DTYPE_F32, 0, {0}}},
+         "required tensor 'blk.1.post_attention_norm.weight' is missing"},
+        {"glm4 ffn_up of n_ff rows", {{0}}, {{"blk.1.ffn_up.weight", VT_DTYPE_F32, 2, {64, 32}}},
+         "tensor 'blk.1.ffn_up.weight' has shape [64, 32, 1], expected [64, 64]"},
+        {"glm4 attn_q.bias missing", {{0}}, {{"blk.0.attn_q.bias", VT_DTYPE_F32, 0, {0}}},
+         "blk.0: attn_q/k/v biases must be all present or all absent"},
+        {"glm4 rope dimension 18 of 16", {{K_U32, "glm4.rope.dimension_count", 18, 0, NULL}}, {{0}},
+         "rope.dimension_count 18 is invalid for head size 16"},
+        {"glm4 ffn_gate.bias", {{0}}, {{"blk.0.ffn_gate.bias", VT_DTYPE_F32, 1, {32}}},
+         "tensor 'blk.0.ffn_gate.bias': FFN biases are not supported"},
+    };
+    const bad_case m3[] = {
+        {"mistral3 unedited", {{0}}, {{0}}, NULL},
+        {"mistral3 yarn_beta_fast 0", {{K_F32, "mistral3.rope.scaling.yarn_beta_fast", 0, 0.0f, NULL}}, {{0}},
+         "'mistral3.rope.scaling.yarn_beta_fast' = 0 is out of range"},
+        {"mistral3 yarn_beta_slow above fast", {{K_F32, "mistral3.rope.scaling.yarn_beta_slow", 0, 64.0f, NULL}}, {{0}},
+         "'mistral3.rope.scaling.yarn_beta_fast' = 16 is not above 'mistral3.rope.scaling.yarn_beta_slow' = 64"},
+        {"mistral3 yarn_log_multiplier NaN", {{K_F32, "mistral3.rope.scaling.yarn_log_multiplier", 0, NAN, NULL}}, {{0}},
+         "'mistral3.rope.scaling.yarn_log_multiplier' = nan is out of range"},
+        {"mistral3 temperature_scale NaN", {{K_F32, "mistral3.attention.temperature_scale", 0, NAN, NULL}}, {{0}},
+         "'mistral3.attention.temperature_scale' = nan is out of range"},
+        {"mistral3 rope scaling factor -4", {{K_F32, "mistral3.rope.scaling.factor", 0, -4.0f, NULL}}, {{0}},
+         "key 'mistral3.rope.scaling.factor': rope scaling factor -4 is invalid"},
+        {"mistral3 ffn_down.bias", {{0}}, {{"blk.1.ffn_down.bias", VT_DTYPE_F32, 1, {64}}},
+         "tensor 'blk.1.ffn_down.bias': FFN biases are not supported"},
+    };
+#define MG(k, v) {K_U32, "muse-glimmer." k, (v), 0, NULL}
+#define MGF(k, v) {K_F32, "muse-glimmer." k, 0, (v), NULL}
+    const bad_case mg[] = {
+        {"muse-glimmer unedited", {{0}}, {{0}}, NULL},
+        {"muse-glimmer sliding window missing", {{K_DROP, "muse-glimmer.attention.sliding_window", 0, 0, NULL}}, {{0}},
+         "required key 'muse-glimmer.attention.sliding_window' is missing"},
+        {"muse-glimmer sliding window 0", {MG("attention.sliding_window", 0)}, {{0}},
+         "'muse-glimmer.attention.sliding_window' = 0 is out of range"},
+        {"muse-glimmer sliding window past the context", {MG("attention.sliding_window", 300)}, {{0}},
+         "'muse-glimmer.attention.sliding_window' = 300 is larger than the context_length 256"},
+        {"muse-glimmer pattern 3 of 2 layers", {MG("attention.sliding_window_pattern", 3)}, {{0}},
+         "'muse-glimmer.attention.sliding_window_pattern' = 3 is more than block_count (2)"},
+        {"muse-glimmer final soft-cap 0", {MGF("final_logit_softcapping", 0.0f)}, {{0}},
+         "'muse-glimmer.final_logit_softcapping' = 0 is not a positive number"},
+        {"muse-glimmer final soft-cap NaN", {MGF("final_logit_softcapping", NAN)}, {{0}},
+         "'muse-glimmer.final_logit_softcapping' = nan is not a positive number"},
+        {"muse-glimmer logit_scale missing", {{K_DROP, "muse-glimmer.logit_scale", 0, 0, NULL}}, {{0}},
+         "required key 'muse-glimmer.logit_scale' is missing"},
+        {"muse-glimmer logit_scale NaN", {MGF("logit_scale", NAN)}, {{0}},
+         "'muse-glimmer.logit_scale' = nan is not a positive number"},
+        {"muse-glimmer rope.freq_base_swa 0", {MGF("rope.freq_base_swa", 0.0f)}, {{0}},
+         "'muse-glimmer.rope.freq_base_swa' = 0 is not a positive number"},
+        {"muse-glimmer YaRN", {{K_STR, "muse-glimmer.rope.scaling.type", 0, 0, "yarn"}}, {{0}},
+         "key 'muse-glimmer.rope.scaling.type': YaRN on muse-glimmer is not supported"},
+        {"muse-glimmer attn_gate missing", {{0}}, {{"blk.1.attn_gate.weight", VT_DTYPE_F32, 0, {0}}},
+         "required tensor 'blk.1.attn_gate.weight' is missing"},
+        {"muse-glimmer attn_q_norm [64]", {{0}}, {{"blk.0.attn_q_norm.weight", VT_DTYPE_F32, 1, {64}}},
+         "tensor 'blk.0.attn_q_norm.weight' has shape [64, 1, 1], expected [16, 1]"},
+        {"muse-glimmer post_ffw_norm missing", {{0}}, {{"blk.0.post_ffw_norm.weight", VT_DTYPE_F32, 0, {0}}},
+         "required tensor 'blk.0.post_ffw_norm.weight' is missing"},
+        {"muse-glimmer output.weight missing", {{0}}, {{"output.weight", VT_DTYPE_F32, 0, {0}}},
+         "required tensor 'output.weight' is missing"},
+    };
+    return check_gemma_cases("muse-glimmer", mg, sizeof mg / sizeof mg[0]) +
+           check_gemma_cases("phi3", p3, sizeof p3 / sizeof p3[0]) +
+           check_gemma_cases("glm4", gl, sizeof gl / sizeof gl[0]) +
+           check_gemma_cases("mistral3", m3, sizeof m3 / sizeof m3[0]) +
+           check_gemma_cases("granite", gr, sizeof gr / sizeof gr[0]) +
            check_gemma_cases("gemma3", g3, sizeof g3 / sizeof g3[0]) +
            check_gemma_cases("gemma2", g2, sizeof g2 / sizeof g2[0]) +
            check_gemma_cases("olmo2", o2, sizeof o2 / sizeof o2[0]);

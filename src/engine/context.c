@@ -87,6 +87,7 @@ vt_status vt_context_create(vt_model *model, const vt_context_params *params, vt
     free(layer_group);
     if (s != VT_OK) goto fail;
     if ((s = fwd_create(model, &c->kv, c->pool, p.n_batch, &c->fwd)) != VT_OK) goto fail;
+    fwd_set_n_ctx(c->fwd, p.n_ctx);
     c->tables = malloc(sizeof(int32_t) * (size_t)(c->n_groups * c->max_blocks_per_seq * p.n_seq));
     c->n_blocks = calloc((size_t)p.n_seq, sizeof(int64_t));
     c->len = calloc((size_t)p.n_seq, sizeof(int32_t));

@@ -347,6 +347,7 @@ vt_status vt_engine_create(vt_model *model, const vt_engine_params *params, vt_e
     if (state_group >= 0)
         e->state_seq_bytes = e->kv.groups[state_group].spec.state_bytes * (size_t)e->kv.groups[state_group].n_layer;
     if ((s = fwd_create(model, &e->kv, e->pool, p.max_batch_tokens, &e->fwd)) != VT_OK) goto fail;
+    fwd_set_n_ctx(e->fwd, e->n_ctx);
     const size_t ms = (size_t)p.max_seqs, mb = (size_t)p.max_batch_tokens;
     e->running = malloc(ms * sizeof *e->running);
     e->items = malloc(ms * sizeof *e->items);

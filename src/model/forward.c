@@ -88,8 +88,11 @@ struct fwd_ctx {
     float *q;      /* (T, n_head * head_dim) */
     float *k, *v;  /* (T, n_head_kv * head_dim) */
     float *attn;   /* (T, n_head * head_dim) */
+    float *gate;   /* (T, n_head * head_dim) muse-glimmer's attention gate logits, or NULL */
     float *rope;   /* (T, n_rot) cos, sin pairs */
     float *rope_swa; /* (T, n_rot) the same with the sliding layers' base and scale, or NULL: rope */
+    const float *rope_factors; /* (n_rot / 2) the frequency factors: llama3's, or phi3's LongRoPE
+                                  short / long ones for this context (fwd_set_n_ctx), or NULL */
     float *norm;   /* (nth_max, max(n_embd, head_dim)) per-thread row scratch */
     uint8_t *xq;   /* (T, act_row_max) quantized activations */
     uint8_t *hq;   /* (T, act_row_max) SiLU(gate) * up quantized for the down projection */
@@ -261,6 +264,7 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
         f->layer_plan[il] = (int8_t)p;
     }
     f->max_tokens = max_tokens;
+    f->rope_factors = m->rope_freqs ? m->rope_freqs : m->rope_short;
     f->kops = attn_ops_get(kv->type_k);
     f->rms_norm = cpu_kernels_get()->rms_norm;
     f->ffn_act_mul = hp->ffn_act == MODEL_FFN_GELU ? cpu_kernels_get()->gelu_mul : cpu_kernels_get()->silu_mul;
@@ -348,6 +352,9 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
         f->k = carve(base, &off, T * kvd * sizeof(float));
         f->v = carve(base, &off, T * kvd * sizeof(float));
         f->attn = carve(base, &off, T * qd * sizeof(float));
+        f->gate = m->layers && hp->n_layer > 0 && m->layers[hp->n_layer - 1].wg.data
+                      ? carve(base, &off, T * qd * sizeof(float))
+                      : NULL;
         f->rope = carve(base, &off, T * (size_t)hp->n_rot * sizeof(float));
         f->rope_swa = hp->n_swa > 0 && (hp->rope_freq_base_swa != hp->rope_freq_base ||
                                         hp->rope_freq_scale_swa != hp->rope_freq_scale)
@@ -559,7 +566,7 @@ static void step_norm_quant(fwd_ctx *f, int64_t T, resid_kind add, const float *
         const int64_t t = rows ? rows[i] : i;
         float *x = f->x + t * d;
         if (add == RESID_TMP && post) { /* gemma: the sublayer's output normed first */
-            f->rms_norm(f->tmp + t * d, post, d, hp->rms_eps, scratch);
+            f->rms_norm(f->tmp + t * d, post, d, hp->post_norm_eps, scratch);
             for (int64_t j = 0; j < d; j++) x[j] += scratch[j];
         } else if (add == RESID_TMP && hp->residual_scale != 1.0f) { /* granite */
             const float rs = hp->residual_scale;
@@ -824,10 +831,17 @@ static void forward_worker(void *arg, int ith, int nth) {
     if (i1 > i0) model_embed_rows(m, b->token + i0, i1 - i0, f->x + i0 * d);
     if (hp->embd_scale != 1.0f)
         for (int64_t j = i0 * d; j < i1 * d; j++) f->x[j] *= hp->embd_scale;
+    if (m->embd_norm) { /* muse-glimmer: RMSNorm without a weight (times ones) */
+        float *scratch = f->norm + (size_t)ith * (size_t)(d > hp->head_dim ? d : hp->head_dim);
+        for (int64_t t = i0; t < i1; t++) {
+            f->rms_norm(f->x + t * d, m->embd_norm, d, hp->rms_eps, scratch);
+            memcpy(f->x + t * d, scratch, sizeof(float) * (size_t)d);
+        }
+    }
     for (int64_t t = i0; t < i1; t++) {
-        rope_table(hp, m->rope_freqs, hp->rope_freq_base, hp->rope_freq_scale, b->pos[t], f->rope + t * hp->n_rot);
+        rope_table(hp, f->rope_factors, hp->rope_freq_base, hp->rope_freq_scale, b->pos[t], f->rope + t * hp->n_rot);
         if (f->rope_swa)
-            rope_table(hp, m->rope_freqs, hp->rope_freq_base_swa, hp->rope_freq_scale_swa, b->pos[t],
+            rope_table(hp, f->rope_factors, hp->rope_freq_base_swa, hp->rope_freq_scale_swa, b->pos[t],
                        f->rope_swa + t * hp->n_rot);
     }
     tp_barrier(f->run);
@@ -864,10 +878,11 @@ static void forward_worker(void *arg, int ith, int nth) {
 
         /* 2: Q, K, V (a gated layer's Q with each head's gate after its query) */
         {
-            const mm_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
-            float *ys[3] = {L->attn_gated ? f->hy->qg : f->q, f->k, f->v};
-            const int64_t ld[3] = {L->attn_gated ? 2 * qd : qd, kvd, kvd};
-            mm_compute_multi(ws, ys, ld, 3, f->xq, T, f->run, ith);
+            /* muse-glimmer's attn_gate as a fourth matrix on the same input */
+            const mm_weight *ws[4] = {&L->wq, &L->wk, &L->wv, &L->wg};
+            float *ys[4] = {L->attn_gated ? f->hy->qg : f->q, f->k, f->v, f->gate};
+            const int64_t ld[4] = {L->attn_gated ? 2 * qd : qd, kvd, kvd, qd};
+            mm_compute_multi(ws, ys, ld, L->wg.data ? 4 : 3, f->xq, T, f->run, ith);
         }
         tp_barrier(f->run);
         PROF_MARK(f, ith, 2, t_prof);
@@ -876,6 +891,7 @@ static void forward_worker(void *arg, int ith, int nth) {
         const float *rope = f->rope_swa && L->attn.window > 0 ? f->rope_swa : f->rope;
         /* olmo2's QK-norm spans a token's rows: items are then whole tokens */
         const bool row_norm = L->q_norm_row != NULL;
+        const bool temp = hp->attn_temp_scale != 0.0f; /* mistral3's query temperature */
         tp_range(row_norm ? T : T * n_kv, 1, ith, nth, &i0, &i1);
         for (int64_t it = i0; it < i1; it++) {
             const int64_t g_end = row_norm ? n_kv : it % n_kv + 1;
@@ -921,6 +937,11 @@ static void forward_worker(void *arg, int ith, int nth) {
                         memcpy(qr, scratch, sizeof(float) * (size_t)hd);
                     }
                     if (!L->no_rope) rope_apply(qr, cs, hp->n_rot, hp->rope);
+                    if (temp) { /* llama.cpp's llm_graph_input_attn_temp, in its double steps */
+                        const float ts = (float)(log(floorf((float)pos / (float)hp->n_ctx_orig) + 1.0) *
+                                                     hp->attn_temp_scale + 1.0);
+                        for (int64_t j = 0; j < hd; j++) qr[j] *= ts;
+                    }
                 }
             }
         }
@@ -964,9 +985,9 @@ static void forward_worker(void *arg, int ith, int nth) {
                                                       h % n_rep, n_rep, nch) + c0) * pf,
                                  nch - c0, pf, hd, L->attn.sinks ? &L->attn.sinks[h] : NULL,
                                  f->attn + t * qd + h * hd);
-                if (L->attn_gated) /* qwen35: the output times sigmoid(gate) */
+                if (L->attn_gated || L->wg.data) /* qwen35, muse-glimmer: the output times sigmoid(gate) */
                     for (int64_t j = 0; j < qd; j++) {
-                        const float gt = f->hy->gate[t * qd + j];
+                        const float gt = L->wg.data ? f->gate[t * qd + j] : f->hy->gate[t * qd + j];
                         f->attn[t * qd + j] *= 1.0f / (1.0f + expf(-gt));
                     }
                 mm_quantize(L->wo.type, f->attn + t * qd, qd, 1, qd, f->xq + (size_t)t * rb, 0, 1);
@@ -1039,10 +1060,16 @@ static void forward_worker(void *arg, int ith, int nth) {
         tp_barrier(f->run);
         PROF_MARK(f, ith, 10, t_prof);
         mm_compute(&m->output, f->xq, b->n_logits, b->logits, hp->n_vocab, f->run, ith);
-        if (hp->final_softcap > 0) { /* gemma2: the logits soft-capped, row by row */
+        if (hp->final_softcap > 0 || hp->logit_mul != 1.0f) { /* gemma2: the logits soft-capped, row by row;
+                                                                muse-glimmer: scaled first */
             tp_barrier(f->run);
             tp_range(b->n_logits, 1, ith, nth, &i0, &i1);
-            for (int64_t r = i0; r < i1; r++) attn_softcap_ref(b->logits + r * hp->n_vocab, hp->n_vocab, hp->final_softcap);
+            for (int64_t r = i0; r < i1; r++) {
+                float *row = b->logits + r * hp->n_vocab;
+                if (hp->logit_mul != 1.0f)
+                    for (int64_t j = 0; j < hp->n_vocab; j++) row[j] *= hp->logit_mul;
+                if (hp->final_softcap > 0) attn_softcap_ref(row, hp->n_vocab, hp->final_softcap);
+            }
         } else if (hp->logit_scale != 1.0f) { /* granite: divided, as ggml_scale by the inverse */
             tp_barrier(f->run);
             tp_range(b->n_logits * hp->n_vocab, 1, ith, nth, &i0, &i1);
@@ -1051,6 +1078,12 @@ static void forward_worker(void *arg, int ith, int nth) {
         }
     }
     PROF_MARK(f, ith, 10, t_prof);
+}
+
+void fwd_set_n_ctx(fwd_ctx *f, int64_t n_ctx_seq) {
+    const model *m = f->m;
+    if (!m->rope_freqs && m->rope_long)
+        f->rope_factors = n_ctx_seq > m->hp.n_ctx_orig ? m->rope_long : m->rope_short;
 }
 
 vt_status fwd_run(fwd_ctx *f, const fwd_batch *b) {

@@ -74,6 +74,12 @@ int fwd_hw_prefetch_types(const model *m);
 
 void fwd_destroy(fwd_ctx *f);
 
+/* The context length of one sequence, for the rope factors that depend on it:
+ * phi3's LongRoPE takes its long factors when n_ctx_seq is past the original
+ * context (rope.scaling.original_context_length), the short ones otherwise
+ * (the default), as llama.cpp's get_rope_factors does on its n_ctx_seq. */
+void fwd_set_n_ctx(fwd_ctx *f, int64_t n_ctx_seq);
+
 /* Evaluate a batch. The caller guarantees: each token's block table covers its
  * position, positions 0..pos-1 of its sequence are already in the cache or earlier
  * in this batch, ids are < n_vocab, n_tokens <= max_tokens. VT_E_NOMEM if the

@@ -38,6 +38,10 @@ static const char *const arch_names[] = {
     [MODEL_ARCH_QWEN35] = "qwen35",
     [MODEL_ARCH_GPT_OSS] = "gpt-oss",
     [MODEL_ARCH_QWEN35MOE] = "qwen35moe",
+    [MODEL_ARCH_PHI3] = "phi3",
+    [MODEL_ARCH_GLM4] = "glm4",
+    [MODEL_ARCH_MISTRAL3] = "mistral3",
+    [MODEL_ARCH_MUSE_GLIMMER] = "muse-glimmer",
 };
 
 /* Expert gate/up and down rows per slice (model.h): a multiple of every
@@ -120,6 +124,26 @@ static vt_status load_experts_hparams(model *m) {
     return VT_OK;
 }
 
+/* mistral3's YaRN keys: rope.scaling.yarn_beta_fast / _slow (32 and 1 where
+ * absent; positive, fast above slow) and yarn_log_multiplier (0: none; finite,
+ * >= 0). */
+static vt_status yarn_mistral3_keys(model *m, float beta[2], float *log_mul) {
+    static const char *const keys[2] = {"rope.scaling.yarn_beta_fast", "rope.scaling.yarn_beta_slow"};
+    for (int i = 0; i < 2; i++) {
+        VT_TRY(get_f32_opt(m, keys[i], beta[i], &beta[i]));
+        if (!(beta[i] > 0.0f && beta[i] < 1e6f))
+            return vt_errorf(VT_E_RANGE, "key '%s' = %g is out of range (0, 1e6)", arch_key(m, keys[i]), beta[i]);
+    }
+    if (!(beta[0] > beta[1]))
+        return vt_errorf(VT_E_RANGE, "key '%s.%s' = %g is not above '%s.%s' = %g", arch_names[m->hp.arch], keys[0],
+                         beta[0], arch_names[m->hp.arch], keys[1], beta[1]);
+    VT_TRY(get_f32_opt(m, "rope.scaling.yarn_log_multiplier", 0.0f, log_mul));
+    if (!(*log_mul >= 0.0f && *log_mul < 1e3f))
+        return vt_errorf(VT_E_RANGE, "key '%s' = %g is out of range [0, 1000)",
+                         arch_key(m, "rope.scaling.yarn_log_multiplier"), *log_mul);
+    return VT_OK;
+}
+
 /* YaRN as llama.cpp sets it up (llama_context's cparams, ggml's
  * ggml_rope_yarn_corr_dims and rope_yarn), in the same float steps: the ramp's
  * ends from the original context and the rope base, and the magnitude
@@ -127,15 +151,18 @@ static vt_status load_experts_hparams(model *m) {
  * * (1 + 0.1 ln(1 / freq_scale)). */
 static vt_status yarn_params(model *m) {
     model_hparams *hp = &m->hp;
-    int64_t orig;
-    VT_TRY(get_i64_opt(m, "rope.scaling.original_context_length", hp->n_ctx_train, &orig));
+    const int64_t orig = hp->n_ctx_orig;
     const float freq_scale = hp->rope_freq_scale, factor = 1.0f / freq_scale;
+    float beta[2] = {32.0f, 1.0f}; /* beta_fast, beta_slow */
+    float log_mul = 0.0f;
+    if (hp->arch == MODEL_ARCH_MISTRAL3) VT_TRY(yarn_mistral3_keys(m, beta, &log_mul));
     float attn = factor <= 1.0f ? 1.0f : 0.1f * logf(factor) + 1.0f;
+    if (log_mul != 0.0f) /* llama.cpp: get_mscale(factor, 1) / get_mscale(factor, log_mul) */
+        attn /= factor <= 1.0f ? 1.0f : 0.1f * log_mul * logf(factor) + 1.0f;
     attn *= 1.0f / (1.0f + 0.1f * logf(factor));
     attn *= hp->rope_mscale;
     hp->rope_mscale = attn * (1.0f + 0.1f * logf(1.0f / freq_scale));
     const int n_dims = (int)hp->n_rot, n_ctx_orig = (int)orig;
-    const float beta[2] = {32.0f, 1.0f}; /* beta_fast, beta_slow */
     float corr[2];
     for (int i = 0; i < 2; i++)
         corr[i] = n_dims * logf(n_ctx_orig / (beta[i] * 2 * (float)M_PI)) / (2 * logf(hp->rope_freq_base));
@@ -258,6 +285,67 @@ static vt_status granite_hparams(model *m) {
     return VT_OK;
 }
 
+/* phi3, glm4 and mistral3 as llama.cpp's load_arch_hparams reads them. phi3:
+ * a sliding_window key is ignored (llama.cpp turns Phi's SWA off). glm4:
+ * rope.dimension_sections with two non-zero sections means M-RoPE (GLM-4V),
+ * which vt does not run. mistral3: attention.temperature_scale (0 or absent:
+ * none; else finite, scaled per rope.scaling.original_context_length). */
+static vt_status dense3_hparams(model *m) {
+    model_hparams *hp = &m->hp;
+    if (hp->arch == MODEL_ARCH_GLM4) {
+        const gguf_kv *sk = NULL;
+        if (gguf_get_arr(&m->gguf, arch_key(m, "rope.dimension_sections"), GGUF_TYPE_INT32, &sk) == VT_OK &&
+            sk->v.arr.n >= 2) {
+            if (gguf_arr_int(sk, 0) > 0 && gguf_arr_int(sk, 1) > 0)
+                return vt_errorf(VT_E_UNSUPPORTED, "key '%s': M-RoPE (GLM-4V) is not supported",
+                                 arch_key(m, "rope.dimension_sections"));
+        }
+    }
+    if (hp->arch == MODEL_ARCH_MISTRAL3) {
+        VT_TRY(get_f32_opt(m, "attention.temperature_scale", 0.0f, &hp->attn_temp_scale));
+        if (!(isfinite(hp->attn_temp_scale) && fabsf(hp->attn_temp_scale) < 1e3f))
+            return vt_errorf(VT_E_RANGE, "key '%s' = %g is out of range (-1000, 1000)",
+                             arch_key(m, "attention.temperature_scale"), hp->attn_temp_scale);
+    }
+    return VT_OK;
+}
+
+/* muse-glimmer as llama.cpp reads it: attention.sliding_window (required),
+ * on 3 of every 4 layers by default (sliding_window_pattern; a per-layer
+ * array is not supported), those layers on rope.freq_base_swa (the global base
+ * where absent), never scaled, and the others without rope; logit_scale
+ * (required, multiplies the logits), final_logit_softcapping where set; the
+ * post-norms' epsilon 1e-8. YaRN is refused (llama.cpp would apply its
+ * magnitude on the sliding layers' own base). */
+static vt_status muse_hparams(model *m) {
+    model_hparams *hp = &m->hp;
+    const char *kw = "attention.sliding_window", *kp = "attention.sliding_window_pattern";
+    VT_TRY(get_i64_req(m, kw, &hp->n_swa));
+    if (hp->n_swa > hp->n_ctx_train)
+        return vt_errorf(VT_E_RANGE, "key '%s' = %lld is larger than the context_length %lld", arch_key(m, kw),
+                         (long long)hp->n_swa, (long long)hp->n_ctx_train);
+    const gguf_kv *pk = gguf_find(&m->gguf, arch_key(m, kp));
+    if (pk && pk->type == GGUF_TYPE_ARRAY)
+        return vt_errorf(VT_E_UNSUPPORTED, "key '%s': a per-layer pattern array is not supported", arch_key(m, kp));
+    VT_TRY(get_i64_opt(m, kp, 4, &hp->swa_pattern));
+    if (hp->swa_pattern > hp->n_layer)
+        return vt_errorf(VT_E_RANGE, "key '%s' = %lld is more than block_count (%lld)", arch_key(m, kp),
+                         (long long)hp->swa_pattern, (long long)hp->n_layer);
+    VT_TRY(get_f32_opt(m, "rope.freq_base_swa", hp->rope_freq_base, &hp->rope_freq_base_swa));
+    if (!(hp->rope_freq_base_swa > 0.0f && isfinite(hp->rope_freq_base_swa)))
+        return vt_errorf(VT_E_RANGE, "key '%s' = %g is not a positive number", arch_key(m, "rope.freq_base_swa"),
+                         hp->rope_freq_base_swa);
+    hp->rope_freq_scale_swa = 1.0f;
+    if (hp->rope_yarn)
+        return vt_errorf(VT_E_UNSUPPORTED, "key '%s': YaRN on muse-glimmer is not supported",
+                         arch_key(m, "rope.scaling.type"));
+    VT_TRY(get_multiplier(m, "logit_scale", true, 1.0f, &hp->logit_mul));
+    if (gguf_find(&m->gguf, arch_key(m, "final_logit_softcapping")))
+        VT_TRY(get_softcap(m, "final_logit_softcapping", 0.0f, &hp->final_softcap));
+    hp->post_norm_eps = 1e-8f;
+    return VT_OK;
+}
+
 static vt_status load_hparams(model *m) {
     gguf_str arch;
     vt_status s = gguf_get_str(&m->gguf, "general.architecture", &arch);
@@ -301,9 +389,21 @@ static vt_status load_hparams(model *m) {
     } else if (gguf_str_eq(arch, "qwen35moe")) {
         hp->arch = MODEL_ARCH_QWEN35MOE;
         hp->rope = MODEL_ROPE_NEOX; /* as qwen35 */
+    } else if (gguf_str_eq(arch, "phi3")) {
+        hp->arch = MODEL_ARCH_PHI3;
+        hp->rope = MODEL_ROPE_NEOX;
+    } else if (gguf_str_eq(arch, "glm4")) {
+        hp->arch = MODEL_ARCH_GLM4;
+        hp->rope = MODEL_ROPE_NORM;
+    } else if (gguf_str_eq(arch, "mistral3")) {
+        hp->arch = MODEL_ARCH_MISTRAL3;
+        hp->rope = MODEL_ROPE_NORM;
+    } else if (gguf_str_eq(arch, "muse-glimmer")) {
+        hp->arch = MODEL_ARCH_MUSE_GLIMMER;
+        hp->rope = MODEL_ROPE_NORM;
     } else {
         return vt_errorf(VT_E_UNSUPPORTED,
-                         "architecture '%.*s' is not supported (vt runs llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3, granite, qwen35, qwen35moe, gpt-oss)",
+                         "architecture '%.*s' is not supported (vt runs llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3, granite, qwen35, qwen35moe, gpt-oss, phi3, glm4, mistral3, muse-glimmer)",
                          (int)(arch.len > 64 ? 64 : arch.len), arch.ptr);
     }
     VT_TRY(get_i64_req(m, "block_count", &hp->n_layer));
@@ -339,11 +439,13 @@ static vt_status load_hparams(model *m) {
     if (hp->n_ctx_train > MODEL_MAX_CTX)
         return vt_errorf(VT_E_RANGE, "key '%s' = %lld is past vt's context limit of %d tokens",
                          arch_key(m, "context_length"), (long long)hp->n_ctx_train, MODEL_MAX_CTX);
-    /* Every layer has at least 9 tensors (2 norms, q/k/v/o, gate/up/down): an absurd
-     * block_count is refused here, before the layer table is allocated. */
-    if (hp->n_layer > m->gguf.n_tensors / 9)
+    /* Every layer has at least 9 tensors (2 norms, q/k/v/o, gate/up/down; 6 where
+     * q/k/v and gate/up may be fused: phi3, glm4): an absurd block_count is
+     * refused here, before the layer table is allocated. */
+    const int64_t per_layer = hp->arch == MODEL_ARCH_PHI3 || hp->arch == MODEL_ARCH_GLM4 ? 6 : 9;
+    if (hp->n_layer > m->gguf.n_tensors / per_layer)
         return vt_errorf(VT_E_FORMAT, "block_count %lld needs at least %lld tensors, the file has %lld",
-                         (long long)hp->n_layer, (long long)hp->n_layer * 9, (long long)m->gguf.n_tensors);
+                         (long long)hp->n_layer, (long long)hp->n_layer * per_layer, (long long)m->gguf.n_tensors);
     if (hp->n_embd % hp->n_head != 0 && gguf_find(&m->gguf, arch_key(m, "attention.key_length")) == NULL)
         return vt_errorf(VT_E_FORMAT, "embedding_length %lld is not a multiple of head_count %lld",
                          (long long)hp->n_embd, (long long)hp->n_head);
@@ -381,13 +483,19 @@ static vt_status load_hparams(model *m) {
     if (gguf_get_str(&m->gguf, arch_key(m, "rope.scaling.type"), &stype) == VT_OK) {
         hp->rope_yarn = gguf_str_eq(stype, "yarn");
         none = gguf_str_eq(stype, "none");
-        if (!none && !hp->rope_yarn && !gguf_str_eq(stype, "linear"))
+        /* longrope: the factors are rope_factors_long / _short, which only phi3
+         * and mistral3 read */
+        const bool longrope = gguf_str_eq(stype, "longrope") &&
+                              (hp->arch == MODEL_ARCH_PHI3 || hp->arch == MODEL_ARCH_MISTRAL3);
+        if (!none && !hp->rope_yarn && !gguf_str_eq(stype, "linear") && !longrope)
             return vt_errorf(VT_E_UNSUPPORTED, "rope scaling type '%.*s' is not supported",
                              (int)(stype.len > 32 ? 32 : stype.len), stype.ptr);
     }
-    VT_TRY(get_f32_opt(m, "rope.scaling.factor", 0.0f, &scale));
-    if (scale == 0.0f) VT_TRY(get_f32_opt(m, "rope.scale_linear", 1.0f, &scale));
-    if (!(scale > 0.0f && isfinite(scale))) return vt_errorf(VT_E_RANGE, "rope scaling factor %g is invalid", scale);
+    const char *scale_key = "rope.scaling.factor";
+    VT_TRY(get_f32_opt(m, scale_key, 0.0f, &scale));
+    if (scale == 0.0f) VT_TRY(get_f32_opt(m, scale_key = "rope.scale_linear", 1.0f, &scale));
+    if (!(scale > 0.0f && isfinite(scale)))
+        return vt_errorf(VT_E_RANGE, "key '%s': rope scaling factor %g is invalid", arch_key(m, scale_key), scale);
     hp->rope_freq_scale = none ? 1.0f : 1.0f / scale; /* llama.cpp: type none never scales */
     const bool gpt_oss = hp->arch == MODEL_ARCH_GPT_OSS;
     if (gpt_oss && hp->n_rot != hp->head_dim)
@@ -408,6 +516,7 @@ static vt_status load_hparams(model *m) {
                              arch_key(m, "attention.sliding_window_pattern"), (long long)hp->swa_pattern,
                              (long long)hp->n_layer);
     }
+    VT_TRY(get_i64_opt(m, "rope.scaling.original_context_length", hp->n_ctx_train, &hp->n_ctx_orig));
     hp->rope_freq_base_swa = hp->rope_freq_base;
     hp->rope_freq_scale_swa = hp->rope_freq_scale;
     hp->ffn_act = MODEL_FFN_SILU;
@@ -418,6 +527,12 @@ static vt_status load_hparams(model *m) {
     if (hp->arch == MODEL_ARCH_OLMO2) VT_TRY(olmo2_hparams(m));
     hp->residual_scale = hp->logit_scale = 1.0f;
     if (hp->arch == MODEL_ARCH_GRANITE) VT_TRY(granite_hparams(m));
+    hp->logit_mul = 1.0f;
+    hp->post_norm_eps = hp->rms_eps;
+    if (hp->arch == MODEL_ARCH_MUSE_GLIMMER) VT_TRY(muse_hparams(m));
+    hp->attn_temp_scale = 0.0f;
+    if (hp->arch == MODEL_ARCH_PHI3 || hp->arch == MODEL_ARCH_GLM4 || hp->arch == MODEL_ARCH_MISTRAL3)
+        VT_TRY(dense3_hparams(m));
     float attn_factor;
     VT_TRY(get_f32_opt(m, "rope.scaling.attn_factor", 1.0f, &attn_factor));
     if (!(attn_factor > 0.0f && isfinite(attn_factor)))
@@ -616,6 +731,7 @@ static int64_t layer_order(const model *m, int64_t il, mm_weight **out) {
         PUT(&L->wq);
         PUT(&L->wk);
         PUT(&L->wv);
+        if (L->wg.data) PUT(&L->wg);
         PUT(&L->wo);
     }
     if (m->hp.n_expert == 0) {
@@ -684,6 +800,128 @@ static vt_status pack_weights(model *m, bool progress) {
     return s;
 }
 
+/* A fused matrix (n_in, sum of n_out[]) as row slices, one mm_weight each
+ * (out[i] holds rows [n_out[0] + ... + n_out[i-1], +n_out[i])): phi3's and
+ * glm4's attn_qkv (Q, K, V) and ffn_up (gate, up). */
+static vt_status load_mat_split(model *m, const char *name, int64_t n_in, const int64_t *n_out, int n,
+                                mm_weight **out) {
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += n_out[i];
+    const gguf_tensor *t;
+    const int64_t ne[2] = {n_in, total};
+    VT_TRY(find_tensor(m, name, 2, ne, true, &t));
+    const quant_traits *tr = quant_traits_get(t->type);
+    if (!tr || !tr->dot_ref || tr->dot_type == VT_DTYPE_COUNT)
+        return vt_errorf(VT_E_UNSUPPORTED, "tensor '%s': weight type %s is not supported", name,
+                         tr ? tr->name : "unknown");
+    size_t row_bytes;
+    quant_row_bytes(t->type, n_in, &row_bytes); /* the tensor's size was checked by the parser */
+    int64_t r0 = 0;
+    for (int i = 0; i < n; i++) {
+        memset(out[i], 0, sizeof *out[i]);
+        vt_status st = mm_weight_init(out[i], t->type, n_in, n_out[i], (const uint8_t *)t->data + (size_t)r0 * row_bytes);
+        if (st != VT_OK) return vt_error_prefix(st, name);
+        r0 += n_out[i];
+    }
+    m->weight_bytes += t->bytes;
+    return VT_OK;
+}
+
+/* Q, K, V of phi3, glm4 and mistral3 as llama.cpp's create_tensor_qkv: one
+ * attn_qkv (with an optional attn_qkv.bias) where the file has it, else
+ * attn_q/k/v (with optional biases). */
+static vt_status load_qkv(model *m, int64_t il, layer_weights *L) {
+    const model_hparams *hp = &m->hp;
+    const int64_t d = hp->n_embd, q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
+    char name[128];
+#define LNAME(fmt) (snprintf(name, sizeof name, "blk.%lld." fmt, (long long)il), name)
+    if (gguf_find_tensor(&m->gguf, LNAME("attn_qkv.weight"))) {
+        const int64_t n_out[3] = {q_dim, kv_dim, kv_dim};
+        mm_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
+        VT_TRY(load_mat_split(m, name, d, n_out, 3, ws));
+        const float *b;
+        VT_TRY(load_vec(m, LNAME("attn_qkv.bias"), q_dim + 2 * kv_dim, false, &b));
+        if (b) L->bq = b, L->bk = b + q_dim, L->bv = b + q_dim + kv_dim;
+        return VT_OK;
+    }
+    VT_TRY(load_mat(m, LNAME("attn_q.weight"), d, q_dim, true, &L->wq));
+    VT_TRY(load_mat(m, LNAME("attn_k.weight"), d, kv_dim, true, &L->wk));
+    VT_TRY(load_mat(m, LNAME("attn_v.weight"), d, kv_dim, true, &L->wv));
+    VT_TRY(load_vec(m, LNAME("attn_q.bias"), q_dim, false, &L->bq));
+    VT_TRY(load_vec(m, LNAME("attn_k.bias"), kv_dim, false, &L->bk));
+    VT_TRY(load_vec(m, LNAME("attn_v.bias"), kv_dim, false, &L->bv));
+    if ((L->bq != NULL) != (L->bk != NULL) || (L->bk != NULL) != (L->bv != NULL))
+        return vt_errorf(VT_E_UNSUPPORTED, "blk.%lld: attn_q/k/v biases must be all present or all absent",
+                         (long long)il);
+#undef LNAME
+    return VT_OK;
+}
+
+/* A layer of phi3, glm4 or mistral3 (llama.cpp's load_arch_tensors): attention
+ * norm, Q/K/V (load_qkv), output (with mistral3's optional bias), FFN norm;
+ * glm4's post-norms; the FFN: phi3's and glm4's ffn_up of 2 x n_ff rows holds
+ * gate then up (ggml_swiglu's halves), mistral3's is llama's. FFN biases are
+ * refused. */
+static vt_status load_dense3_layer(model *m, int64_t il, layer_weights *L) {
+    const model_hparams *hp = &m->hp;
+    const int64_t d = hp->n_embd, q_dim = hp->n_head * hp->head_dim;
+    char name[128];
+#define LNAME(fmt) (snprintf(name, sizeof name, "blk.%lld." fmt, (long long)il), name)
+    VT_TRY(load_vec(m, LNAME("attn_norm.weight"), d, true, &L->attn_norm));
+    VT_TRY(load_qkv(m, il, L));
+    VT_TRY(load_mat(m, LNAME("attn_output.weight"), q_dim, d, true, &L->wo));
+    if (hp->arch == MODEL_ARCH_MISTRAL3) VT_TRY(load_vec(m, LNAME("attn_output.bias"), d, false, &L->bo));
+    VT_TRY(load_vec(m, LNAME("ffn_norm.weight"), d, true, &L->ffn_norm));
+    const bool muse = hp->arch == MODEL_ARCH_MUSE_GLIMMER;
+    if (muse) { /* QK-norm, the output gate; rope on the sliding layers only */
+        VT_TRY(load_vec(m, LNAME("attn_q_norm.weight"), hp->head_dim, true, &L->q_norm));
+        VT_TRY(load_vec(m, LNAME("attn_k_norm.weight"), hp->head_dim, true, &L->k_norm));
+        VT_TRY(load_mat(m, LNAME("attn_gate.weight"), d, q_dim, true, &L->wg));
+        L->no_rope = L->attn.window == 0;
+    }
+    if (hp->arch == MODEL_ARCH_GLM4 || muse) {
+        VT_TRY(load_vec(m, LNAME("post_attention_norm.weight"), d, true, &L->attn_post_norm));
+        VT_TRY(load_vec(m, LNAME("post_ffw_norm.weight"), d, true, &L->ffn_post_norm));
+    }
+    static const char *const biases[] = {"ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"};
+    for (size_t i = 0; i < sizeof biases / sizeof biases[0]; i++) {
+        char bn[128];
+        snprintf(bn, sizeof bn, "blk.%lld.%s", (long long)il, biases[i]);
+        if (gguf_find_tensor(&m->gguf, bn))
+            return vt_errorf(VT_E_UNSUPPORTED, "tensor '%s': FFN biases are not supported", bn);
+    }
+    if (hp->arch == MODEL_ARCH_MISTRAL3 || muse) {
+        VT_TRY(load_ffn(m, il, L));
+    } else {
+        const int64_t n_out[2] = {hp->n_ff, hp->n_ff};
+        mm_weight *ws[2] = {&L->w_gate, &L->w_up};
+        VT_TRY(load_mat_split(m, LNAME("ffn_up.weight"), d, n_out, 2, ws));
+        VT_TRY(load_mat(m, LNAME("ffn_down.weight"), hp->n_ff, d, true, &L->w_down));
+    }
+#undef LNAME
+    return VT_OK;
+}
+
+/* phi3's LongRoPE factors (rope_factors_long / _short, n_rot / 2 each: both or
+ * neither; mistral3's with rope.scaling.type longrope): every factor finite
+ * and positive (the angle is divided by it). */
+static vt_status load_rope_factors(model *m) {
+    const int64_t n = m->hp.n_rot / 2;
+    VT_TRY(load_vec(m, "rope_factors_long.weight", n, false, &m->rope_long));
+    VT_TRY(load_vec(m, "rope_factors_short.weight", n, false, &m->rope_short));
+    if ((m->rope_long != NULL) != (m->rope_short != NULL))
+        return vt_errorf(VT_E_FORMAT, "tensor '%s' is missing (LongRoPE needs both rope_factors_long and _short)",
+                         m->rope_long ? "rope_factors_short.weight" : "rope_factors_long.weight");
+    for (int k = 0; m->rope_long && k < 2; k++) {
+        const float *f = k ? m->rope_short : m->rope_long;
+        for (int64_t i = 0; i < n; i++)
+            if (!(f[i] > 0.0f && f[i] < 1e6f))
+                return vt_errorf(VT_E_RANGE, "tensor '%s': factor %lld = %g is out of range (0, 1e6)",
+                                 k ? "rope_factors_short.weight" : "rope_factors_long.weight", (long long)i, f[i]);
+    }
+    return VT_OK;
+}
+
 static vt_status load_weights(model *m, bool progress) {
     model_hparams *hp = &m->hp;
     const int64_t d = hp->n_embd, q_dim = hp->n_head * hp->head_dim,
@@ -705,13 +943,26 @@ static vt_status load_weights(model *m, bool progress) {
     VT_TRY(load_vec(m, "output_norm.weight", d, true, &m->output_norm));
     /* gemma2's head is always token_embd (llama.cpp never reads output.weight there) */
     if (hp->arch != MODEL_ARCH_GEMMA2)
-        VT_TRY(load_mat(m, "output.weight", d, hp->n_vocab, hp->arch == MODEL_ARCH_OLMO2, &m->output));
+        VT_TRY(load_mat(m, "output.weight", d, hp->n_vocab,
+                        hp->arch == MODEL_ARCH_OLMO2 || hp->arch == MODEL_ARCH_MUSE_GLIMMER, &m->output));
     if (!m->output.data) { /* tied head */
         if (!et->dot_ref)
             return vt_errorf(VT_E_UNSUPPORTED, "tied output head of type %s is not supported", et->name);
         VT_TRY(mm_weight_init(&m->output, embd->type, d, hp->n_vocab, embd->data));
     }
     VT_TRY(load_vec(m, "rope_freqs.weight", hp->n_rot / 2, false, &m->rope_freqs));
+    const bool dense3 = hp->arch == MODEL_ARCH_PHI3 || hp->arch == MODEL_ARCH_GLM4 ||
+                        hp->arch == MODEL_ARCH_MISTRAL3 || hp->arch == MODEL_ARCH_MUSE_GLIMMER;
+    if (hp->arch == MODEL_ARCH_MUSE_GLIMMER) { /* the embeddings' RMSNorm has no weight */
+        float *ones = malloc((size_t)d * sizeof(float));
+        if (!ones || model_own(m, ones) != VT_OK) {
+            free(ones);
+            return vt_errorf(VT_E_NOMEM, "out of memory");
+        }
+        for (int64_t i = 0; i < d; i++) ones[i] = 1.0f;
+        m->embd_norm = ones;
+    }
+    if (hp->arch == MODEL_ARCH_PHI3 || hp->arch == MODEL_ARCH_MISTRAL3) VT_TRY(load_rope_factors(m));
 
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return vt_errorf(VT_E_NOMEM, "out of memory");
@@ -728,6 +979,10 @@ static vt_status load_weights(model *m, bool progress) {
         if (m->q35) {
             VT_TRY(q35_load_layer(m, il, L));
             continue;
+        }
+        if (dense3) {
+            VT_TRY(load_dense3_layer(m, il, L));
+            goto check_types;
         }
         const bool olmo2 = hp->arch == MODEL_ARCH_OLMO2;
         /* llama.cpp's n_no_rope_layer_step, 4 for smollm3 */
@@ -774,10 +1029,11 @@ static vt_status load_weights(model *m, bool progress) {
                             &L->ffn_norm));
         }
         VT_TRY(load_ffn(m, il, L));
+    check_types:
         /* Q/K/V share one quantized input: their types may differ (Q4_K_M mixes
          * q4_K and q6_K) as long as the activation type is the same. */
 #define DOT(w) (quant_traits_get((w).type)->dot_type)
-        if (DOT(L->wq) != DOT(L->wk) || DOT(L->wq) != DOT(L->wv))
+        if (DOT(L->wq) != DOT(L->wk) || DOT(L->wq) != DOT(L->wv) || (L->wg.data && DOT(L->wg) != DOT(L->wq)))
             return vt_errorf(VT_E_UNSUPPORTED, "blk.%lld: attn_q/k/v need one activation type (%s/%s/%s)",
                              (long long)il, quant_traits_get(L->wq.type)->name,
                              quant_traits_get(L->wk.type)->name, quant_traits_get(L->wv.type)->name);
@@ -861,9 +1117,9 @@ void vt_model_free(vt_model *m) {
     if (m->layers) {
         for (int64_t il = 0; il < m->hp.n_layer; il++) {
             layer_weights *L = &m->layers[il];
-            mm_weight *ws[] = {&L->wq,     &L->wk,     &L->wv,       &L->wo,        &L->w_gate,
-                               &L->w_up,   &L->w_down, &L->router,   &L->shexp_gate, &L->shexp_up,
-                               &L->shexp_down};
+            mm_weight *ws[] = {&L->wq,       &L->wk,       &L->wv,      &L->wg,     &L->wo,
+                               &L->w_gate,   &L->w_up,     &L->w_down,  &L->router, &L->shexp_gate,
+                               &L->shexp_up, &L->shexp_down};
             for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) mm_weight_free(ws[i]);
             if (L->lin) {
                 mm_weight *lw[] = {&L->lin->wqkv, &L->lin->wz, &L->lin->walpha, &L->lin->wbeta, &L->lin->ssm_out};

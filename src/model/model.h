@@ -14,8 +14,20 @@
  * each sublayer's output before its residual add, the attention scale and the
  * logits (divided). gpt-oss: Q/K/V/O biases, a sink logit per head, a sliding
  * window on alternate layers, YaRN rope, experts with biases, a router bias and
- * the clamped SwiGLU; its FFN norm is post_attention_norm. They differ only in
- * the flags below, so one forward pass serves all.
+ * the clamped SwiGLU; its FFN norm is post_attention_norm. phi3 (Phi-3.5,
+ * Phi-4): one attn_qkv matrix for Q, K and V and one ffn_up holding gate and up
+ * (vt keeps them as row slices: wq/wk/wv, w_gate/w_up), NeoX rope with the
+ * LongRoPE factors rope_factors_short / _long and rope.scaling.attn_factor; its
+ * sliding_window key is ignored, as llama.cpp does. glm4: post-norms after
+ * attention and FFN (gemma's), rope on the first rope.dimension_count
+ * dimensions of each head (adjacent pairs), fused gate/up, Q/K/V biases where
+ * the file has them. mistral3: llama, plus YaRN's beta and log-multiplier keys
+ * and the attention temperature. muse-glimmer: the embeddings RMS-normed,
+ * norms before and after attention and FFN (the post-norms at epsilon 1e-8),
+ * QK-norm, a sigmoid gate (attn_gate) on the attention output, sliding windows
+ * on 3 of every 4 layers with rope there only (the full layers are NoPE), the
+ * logits times logit_scale then soft-capped. They differ only in the flags
+ * below, so one forward pass serves all.
  *
  * Mixture of experts (n_expert > 0): a router ffn_gate_inp (n_expert, n_embd)
  * scores every expert per token; the token goes to the n_expert_used best
@@ -61,6 +73,10 @@ typedef enum model_arch {
     MODEL_ARCH_QWEN35,   /* hybrid: Gated DeltaNet and gated full attention (model/qwen35.h) */
     MODEL_ARCH_GPT_OSS,
     MODEL_ARCH_QWEN35MOE, /* qwen35's hybrid layers, routed experts plus a gated shared expert */
+    MODEL_ARCH_PHI3,     /* fused attn_qkv and gate/up, LongRoPE factors */
+    MODEL_ARCH_GLM4,     /* fused gate/up, post-norms (gemma's), partial rope */
+    MODEL_ARCH_MISTRAL3, /* llama with YaRN's betas and log multiplier, attention temperature */
+    MODEL_ARCH_MUSE_GLIMMER, /* gated attention, QK-norm, pre and post norms, rope on sliding layers only */
 } model_arch;
 
 /* The dense FFN's gate activation: h = act(x Wg^T) * (x Wu^T). */
@@ -100,6 +116,13 @@ typedef struct model_hparams {
      * interpolated above yarn_high (ggml's corr dims, beta_fast 32, beta_slow 1) */
     bool rope_yarn;
     float yarn_low, yarn_high;
+    /* rope.scaling.original_context_length (n_ctx_train where absent): phi3's
+     * LongRoPE takes its long factors in contexts longer than this, the short
+     * ones otherwise (llama.cpp's get_rope_factors on n_ctx_seq) */
+    int64_t n_ctx_orig;
+    /* mistral3 (llama 4's temperature tuning): queries times
+     * 1 + attn_temp_scale * ln(floor(pos / n_ctx_orig) + 1); 0: none */
+    float attn_temp_scale;
     float rms_eps;
     /* llama with <arch>.attention.sliding_window (gpt-oss: always, period 2 by
      * default, as llama.cpp's llama_model_openai_moe): n_swa > 0 positions, on the
@@ -120,6 +143,8 @@ typedef struct model_hparams {
     float final_softcap;   /* > 0: logits = c * tanh(logits / c) (gemma2, gemma3 where set); 0: none */
     float residual_scale;  /* sublayer outputs times it before the residual add (granite); 1 */
     float logit_scale;     /* logits times 1 / it (granite's logit_scale); 1 */
+    float logit_mul;       /* logits times it, before final_softcap (muse-glimmer's logit_scale); 1 */
+    float post_norm_eps;   /* the post-norms' RMSNorm epsilon (muse-glimmer: 1e-8); rms_eps */
     int64_t n_expert;      /* experts per FFN; 0: a dense FFN (w_gate, w_up, w_down) */
     int64_t n_expert_used; /* experts per token (<= n_expert) */
     int64_t n_ff_exp;      /* rows of one expert's gate and up */
@@ -133,6 +158,8 @@ typedef struct layer_weights {
     mm_weight wq;                  /* (n_head * head_dim, n_embd) */
     mm_weight wk, wv;              /* (n_head_kv * head_dim, n_embd) */
     mm_weight wo;                  /* (n_embd, n_head * head_dim) */
+    mm_weight wg;                  /* (n_head * head_dim, n_embd) muse-glimmer's attn_gate: the attention
+                                      output times sigmoid(x Wg^T) before wo; empty elsewhere */
     const float *bq, *bk, *bv;     /* Q/K/V biases (qwen2, gpt-oss), all three or NULL */
     const float *bo;               /* (n_embd) attention output bias (gpt-oss), or NULL */
     const float *q_norm, *k_norm;  /* qwen3 per-head norms (head_dim), or NULL */
@@ -180,6 +207,10 @@ struct vt_model {
     const float *output_norm;      /* (n_embd) */
     mm_weight output;              /* (n_vocab, n_embd), token_embd when tied */
     const float *rope_freqs;       /* (n_rot / 2) llama3 frequency factors, or NULL */
+    const float *embd_norm;        /* (n_embd) ones: muse-glimmer's unweighted RMSNorm of the
+                                      embeddings, or NULL */
+    const float *rope_long, *rope_short; /* (n_rot / 2) phi3's LongRoPE factors (both or neither;
+                                            the forward pass picks one per context), or NULL */
     layer_weights *layers;         /* (n_layer) */
     int64_t moe_ff_slice, moe_n_ff_slices;     /* expert gate/up rows per slice, slices per expert */
     int64_t moe_down_slice, moe_n_down_slices; /* expert down rows per slice, slices per expert */

@@ -91,7 +91,9 @@ static void fill_normal(float *x, int64_t n, uint64_t key, int64_t row, float st
 
 /* ---- the tensor plan ------------------------------------------------------------- */
 
-typedef enum { FILL_NORMAL, FILL_ONES, FILL_NEG_EXP } fill_kind;
+/* FILL_RAMP: element i of n is 1 + std * (i / (n - 1))^2 (LongRoPE's factors:
+ * 1 on the fast pairs, growing towards the slow ones, as in Phi-3's) */
+typedef enum { FILL_NORMAL, FILL_ONES, FILL_NEG_EXP, FILL_RAMP } fill_kind;
 
 typedef struct synth_tensor {
     char name[64];
@@ -154,6 +156,11 @@ static void synth_worker(void *ctx, int ith, int nth) {
         for (int64_t r = r0; r < r1; r++) {
             if (st->fill == FILL_ONES) {
                 for (int64_t i = 0; i < st->ne0; i++) scratch[i] = 1.0f;
+            } else if (st->fill == FILL_RAMP) {
+                for (int64_t i = 0; i < st->ne0; i++) {
+                    const float x = st->ne0 > 1 ? (float)i / (float)(st->ne0 - 1) : 0.0f;
+                    scratch[i] = 1.0f + st->std * x * x;
+                }
             } else {
                 fill_normal(scratch, st->ne0, st->key, r, st->std);
                 if (st->fill == FILL_NEG_EXP)
@@ -352,10 +359,17 @@ vt_status synth_write(const synth_params *p, const char *path) {
     bool is_qwen35 = (p->arch && !strcmp(p->arch, "qwen35")) || is_qwen35moe; /* the hybrid layers */
     bool is_qwen3 = (p->arch && !strcmp(p->arch, "qwen3")) || is_qwen3moe || is_qwen35;
     bool is_gpt_oss = p->arch && !strcmp(p->arch, "gpt-oss");
-    bool qk_norm = is_qwen3 || is_gemma3;
-    if (!is_llama && !is_qwen2 && !is_qwen3 && !is_gemma && !is_olmo2 && !is_smollm3 && !is_granite && !is_gpt_oss)
+    bool is_phi3 = p->arch && !strcmp(p->arch, "phi3");
+    bool is_glm4 = p->arch && !strcmp(p->arch, "glm4");
+    bool is_mistral3 = p->arch && !strcmp(p->arch, "mistral3");
+    bool is_muse = p->arch && !strcmp(p->arch, "muse-glimmer");
+    const bool fused_up = is_phi3 || is_glm4; /* ffn_up holds gate and up */
+    bool qk_norm = is_qwen3 || is_gemma3 || is_muse;
+    if (!is_llama && !is_qwen2 && !is_qwen3 && !is_gemma && !is_olmo2 && !is_smollm3 && !is_granite && !is_gpt_oss &&
+        !is_phi3 && !is_glm4 && !is_mistral3 && !is_muse)
         return vt_errorf(VT_E_INVALID,
-                         "synth: unknown arch '%s' (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3, granite, qwen35, qwen35moe, gpt-oss)",
+                         "synth: unknown arch '%s' (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, olmo2, smollm3, granite, "
+                         "qwen35, qwen35moe, gpt-oss, phi3, glm4, mistral3, muse-glimmer)",
                          p->arch ? p->arch : "(null)");
     if ((is_qwen3moe || is_gpt_oss || is_qwen35moe) && p->n_expert < 1)
         return vt_errorf(VT_E_INVALID, "synth: %s needs n_expert >= 1", p->arch);
@@ -371,6 +385,10 @@ vt_status synth_write(const synth_params *p, const char *path) {
         return vt_errorf(VT_E_INVALID, "synth: gpt-oss has no tied head (llama.cpp requires output.weight)");
     if (is_gpt_oss && p->n_swa < 1)
         return vt_errorf(VT_E_INVALID, "synth: gpt-oss needs a sliding window (n_swa >= 1)");
+    if (is_muse && p->n_swa < 1)
+        return vt_errorf(VT_E_INVALID, "synth: muse-glimmer needs a sliding window (n_swa >= 1)");
+    if (is_muse && p->tied)
+        return vt_errorf(VT_E_INVALID, "synth: muse-glimmer has no tied head (llama.cpp requires output.weight)");
     if (p->n_expert < 0) return vt_errorf(VT_E_INVALID, "synth: n_expert = %lld", (long long)p->n_expert);
     const bool moe = p->n_expert > 0;
     const int64_t ff_exp = is_llama || !p->n_ff_exp ? p->n_ff : p->n_ff_exp;
@@ -383,7 +401,11 @@ vt_status synth_write(const synth_params *p, const char *path) {
     const int64_t ssm_nv = p->ssm_n_v_heads ? p->ssm_n_v_heads : p->n_head;
     const int64_t ssm_conv = p->ssm_conv_kernel ? p->ssm_conv_kernel : 4;
     const int64_t interval = p->full_attn_interval ? p->full_attn_interval : 4;
-    const int64_t n_rot = is_qwen35 ? head_dim / 4 : head_dim;
+    /* qwen35: a quarter of each head; glm4: half (partial_rotary_factor 0.5) */
+    const int64_t n_rot = is_qwen35 ? head_dim / 4 : is_glm4 ? head_dim / 2 : head_dim;
+    if (is_glm4 && head_dim % 4 != 0)
+        return vt_errorf(VT_E_INVALID, "synth: glm4 head_dim %lld must be a multiple of 4 (rope over half)",
+                         (long long)head_dim);
     if (is_qwen35) {
         if (ssm_ds < 1 || ssm_ds > 1024 || ssm_nk < 1 || ssm_nv < 1 || ssm_nv % ssm_nk != 0 ||
             ssm_nv * ssm_ds > SYNTH_MAX_DIM || ssm_conv < 1 || ssm_conv > 64 || interval < 1)
@@ -401,8 +423,10 @@ vt_status synth_write(const synth_params *p, const char *path) {
     vt_dtype out_type = p->output_type == VT_DTYPE_COUNT ? p->type : p->output_type;
     vt_dtype exp_type = p->exp_type == VT_DTYPE_COUNT ? p->type : p->exp_type;
     float rope_base = p->rope_freq_base > 0 ? p->rope_freq_base
-                                            : (is_llama || is_gemma || is_olmo2 || is_smollm3 || is_granite ? 10000.0f
-                                                                                                            : 1000000.0f);
+                                            : (is_llama || is_gemma || is_olmo2 || is_smollm3 || is_granite || is_phi3 ||
+                                                       is_glm4 || is_mistral3 || is_muse
+                                                   ? 10000.0f
+                                                   : 1000000.0f);
     float rms_eps = p->rms_eps > 0 ? p->rms_eps : (is_llama ? 1e-5f : 1e-6f);
     const bool tied = (p->tied && !is_olmo2) || is_gemma2; /* olmo2's head is its own */
     if (is_olmo2 && head_dim * p->n_head != p->n_embd)
@@ -493,22 +517,39 @@ vt_status synth_write(const synth_params *p, const char *path) {
         TRY(gguf_writer_set_f32(w, KEY("attention.scale"), 2.0f / sqrtf((float)head_dim)));
         TRY(gguf_writer_set_f32(w, KEY("logit_scale"), 8.0f));
     }
-    if (is_gemma && p->rope_freq_base_swa > 0)
+    if (is_muse) /* Muse Glimmer's output multiplier */
+        TRY(gguf_writer_set_f32(w, KEY("logit_scale"), 2.0f));
+    if (is_muse && p->final_softcap > 0)
+        TRY(gguf_writer_set_f32(w, KEY("final_logit_softcapping"), p->final_softcap));
+    if ((is_gemma || is_muse) && p->rope_freq_base_swa > 0)
         TRY(gguf_writer_set_f32(w, KEY("rope.freq_base_swa"), p->rope_freq_base_swa));
     if (is_gemma2 && p->attn_softcap > 0)
         TRY(gguf_writer_set_f32(w, KEY("attn_logit_softcapping"), p->attn_softcap));
     if (is_gemma && p->final_softcap > 0)
         TRY(gguf_writer_set_f32(w, KEY("final_logit_softcapping"), p->final_softcap));
+    const int64_t orig_ctx = p->yarn_orig_ctx > 0 ? p->yarn_orig_ctx : p->n_ctx;
     if (p->yarn_factor > 0) {
         TRY(gguf_writer_set_str(w, KEY("rope.scaling.type"), "yarn"));
         TRY(gguf_writer_set_f32(w, KEY("rope.scaling.factor"), p->yarn_factor));
-        TRY(gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"),
-                                (uint32_t)(p->yarn_orig_ctx > 0 ? p->yarn_orig_ctx : p->n_ctx)));
+        TRY(gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), (uint32_t)orig_ctx));
+        if (is_mistral3) { /* Ministral 3's log multiplier; betas off their defaults so that they show */
+            TRY(gguf_writer_set_f32(w, KEY("rope.scaling.yarn_beta_fast"), 16.0f));
+            TRY(gguf_writer_set_f32(w, KEY("rope.scaling.yarn_beta_slow"), 2.0f));
+            TRY(gguf_writer_set_f32(w, KEY("rope.scaling.yarn_log_multiplier"), 1.0f));
+        }
+    }
+    if (is_mistral3) TRY(gguf_writer_set_f32(w, KEY("attention.temperature_scale"), 0.1f));
+    if (is_phi3) { /* LongRoPE as Phi-3's converter writes it: the original context and
+                      the attention factor sqrt(1 + ln(n_ctx / orig) / ln(orig)) */
+        const double sc = (double)p->n_ctx / (double)orig_ctx;
+        const float af = sc > 1.0 ? (float)sqrt(1.0 + log(sc) / log((double)orig_ctx)) : 1.0f;
+        TRY(gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), (uint32_t)orig_ctx));
+        TRY(gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"), af));
     }
 #undef KEY
 
     /* tensors */
-    int max_t = 3 + SYNTH_MAX_TENSORS_PER_LAYER * (int)(p->n_layer + p->n_nextn);
+    int max_t = 5 + SYNTH_MAX_TENSORS_PER_LAYER * (int)(p->n_layer + p->n_nextn);
     ts = calloc((size_t)max_t, sizeof *ts);
     if (!ts) {
         s = vt_errorf(VT_E_NOMEM, "synth: out of memory");
@@ -519,6 +560,12 @@ vt_status synth_write(const synth_params *p, const char *path) {
     TRY(plan_add(ts, &n_t, p->seed, "output_norm.weight", p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
     if (!tied)
         TRY(plan_add(ts, &n_t, p->seed, "output.weight", p->n_embd, n_vocab, 2, out_type, FILL_NORMAL));
+    if (is_phi3) { /* LongRoPE: short factors near 1, long ones up to 8 */
+        TRY(plan_add(ts, &n_t, p->seed, "rope_factors_long.weight", n_rot / 2, 1, 1, VT_DTYPE_F32, FILL_RAMP));
+        ts[n_t - 1].std = 7.0f;
+        TRY(plan_add(ts, &n_t, p->seed, "rope_factors_short.weight", n_rot / 2, 1, 1, VT_DTYPE_F32, FILL_RAMP));
+        ts[n_t - 1].std = 0.5f;
+    }
     for (int64_t l = 0; l < p->n_layer + p->n_nextn; l++) {
         const bool mtp = l >= p->n_layer; /* a multi-token-prediction layer: full attention */
         char nm[64];
@@ -540,13 +587,23 @@ vt_status synth_write(const synth_params *p, const char *path) {
             TRY(plan_add(ts, &n_t, p->seed, NAME("ssm_out.weight"), vd, p->n_embd, 2, p->type, FILL_NORMAL));
             goto ffn;
         }
+        if (is_phi3 || (is_glm4 && p->fused_qkv)) { /* one attn_qkv: Q, K, V rows */
+            TRY(plan_add(ts, &n_t, p->seed, NAME("attn_qkv.weight"), p->n_embd, q_dim + 2 * kv_dim, 2, p->type,
+                         FILL_NORMAL));
+            if (p->qk_std > 0) ts[n_t - 1].std = p->qk_std; /* V's rows too */
+            if (is_glm4)
+                TRY(plan_add(ts, &n_t, p->seed, NAME("attn_qkv.bias"), q_dim + 2 * kv_dim, 1, 1, VT_DTYPE_F32,
+                             FILL_NORMAL));
+            if (is_phi3) goto attn_out;
+            goto post_norms;
+        }
         TRY(plan_add(ts, &n_t, p->seed, NAME("attn_q.weight"), p->n_embd, is_qwen35 ? 2 * q_dim : q_dim, 2, p->type,
                      FILL_NORMAL));
         if (p->qk_std > 0) ts[n_t - 1].std = p->qk_std;
         TRY(plan_add(ts, &n_t, p->seed, NAME("attn_k.weight"), p->n_embd, kv_dim, 2, p->type, FILL_NORMAL));
         if (p->qk_std > 0) ts[n_t - 1].std = p->qk_std;
         TRY(plan_add(ts, &n_t, p->seed, NAME("attn_v.weight"), p->n_embd, kv_dim, 2, p->type, FILL_NORMAL));
-        if (is_qwen2 || is_gpt_oss) {
+        if (is_qwen2 || is_gpt_oss || is_glm4) {
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_q.bias"), q_dim, 1, 1, VT_DTYPE_F32, FILL_NORMAL));
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_k.bias"), kv_dim, 1, 1, VT_DTYPE_F32, FILL_NORMAL));
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_v.bias"), kv_dim, 1, 1, VT_DTYPE_F32, FILL_NORMAL));
@@ -555,7 +612,8 @@ vt_status synth_write(const synth_params *p, const char *path) {
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_q_norm.weight"), q_dim, 1, 1, VT_DTYPE_F32, FILL_ONES));
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_k_norm.weight"), kv_dim, 1, 1, VT_DTYPE_F32, FILL_ONES));
         }
-        if (is_gemma || is_olmo2) {
+    post_norms:
+        if (is_gemma || is_olmo2 || is_glm4 || is_muse) {
             TRY(plan_add(ts, &n_t, p->seed, NAME("post_attention_norm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
             TRY(plan_add(ts, &n_t, p->seed, NAME("post_ffw_norm.weight"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_ONES));
         }
@@ -563,7 +621,13 @@ vt_status synth_write(const synth_params *p, const char *path) {
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_q_norm.weight"), head_dim, 1, 1, VT_DTYPE_F32, FILL_ONES));
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_k_norm.weight"), head_dim, 1, 1, VT_DTYPE_F32, FILL_ONES));
         }
+    attn_out:
         TRY(plan_add(ts, &n_t, p->seed, NAME("attn_output.weight"), q_dim, p->n_embd, 2, p->type, FILL_NORMAL));
+        if (is_muse) { /* the attention output gate, N(0, 0.2): logits of spread ~3, so that
+                          sigmoid(gate) varies (at 0.02 it would sit near 0.5) */
+            TRY(plan_add(ts, &n_t, p->seed, NAME("attn_gate.weight"), p->n_embd, q_dim, 2, p->type, FILL_NORMAL));
+            ts[n_t - 1].std = 0.2f;
+        }
         if (is_gpt_oss) {
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_output.bias"), p->n_embd, 1, 1, VT_DTYPE_F32, FILL_NORMAL));
             TRY(plan_add(ts, &n_t, p->seed, NAME("attn_sinks.weight"), p->n_head, 1, 1, VT_DTYPE_F32, FILL_NORMAL));
@@ -606,6 +670,9 @@ vt_status synth_write(const synth_params *p, const char *path) {
                 TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_down_exps.bias"), p->n_embd, ne, 2, VT_DTYPE_F32,
                              FILL_NORMAL));
             }
+        } else if (fused_up) { /* gate rows, then up rows */
+            TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_up.weight"), p->n_embd, 2 * p->n_ff, 2, p->type, FILL_NORMAL));
+            TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_down.weight"), p->n_ff, p->n_embd, 2, p->type, FILL_NORMAL));
         } else {
             TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_gate.weight"), p->n_embd, p->n_ff, 2, p->type, FILL_NORMAL));
             TRY(plan_add(ts, &n_t, p->seed, NAME("ffn_up.weight"), p->n_embd, p->n_ff, 2, p->type, FILL_NORMAL));

@@ -31,6 +31,20 @@
  *   smollm3: llama's tensors and keys (its NoPE layers are implied by the arch)
  *   granite: llama's, plus <arch>.embedding_scale 12, .residual_scale 0.22,
  *     .attention.scale 2 / sqrt(head_dim), .logit_scale 8
+ *   phi3: blk.N.attn_qkv.weight (n_embd, n_head*head_dim + 2*n_head_kv*head_dim) in place
+ *     of attn_q/k/v; ffn_up.weight (n_embd, 2*n_ff), gate rows then up rows, and no
+ *     ffn_gate; rope_factors_long.weight / rope_factors_short.weight (head_dim / 2),
+ *     1 + 7 x^2 and 1 + 0.5 x^2 over x = i / (n - 1); .rope.scaling.original_context_length
+ *     (yarn_orig_ctx, else n_ctx) and .rope.scaling.attn_factor
+ *     sqrt(1 + ln(n_ctx / orig) / ln(orig)) (1 where n_ctx <= orig), as Phi-3's converter
+ *   glm4: llama's attention with Q/K/V biases (fused_qkv: one attn_qkv.weight and
+ *     attn_qkv.bias), post_attention_norm / post_ffw_norm,
+ *     phi3's fused ffn_up, rope over head_dim / 2 (rope.dimension_count)
+ *   muse-glimmer: gemma3's norms and QK-norm, blk.N.attn_gate.weight (n_embd, n_head*head_dim)
+ *     N(0, 0.2); never tied; .attention.sliding_window (required), .sliding_window_pattern,
+ *     .logit_scale 2, .final_logit_softcapping and .rope.freq_base_swa where set
+ *   mistral3: llama's tensors; .attention.temperature_scale 0.1; with yarn_factor also
+ *     .rope.scaling.yarn_beta_fast 16, .yarn_beta_slow 2, .yarn_log_multiplier 1
  * gpt-oss (llama.cpp's LLM_ARCH_OPENAI_MOE) is a mixture of experts with, per layer,
  *   blk.N.attn_q.bias / attn_k.bias / attn_v.bias / attn_output.bias, N(0, 0.02)
  *   blk.N.attn_sinks.weight (n_head), N(0, 1), so that the sinks weigh in the softmax
@@ -81,7 +95,8 @@
 
 typedef struct synth_params {
     const char *arch;       /* "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "olmo2", "smollm3",
-                               "granite", "qwen35", "qwen35moe" or "gpt-oss" */
+                               "granite", "qwen35", "qwen35moe", "gpt-oss", "phi3", "glm4", "mistral3" or
+                               "muse-glimmer" */
     int64_t n_layer;
     int64_t n_embd;
     int64_t n_head;
@@ -101,7 +116,7 @@ typedef struct synth_params {
     bool tied;              /* no output.weight: the head reuses token_embd */
     float rope_freq_base;   /* 0: 10000 (llama) or 1e6 (qwen) */
     float yarn_factor;      /* > 0: rope.scaling.type yarn with this factor */
-    int64_t yarn_orig_ctx;  /* its rope.scaling.original_context_length (0: n_ctx) */
+    int64_t yarn_orig_ctx;  /* its rope.scaling.original_context_length (0: n_ctx; phi3: LongRoPE's) */
     float rms_eps;          /* 0: 1e-5 (llama) or 1e-6 (qwen) */
     int64_t n_swa;          /* > 0: attention.sliding_window (llama; gpt-oss: required), on the layers of */
     int64_t swa_pattern;    /* attention.sliding_window_pattern (model_hparams; gpt-oss: 0 writes no key,
@@ -109,6 +124,7 @@ typedef struct synth_params {
     float rope_freq_base_swa; /* > 0: rope.freq_base_swa (gemma2, gemma3) */
     float attn_softcap;     /* > 0: attn_logit_softcapping (gemma2; 0: its default 50) */
     float final_softcap;    /* > 0: final_logit_softcapping (gemma2, gemma3) */
+    bool fused_qkv;         /* glm4: one attn_qkv.weight and attn_qkv.bias (phi3: always, no bias) */
     float qk_std;           /* > 0: attn_q and attn_k weights N(0, qk_std), for sharper
                                attention (scores grow with its square); 0: 0.02 */
     /* qwen35 (hybrid, model/qwen35.h): Gated DeltaNet layers, one in full_attn_interval

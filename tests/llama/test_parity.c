@@ -75,6 +75,30 @@
  * YaRN: synthetic llama and qwen3 (F16) with rope.scaling.type yarn, factor 4,
  * original context 16, under the same tolerances.
  *
+ * phi3, glm4, mistral3: synthetic 3-layer models (dense_params; attention
+ * sharpened, qk_std 0.08, so that rope details show) with phi-3's vocabulary,
+ * gpt-2's for glm4 (GLM-4's own is not in ../shared) and llama-spm's for
+ * mistral3 (likewise; both only for cost), written by vt synth in F16 and one
+ * quantized type, and by llama.cpp's quantizer to Q4_K_M. phi3: fused attn_qkv
+ * and ffn_up, LongRoPE with the short factors (original context 256: llama.cpp
+ * pads its context of 64 to 256, so both engines are within it) and, in the
+ * "long" row, the long ones (original context 16); glm4 (post-norms, held to
+ * PARITY_NMSE_POSTNORM): half-head rope, fused ffn_up, Q/K/V biases (the "qkv"
+ * row: one attn_qkv with one attn_qkv.bias);
+ * mistral3: YaRN factor 4 past an original context of 16 with its beta and
+ * log-multiplier keys, and the query temperature (0.1) from position 16 on.
+ * Measured: F16 2e-6..9e-6; quantized 3.5e-4..7.6e-4 (glm4's Q4_K_M 1.5e-3).
+ * Swapping phi3's long factors for the short ones gives NMSE 0.9; dropping
+ * mistral3's temperature 7e-3, its beta keys 0.7.
+ *
+ * muse-glimmer: 4 layers (windows of 8 on layers 0-2, with rope on base 10000
+ * there; layer 3 attends fully, without rope), its attention gate, QK-norm, pre
+ * and post norms, logits times 2 then capped at 5; gpt-2's vocabulary (for
+ * cost); vt synth's F16 and Q8_0, llama.cpp's Q4_K_M; held to
+ * PARITY_NMSE_POSTNORM. Measured: F16 2.2e-6, Q8_0 7.4e-4, Q4_K_M 1.3e-3;
+ * without the gate 0.8, with rope on the full layer 5e-2, without the logit
+ * scale 0.24.
+ *
  * VT_PARITY_ENGINE=llama replaces vt by a second llama.cpp (A/A: its batch and
  * its step-by-step logits against its own batch), to see the harness's floor.
  * VT_PARITY_ONLY=substring runs only the models whose label contains it,
@@ -303,6 +327,30 @@ static synth_params dense_params(const char *arch, const char *vocab) {
         sp.qk_std = 0.08f;
     } else if (!strcmp(arch, "granite")) { /* no window; synth writes its multipliers */
         sp.n_swa = 0;
+    } else if (!strcmp(arch, "phi3")) { /* no window (llama.cpp ignores Phi's); LongRoPE's
+                                           short factors: llama.cpp's context (64 padded to
+                                           256) and vt's (64) are within the original 256 */
+        sp.n_swa = 0;
+        sp.n_ctx = 512;
+        sp.yarn_orig_ctx = 256;
+        sp.qk_std = 0.08f; /* sharp enough for the factors to matter */
+    } else if (!strcmp(arch, "glm4")) { /* rope on half of each head: attention sharp
+                                           enough for it to matter */
+        sp.n_swa = 0;
+        sp.qk_std = 0.08f;
+    } else if (!strcmp(arch, "mistral3")) { /* YaRN past an original context of 16,
+                                               where the query temperature starts */
+        sp.n_swa = 0;
+        sp.qk_std = 0.08f;
+        sp.yarn_factor = 4.0f;
+        sp.yarn_orig_ctx = 16;
+    } else if (!strcmp(arch, "muse-glimmer")) { /* 4 layers: 0-2 slide (with rope), 3 attends
+                                                   fully without; logits times 2, capped at 5 */
+        sp.n_layer = 4;
+        sp.swa_pattern = 4;
+        sp.rope_freq_base = 1e6f;
+        sp.rope_freq_base_swa = 10000.0f;
+        sp.final_softcap = 5.0f;
     }
     return sp;
 }
@@ -486,6 +534,71 @@ int main(void) {
             }
             unlink(path);
         }
+    }
+    g_nmse = PARITY_NMSE;
+
+    /* phi3, glm4, mistral3: F16, one or two quantized types of vt synth, llama.cpp's
+     * Q4_K_M of the F16 file; phi3 also with LongRoPE's long factors (original
+     * context 16: both engines' contexts are past it, and so are the positions) */
+    static const struct {
+        const char *arch, *vocab, *name;
+        vt_dtype type;
+        bool mix;  /* also llama.cpp's Q4_K_M of this file */
+        bool post_norms;
+        int64_t orig_ctx; /* > 0: phi3's original context, n_ctx 256 */
+    } d3[] = {
+        {"phi3", "vocab/ggml-vocab-phi-3.gguf", "f16", VT_DTYPE_F16, true, false, 0},
+        {"phi3", "vocab/ggml-vocab-phi-3.gguf", "q4_0", VT_DTYPE_Q4_0, false, false, 0},
+        {"phi3", "vocab/ggml-vocab-phi-3.gguf", "long-f16", VT_DTYPE_F16, false, false, 16},
+        {"glm4", "vocab/ggml-vocab-gpt-2.gguf", "f16", VT_DTYPE_F16, true, true, 0},
+        {"glm4", "vocab/ggml-vocab-gpt-2.gguf", "q8_0", VT_DTYPE_Q8_0, false, true, 0},
+        {"mistral3", "vocab/ggml-vocab-llama-spm.gguf", "f16", VT_DTYPE_F16, true, false, 0},
+        {"muse-glimmer", "vocab/ggml-vocab-gpt-2.gguf", "f16", VT_DTYPE_F16, true, true, 0},
+        {"muse-glimmer", "vocab/ggml-vocab-gpt-2.gguf", "q8_0", VT_DTYPE_Q8_0, false, true, 0},
+        {"glm4", "vocab/ggml-vocab-gpt-2.gguf", "qkv-f16", VT_DTYPE_F16, false, true, 0},
+        {"mistral3", "vocab/ggml-vocab-llama-spm.gguf", "q8_0", VT_DTYPE_Q8_0, false, false, 0},
+    };
+    for (size_t a = 0; a < sizeof d3 / sizeof d3[0]; a++) {
+        g_nmse = d3[a].post_norms ? PARITY_NMSE_POSTNORM : PARITY_NMSE;
+        const char *dv = test_model_path(d3[a].vocab);
+        if (!dv) continue;
+        char vpath[4096], label[64], qlabel[64], path[512];
+        snprintf(vpath, sizeof vpath, "%s", dv);
+        snprintf(label, sizeof label, "synth-%s-%s", d3[a].arch, d3[a].name);
+        snprintf(qlabel, sizeof qlabel, "llamaq-%s-Q4_K_M", d3[a].arch);
+        if (!selected(label) && !(d3[a].mix && selected(qlabel))) continue;
+        snprintf(path, sizeof path, "%s/%s.gguf", dir, label);
+        synth_params sp = dense_params(d3[a].arch, vpath);
+        sp.type = d3[a].type;
+        sp.fused_qkv = strstr(d3[a].name, "qkv") != NULL; /* one attn_qkv with its bias */
+        if (d3[a].orig_ctx > 0) {
+            sp.n_ctx = 256;
+            sp.yarn_orig_ctx = d3[a].orig_ctx;
+        }
+        sp.seed = 6000 + 10 * a;
+        sp.n_threads = N_THREADS;
+        vt_status s = synth_write(&sp, path);
+        CHECK_MSG(s == VT_OK, "%s: synth: %s", label, vt_last_error());
+        if (s != VT_OK) continue;
+        result res;
+        if (selected(label) && run_model(label, quant_traits_get(d3[a].type)->name, path, &res)) {
+            n_models++;
+            worst = fmax(worst, fmax(res.nmse_batch, res.nmse_step));
+        }
+        if (d3[a].mix && selected(qlabel)) { /* llama.cpp's quantizer on the F16 file */
+            char qpath[512];
+            snprintf(qpath, sizeof qpath, "%s/%s.gguf", dir, qlabel);
+            llama_model_quantize_params qp = llama_model_quantize_default_params();
+            qp.nthread = N_THREADS;
+            const bool qok = llama_ref_ftype("Q4_K_M", &qp.ftype) && llama_model_quantize(path, qpath, &qp) == 0;
+            CHECK_MSG(qok, "%s: llama_model_quantize failed", qlabel);
+            if (qok && run_model(qlabel, "Q4_K_M", qpath, &res)) {
+                n_models++;
+                worst = fmax(worst, fmax(res.nmse_batch, res.nmse_step));
+            }
+            unlink(qpath);
+        }
+        unlink(path);
     }
     g_nmse = PARITY_NMSE;
 
