@@ -29,8 +29,17 @@ typedef struct hybrid_model {
     void (*setup)(synth_params *sp); /* NULL: nothing */
 } hybrid_model;
 
+/* Qwen3.6-35B-A3B's kind: routed experts (4 of 8 used) and the shared expert */
+static void setup_moe(synth_params *sp) {
+    sp->n_expert = 8;
+    sp->n_expert_used = 4;
+    sp->n_ff_exp = 32;
+    sp->n_ff_shexp = 64;
+}
+
 static const hybrid_model k_models[] = {
     {.arch = "qwen35"},
+    {.arch = "qwen35moe", .setup = setup_moe},
 };
 
 #define MAX_REQ 64
