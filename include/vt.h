@@ -108,7 +108,11 @@ vt_status vt_context_create(vt_model *model, const vt_context_params *params, vt
 void vt_context_free(vt_context *ctx);
 /* Evaluate a batch. Positions of a sequence must continue its cache (pos ==
  * current length, increasing). VT_E_RANGE when a sequence would pass n_ctx,
- * VT_E_NOMEM when the KV cache is full; the cache is unchanged on failure. */
+ * VT_E_NOMEM when the KV cache is full; the cache is unchanged on failure,
+ * except for a model with sliding-window layers whose batch failed after its
+ * first pass of n_batch tokens: the window has let go of blocks by then, so each
+ * sequence keeps the tokens of the passes that completed (vt_seq_len says how
+ * many). */
 vt_status vt_decode(vt_context *ctx, const vt_batch *batch);
 /* Logits (n_vocab floats) of the i-th token of the last batch that asked for them
  * (i counts only tokens with logits requested); NULL if out of range. Valid until

@@ -68,18 +68,16 @@ void sched_release_blocks(vt_engine *e, request *r) {
     r->n_hashed = 0;
 }
 
+static void release_to_pcache(void *ctx, int32_t g, int32_t block) {
+    pcache_release(&((vt_engine *)ctx)->pc[g], block);
+}
+
 /* Release the blocks of r's SWA groups that the window of its next token has
  * passed: they become free, or cached when the prefix cache indexed them. */
 static void release_passed(vt_engine *e, request *r) {
-    for (int32_t g = 0; g < e->kv.n_groups; g++) {
-        int64_t end = first_needed(e, g, r->n_computed);
-        if (end > r->n_blocks) end = r->n_blocks;
-        for (int64_t i = r->n_released[g]; i < end; i++) {
-            pcache_release(&e->pc[g], r->blocks[g][i]);
-            r->blocks[g][i] = -1;
-        }
-        if (end > r->n_released[g]) r->n_released[g] = end;
-    }
+    for (int32_t g = 0; g < e->kv.n_groups; g++)
+        kv_release_passed(&e->kv, g, r->blocks[g], r->n_blocks, &r->n_released[g], r->n_computed,
+                          release_to_pcache, e);
 }
 
 /* Blocks so that the first n_tokens tokens have a slot, in every group; all or
@@ -141,24 +139,22 @@ static int64_t lookup_prefix(vt_engine *e, request *r, int64_t *n_queried) {
         r->block_hash[hits] = h;
         parent = h;
     }
-    /* The longest prefix of those whose window blocks every SWA group holds:
-     * prefix h is served when no group misses a block in [first needed, h). One
-     * lookup per block and group, one pass up keeping each group's last miss. */
+    /* The longest prefix of those whose window blocks every SWA group holds
+     * (kv_longest_hit, vLLM's rule): each group's longest served prefix no
+     * longer than the others', until they agree (a SWA group's served lengths
+     * are not all the shorter ones, so one group's answer can undo another's). */
     for (int32_t g = has_full; g < e->kv.n_groups; g++)
         for (int64_t i = 0; i < hits; i++)
             r->blocks[g][i] = pcache_lookup(&e->pc[g], i ? r->block_hash[i - 1] : 0, r->block_hash[i],
                                             r->tokens + i * bs);
-    int64_t last_miss[KV_MAX_GROUPS], best = 0;
-    for (int32_t g = 0; g < KV_MAX_GROUPS; g++) last_miss[g] = -1;
-    for (int64_t h = 1; h <= hits; h++) {
-        bool all = true;
+    for (bool moved = true; moved && hits > 0;) {
+        moved = false;
         for (int32_t g = has_full; g < e->kv.n_groups; g++) {
-            if (r->blocks[g][h - 1] < 0) last_miss[g] = h - 1;
-            all = all && last_miss[g] < first_needed(e, g, h * bs);
+            const kv_group_spec *sp = &e->kv.groups[g].spec;
+            const int64_t h = kv_longest_hit(sp->kind, sp->window, bs, r->blocks[g], hits);
+            if (h < hits) hits = h, moved = true;
         }
-        if (all) best = h;
     }
-    hits = best;
     for (int32_t g = has_full; g < e->kv.n_groups; g++) {
         r->n_released[g] = first_needed(e, g, hits * bs);
         for (int64_t i = 0; i < r->n_released[g]; i++) r->blocks[g][i] = -1;
