@@ -6,7 +6,7 @@
  *     give bit-identical logits whatever the tokens before it, and differ before;
  *   - the engine (chunked prefill, batching, blocks released as the window
  *     passes them, preemption, prefix-cache hits through every group) generates
- *     the tokens of vt_context, which keeps every block; a sliding-window group
+ *     the tokens of vt_context (which releases them too); a sliding-window group
  *     never holds more blocks than its window and a step's tokens span;
  *   - every block of every group is free at the end;
  *   - the engine part again on a Gemma-3-shaped gemma3 model (5 sliding layers
@@ -110,7 +110,7 @@ static void test_groups(void) {
                  VT_E_INVALID);
 }
 
-/* Logits of every position of tokens[0..n) through vt_context (every block kept). */
+/* Logits of every position of tokens[0..n) through vt_context. */
 static float *context_logits(vt_model *m, const int32_t *tokens, int32_t n) {
     vt_context_params cp = vt_context_default_params();
     cp.n_ctx = N_CTX;

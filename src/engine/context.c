@@ -7,6 +7,8 @@
  * cut short where a sliding-window pool has no block left, and before each
  * pass every sequence lets go of what the window of its next token no longer
  * sees. */
+#include "engine/context.h"
+
 #include "base/size.h"
 #include "cpu/threadpool.h"
 #include "kvcache/kv_cache.h"
@@ -280,6 +282,8 @@ void vt_seq_clear(vt_context *c, int32_t seq) {
     c->n_blocks[seq] = 0;
     c->len[seq] = 0;
 }
+
+const kv_cache *context_kv(const vt_context *c) { return &c->kv; }
 
 int32_t vt_seq_len(const vt_context *c, int32_t seq) {
     return seq >= 0 && seq < c->p.n_seq ? c->len[seq] : -1;
