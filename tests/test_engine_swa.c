@@ -8,6 +8,8 @@
  *   - 8 prompts batched (chunked prefill) give the tokens of each alone, and of
  *     vt_context; after every step a sequence's SWA group holds no more blocks
  *     than its window and that step's tokens span (the request's counters);
+ *     the engine's SWA pool holds one window per sequence and one step, and a
+ *     chunk it cannot cover is cut, not preempted;
  *   - a pool too small for all: preemption and recompute, the same tokens;
  *   - prefix-cache hits give the tokens of a cold run, and follow vLLM's rule:
  *     a hit needs, in the SWA group, only the blocks the window of the first
@@ -261,6 +263,19 @@ int main(void) {
         engine_run(m, NULL, &p, &prompts[k], &np[k], 1, &got[k], false);
         CHECK_MSG(same(&got[k], want[k]), "prompt %d alone differs from vt_context", k);
     }
+    /* alone in steps of 46 tokens: the second chunk starts at 46, where its
+     * window and tokens span one block more than the SWA pool of one window
+     * and one step holds: the scheduler cuts it instead of preempting */
+    p = engine_params(1);
+    p.max_batch_tokens = 46;
+    vt_engine *e = engine_run(m, NULL, &p, &prompts[0], &np[0], 1, &got[0], true);
+    if (e) {
+        CHECK_EQ_INT(e->kv.groups[1].spec.n_blocks, kv_swa_pool_blocks(W, BS, 1, 46));
+        CHECK(e->swa_cuts > 0);
+        CHECK_EQ_INT(e->st.preemptions, 0);
+        engine_run(m, e, &p, prompts, np, 0, got, false);
+    }
+    CHECK_MSG(same(&got[0], want[0]), "prompt 0 in cut chunks differs");
     /* batched: all 8 at once, prefill chunks next to decodes */
     p = engine_params(8);
     p.prefix_cache = false;
@@ -270,7 +285,7 @@ int main(void) {
     /* a full pool too small for all: preemption and recompute */
     p = engine_params(8);
     p.kv_tokens = 300;
-    vt_engine *e = engine_run(m, NULL, &p, prompts, np, N_PROMPTS, got, true);
+    e = engine_run(m, NULL, &p, prompts, np, N_PROMPTS, got, true);
     if (e) {
         vt_engine_stats st;
         vt_engine_stats_get(e, &st);
@@ -297,7 +312,7 @@ int main(void) {
     int64_t full_hits, expect;
     bool early_gone;
     int32_t *b = prompts[2];
-    prefix_after(m, prompts[0], np[0], b, 50, want[0], &full_hits, &expect, &early_gone);
+    prefix_after(m, prompts[0], np[0], b, 20, want[0], &full_hits, &expect, &early_gone);
     CHECK(early_gone && full_hits == (np[0] - 1) / BS && expect == full_hits);
     prefix_after(m, prompts[0], np[0], b, np[2], want[0], &full_hits, &expect, &early_gone);
     CHECK(full_hits == (np[0] - 1) / BS && expect < full_hits);

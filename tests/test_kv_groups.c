@@ -269,7 +269,7 @@ static void engine_generate(vt_model *m, const vt_engine_params *p, int32_t *con
         const kv_group_spec *sp = &e->kv.groups[g].spec;
         if (sp->kind != KV_GROUP_SWA) continue;
         const int64_t bs = p->kv_block, mb = p->max_batch_tokens;
-        const int64_t want = p->max_seqs * ((sp->window - 1 + bs - 1) / bs + 2) + (mb + bs - 1) / bs;
+        const int64_t want = kv_swa_pool_blocks(sp->window, bs, p->max_seqs, mb);
         /* ... and never more than a full group's (kv_tokens, or max_seqs contexts) */
         const int64_t full = p->kv_tokens > 0 ? (p->kv_tokens + bs - 1) / bs : p->max_seqs * (N_CTX / bs);
         CHECK_EQ_INT(sp->n_blocks, want < full ? want : full);

@@ -15,7 +15,10 @@
  * blocks for the new tokens in all of them or in none, and a sliding-window
  * group first releases the blocks its window has passed (vLLM's
  * SlidingWindowManager), so it holds about window / block_size + 1 blocks per
- * sequence however long the sequence grows. A prefix hit must hold in every
+ * sequence however long the sequence grows. A SWA pool holds every sequence's
+ * window and one step's tokens (kv_swa_pool_blocks, llama.cpp's window + ubatch
+ * cells); where it alone is short for a running request's chunk, the chunk is
+ * cut to what it covers before anyone is preempted. A prefix hit must hold in every
  * group: the full group's run of cached blocks, and in each SWA group the blocks
  * that the window of the first token to compute reaches.
  *
@@ -95,6 +98,25 @@ static bool grow_blocks(vt_engine *e, request *r, int64_t n_tokens) {
         }
     r->n_blocks += need;
     return true;
+}
+
+/* Where only a SWA pool is short of blocks for r's next n tokens (it holds each
+ * sequence's window and one step's tokens, kv_swa_pool_blocks, while a sequence
+ * not scheduled lately still holds its last chunk): the tokens, fewer than n
+ * and at least 1, that it covers; 0 where a full group is short too, or no
+ * token fits. */
+static int64_t swa_fit(const vt_engine *e, const request *r, int64_t n) {
+    const int64_t need = blocks_for(e, r->n_computed + n) - r->n_blocks;
+    int64_t avail = need;
+    for (int32_t g = 0; g < e->kv.n_groups; g++) {
+        const int64_t a = pcache_available(&e->pc[g]);
+        const kv_group_kind kind = e->kv.groups[g].spec.kind;
+        if (kind == KV_GROUP_FULL && a < need) return 0;
+        if (kind == KV_GROUP_SWA && a < avail) avail = a;
+    }
+    if (avail >= need) return 0;
+    const int64_t m = (r->n_blocks + avail) * e->p.kv_block - r->n_computed;
+    return m > 0 ? m : 0;
 }
 
 static void waiting_push_front(vt_engine *e, request *r) {
@@ -203,10 +225,16 @@ void sched_plan(vt_engine *e) {
         request *r = e->running[i];
         const int64_t left = r->n_tokens - r->n_computed;
         VT_ASSERT(left > 0);
-        const int64_t n = left < budget ? left : budget;
+        int64_t n = left < budget ? left : budget;
         release_passed(e, r);
         bool fits = true;
         while (!grow_blocks(e, r, r->n_computed + n)) {
+            const int64_t m = swa_fit(e, r, n);
+            if (m > 0) { /* a shorter chunk before any preemption */
+                n = m;
+                e->swa_cuts++;
+                continue;
+            }
             const bool self = e->running[e->n_running - 1] == r;
             preempt_newest(e);
             if (self) {
