@@ -14,10 +14,9 @@
  * through llama_log_set (the context opened as llama-cli and llama-server open
  * it: swa_full off, n_ubatch 512, one sequence). vt_context (what `vt run` uses) with passes of 512
  * tokens keeps n_ctx tokens of blocks for the full layers and one window and
- * one pass for the sliding ones (kv_swa_pool_blocks). Both in F16. vt must be
- * no larger. The serving engine's figure (one sequence, steps of 512 tokens:
- * it cannot cut a step short, so its pool has a block of slack per sequence
- * more) is printed beside them. */
+ * one pass for the sliding ones (kv_swa_pool_blocks), and so does the serving
+ * engine with one sequence and steps of 512 tokens. Both in F16. vt must be no
+ * larger. */
 #include "llama_ref.h"
 #include "engine/context.h"
 #include "model/synth.h"
@@ -156,6 +155,8 @@ int main(void) {
         const size_t full = (size_t)N_LAYER * per_layer;
         CHECK_MSG(vt_bytes > 0 && vt_bytes <= llama_bytes, "n_ctx %d: vt's KV cache %zu bytes, llama.cpp's %zu",
                   n_ctx, vt_bytes, llama_bytes);
+        CHECK_MSG(serve_bytes > 0 && serve_bytes <= llama_bytes,
+                  "n_ctx %d: vt serve's KV cache %zu bytes, llama.cpp's %zu", n_ctx, serve_bytes, llama_bytes);
         printf("%8d %12.0f %12.0f %12.0f %14zu %10.3f\n", n_ctx, (double)vt_bytes / n_ctx,
                (double)llama_bytes / n_ctx, (double)serve_bytes / n_ctx, full,
                (double)vt_bytes / n_ctx / (double)full);
