@@ -18,21 +18,46 @@
  *     the window, the hit falls back (to what the cache still serves, here
  *     nothing) although the full-attention group still holds every block. The
  *     attention kernels assert that no released block is ever read;
- *   - every block of every group is free at the end. */
+ *   - every block of every group is free at the end;
+ *   - a vt_decode batch that fails in a later pass keeps, with sliding layers,
+ *     the passes that completed (vt.h), and leaves no block behind. */
 #include "test.h"
 #include "vt.h"
 
+#include "base/mapfile.h"
 #include "engine/context.h"
 #include "engine/engine.h"
+#include "gguf/gguf.h"
 #include "model/synth.h"
 
+#include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 enum { W = 32, BS = 16, N_CTX = 512, N_PROMPTS = 8, N_GEN = 16, MAX_PROMPT = 128 };
 
-static vt_model *make_model(void) {
+/* Set tensor `name`'s first element (F32) in the GGUF at path to NaN. */
+static void poison(const char *path, const char *name) {
+    mapfile mf;
+    gguf_file f;
+    CHECK_OK(mapfile_open(path, &mf));
+    CHECK_OK(gguf_parse(mf.data, mf.size, path, &f));
+    const gguf_tensor *t = gguf_find_tensor(&f, name);
+    CHECK(t && t->type == VT_DTYPE_F32);
+    const long off = t ? (long)(f.data_offset + t->offset) : 0;
+    gguf_free(&f);
+    mapfile_close(&mf);
+    FILE *fp = fopen(path, "r+b");
+    const float nan = NAN;
+    CHECK(fp && fseek(fp, off, SEEK_SET) == 0 && fwrite(&nan, sizeof nan, 1, fp) == 1);
+    if (fp) fclose(fp);
+}
+
+/* window 0: no sliding layers; nan_head: a NaN in output_norm.weight (every
+ * logit NaN, the KV cache as it should be) */
+static vt_model *make_model_ex(int64_t window, bool nan_head) {
     char path[] = "/tmp/vt_test_engine_swa_XXXXXX";
     const int fd = mkstemp(path);
     CHECK(fd >= 0);
@@ -41,8 +66,8 @@ static vt_model *make_model(void) {
     synth_params sp = synth_default_params();
     sp.arch = "gemma3";
     sp.n_layer = 6;
-    sp.n_swa = W;
-    sp.swa_pattern = 6;
+    sp.n_swa = window;
+    sp.swa_pattern = window ? 6 : 0;
     sp.n_embd = 64;
     sp.n_head = 4;
     sp.n_head_kv = 2;
@@ -53,10 +78,55 @@ static vt_model *make_model(void) {
     sp.n_threads = 1;
     sp.seed = 3;
     CHECK_OK(synth_write(&sp, path));
+    if (nan_head) poison(path, "output_norm.weight");
     vt_model *m = NULL;
     CHECK_OK(vt_model_load(path, NULL, &m));
     unlink(path);
     return m;
+}
+
+static vt_model *make_model(void) { return make_model_ex(W, false); }
+
+/* A batch that fails in its last pass (non-finite logits): with sliding layers
+ * the sequence keeps the passes that completed (their window has let go of
+ * blocks), without them the cache is as before; no block is left over. */
+static void test_failed_batch(void) {
+    for (int swa = 0; swa < 2; swa++) {
+        vt_model *m = make_model_ex(swa ? W : 0, true);
+        if (!m) return;
+        vt_context_params cp = vt_context_default_params();
+        cp.n_ctx = N_CTX;
+        cp.n_batch = 24;
+        cp.n_threads = 1;
+        cp.kv_block = BS;
+        vt_context *c = NULL;
+        CHECK_OK(vt_context_create(m, &cp, &c));
+        if (c) {
+            int32_t tok[100], pos[100], seq[100] = {0};
+            for (int32_t i = 0; i < 100; i++) tok[i] = 3 + i, pos[i] = i;
+            const vt_batch b = {.n_tokens = 100, .token = tok, .pos = pos, .seq = seq};
+            CHECK_EQ_INT(vt_decode(c, &b), VT_E_NUMERIC); /* passes 0, 24, 48, 72, 96: the last has the logits */
+            CHECK(vt_get_logits(c, 0) == NULL);
+            const kv_cache *kv = context_kv(c);
+            const int32_t len = vt_seq_len(c, 0);
+            CHECK_EQ_INT(len, swa ? 96 : 0);
+            const kv_pool *full = &kv->groups[0].pool;
+            CHECK_EQ_INT(full->n_blocks - full->n_free, (len + BS - 1) / BS);
+            if (swa) {
+                const kv_pool *sw = &kv->groups[1].pool;
+                CHECK(sw->n_blocks - sw->n_free <= kv_span_blocks(W - 1, BS));
+                /* and the sequence goes on from there */
+                const vt_batch rest = {.n_tokens = 4, .token = tok + 96, .pos = pos + 96, .seq = seq};
+                CHECK_EQ_INT(vt_decode(c, &rest), VT_E_NUMERIC);
+                CHECK_EQ_INT(vt_seq_len(c, 0), 96);
+            }
+            vt_seq_clear(c, 0);
+            for (int32_t g = 0; g < kv->n_groups; g++)
+                CHECK_EQ_INT(kv->groups[g].pool.n_free, kv->groups[g].pool.n_blocks);
+        }
+        vt_context_free(c);
+        vt_model_free(m);
+    }
 }
 
 static int32_t argmax(const float *l, int32_t n) {
@@ -232,6 +302,7 @@ static void prefix_after(vt_model *m, int32_t *a, int32_t na, int32_t *b, int32_
 }
 
 int main(void) {
+    test_failed_batch();
     vt_model *m = make_model();
     if (!m) return test_finish();
     const int32_t np[N_PROMPTS] = {100, 96, 81, 110, 97, 120, 90, 105};
