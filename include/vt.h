@@ -108,7 +108,11 @@ vt_status vt_context_create(vt_model *model, const vt_context_params *params, vt
 void vt_context_free(vt_context *ctx);
 /* Evaluate a batch. Positions of a sequence must continue its cache (pos ==
  * current length, increasing). VT_E_RANGE when a sequence would pass n_ctx,
- * VT_E_NOMEM when the KV cache is full; the cache is unchanged on failure. */
+ * VT_E_NOMEM when the KV cache is full; the cache is unchanged on failure,
+ * except for a model with sliding-window layers whose batch failed after its
+ * first pass of n_batch tokens: the window has let go of blocks by then, so each
+ * sequence keeps the tokens of the passes that completed (vt_seq_len says how
+ * many). */
 vt_status vt_decode(vt_context *ctx, const vt_batch *batch);
 /* Logits (n_vocab floats) of the i-th token of the last batch that asked for them
  * (i counts only tokens with logits requested); NULL if out of range. Valid until
@@ -120,8 +124,10 @@ void vt_seq_clear(vt_context *ctx, int32_t seq);
  * llama_memory_seq_rm from position n on), so that the next batch continues at
  * position n: a conversation's next turn prefills only what differs from the
  * last. VT_E_RANGE for n outside [0, length]; VT_E_UNSUPPORTED where the model
- * keeps a recurrent state (qwen35's linear layers), which cannot go back, and n
- * is neither 0 nor the length. The cache is unchanged on failure. */
+ * keeps a recurrent state (qwen35's linear layers), which cannot go back, or
+ * where a sliding-window layer has released blocks the window of position n
+ * still reaches, and n is neither 0 nor the length. The cache is unchanged on
+ * failure. */
 vt_status vt_seq_keep(vt_context *ctx, int32_t seq, int32_t n);
 int32_t vt_seq_len(const vt_context *ctx, int32_t seq);
 

@@ -6,7 +6,7 @@
  *     give bit-identical logits whatever the tokens before it, and differ before;
  *   - the engine (chunked prefill, batching, blocks released as the window
  *     passes them, preemption, prefix-cache hits through every group) generates
- *     the tokens of vt_context, which keeps every block; a sliding-window group
+ *     the tokens of vt_context (which releases them too); a sliding-window group
  *     never holds more blocks than its window and a step's tokens span;
  *   - every block of every group is free at the end;
  *   - the engine part again on a Gemma-3-shaped gemma3 model (5 sliding layers
@@ -79,6 +79,26 @@ static void test_groups(void) {
     CHECK_EQ_INT(kv_first_needed_block(KV_GROUP_SWA, 20, 16, 20), 0); /* sees 1..20 */
     CHECK_EQ_INT(kv_first_needed_block(KV_GROUP_SWA, 20, 16, 36), 1); /* sees 17..36 */
     CHECK_EQ_INT(kv_first_needed_block(KV_GROUP_FULL, 0, 16, 1000), 0);
+    /* the most blocks n positions touch; a SWA pool of one window and one pass
+     * (Gemma 3's window of 1024 and a pass of 512: llama.cpp's 1536 cells) */
+    CHECK_EQ_INT(kv_span_blocks(1, 16), 1);
+    CHECK_EQ_INT(kv_span_blocks(16, 16), 2);
+    CHECK_EQ_INT(kv_span_blocks(17, 16), 2);
+    CHECK_EQ_INT(kv_span_blocks(18, 16), 3);
+    CHECK_EQ_INT(kv_span_blocks(1024, 16), 65);
+    CHECK_EQ_INT(kv_swa_pool_blocks(1024, 16, 1, 512) * 16, 1536);
+    CHECK_EQ_INT(kv_swa_pool_blocks(20, 16, 3, 1), 9);
+    /* vLLM's hit rule: FULL needs every block, SWA only its window's (window 20,
+     * blocks of 16: the token at 16 h needs blocks from (16 h - 19) / 16 on) */
+    const int32_t f1[4] = {1, 2, -1, 4};
+    CHECK_EQ_INT(kv_longest_hit(KV_GROUP_FULL, 0, 16, f1, 4), 2);
+    CHECK_EQ_INT(kv_longest_hit(KV_GROUP_FULL, 0, 16, f1, 0), 0);
+    const int32_t h1[6] = {-1, 3, 4, -1, 7, 8}, h2[4] = {-1, 3, -1, 6}, h3[4] = {-1, -1, 5, 6};
+    CHECK_EQ_INT(kv_longest_hit(KV_GROUP_SWA, 20, 16, h1, 6), 6); /* needs 4 and 5 */
+    CHECK_EQ_INT(kv_longest_hit(KV_GROUP_SWA, 20, 16, h1, 5), 3); /* 5 needs 3: 3 needs 1 and 2 */
+    CHECK_EQ_INT(kv_longest_hit(KV_GROUP_SWA, 20, 16, h2, 4), 0); /* 4 needs 2, 3 needs 2, 2 needs 0 */
+    CHECK_EQ_INT(kv_longest_hit(KV_GROUP_SWA, 20, 16, h3, 4), 4);
+    CHECK_EQ_INT(kv_longest_hit(KV_GROUP_SWA, 20, 16, h3, 2), 0);
 
     /* a cache of FULL, SWA and STATE groups: storage, pools, slots */
     kv_cache kv;
@@ -99,6 +119,18 @@ static void test_groups(void) {
     CHECK(a[0] == 0 && a[99] == 0 && (b - a == 100 || a - b == 100));
     kv_pool_release(&kv.groups[2].pool, s0);
     CHECK_EQ_INT(kv.groups[2].pool.n_free, 1);
+    /* a sequence's SWA table lets go of what the window of its next token has
+     * passed (window 8, blocks of 16: at 24, positions 17.. are needed) */
+    int32_t table[3];
+    for (int i = 0; i < 3; i++) table[i] = kv_pool_alloc(&kv.groups[1].pool);
+    CHECK(table[2] >= 0 && kv.groups[1].pool.n_free == 0 && kv.groups[1].pool.n_used_max == 3);
+    int64_t released = 0;
+    CHECK_EQ_INT(kv_release_passed(&kv, 1, table, 3, &released, 24, kv_release_to_pool, &kv), 1);
+    CHECK(released == 1 && table[0] == -1 && kv.groups[1].pool.n_free == 1);
+    CHECK_EQ_INT(kv_release_passed(&kv, 1, table, 3, &released, 24, kv_release_to_pool, &kv), 0);
+    CHECK_EQ_INT(kv_release_passed(&kv, 1, table, 3, &released, 100, kv_release_to_pool, &kv), 2);
+    CHECK(released == 3 && kv.groups[1].pool.n_free == 3);
+    CHECK_EQ_INT(kv_release_passed(&kv, 0, table, 3, &released, 100, kv_release_to_pool, &kv), 0); /* FULL */
     kv_cache_free(&kv);
     /* a window < 1, a group without layers */
     const kv_group_spec bad[2] = {{.kind = KV_GROUP_SWA, .window = 0, .n_blocks = 2},
@@ -110,7 +142,7 @@ static void test_groups(void) {
                  VT_E_INVALID);
 }
 
-/* Logits of every position of tokens[0..n) through vt_context (every block kept). */
+/* Logits of every position of tokens[0..n) through vt_context. */
 static float *context_logits(vt_model *m, const int32_t *tokens, int32_t n) {
     vt_context_params cp = vt_context_default_params();
     cp.n_ctx = N_CTX;
@@ -237,7 +269,7 @@ static void engine_generate(vt_model *m, const vt_engine_params *p, int32_t *con
         const kv_group_spec *sp = &e->kv.groups[g].spec;
         if (sp->kind != KV_GROUP_SWA) continue;
         const int64_t bs = p->kv_block, mb = p->max_batch_tokens;
-        const int64_t want = p->max_seqs * ((sp->window - 1 + bs - 1) / bs + 2) + (mb + bs - 1) / bs;
+        const int64_t want = kv_swa_pool_blocks(sp->window, bs, p->max_seqs, mb);
         /* ... and never more than a full group's (kv_tokens, or max_seqs contexts) */
         const int64_t full = p->kv_tokens > 0 ? (p->kv_tokens + bs - 1) / bs : p->max_seqs * (N_CTX / bs);
         CHECK_EQ_INT(sp->n_blocks, want < full ? want : full);

@@ -9,9 +9,9 @@
  * turn, and its tokens are compared with those in the KV cache: the common
  * prefix stays (vt_seq_keep), only the rest is prefilled (-v reports how many
  * tokens each turn prefilled and kept), so history stays until the context is
- * full and a turn costs its own tokens. A model with a recurrent state (qwen35)
- * cannot go back to a shorter prefix: there the turn is prefilled whole unless
- * the cache is a prefix of it. */
+ * full and a turn costs its own tokens. A model with a recurrent state (qwen35),
+ * or a sliding window that has passed the point to go back to, cannot: there
+ * the turn is prefilled whole unless the cache is a prefix of it. */
 #include "base/log.h"
 #include "cmds.h"
 #include "engine/sampler.h"
@@ -280,7 +280,7 @@ int cmd_chat(int argc, char **argv) {
         int64_t keep = 0;
         while (keep < n_hist && keep < n_ids - 1 && hist[keep] == ids[keep]) keep++;
         if (vt_seq_keep(ctx, 0, (int32_t)keep) != VT_OK) {
-            vt_seq_clear(ctx, 0); /* a recurrent state cannot go back: prefill it all */
+            vt_seq_clear(ctx, 0); /* no going back (recurrent state, passed window): prefill it all */
             keep = 0;
         }
         n_hist = 0;

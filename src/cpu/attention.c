@@ -214,6 +214,7 @@ void attn_partial(const kv_layer *L, const attn_kv_ops *kops, const attn_kv_ops 
         prefetch_lines(kv_k_head(L, blocks[b], g), k_bytes, to_l1);
     for (int64_t p = lo; p < p1;) {
         const int64_t slot = p % bs, nr = bs - slot < p1 - p ? bs - slot : p1 - p, b = p / bs;
+        VT_ASSERT(blocks[b] >= 0); /* never a block a sliding window released */
         if (ATTN_PF_BLOCKS > 0 && b + ATTN_PF_BLOCKS <= b_last)
             prefetch_lines(kv_k_head(L, blocks[b + ATTN_PF_BLOCKS], g), k_bytes, to_l1);
         kops->scores(kv_k_head(L, blocks[b], g), bs, slot, nr, q, rows, hd, scale,

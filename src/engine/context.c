@@ -1,7 +1,14 @@
 /* vt_context: the low-level evaluation API of vt.h over the forward pass, with
  * a fixed share of the paged KV cache per sequence: n_ctx tokens of blocks in
- * every group of the cache (a sliding-window group keeps them all here; the
- * serving engine is the one that releases what a window has passed). */
+ * every full-attention group. A sliding-window group releases the blocks its
+ * window has passed (kv_release_passed, as the serving engine does) and its
+ * pool holds only every sequence's window plus one pass
+ * (kv_swa_pool_blocks): a batch runs in passes of up to n_batch tokens, each
+ * cut short where a sliding-window pool has no block left, and before each
+ * pass every sequence lets go of what the window of its next token no longer
+ * sees. */
+#include "engine/context.h"
+
 #include "base/size.h"
 #include "cpu/threadpool.h"
 #include "kvcache/kv_cache.h"
@@ -19,7 +26,9 @@ struct vt_context {
     int64_t max_blocks_per_seq;
     int32_t n_groups;
     int32_t *tables;   /* (n_groups, n_seq, max_blocks_per_seq) */
-    int64_t *n_blocks; /* (n_seq) blocks held */
+    int64_t *n_blocks; /* (n_seq) table length (the same in every attention group) */
+    int64_t *n_released; /* (n_groups, n_seq) SWA: table entries [0, n) released */
+    bool has_swa;        /* a group is KV_GROUP_SWA */
     int32_t *len;      /* (n_seq) tokens in the cache */
     float *logits;     /* (n_logits, n_vocab) of the last batch */
     int64_t n_logits, cap_logits;
@@ -41,6 +50,7 @@ void vt_context_free(vt_context *c) {
     tp_destroy(c->pool);
     free(c->tables);
     free(c->n_blocks);
+    free(c->n_released);
     free(c->len);
     free(c->logits);
     free(c->rows);
@@ -79,8 +89,15 @@ vt_status vt_context_create(vt_model *model, const vt_context_params *params, vt
         goto fail;
     }
     s = fwd_kv_groups(model, specs, layer_group, &c->n_groups);
-    for (int32_t g = 0; g < c->n_groups; g++) /* a STATE group: one slot per sequence */
-        specs[g].n_blocks = specs[g].kind == KV_GROUP_STATE ? p.n_seq : c->max_blocks_per_seq * p.n_seq;
+    for (int32_t g = 0; g < c->n_groups; g++) { /* a STATE group: one slot per sequence */
+        const int64_t all = c->max_blocks_per_seq * p.n_seq;
+        specs[g].n_blocks = specs[g].kind == KV_GROUP_STATE ? p.n_seq : all;
+        if (specs[g].kind == KV_GROUP_SWA) {
+            const int64_t w = kv_swa_pool_blocks(specs[g].window, p.kv_block, p.n_seq, p.n_batch);
+            if (w < all) specs[g].n_blocks = w;
+            c->has_swa = true;
+        }
+    }
     if (s == VT_OK)
         s = kv_cache_init_groups(&c->kv, tk, tv, hp->n_layer, hp->n_head_kv, hp->head_dim,
                                  p.kv_block, specs, c->n_groups, layer_group);
@@ -90,10 +107,11 @@ vt_status vt_context_create(vt_model *model, const vt_context_params *params, vt
     fwd_set_n_ctx(c->fwd, p.n_ctx);
     c->tables = malloc(sizeof(int32_t) * (size_t)(c->n_groups * c->max_blocks_per_seq * p.n_seq));
     c->n_blocks = calloc((size_t)p.n_seq, sizeof(int64_t));
+    c->n_released = calloc((size_t)(c->n_groups * p.n_seq), sizeof(int64_t));
     c->len = calloc((size_t)p.n_seq, sizeof(int32_t));
     c->rows = malloc(sizeof(int32_t) * (size_t)p.n_batch);
     c->seqs = malloc(sizeof(fwd_seq) * (size_t)p.n_seq);
-    if (!c->tables || !c->n_blocks || !c->len || !c->rows || !c->seqs) {
+    if (!c->tables || !c->n_blocks || !c->n_released || !c->len || !c->rows || !c->seqs) {
         s = vt_errorf(VT_E_NOMEM, "out of memory");
         goto fail;
     }
@@ -136,27 +154,52 @@ static vt_status check_batch(vt_context *c, const vt_batch *b, int32_t *next) {
     return VT_OK;
 }
 
-vt_status vt_decode(vt_context *c, const vt_batch *b) {
-    int32_t next_stack[64];
-    int32_t *next = c->p.n_seq <= 64 ? next_stack : malloc(sizeof(int32_t) * (size_t)c->p.n_seq);
-    if (!next) return vt_errorf(VT_E_NOMEM, "out of memory");
-    vt_status s = check_batch(c, b, next);
-    if (s != VT_OK) goto done;
+static int32_t *table_of(vt_context *c, int32_t g, int32_t q) {
+    return c->tables + (g * c->p.n_seq + q) * c->max_blocks_per_seq;
+}
 
-    /* Blocks: each sequence's share is reserved up front, so this cannot fail. */
-    for (int32_t q = 0; q < c->p.n_seq; q++) {
-        const int64_t need = (next[q] + c->p.kv_block - 1) / c->p.kv_block;
-        for (; c->n_blocks[q] < need; c->n_blocks[q]++)
-            for (int32_t g = 0; g < c->n_groups; g++) {
-                if (c->kv.groups[g].spec.kind == KV_GROUP_STATE) continue;
-                int32_t blk = kv_pool_alloc(&c->kv.groups[g].pool);
-                VT_ASSERT(blk >= 0);
-                c->tables[(g * c->p.n_seq + q) * c->max_blocks_per_seq + c->n_blocks[q]] = blk;
-            }
-        for (int32_t g = 0; g < c->n_groups; g++)
-            c->seqs[q].blocks[g] = c->tables + (g * c->p.n_seq + q) * c->max_blocks_per_seq;
-        c->seqs[q].n_blocks = c->n_blocks[q];
+/* Let go of the blocks of sequence q's SWA groups that the window of its token
+ * at position next no longer reaches. */
+static void release_passed(vt_context *c, int32_t q, int64_t next) {
+    for (int32_t g = 0; g < c->n_groups; g++)
+        kv_release_passed(&c->kv, g, table_of(c, g, q), c->n_blocks[q], &c->n_released[g * c->p.n_seq + q],
+                          next, kv_release_to_pool, &c->kv);
+}
+
+/* One more block for sequence q in every attention group, or none (false) when a
+ * pool has no free block (only a SWA pool can run out). */
+static bool grow_one(vt_context *c, int32_t q) {
+    if (c->n_blocks[q] >= c->max_blocks_per_seq) return false;
+    for (int32_t g = 0; g < c->n_groups; g++)
+        if (c->kv.groups[g].spec.kind != KV_GROUP_STATE && c->kv.groups[g].pool.n_free == 0) return false;
+    for (int32_t g = 0; g < c->n_groups; g++) {
+        if (c->kv.groups[g].spec.kind == KV_GROUP_STATE) continue;
+        const int32_t blk = kv_pool_alloc(&c->kv.groups[g].pool);
+        VT_ASSERT(blk >= 0);
+        table_of(c, g, q)[c->n_blocks[q]] = blk;
     }
+    c->n_blocks[q]++;
+    return true;
+}
+
+/* Blocks of sequence q past the first len tokens' go back (a failed batch's). */
+static void trim_blocks(vt_context *c, int32_t q, int64_t len) {
+    const int64_t keep = (len + c->p.kv_block - 1) / c->p.kv_block;
+    for (; c->n_blocks[q] > keep; c->n_blocks[q]--)
+        for (int32_t g = 0; g < c->n_groups; g++)
+            if (c->kv.groups[g].spec.kind != KV_GROUP_STATE)
+                kv_pool_release(&c->kv.groups[g].pool, table_of(c, g, q)[c->n_blocks[q] - 1]);
+}
+
+vt_status vt_decode(vt_context *c, const vt_batch *b) {
+    int32_t stack[128];
+    const int32_t n_seq = c->p.n_seq;
+    int32_t *next = n_seq <= 64 ? stack : malloc(sizeof(int32_t) * 2 * (size_t)n_seq);
+    if (!next) return vt_errorf(VT_E_NOMEM, "out of memory");
+    int32_t *done = next + n_seq; /* each sequence's length after the passes that ran */
+    vt_status s = check_batch(c, b, next);
+    if (s != VT_OK) goto out;
+    memcpy(done, c->len, sizeof(int32_t) * (size_t)n_seq);
 
     int64_t n_logits = 0;
     for (int32_t i = 0; i < b->n_tokens; i++)
@@ -166,43 +209,61 @@ vt_status vt_decode(vt_context *c, const vt_batch *b) {
         float *l = realloc(c->logits, (size_t)n_logits * nv * sizeof(float));
         if (!l) {
             s = vt_errorf(VT_E_NOMEM, "out of memory for %lld logit rows", (long long)n_logits);
-            goto done;
+            goto out;
         }
         c->logits = l;
         c->cap_logits = n_logits;
     }
 
     c->n_logits = 0; /* until this batch succeeds, vt_get_logits has nothing */
-    /* Run in slices of n_batch tokens, in order. */
+    /* Run in passes of up to n_batch tokens, in order. A full-attention group
+     * has each sequence's share reserved; a SWA pool holds every sequence's
+     * window and the block of its next token, so a pass always takes at least
+     * one token. */
     int64_t out_row = 0;
-    for (int32_t i0 = 0; i0 < b->n_tokens; i0 += c->p.n_batch) {
-        const int32_t n = b->n_tokens - i0 < c->p.n_batch ? b->n_tokens - i0 : c->p.n_batch;
+    for (int32_t i0 = 0, n = 0; i0 < b->n_tokens; i0 += n) {
+        for (int32_t q = 0; c->has_swa && q < n_seq; q++) release_passed(c, q, done[q]);
         int64_t nl = 0;
-        for (int32_t i = 0; i < n; i++) {
-            const int32_t gi = i0 + i;
-            if (b->logits ? b->logits[gi] != 0 : gi == b->n_tokens - 1) c->rows[nl++] = i;
+        for (n = 0; n < c->p.n_batch && i0 + n < b->n_tokens; n++) {
+            const int32_t gi = i0 + n, q = b->seq[gi];
+            if (b->pos[gi] / c->p.kv_block >= c->n_blocks[q] && !grow_one(c, q)) break;
+            if (b->logits ? b->logits[gi] != 0 : gi == b->n_tokens - 1) c->rows[nl++] = n;
+        }
+        VT_ASSERT(n > 0);
+        for (int32_t q = 0; q < n_seq; q++) {
+            for (int32_t g = 0; g < c->n_groups; g++) c->seqs[q].blocks[g] = table_of(c, g, q);
+            c->seqs[q].n_blocks = c->n_blocks[q];
         }
         fwd_batch fb = {.n_tokens = n, .token = b->token + i0, .pos = b->pos + i0,
-                        .seq = b->seq + i0, .seqs = c->seqs, .n_seqs = c->p.n_seq,
+                        .seq = b->seq + i0, .seqs = c->seqs, .n_seqs = n_seq,
                         .logit_rows = c->rows, .n_logits = nl,
                         .logits = c->logits + (size_t)out_row * nv};
-        if ((s = fwd_run(c->fwd, &fb)) != VT_OK) goto done;
+        if ((s = fwd_run(c->fwd, &fb)) != VT_OK) goto fail;
         for (int64_t r = 0; r < nl; r++) {
             if (fwd_logits_finite(fb.logits + (size_t)r * nv, (int64_t)nv)) continue;
-            /* never sampled from: the sequences keep their lengths (the cache as before) */
+            /* never sampled from: the sequences keep their lengths (see fail) */
             const int32_t gi = i0 + c->rows[r];
             char step[160];
             snprintf(step, sizeof step, "decode of batch token %d (sequence %d, position %d)", gi, b->seq[gi],
                      b->pos[gi]);
             s = model_nonfinite_error(c->model, step);
-            goto done;
+            goto fail;
         }
+        for (int32_t i = 0; i < n; i++) done[b->seq[i0 + i]] = b->pos[i0 + i] + 1;
         out_row += nl;
     }
-    memcpy(c->len, next, sizeof(int32_t) * (size_t)c->p.n_seq);
+    memcpy(c->len, next, sizeof(int32_t) * (size_t)n_seq);
+    for (int32_t q = 0; c->has_swa && q < n_seq; q++) release_passed(c, q, c->len[q]);
     c->n_logits = n_logits;
-done:
-    if (next != next_stack) free(next);
+    goto out;
+fail:
+    /* The cache as before the batch, but where a window has passed blocks in
+     * an earlier pass: those are gone, so with SWA groups each sequence keeps
+     * the passes that completed. Blocks past what a sequence keeps go back. */
+    if (c->has_swa) memcpy(c->len, done, sizeof(int32_t) * (size_t)n_seq);
+    for (int32_t q = 0; q < n_seq; q++) trim_blocks(c, q, c->len[q]);
+out:
+    if (next != stack) free(next);
     return s;
 }
 
@@ -213,10 +274,12 @@ const float *vt_get_logits(vt_context *c, int32_t i) {
 
 void vt_seq_clear(vt_context *c, int32_t seq) {
     if (seq < 0 || seq >= c->p.n_seq) return;
-    for (int32_t g = 0; g < c->n_groups; g++)
-        for (int64_t i = 0; c->kv.groups[g].spec.kind != KV_GROUP_STATE && i < c->n_blocks[seq]; i++)
-            kv_pool_release(&c->kv.groups[g].pool,
-                            c->tables[(g * c->p.n_seq + seq) * c->max_blocks_per_seq + i]);
+    for (int32_t g = 0; g < c->n_groups; g++) {
+        int64_t *released = &c->n_released[g * c->p.n_seq + seq];
+        for (int64_t i = *released; c->kv.groups[g].spec.kind != KV_GROUP_STATE && i < c->n_blocks[seq]; i++)
+            kv_pool_release(&c->kv.groups[g].pool, table_of(c, g, seq)[i]);
+        *released = 0;
+    }
     c->n_blocks[seq] = 0;
     c->len[seq] = 0;
 }
@@ -234,14 +297,23 @@ vt_status vt_seq_keep(vt_context *c, int32_t seq, int32_t n) {
         if (c->kv.groups[g].spec.kind == KV_GROUP_STATE)
             return vt_errorf(VT_E_UNSUPPORTED, "sequence %d: the model's recurrent state cannot go back to token %d",
                              seq, n);
+    /* a sliding-window group may have released blocks the window of token n
+     * still needs: then there is no going back either */
+    for (int32_t g = 0; g < c->n_groups; g++) {
+        const kv_group_spec *sp = &c->kv.groups[g].spec;
+        if (c->n_released[g * c->p.n_seq + seq] > kv_first_needed_block(sp->kind, sp->window, c->p.kv_block, n))
+            return vt_errorf(VT_E_UNSUPPORTED,
+                             "sequence %d: the sliding window has passed the blocks token %d needs", seq, n);
+    }
     const int64_t keep = (n + c->p.kv_block - 1) / c->p.kv_block;
     for (int32_t g = 0; g < c->n_groups; g++)
         for (int64_t i = keep; i < c->n_blocks[seq]; i++)
-            kv_pool_release(&c->kv.groups[g].pool, c->tables[(g * c->p.n_seq + seq) * c->max_blocks_per_seq + i]);
+            kv_pool_release(&c->kv.groups[g].pool, table_of(c, g, seq)[i]);
     c->n_blocks[seq] = keep;
     c->len[seq] = n;
     return VT_OK;
 }
+const kv_cache *context_kv(const vt_context *c) { return &c->kv; }
 
 int32_t vt_seq_len(const vt_context *c, int32_t seq) {
     return seq >= 0 && seq < c->p.n_seq ? c->len[seq] : -1;

@@ -255,10 +255,10 @@ vt_status vt_engine_create(vt_model *model, const vt_engine_params *params, vt_e
     const model_hparams *hp = &model->hp;
 
     /* The groups of the cache. A sliding-window group needs, per running
-     * sequence, the blocks its window spans plus one it may straddle, and a
-     * step's new tokens at most max_batch_tokens more: so many blocks, never
-     * more than the full groups have; the budget (kv_tokens, kv_bytes) is what
-     * remains for the full-attention layers. */
+     * sequence, the blocks its window spans and one step's new tokens
+     * (kv_swa_pool_blocks; the scheduler cuts a chunk it cannot cover): so
+     * many blocks, never more than the full groups have; the budget (kv_tokens,
+     * kv_bytes) is what remains for the full-attention layers. */
     kv_group_spec specs[KV_MAX_GROUPS];
     int32_t n_groups;
     int32_t *layer_group = malloc(sizeof(int32_t) * (size_t)hp->n_layer);
@@ -278,8 +278,7 @@ vt_status vt_engine_create(vt_model *model, const vt_engine_params *params, vt_e
         if (specs[g].kind != KV_GROUP_SWA) continue;
         int64_t n_layer_g = 0;
         for (int64_t il = 0; il < hp->n_layer; il++) n_layer_g += layer_group[il] == g;
-        swa_blocks[g] = (int64_t)p.max_seqs * ((specs[g].window - 1 + bs - 1) / bs + 2) +
-                        (p.max_batch_tokens + bs - 1) / bs;
+        swa_blocks[g] = kv_swa_pool_blocks(specs[g].window, bs, p.max_seqs, p.max_batch_tokens);
         swa_bytes += (size_t)swa_blocks[g] * (size_t)bs *
                      kv_bytes_per_token(tk, tv, n_layer_g, hp->n_head_kv, hp->head_dim);
     }

@@ -101,6 +101,7 @@ struct vt_engine {
     sched_item *items;          /* (max_seqs) this step's schedule */
     int32_t n_items;
     int64_t step_preemptions;   /* in the current plan */
+    int64_t swa_cuts;           /* chunks cut short for a SWA pool (scheduler.c), ever */
 
     int32_t *b_token, *b_pos, *b_seq; /* (max_batch_tokens) */
     int32_t *b_rows;            /* (max_seqs) logit rows */

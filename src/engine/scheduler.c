@@ -15,7 +15,10 @@
  * blocks for the new tokens in all of them or in none, and a sliding-window
  * group first releases the blocks its window has passed (vLLM's
  * SlidingWindowManager), so it holds about window / block_size + 1 blocks per
- * sequence however long the sequence grows. A prefix hit must hold in every
+ * sequence however long the sequence grows. A SWA pool holds every sequence's
+ * window and one step's tokens (kv_swa_pool_blocks, llama.cpp's window + ubatch
+ * cells); where it alone is short for a running request's chunk, the chunk is
+ * cut to what it covers before anyone is preempted. A prefix hit must hold in every
  * group: the full group's run of cached blocks, and in each SWA group the blocks
  * that the window of the first token to compute reaches.
  *
@@ -131,19 +134,16 @@ void sched_release_blocks(vt_engine *e, request *r) {
     r->n_hashed = 0;
 }
 
+static void release_to_pcache(void *ctx, int32_t g, int32_t block) {
+    pcache_release(&((vt_engine *)ctx)->pc[g], block);
+}
+
 /* Release the blocks of r's SWA groups that the window of its next token has
  * passed: they become free, or cached when the prefix cache indexed them. */
 static void release_passed(vt_engine *e, request *r) {
-    for (int32_t g = 0; g < e->kv.n_groups; g++) {
-        if (is_state(e, g)) continue;
-        int64_t end = first_needed(e, g, r->n_computed);
-        if (end > r->n_blocks) end = r->n_blocks;
-        for (int64_t i = r->n_released[g]; i < end; i++) {
-            pcache_release(&e->pc[g], r->blocks[g][i]);
-            r->blocks[g][i] = -1;
-        }
-        if (end > r->n_released[g]) r->n_released[g] = end;
-    }
+    for (int32_t g = 0; g < e->kv.n_groups; g++)
+        kv_release_passed(&e->kv, g, r->blocks[g], r->n_blocks, &r->n_released[g], r->n_computed,
+                          release_to_pcache, e);
 }
 
 /* Blocks so that the first n_tokens tokens have a slot, in every group; all or
@@ -161,6 +161,25 @@ static bool grow_blocks(vt_engine *e, request *r, int64_t n_tokens) {
         }
     r->n_blocks += need;
     return true;
+}
+
+/* Where only a SWA pool is short of blocks for r's next n tokens (it holds each
+ * sequence's window and one step's tokens, kv_swa_pool_blocks, while a sequence
+ * not scheduled lately still holds its last chunk): the tokens, fewer than n
+ * and at least 1, that it covers; 0 where a full group is short too, or no
+ * token fits. */
+static int64_t swa_fit(const vt_engine *e, const request *r, int64_t n) {
+    const int64_t need = blocks_for(e, r->n_computed + n) - r->n_blocks;
+    int64_t avail = need;
+    for (int32_t g = 0; g < e->kv.n_groups; g++) {
+        const int64_t a = pcache_available(&e->pc[g]);
+        const kv_group_kind kind = e->kv.groups[g].spec.kind;
+        if (kind == KV_GROUP_FULL && a < need) return 0;
+        if (kind == KV_GROUP_SWA && a < avail) avail = a;
+    }
+    if (avail >= need) return 0;
+    const int64_t m = (r->n_blocks + avail) * e->p.kv_block - r->n_computed;
+    return m > 0 ? m : 0;
 }
 
 static void waiting_push_front(vt_engine *e, request *r) {
@@ -209,31 +228,32 @@ static int64_t lookup_prefix(vt_engine *e, request *r, int64_t *n_queried, int32
         r->block_hash[hits] = h;
         parent = h;
     }
-    /* The longest prefix of those whose window blocks every SWA group holds:
-     * prefix h is served when no group misses a block in [first needed, h). One
-     * lookup per block and group, one pass up keeping each group's last miss. */
+    /* The longest prefix of those whose window blocks every SWA group holds
+     * (kv_longest_hit, vLLM's rule): each group's longest served prefix no
+     * longer than the others', until they agree (a SWA group's served lengths
+     * are not all the shorter ones, so one group's answer can undo another's). */
     for (int32_t g = has_full; g < e->kv.n_groups; g++)
         for (int64_t i = 0; !is_state(e, g) && i < hits; i++)
             r->blocks[g][i] = pcache_lookup(&e->pc[g], i ? r->block_hash[i - 1] : 0, r->block_hash[i],
                                             r->tokens + i * bs);
-    int64_t last_miss[KV_MAX_GROUPS], best = 0;
-    for (int32_t g = 0; g < KV_MAX_GROUPS; g++) last_miss[g] = -1;
-    for (int64_t h = 1; h <= hits; h++) {
-        bool all = true;
+    for (bool moved = true; moved && hits > 0;) {
+        moved = false;
         for (int32_t g = has_full; g < e->kv.n_groups; g++) {
             if (is_state(e, g)) continue;
-            if (r->blocks[g][h - 1] < 0) last_miss[g] = h - 1;
-            all = all && last_miss[g] < first_needed(e, g, h * bs);
+            const kv_group_spec *sp = &e->kv.groups[g].spec;
+            const int64_t h = kv_longest_hit(sp->kind, sp->window, bs, r->blocks[g], hits);
+            if (h < hits) hits = h, moved = true;
         }
-        if (all && e->state_group >= 0) {
-            const int32_t s = pcache_lookup(&e->pc[e->state_group], h > 1 ? r->block_hash[h - 2] : 0,
-                                            r->block_hash[h - 1], r->tokens + (h - 1) * bs);
-            if (s < 0) all = false;
-            else *snap = s;
+        /* a hybrid's hit restores a state snapshot taken at its end: the longest
+         * prefix that has one (the SWA groups then look again) */
+        if (e->state_group >= 0 && hits > 0) {
+            int64_t h = hits;
+            while (h > 0 && (*snap = pcache_lookup(&e->pc[e->state_group], h > 1 ? r->block_hash[h - 2] : 0,
+                                                   r->block_hash[h - 1], r->tokens + (h - 1) * bs)) < 0)
+                h--;
+            if (h < hits) hits = h, moved = true;
         }
-        if (all) best = h;
     }
-    hits = best;
     if (hits == 0) *snap = -1;
     for (int32_t g = has_full; g < e->kv.n_groups; g++) {
         if (is_state(e, g)) continue;
@@ -309,6 +329,12 @@ void sched_plan(vt_engine *e) {
         release_passed(e, r);
         bool fits = true;
         while (!grow_blocks(e, r, r->n_computed + n)) {
+            const int64_t m = swa_fit(e, r, n);
+            if (m > 0) { /* a shorter chunk before any preemption */
+                n = m;
+                e->swa_cuts++;
+                continue;
+            }
             const bool self = e->running[e->n_running - 1] == r;
             preempt_newest(e);
             if (self) {

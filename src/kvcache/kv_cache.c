@@ -193,6 +193,7 @@ int32_t kv_pool_alloc(kv_pool *p) {
     int32_t b = p->free_list[--p->n_free];
     VT_ASSERT(p->ref[b] == 0);
     p->ref[b] = 1;
+    if (p->n_blocks - p->n_free > p->n_used_max) p->n_used_max = p->n_blocks - p->n_free;
     return b;
 }
 
@@ -206,6 +207,7 @@ void kv_pool_retain(kv_pool *p, int32_t block) {
                 break;
             }
         }
+        if (p->n_blocks - p->n_free > p->n_used_max) p->n_used_max = p->n_blocks - p->n_free;
     }
     p->ref[block]++;
 }
@@ -214,4 +216,40 @@ int32_t kv_pool_release(kv_pool *p, int32_t block) {
     VT_ASSERT(block >= 0 && block < p->n_blocks && p->ref[block] > 0);
     if (--p->ref[block] == 0) p->free_list[p->n_free++] = block;
     return p->ref[block];
+}
+
+void kv_release_to_pool(void *kv_cache_ptr, int32_t group, int32_t block) {
+    kv_cache *kv = kv_cache_ptr;
+    kv_pool_release(&kv->groups[group].pool, block);
+}
+
+int64_t kv_release_passed(const kv_cache *kv, int32_t g, int32_t *blocks, int64_t n_blocks,
+                          int64_t *n_released, int64_t next, kv_release_fn release, void *ctx) {
+    const kv_group_spec *sp = &kv->groups[g].spec;
+    int64_t end = kv_first_needed_block(sp->kind, sp->window, kv->block_size, next);
+    if (end > n_blocks) end = n_blocks;
+    int64_t n = 0;
+    for (int64_t i = *n_released; i < end; i++, n++) {
+        VT_ASSERT(blocks[i] >= 0);
+        release(ctx, g, blocks[i]);
+        blocks[i] = -1;
+    }
+    if (end > *n_released) *n_released = end;
+    return n;
+}
+
+int64_t kv_longest_hit(kv_group_kind kind, int64_t window, int64_t block_size, const int32_t *hit,
+                       int64_t max_hits) {
+    /* From the longest candidate down: h is served when its needed blocks
+     * [first, h) are all there. Where block i - 1 is missing, every candidate
+     * in [i, h] needs it too (the first needed block only moves forward with
+     * h), so the next candidate is i - 1: each block is looked at once. */
+    for (int64_t h = max_hits; h > 0;) {
+        const int64_t first = kv_first_needed_block(kind, window, block_size, h * block_size);
+        int64_t i = h;
+        while (i > first && hit[i - 1] >= 0) i--;
+        if (i == first) return h;
+        h = i - 1;
+    }
+    return 0;
 }

@@ -51,6 +51,7 @@ typedef struct kv_pool {
     int32_t *free_list; /* stack of free block ids, lowest on top */
     int64_t n_free;
     int32_t *ref;       /* (n_blocks) reference counts */
+    int64_t n_used_max; /* most blocks ever referenced at once (n_blocks - n_free) */
 } kv_pool;
 
 typedef struct kv_group {
@@ -140,6 +141,55 @@ static inline int64_t kv_first_needed_block(kv_group_kind kind, int64_t window, 
     if (kind != KV_GROUP_SWA || n_computed - window + 1 <= 0) return 0;
     return (n_computed - window + 1) / block_size;
 }
+
+/* ---- a sequence's block tables ---------------------------------------------------
+ * The serving engine's requests and vt_context's sequences keep, per attention
+ * group g, a table blocks[g][0..n_blocks): position p in blocks[g][p / block_size].
+ * A SWA group lets go of the blocks in front of its window as the sequence grows
+ * (vLLM V1's SlidingWindowManager): table entries [0, n_released) are -1 then,
+ * and the blocks went back to whoever hands them out (the pool, or the engine's
+ * prefix cache over it). The functions below are the one implementation both
+ * use. */
+
+/* Takes back one block of group `group` that a sequence lets go (ctx: the owner). */
+typedef void (*kv_release_fn)(void *ctx, int32_t group, int32_t block);
+
+/* kv_release_fn over the cache's own pools (ctx: the kv_cache). */
+void kv_release_to_pool(void *kv_cache_ptr, int32_t group, int32_t block);
+
+/* Release the blocks of group g's table blocks[0..n_blocks) that the window of
+ * the token at position next (the next one to compute) no longer reaches:
+ * blocks[*n_released .. kv_first_needed_block(next)) go to release() and become
+ * -1, and *n_released moves past them. Nothing for FULL and STATE groups.
+ * Returns how many blocks were released. */
+int64_t kv_release_passed(const kv_cache *kv, int32_t g, int32_t *blocks, int64_t n_blocks,
+                          int64_t *n_released, int64_t next, kv_release_fn release, void *ctx);
+
+/* The most blocks of block_size that n >= 1 consecutive positions can touch. */
+static inline int64_t kv_span_blocks(int64_t n, int64_t block_size) {
+    return n <= 1 ? 1 : (n - 2 + block_size) / block_size + 1;
+}
+
+/* Blocks a SWA group of `window` needs for n_seq sequences computed in passes of
+ * up to n_step tokens: each sequence's window and the block of its next token
+ * (kv_span_blocks(window)), so every sequence can always advance, plus the
+ * blocks a pass of n_step tokens of one sequence adds when it starts on a block
+ * boundary (what llama.cpp keeps: window + n_ubatch cells). A pass that would
+ * need more is cut short where the pool runs out (vt_context does). */
+static inline int64_t kv_swa_pool_blocks(int64_t window, int64_t block_size, int64_t n_seq,
+                                         int64_t n_step) {
+    return n_seq * kv_span_blocks(window, block_size) + (n_step + block_size - 1) / block_size - 1;
+}
+
+/* vLLM V1's prefix-cache hit rule for one group: the longest h <= max_hits such
+ * that the first h whole blocks of a prompt can be served from group g's cached
+ * blocks, where hit[i] is the cached block of prompt block i in this group (-1:
+ * none), i < max_hits. A FULL group needs every block of [0, h); a SWA group
+ * only those that the window of the next token (position h * block_size)
+ * reaches, [kv_first_needed_block, h): what it released before need not be
+ * there, and no other block is ever read. 0 when no prefix can be served. */
+int64_t kv_longest_hit(kv_group_kind kind, int64_t window, int64_t block_size, const int32_t *hit,
+                       int64_t max_hits);
 
 /* One head's K in a block: block_size slots in the layout of cpu/attention.h
  * (the attention kernels' store_k and scores agree on it). Storage is layer,
