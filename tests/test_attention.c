@@ -59,7 +59,7 @@ static void run_case(vt_dtype type, double bound, const attn_kv_ops *ops, int64_
         for (int64_t c = 0; c < n_ch; c++) {
             const attn_query aq = {.q = q, .q_tok_stride = n_rep * hd, .n_tok = 1, .n_rep = n_rep,
                                    .pos0 = n_ctx - 1, .part = parts + c * pf, .part_stride = n_ch * pf};
-            attn_partial(&lv, ops, ops, table, g, &aq, c * ATTN_CHUNK, 0, scale, 0.0f);
+            attn_partial(&lv, ops, ops, table, g, &aq, c * ATTN_CHUNK, scale, NULL);
         }
         for (int64_t r = 0; r < n_rep; r++) {
             attn_combine(parts + r * n_ch * pf, n_ch, pf, hd, NULL, out);
@@ -125,11 +125,11 @@ static void run_group_case(vt_dtype type, const attn_kv_ops *ops, int64_t n_ctx,
     for (int64_t c = 0; c < n_ch; c++) {
         const attn_query aq = {.q = q, .q_tok_stride = q_stride, .n_tok = n_tok, .n_rep = n_rep,
                                .pos0 = pos0, .part = grp, .part_stride = pf};
-        attn_partial(&lv, ops, ops, table, 0, &aq, c * ATTN_CHUNK, 0, scale, 0.0f);
+        attn_partial(&lv, ops, ops, table, 0, &aq, c * ATTN_CHUNK, scale, NULL);
         for (int64_t i = 0; i < n_tok; i++) {
             const attn_query a1 = {.q = q + i * q_stride, .q_tok_stride = q_stride, .n_tok = 1,
                                    .n_rep = n_rep, .pos0 = pos0 + i, .part = one, .part_stride = pf};
-            attn_partial(&lv, ops, ops, table, 0, &a1, c * ATTN_CHUNK, 0, scale, 0.0f);
+            attn_partial(&lv, ops, ops, table, 0, &a1, c * ATTN_CHUNK, scale, NULL);
             bad += memcmp(one, grp + i * n_rep * pf, sizeof(float) * (size_t)(n_rep * pf)) != 0;
         }
     }
@@ -180,6 +180,7 @@ static void run_window_case(vt_dtype type, double bound, const attn_kv_ops *ops,
     float *ref = malloc(sizeof(float) * (size_t)hd);
     double *sc = malloc(sizeof(double) * (size_t)n_ctx);
     const float scale = 1.0f / sqrtf((float)hd);
+    const attn_layer_cfg cfg = {.window = window, .softcap = softcap};
     /* items of tokens inside one chunk, as fwd_run groups them */
     for (int64_t t0 = 0; t0 < n_tok;) {
         const int64_t p_first = pos0 + t0, chunk_end = (p_first / ATTN_CHUNK + 1) * ATTN_CHUNK;
@@ -189,7 +190,7 @@ static void run_window_case(vt_dtype type, double bound, const attn_kv_ops *ops,
             const attn_query aq = {.q = q + t0 * n_rep * hd, .q_tok_stride = n_rep * hd, .n_tok = nt,
                                    .n_rep = n_rep, .pos0 = p_first,
                                    .part = parts + (t0 * n_rep * n_ch + c) * pf, .part_stride = n_ch * pf};
-            attn_partial(&lv, ops, ops, table, 0, &aq, c * ATTN_CHUNK, window, scale, softcap);
+            attn_partial(&lv, ops, ops, table, 0, &aq, c * ATTN_CHUNK, scale, &cfg);
         }
         t0 += nt;
     }

@@ -87,7 +87,9 @@ static float exp_sum_ref(float *s, int64_t n, float *m_out) {
     return l;
 }
 
-#define REF_OPS(t) {store_k_##t##_ref, scores_##t##_ref, store_v_##t##_ref, accum_##t##_ref, exp_sum_ref}
+#define REF_OPS(t)                                                                             \
+    {.store_k = store_k_##t##_ref, .scores = scores_##t##_ref, .store_v = store_v_##t##_ref,   \
+     .accum = accum_##t##_ref, .exp_sum = exp_sum_ref, .softcap = attn_softcap_ref}
 static const attn_kv_ops ops_f32_ref = REF_OPS(f32);
 static const attn_kv_ops ops_f16_ref = REF_OPS(f16);
 static const attn_kv_ops ops_bf16_ref = REF_OPS(bf16);
@@ -105,10 +107,11 @@ const attn_kv_ops *attn_ops_get_ref(vt_dtype type) {
 }
 
 #if defined(__x86_64__)
-const attn_kv_ops *attn_ops_get_avx2(vt_dtype type);   /* x86/attn_avx2.c */
-const attn_kv_ops *attn_ops_get_avx512(vt_dtype type); /* x86/attn_avx512.c: float types */
+/* attention_impl.h as instantiated by x86/attn_avx2.c, x86/attn_avx512.c */
+const attn_kv_ops *attn_ops_get_avx2(vt_dtype type);
+const attn_kv_ops *attn_ops_get_avx512(vt_dtype type);
 #elif defined(__aarch64__)
-const attn_kv_ops *attn_ops_get_neon(vt_dtype type); /* arm/attn_neon.c */
+const attn_kv_ops *attn_ops_get_neon(vt_dtype type); /* attention_impl.h in arm/attn_neon.c */
 #endif
 
 const attn_kv_ops *attn_ops_get_isa(vt_dtype type, cpu_isa isa) {
@@ -166,8 +169,10 @@ const attn_kv_ops *attn_ops_get(vt_dtype type) { return attn_ops_get_isa(type, c
     } while (0)
 
 void attn_partial(const kv_layer *L, const attn_kv_ops *kops, const attn_kv_ops *vops,
-                  const int32_t *blocks, int64_t g, const attn_query *aq, int64_t p0,
-                  int64_t window, float scale, float softcap) {
+                  const int32_t *blocks, int64_t g, const attn_query *aq, int64_t p0, float scale,
+                  const attn_layer_cfg *cfg) {
+    const int64_t window = cfg ? cfg->window : 0;
+    const float softcap = cfg ? cfg->softcap : 0.0f;
     const int64_t hd = L->head_dim, bs = L->block_size, n_rep = aq->n_rep;
     const int64_t rows = aq->n_tok * n_rep;
     /* The last token sees the most keys, the first the earliest; the others'
@@ -220,7 +225,7 @@ void attn_partial(const kv_layer *L, const attn_kv_ops *kops, const attn_kv_ops 
                      scores + (p - lo), n);
         p += nr;
     }
-    if (softcap > 0) attn_softcap_ref(scores, rows * n, softcap); /* one test per item */
+    if (softcap > 0) kops->softcap(scores, rows * n, softcap); /* one test per item */
     for (int64_t i = 0; i < aq->n_tok; i++) {
         /* token i's keys: [a, e) of the scores */
         const int64_t pi = aq->pos0 + i, e = (pi + 1 < p1 ? pi + 1 : p1) - lo;

@@ -901,7 +901,7 @@ static void forward_worker(void *arg, int ith, int nth) {
                     .part_stride = nch * pf,
                 };
                 attn_partial(lv, f->kops, f->vops, b->seqs[b->seq[t0]].blocks[lv->group], g, &aq,
-                             (int64_t)item->chunk * ATTN_CHUNK, L->attn.window, scale, L->attn.softcap);
+                             (int64_t)item->chunk * ATTN_CHUNK, scale, &L->attn);
             }
         }
         tp_barrier(f->run);
@@ -980,7 +980,8 @@ static void forward_worker(void *arg, int ith, int nth) {
         if (hp->final_softcap > 0) { /* gemma2: the logits soft-capped, row by row */
             tp_barrier(f->run);
             tp_range(b->n_logits, 1, ith, nth, &i0, &i1);
-            for (int64_t r = i0; r < i1; r++) attn_softcap_ref(b->logits + r * hp->n_vocab, hp->n_vocab, hp->final_softcap);
+            for (int64_t r = i0; r < i1; r++)
+                cpu_kernels_get()->softcap(b->logits + r * hp->n_vocab, hp->n_vocab, hp->final_softcap);
         } else if (hp->logit_scale != 1.0f) { /* granite: divided, as ggml_scale by the inverse */
             tp_barrier(f->run);
             tp_range(b->n_logits * hp->n_vocab, 1, ith, nth, &i0, &i1);
