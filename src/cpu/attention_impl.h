@@ -43,8 +43,9 @@
  *
  * Accumulation (V row-major): ATTN_AR query rows x ATTN_AG vectors of output in
  * registers across the rows of the piece, each V load feeding every row; each
- * output is the FMA chain over the rows j ascending. Items of several tokens
- * widen 16 V rows at a time, as for K.
+ * output is the FMA chain over the rows j ascending. V is widened as it loads,
+ * also for items of several tokens (widening 16 rows first for all the query
+ * rows, as K, was slower on AVX2 and no faster on AVX-512).
  *
  * Q8_0 rows (K and V row-major) are dequantized one row at a time.
  *
@@ -346,29 +347,13 @@ VT_INLINE void accum_slice(float *acc, int64_t acc_stride, int64_t n_q, const vo
         accum_tile(acc + r * acc_stride, acc_stride, 1, v, v0, hd, n, w + r * w_stride, w_stride, ng, part, nl, t);
 }
 
-VT_INLINE void accum_cols(float *acc, int64_t acc_stride, int64_t n_q, const void *v, int64_t n, int64_t hd,
-                          const float *w, int64_t w_stride, const int t) {
+VT_INLINE void accum_float(float *acc, int64_t acc_stride, int64_t n_q, const void *v, int64_t n, int64_t hd,
+                           const float *w, int64_t w_stride, const int t) {
     int64_t i = 0;
     for (; i + ATTN_AG * VL <= hd; i += ATTN_AG * VL)
         accum_slice(acc + i, acc_stride, n_q, v, i, hd, n, w, w_stride, ATTN_AG, 0, 0, t);
     for (; i + VL <= hd; i += VL) accum_slice(acc + i, acc_stride, n_q, v, i, hd, n, w, w_stride, 1, 0, 0, t);
     if (i < hd) accum_slice(acc + i, acc_stride, n_q, v, i, hd, n, w, w_stride, 1, 1, hd - i, t);
-}
-
-VT_INLINE void accum_float(float *acc, int64_t acc_stride, int64_t n_q, const void *vrows, int64_t n, int64_t hd,
-                           const float *w, int64_t w_stride, const int t) {
-    if (t != KV_F32 && n_q > 4) { /* widen 16 rows at a time for all the query rows */
-        float vf_rows[ATTN_HEAD_DIM_MAX * 16];
-        for (int64_t j = 0; j < n; j += 16) {
-            const int64_t nj = n - j < 16 ? n - j : 16, ne = nj * hd;
-            int64_t e = 0;
-            for (; e + VL <= ne; e += VL) vf_store(vf_rows + e, kv_load(vrows, j * hd + e, t));
-            for (; e < ne; e++) vf_rows[e] = kv_load1(vrows, j * hd + e, t);
-            accum_cols(acc, acc_stride, n_q, vf_rows, nj, hd, w + j, w_stride, KV_F32);
-        }
-        return;
-    }
-    accum_cols(acc, acc_stride, n_q, vrows, n, hd, w, w_stride, t);
 }
 
 /* ---- the float types' tables -------------------------------------------------------------- */
