@@ -246,6 +246,48 @@ static void check_window_neutral(const attn_kv_ops *ops) {
     free(b);
 }
 
+/* Every SIMD tier against the scalar tier (their _ref twin), output for output:
+ * GQA ratios 1 to 8, head sizes with and without vector tails (odd ones for the
+ * float types, 128: the constant-size paths), 24-slot blocks (keys a vector
+ * cannot reach without leaving the block: the partial vectors), windows that
+ * start inside a block, a sink and a soft-cap alone and together, one token
+ * and items of several. Bound: TIER_NMSE. */
+#define TIER_NMSE 1e-11
+static double worst_tier_nmse;
+
+static void check_tier_case(vt_dtype type, double bound, const attn_kv_ops *const *tiers, int n_tiers, int64_t n_ctx,
+                            int64_t n_tok, int64_t window, bool sink, float softcap, int64_t n_rep, int64_t hd,
+                            int64_t bs) {
+    const size_t n_out = (size_t)(n_tok * n_rep * hd);
+    float *ref_out = malloc(sizeof(float) * n_out), *tier_out = malloc(sizeof(float) * n_out);
+    run_window_case(type, bound, tiers[0], n_ctx, n_tok, window, sink, softcap, n_rep, hd, bs, ref_out);
+    for (int tier = 1; tier < n_tiers; tier++) {
+        run_window_case(type, bound, tiers[tier], n_ctx, n_tok, window, sink, softcap, n_rep, hd, bs, tier_out);
+        const double e = test_nmse(tier_out, ref_out, (int64_t)n_out);
+        worst_tier_nmse = e > worst_tier_nmse ? e : worst_tier_nmse;
+        CHECK_MSG(e < TIER_NMSE, "%s tier %d n_ctx %lld n_tok %lld window %lld sink %d softcap %g n_rep %lld head %lld "
+                  "block %lld: NMSE %.3g against the scalar tier",
+                  quant_traits_get(type)->name, tier, (long long)n_ctx, (long long)n_tok, (long long)window, sink,
+                  softcap, (long long)n_rep, (long long)hd, (long long)bs, e);
+    }
+    free(ref_out);
+    free(tier_out);
+}
+
+static void check_tiers(vt_dtype type, double bound, const attn_kv_ops *const *tiers, int n_tiers) {
+    const bool q8 = type == VT_DTYPE_Q8_0;
+    const int64_t heads[] = {64, 128, q8 ? 96 : 45};
+    static const struct { int64_t n_ctx, n_tok, window; } shapes[] = {
+        {1, 1, 0}, {50, 1, 0}, {ATTN_CHUNK + 21, 1, 0}, {ATTN_CHUNK + 21, 1, 29}, {70, 9, 0}, {90, 7, 21},
+    };
+    for (size_t h = 0; h < sizeof heads / sizeof heads[0]; h++)
+        for (int64_t n_rep = 1; n_rep <= 8; n_rep *= 2)
+            for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
+                for (int variant = 0; variant < 4; variant++) /* plain, sink, soft-cap, both */
+                    check_tier_case(type, bound, tiers, n_tiers, shapes[k].n_ctx, shapes[k].n_tok, shapes[k].window,
+                                    variant & 1, variant & 2 ? 0.7f : 0.0f, n_rep, heads[h], k % 2 ? 24 : 16);
+}
+
 static void test_block_pool(void) {
     kv_cache kv;
     CHECK_OK(kv_cache_init(&kv, VT_DTYPE_F16, VT_DTYPE_F16, 2, 2, 64, 16, 4));
@@ -328,6 +370,8 @@ int main(void) {
         }
         if (kv_types[t].type == VT_DTYPE_F16)
             for (int tier = 0; tier < n_tiers; tier++) check_window_neutral(tiers[tier]);
+        check_tiers(kv_types[t].type, kv_types[t].bound, tiers, n_tiers);
     }
+    printf("  every SIMD tier against the scalar tier: worst NMSE %.3g (bound %g)\n", worst_tier_nmse, TIER_NMSE);
     return test_finish();
 }
