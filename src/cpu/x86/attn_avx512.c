@@ -52,8 +52,10 @@ VT_INLINE vf vf_div(vf a, vf b) { return _mm512_div_ps(a, b); }
 VT_INLINE vf vf_max(vf a, vf b) { return _mm512_max_ps(a, b); }
 VT_INLINE vf vf_abs(vf a) { return _mm512_abs_ps(a); }
 VT_INLINE vf vf_copysign(vf mag, vf sgn) {
-    const vf sb = _mm512_set1_ps(-0.0f);
-    return _mm512_or_ps(_mm512_andnot_ps(sb, mag), _mm512_and_ps(sb, sgn));
+    /* integer ops: AVX-512F (the float and/or need DQ, which the tier does not check) */
+    const __m512i sb = _mm512_set1_epi32((int32_t)0x80000000u);
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_andnot_si512(sb, _mm512_castps_si512(mag)),
+                                               _mm512_and_si512(sb, _mm512_castps_si512(sgn))));
 }
 VT_INLINE vm vf_lt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
 VT_INLINE vm vf_le(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LE_OQ); }
