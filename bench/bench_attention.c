@@ -73,7 +73,7 @@ static void run_decode(const bench_layer *L) {
                 .part = L->parts + (g * n_rep * n_ch + c) * pf,
                 .part_stride = n_ch * pf,
             };
-            attn_partial(&lv, L->ops, L->ops, L->table, g, &aq, c * ATTN_CHUNK, 0, scale, 0.0f);
+            attn_partial(&lv, L->ops, L->ops, L->table, g, &aq, c * ATTN_CHUNK, scale, NULL);
         }
     for (int64_t h = 0; h < L->n_kv * n_rep; h++)
         attn_combine(L->parts + h * n_ch * pf, n_ch, pf, hd, NULL, L->out + h * hd);
@@ -103,7 +103,7 @@ static void run_layer(const bench_layer *L, int64_t tpi) {
                     .part = L->parts + ((g * L->n_ctx + t0) * n_rep * n_ch + c) * pf,
                     .part_stride = n_ch * pf,
                 };
-                attn_partial(&lv, L->ops, L->ops, L->table, g, &aq, c * ATTN_CHUNK, 0, scale, 0.0f);
+                attn_partial(&lv, L->ops, L->ops, L->table, g, &aq, c * ATTN_CHUNK, scale, NULL);
             }
             t0 += nt;
         }

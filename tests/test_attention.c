@@ -1,7 +1,17 @@
 /* cpu/attention over kvcache/kv_cache: paged attention equals a contiguous f32
  * reference for every KV dtype, with a shuffled block table and contexts that
  * span several chunks; sliding windows and sinks against a dense masked softmax,
- * every SIMD tier against the scalar one. */
+ * every SIMD tier against the scalar one.
+ *
+ * Bounds (NMSE over a head's outputs):
+ *  - against a dense f64 softmax: per KV dtype (kv_types), the rounding of the
+ *    stored K and V: f32 1e-10, f16 1e-6, bf16 and q8_0 1e-4;
+ *  - every SIMD tier (cpu/attention_impl.h as x86/attn_avx2.c, x86/attn_avx512.c
+ *    and arm/attn_neon.c instantiate it) against the scalar tier, its _ref twin:
+ *    1e-11 (TIER_NMSE) for every dtype, window, sink, soft-cap and GQA ratio:
+ *    both read the same stored values, and differ only in the order of the
+ *    sums and in exp's and tanh's polynomials (a few ulp);
+ *  - an item of several tokens gives each token the bits it gets alone (exact). */
 #include "cpu/attention.h"
 #include "kvcache/kv_cache.h"
 #include "test.h"
@@ -59,7 +69,7 @@ static void run_case(vt_dtype type, double bound, const attn_kv_ops *ops, int64_
         for (int64_t c = 0; c < n_ch; c++) {
             const attn_query aq = {.q = q, .q_tok_stride = n_rep * hd, .n_tok = 1, .n_rep = n_rep,
                                    .pos0 = n_ctx - 1, .part = parts + c * pf, .part_stride = n_ch * pf};
-            attn_partial(&lv, ops, ops, table, g, &aq, c * ATTN_CHUNK, 0, scale, 0.0f);
+            attn_partial(&lv, ops, ops, table, g, &aq, c * ATTN_CHUNK, scale, NULL);
         }
         for (int64_t r = 0; r < n_rep; r++) {
             attn_combine(parts + r * n_ch * pf, n_ch, pf, hd, NULL, out);
@@ -125,11 +135,11 @@ static void run_group_case(vt_dtype type, const attn_kv_ops *ops, int64_t n_ctx,
     for (int64_t c = 0; c < n_ch; c++) {
         const attn_query aq = {.q = q, .q_tok_stride = q_stride, .n_tok = n_tok, .n_rep = n_rep,
                                .pos0 = pos0, .part = grp, .part_stride = pf};
-        attn_partial(&lv, ops, ops, table, 0, &aq, c * ATTN_CHUNK, 0, scale, 0.0f);
+        attn_partial(&lv, ops, ops, table, 0, &aq, c * ATTN_CHUNK, scale, NULL);
         for (int64_t i = 0; i < n_tok; i++) {
             const attn_query a1 = {.q = q + i * q_stride, .q_tok_stride = q_stride, .n_tok = 1,
                                    .n_rep = n_rep, .pos0 = pos0 + i, .part = one, .part_stride = pf};
-            attn_partial(&lv, ops, ops, table, 0, &a1, c * ATTN_CHUNK, 0, scale, 0.0f);
+            attn_partial(&lv, ops, ops, table, 0, &a1, c * ATTN_CHUNK, scale, NULL);
             bad += memcmp(one, grp + i * n_rep * pf, sizeof(float) * (size_t)(n_rep * pf)) != 0;
         }
     }
@@ -180,6 +190,7 @@ static void run_window_case(vt_dtype type, double bound, const attn_kv_ops *ops,
     float *ref = malloc(sizeof(float) * (size_t)hd);
     double *sc = malloc(sizeof(double) * (size_t)n_ctx);
     const float scale = 1.0f / sqrtf((float)hd);
+    const attn_layer_cfg cfg = {.window = window, .softcap = softcap};
     /* items of tokens inside one chunk, as fwd_run groups them */
     for (int64_t t0 = 0; t0 < n_tok;) {
         const int64_t p_first = pos0 + t0, chunk_end = (p_first / ATTN_CHUNK + 1) * ATTN_CHUNK;
@@ -189,7 +200,7 @@ static void run_window_case(vt_dtype type, double bound, const attn_kv_ops *ops,
             const attn_query aq = {.q = q + t0 * n_rep * hd, .q_tok_stride = n_rep * hd, .n_tok = nt,
                                    .n_rep = n_rep, .pos0 = p_first,
                                    .part = parts + (t0 * n_rep * n_ch + c) * pf, .part_stride = n_ch * pf};
-            attn_partial(&lv, ops, ops, table, 0, &aq, c * ATTN_CHUNK, window, scale, softcap);
+            attn_partial(&lv, ops, ops, table, 0, &aq, c * ATTN_CHUNK, scale, &cfg);
         }
         t0 += nt;
     }
@@ -243,6 +254,50 @@ static void check_window_neutral(const attn_kv_ops *ops) {
     CHECK(memcmp(a, b, sizeof(float) * (size_t)(n_tok * n_rep * hd)) == 0);
     free(a);
     free(b);
+}
+
+/* Every SIMD tier against the scalar tier (their _ref twin), output for output:
+ * GQA ratios 1 to 8, head sizes with and without vector tails (odd ones for the
+ * float types, 128: the constant-size paths), 24-slot blocks (keys a vector
+ * cannot reach without leaving the block: the partial vectors), windows that
+ * start inside a block, a sink and a soft-cap alone and together (each case
+ * one of the four, in turn), one token and items of several. Bound: TIER_NMSE. */
+#define TIER_NMSE 1e-11
+static double worst_tier_nmse;
+
+static void check_tier_case(vt_dtype type, double bound, const attn_kv_ops *const *tiers, int n_tiers, int64_t n_ctx,
+                            int64_t n_tok, int64_t window, bool sink, float softcap, int64_t n_rep, int64_t hd,
+                            int64_t bs) {
+    const size_t n_out = (size_t)(n_tok * n_rep * hd);
+    float *ref_out = malloc(sizeof(float) * n_out), *tier_out = malloc(sizeof(float) * n_out);
+    run_window_case(type, bound, tiers[0], n_ctx, n_tok, window, sink, softcap, n_rep, hd, bs, ref_out);
+    for (int tier = 1; tier < n_tiers; tier++) {
+        run_window_case(type, bound, tiers[tier], n_ctx, n_tok, window, sink, softcap, n_rep, hd, bs, tier_out);
+        const double e = test_nmse(tier_out, ref_out, (int64_t)n_out);
+        worst_tier_nmse = e > worst_tier_nmse ? e : worst_tier_nmse;
+        CHECK_MSG(e < TIER_NMSE, "%s tier %d n_ctx %lld n_tok %lld window %lld sink %d softcap %g n_rep %lld head %lld "
+                  "block %lld: NMSE %.3g against the scalar tier",
+                  quant_traits_get(type)->name, tier, (long long)n_ctx, (long long)n_tok, (long long)window, sink,
+                  softcap, (long long)n_rep, (long long)hd, (long long)bs, e);
+    }
+    free(ref_out);
+    free(tier_out);
+}
+
+static void check_tiers(vt_dtype type, double bound, const attn_kv_ops *const *tiers, int n_tiers) {
+    const bool q8 = type == VT_DTYPE_Q8_0;
+    const int64_t heads[] = {64, 128, q8 ? 96 : 45};
+    static const struct { int64_t n_ctx, n_tok, window; } shapes[] = {
+        {1, 1, 0}, {50, 1, 0}, {ATTN_CHUNK + 21, 1, 0}, {ATTN_CHUNK + 21, 1, 29}, {70, 9, 0}, {90, 7, 21},
+    };
+    for (size_t h = 0; h < sizeof heads / sizeof heads[0]; h++)
+        for (int64_t n_rep = 1; n_rep <= 8; n_rep *= 2)
+            for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+                /* plain, sink, soft-cap, both: each shape and ratio one of them, in turn */
+                const int variant = (int)((k + (size_t)n_rep + h) % 4);
+                check_tier_case(type, bound, tiers, n_tiers, shapes[k].n_ctx, shapes[k].n_tok, shapes[k].window,
+                                variant & 1, variant & 2 ? 0.7f : 0.0f, n_rep, heads[h], k % 2 ? 24 : 16);
+            }
 }
 
 static void test_block_pool(void) {
@@ -327,6 +382,8 @@ int main(void) {
         }
         if (kv_types[t].type == VT_DTYPE_F16)
             for (int tier = 0; tier < n_tiers; tier++) check_window_neutral(tiers[tier]);
+        check_tiers(kv_types[t].type, kv_types[t].bound, tiers, n_tiers);
     }
+    printf("  every SIMD tier against the scalar tier: worst NMSE %.3g (bound %g)\n", worst_tier_nmse, TIER_NMSE);
     return test_finish();
 }

@@ -312,6 +312,77 @@ static void check_gelu_mul(const cpu_kernels *k) {
     CHECK_MSG(bad == 0, "gelu_mul: %d of %d values off", bad, N);
 }
 
+/* The SIMD gelu_mul and softcap of tier `isa` (cpu/attention_impl.h) against
+ * the ref's. gelu_mul: bit for bit, x every f16 value (the table's whole
+ * domain, both clamps, infinities; NaN stays NaN), then values between them,
+ * lengths with tails. softcap (Cephes' tanhf in vectors): within 4e-7
+ * relative of tanhf (a few ulp), over both branches (|x / cap| below and above
+ * 0.625), exp's underflow (|x / cap| > 44), zeros and subnormals, with tails. */
+static float frand(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((*s >> 40) & 0xffffff) / (float)0x1000000 * 2.0f - 1.0f;
+}
+
+static void check_act_tier(const cpu_kernels *simd, const cpu_kernels *ref) {
+    enum { N = (1 << 16) + 13 };
+    static float g[N], u[N], gr[N];
+    uint64_t seed = 7;
+    for (int i = 0; i < N; i++) {
+        if (i < (1 << 16)) {
+            const vt_f16 h = (vt_f16)i;
+            g[i] = f16_to_f32(h);
+        } else {
+            g[i] = 24.0f * frand(&seed);
+        }
+        u[i] = 2.0f * frand(&seed);
+    }
+    g[N - 1] = 10.0f;
+    g[N - 2] = -10.0f;
+    g[N - 3] = nextafterf(10.0f, 0.0f);
+    g[N - 4] = nextafterf(-10.0f, 0.0f);
+    int64_t bad = 0;
+    static const int64_t lens[] = {N, 1, 7, 17, 1003};
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        const int64_t n = lens[li], off = N - n;
+        memcpy(gr, g, sizeof g);
+        float *gs = malloc(sizeof g);
+        memcpy(gs, g, sizeof g);
+        ref->gelu_mul(gr + off, u + off, n);
+        simd->gelu_mul(gs + off, u + off, n);
+        for (int64_t i = 0; i < N; i++)
+            bad += memcmp(&gs[i], &gr[i], sizeof(float)) != 0 && !(isnan(gs[i]) && isnan(gr[i]));
+        free(gs);
+    }
+    CHECK_MSG(bad == 0, "%s gelu_mul: %lld values differ from the ref", cpu_isa_str(simd->isa), (long long)bad);
+
+    static const float caps[] = {0.5f, 30.0f, 50.0f};
+    double worst = 0;
+    int64_t signs = 0;
+    for (size_t ci = 0; ci < sizeof caps / sizeof caps[0]; ci++) {
+        enum { M = 4099 };
+        static float s[M], sr[M];
+        for (int i = 0; i < M; i++) {
+            const float r = frand(&seed);
+            s[i] = i % 4 == 0 ? r * caps[ci] : i % 4 == 1 ? r * 100.0f * caps[ci] : i % 4 == 2 ? r * 1e-6f : r * 1e-40f;
+        }
+        s[0] = 0.0f;
+        s[1] = -0.0f;
+        s[2] = 0.625f * caps[ci];
+        s[3] = -nextafterf(0.625f, 0.0f) * caps[ci];
+        memcpy(sr, s, sizeof s);
+        ref->softcap(sr, M, caps[ci]);
+        simd->softcap(s, M, caps[ci]);
+        for (int i = 0; i < M; i++) {
+            const double e = sr[i] == s[i] ? 0 : fabs((double)s[i] - sr[i]) / fabs((double)sr[i]);
+            worst = e > worst ? e : worst;
+            signs += signbit(s[i]) != signbit(sr[i]);
+        }
+    }
+    printf("  %s softcap worst relative error %.2e (bound 4e-7)\n", cpu_isa_str(simd->isa), worst);
+    CHECK_MSG(worst <= 4e-7 && signs == 0, "%s softcap: worst relative error %.3g, %lld signs differ",
+              cpu_isa_str(simd->isa), worst, (long long)signs);
+}
+
 /* silu_mul against the ref over |x| up to 100 (where exp(-x) under- and
  * overflows), zeros and lengths with tails. */
 static void check_silu_mul(const cpu_kernels *simd, const cpu_kernels *ref) {
@@ -554,6 +625,11 @@ int main(int argc, char **argv) {
         check_quantizer(&best, act_types[i]);
     check_silu_mul(&best, &ref);
     check_gelu_mul(&best);
+    for (int isa = CPU_ISA_REF + 1; isa <= (int)cpu_isa_detected(); isa++) {
+        cpu_kernels tier;
+        cpu_kernels_build((cpu_isa)isa, &tier);
+        if (tier.isa == (cpu_isa)isa) check_act_tier(&tier, &ref);
+    }
     check_rms_norm(&best, &ref);
     check_isa_env(argv[0], "ref", 0);
 #if defined(__x86_64__)

@@ -10,42 +10,84 @@
 
 /* ---- scalar kernels -------------------------------------------------------------- */
 
-/* Float K types: dim-major, element (slot, d) at d * bs + slot. */
-#define FLOAT_K_REF(t, elem_t, to_f32, from_f32)                                              \
-    static void store_k_##t##_ref(void *kblk, int64_t bs, int64_t slot, const float *src,      \
-                                  int64_t hd) {                                               \
-        elem_t *k = kblk;                                                                     \
-        for (int64_t d = 0; d < hd; d++) k[d * bs + slot] = from_f32(src[d]);                 \
-    }                                                                                         \
-    static void scores_##t##_ref(const void *kblk, int64_t bs, int64_t s0, int64_t n,          \
-                                 const float *q, int64_t n_q, int64_t hd, float scale,        \
-                                 float *s, int64_t s_stride) {                                \
-        const elem_t *k = kblk;                                                               \
-        for (int64_t r = 0; r < n_q; r++)                                                     \
-            for (int64_t j = 0; j < n; j++) {                                                 \
-                float a = 0;                                                                  \
-                for (int64_t d = 0; d < hd; d++) a += q[r * hd + d] * to_f32(k[d * bs + s0 + j]); \
-                s[r * s_stride + j] = a * scale;                                              \
-            }                                                                                 \
-    }                                                                                         \
-    static void store_v_##t##_ref(void *vrow, const float *src, int64_t hd) {                 \
-        elem_t *v = vrow;                                                                     \
-        for (int64_t i = 0; i < hd; i++) v[i] = from_f32(src[i]);                             \
-    }                                                                                         \
-    static void accum_##t##_ref(float *acc, int64_t acc_stride, int64_t n_q, const void *vrows, \
-                                int64_t n, int64_t hd, const float *w, int64_t w_stride) {    \
-        const elem_t *v = vrows;                                                              \
-        for (int64_t r = 0; r < n_q; r++)                                                     \
-            for (int64_t j = 0; j < n; j++)                                                   \
-                for (int64_t i = 0; i < hd; i++)                                              \
-                    acc[r * acc_stride + i] += w[r * w_stride + j] * to_f32(v[j * hd + i]);   \
-    }
+/* Float K types: dim-major, element (slot, d) at d * bs + slot. The stored
+ * type is a constant argument of these inlined bodies, one wrapper per type. */
+enum { REF_F32, REF_F16, REF_BF16 };
 
-static inline float f32_id(float x) { return x; }
-FLOAT_K_REF(f32, float, f32_id, f32_id)
-FLOAT_K_REF(f16, vt_f16, f16_to_f32, f32_to_f16)
-FLOAT_K_REF(bf16, vt_bf16, bf16_to_f32, f32_to_bf16)
-#undef FLOAT_K_REF
+static inline float ref_load(const void *p, int64_t i, const int t) {
+    switch (t) {
+    case REF_F16: return f16_to_f32(((const vt_f16 *)p)[i]);
+    case REF_BF16: return bf16_to_f32(((const vt_bf16 *)p)[i]);
+    default: return ((const float *)p)[i];
+    }
+}
+static inline void ref_put(void *p, int64_t i, float x, const int t) {
+    switch (t) {
+    case REF_F16: ((vt_f16 *)p)[i] = f32_to_f16(x); break;
+    case REF_BF16: ((vt_bf16 *)p)[i] = f32_to_bf16(x); break;
+    default: ((float *)p)[i] = x; break;
+    }
+}
+static inline void store_k_float_ref(void *kblk, int64_t bs, int64_t slot, const float *src, int64_t hd,
+                                     const int t) {
+    for (int64_t d = 0; d < hd; d++) ref_put(kblk, d * bs + slot, src[d], t);
+}
+static inline void scores_float_ref(const void *kblk, int64_t bs, int64_t s0, int64_t n, const float *q,
+                                    int64_t n_q, int64_t hd, float scale, float *s, int64_t s_stride, const int t) {
+    for (int64_t r = 0; r < n_q; r++)
+        for (int64_t j = 0; j < n; j++) {
+            float a = 0;
+            for (int64_t d = 0; d < hd; d++) a += q[r * hd + d] * ref_load(kblk, d * bs + s0 + j, t);
+            s[r * s_stride + j] = a * scale;
+        }
+}
+static inline void store_v_float_ref(void *vrow, const float *src, int64_t hd, const int t) {
+    for (int64_t i = 0; i < hd; i++) ref_put(vrow, i, src[i], t);
+}
+static inline void accum_float_ref(float *acc, int64_t acc_stride, int64_t n_q, const void *vrows, int64_t n,
+                                   int64_t hd, const float *w, int64_t w_stride, const int t) {
+    for (int64_t r = 0; r < n_q; r++)
+        for (int64_t j = 0; j < n; j++)
+            for (int64_t i = 0; i < hd; i++)
+                acc[r * acc_stride + i] += w[r * w_stride + j] * ref_load(vrows, j * hd + i, t);
+}
+
+static void store_k_f32_ref(void *k, int64_t bs, int64_t slot, const float *src, int64_t hd) {
+    store_k_float_ref(k, bs, slot, src, hd, REF_F32);
+}
+static void store_k_f16_ref(void *k, int64_t bs, int64_t slot, const float *src, int64_t hd) {
+    store_k_float_ref(k, bs, slot, src, hd, REF_F16);
+}
+static void store_k_bf16_ref(void *k, int64_t bs, int64_t slot, const float *src, int64_t hd) {
+    store_k_float_ref(k, bs, slot, src, hd, REF_BF16);
+}
+static void scores_f32_ref(const void *k, int64_t bs, int64_t s0, int64_t n, const float *q, int64_t n_q,
+                           int64_t hd, float scale, float *s, int64_t s_stride) {
+    scores_float_ref(k, bs, s0, n, q, n_q, hd, scale, s, s_stride, REF_F32);
+}
+static void scores_f16_ref(const void *k, int64_t bs, int64_t s0, int64_t n, const float *q, int64_t n_q,
+                           int64_t hd, float scale, float *s, int64_t s_stride) {
+    scores_float_ref(k, bs, s0, n, q, n_q, hd, scale, s, s_stride, REF_F16);
+}
+static void scores_bf16_ref(const void *k, int64_t bs, int64_t s0, int64_t n, const float *q, int64_t n_q,
+                            int64_t hd, float scale, float *s, int64_t s_stride) {
+    scores_float_ref(k, bs, s0, n, q, n_q, hd, scale, s, s_stride, REF_BF16);
+}
+static void store_v_f32_ref(void *v, const float *src, int64_t hd) { store_v_float_ref(v, src, hd, REF_F32); }
+static void store_v_f16_ref(void *v, const float *src, int64_t hd) { store_v_float_ref(v, src, hd, REF_F16); }
+static void store_v_bf16_ref(void *v, const float *src, int64_t hd) { store_v_float_ref(v, src, hd, REF_BF16); }
+static void accum_f32_ref(float *acc, int64_t acc_stride, int64_t n_q, const void *v, int64_t n, int64_t hd,
+                          const float *w, int64_t w_stride) {
+    accum_float_ref(acc, acc_stride, n_q, v, n, hd, w, w_stride, REF_F32);
+}
+static void accum_f16_ref(float *acc, int64_t acc_stride, int64_t n_q, const void *v, int64_t n, int64_t hd,
+                          const float *w, int64_t w_stride) {
+    accum_float_ref(acc, acc_stride, n_q, v, n, hd, w, w_stride, REF_F16);
+}
+static void accum_bf16_ref(float *acc, int64_t acc_stride, int64_t n_q, const void *v, int64_t n, int64_t hd,
+                           const float *w, int64_t w_stride) {
+    accum_float_ref(acc, acc_stride, n_q, v, n, hd, w, w_stride, REF_BF16);
+}
 
 /* Q8_0: rows of hd / 32 blocks (kv_cache_init requires hd % 32 == 0), K row-major
  * like V; rows are widened with the quant module's dequantizer. */
@@ -87,7 +129,9 @@ static float exp_sum_ref(float *s, int64_t n, float *m_out) {
     return l;
 }
 
-#define REF_OPS(t) {store_k_##t##_ref, scores_##t##_ref, store_v_##t##_ref, accum_##t##_ref, exp_sum_ref}
+#define REF_OPS(t)                                                                             \
+    {.store_k = store_k_##t##_ref, .scores = scores_##t##_ref, .store_v = store_v_##t##_ref,   \
+     .accum = accum_##t##_ref, .exp_sum = exp_sum_ref, .softcap = attn_softcap_ref}
 static const attn_kv_ops ops_f32_ref = REF_OPS(f32);
 static const attn_kv_ops ops_f16_ref = REF_OPS(f16);
 static const attn_kv_ops ops_bf16_ref = REF_OPS(bf16);
@@ -105,10 +149,11 @@ const attn_kv_ops *attn_ops_get_ref(vt_dtype type) {
 }
 
 #if defined(__x86_64__)
-const attn_kv_ops *attn_ops_get_avx2(vt_dtype type);   /* x86/attn_avx2.c */
-const attn_kv_ops *attn_ops_get_avx512(vt_dtype type); /* x86/attn_avx512.c: float types */
+/* attention_impl.h as instantiated by x86/attn_avx2.c, x86/attn_avx512.c */
+const attn_kv_ops *attn_ops_get_avx2(vt_dtype type);
+const attn_kv_ops *attn_ops_get_avx512(vt_dtype type);
 #elif defined(__aarch64__)
-const attn_kv_ops *attn_ops_get_neon(vt_dtype type); /* arm/attn_neon.c */
+const attn_kv_ops *attn_ops_get_neon(vt_dtype type); /* attention_impl.h in arm/attn_neon.c */
 #endif
 
 const attn_kv_ops *attn_ops_get_isa(vt_dtype type, cpu_isa isa) {
@@ -166,8 +211,10 @@ const attn_kv_ops *attn_ops_get(vt_dtype type) { return attn_ops_get_isa(type, c
     } while (0)
 
 void attn_partial(const kv_layer *L, const attn_kv_ops *kops, const attn_kv_ops *vops,
-                  const int32_t *blocks, int64_t g, const attn_query *aq, int64_t p0,
-                  int64_t window, float scale, float softcap) {
+                  const int32_t *blocks, int64_t g, const attn_query *aq, int64_t p0, float scale,
+                  const attn_layer_cfg *cfg) {
+    const int64_t window = cfg ? cfg->window : 0;
+    const float softcap = cfg ? cfg->softcap : 0.0f;
     const int64_t hd = L->head_dim, bs = L->block_size, n_rep = aq->n_rep;
     const int64_t rows = aq->n_tok * n_rep;
     /* The last token sees the most keys, the first the earliest; the others'
@@ -221,7 +268,7 @@ void attn_partial(const kv_layer *L, const attn_kv_ops *kops, const attn_kv_ops 
                      scores + (p - lo), n);
         p += nr;
     }
-    if (softcap > 0) attn_softcap_ref(scores, rows * n, softcap); /* one test per item */
+    if (softcap > 0) kops->softcap(scores, rows * n, softcap); /* one test per item */
     for (int64_t i = 0; i < aq->n_tok; i++) {
         /* token i's keys: [a, e) of the scores */
         const int64_t pi = aq->pos0 + i, e = (pi + 1 < p1 ? pi + 1 : p1) - lo;

@@ -4,6 +4,10 @@
  * kernels (the scores of query rows against a block's keys, the accumulation
  * of weighted value rows, the stores); the inner loops never branch on dtype.
  *
+ * The SIMD tiers are one implementation over small vector primitives
+ * (cpu/attention_impl.h), instantiated by x86/attn_avx2.c, x86/attn_avx512.c and
+ * arm/attn_neon.c; the scalar tier (attention.c) is their _ref twin.
+ *
  * Layout of one head inside a block (kv_k_head, kv_v_row): V is row-major (a
  * slot's head_dim values together) in every dtype. K is dim-major for the float
  * types (F32, F16, BF16: dimension d of slot s at d * block_size + s), so a
@@ -49,6 +53,9 @@ typedef struct attn_kv_ops {
                   int64_t hd, const float *w, int64_t w_stride);
     /* *m = max of s[0 .. n-1] (n > 0), then s[j] = exp(s[j] - *m); returns their sum. */
     float (*exp_sum)(float *s, int64_t n, float *m);
+    /* s[i] = cap * tanh(s[i] / cap), i < n (cap > 0): attn_softcap_ref's contract;
+     * SIMD tiers within a few ulp of tanhf. */
+    void (*softcap)(float *s, int64_t n, float cap);
 } attn_kv_ops;
 
 /* Kernels for K/V rows of `type` on this CPU (VT_ISA=ref: scalar). NULL if the
@@ -95,7 +102,8 @@ typedef struct attn_query {
  *           llama.cpp, whose gemma2 scales Q first); 0: none.
  * A window is a range of positions, not a mask: the items skip the chunks
  * before it and the kernels score only the keys inside it, so no inner loop
- * tests a position. */
+ * tests a position. New variants add a field here (zero: off), so the kernels'
+ * signatures stay as they are. */
 typedef struct attn_layer_cfg {
     int64_t window;
     const float *sinks;
@@ -111,10 +119,11 @@ typedef struct attn_layer_cfg {
  * {-inf, 0, 0} when the range is empty. Its bits do not depend on which other
  * tokens share the item, and a window that reaches p0 leaves them as without
  * one. Blocks wholly before lo_0 are never read (a SWA group may have released
- * them). softcap > 0 caps each score as attn_layer_cfg says (attn_softcap). */
+ * them). The window and the soft-cap are cfg's (NULL: neither; the sinks are
+ * attn_combine's); a soft-cap runs kops->softcap over the item's scores. */
 void attn_partial(const kv_layer *L, const attn_kv_ops *kops, const attn_kv_ops *vops,
-                  const int32_t *blocks, int64_t g, const attn_query *aq, int64_t p0,
-                  int64_t window, float scale, float softcap);
+                  const int32_t *blocks, int64_t g, const attn_query *aq, int64_t p0, float scale,
+                  const attn_layer_cfg *cfg);
 
 /* s[i] = cap * tanh(s[i] / cap), i < n (cap > 0): the soft-cap of scores and of
  * logits. _ref: tanhf; the kernel table's form may differ in the last bits. */

@@ -5,6 +5,7 @@
 #include "cpu/kernels.h"
 
 #include "base/fp16.h"
+#include "cpu/attention.h"
 
 #if defined(__x86_64__)
 #include "cpu/x86/x86_kernels.h"
@@ -73,7 +74,7 @@ static void silu_mul_ref(float *g, const float *u, int64_t n) {
  * 0 below -10 and x above 10. The same table, so GEGLU models match llama.cpp
  * bit for bit before the down projection's activations are quantized. Filled
  * once, with the kernel table (cpu_kernels_get). */
-static vt_f16 gelu_table[1 << 16];
+vt_f16 cpu_gelu_table[1 << 16];
 
 static void gelu_table_fill(void) {
     const float c = 0.79788456080286535587989211986876f, a = 0.044715f;
@@ -82,7 +83,7 @@ static void gelu_table_fill(void) {
         const uint16_t b = (uint16_t)i;
         memcpy(&h, &b, sizeof h);
         const float x = f16_to_f32(h);
-        gelu_table[i] = f32_to_f16(0.5f * x * (1.0f + tanhf(c * x * (1.0f + a * x * x))));
+        cpu_gelu_table[i] = f32_to_f16(0.5f * x * (1.0f + tanhf(c * x * (1.0f + a * x * x))));
     }
 }
 
@@ -97,7 +98,7 @@ static void gelu_mul_ref(float *g, const float *u, int64_t n) {
             const vt_f16 h = f32_to_f16(x);
             uint16_t b;
             memcpy(&b, &h, sizeof b);
-            g[i] = f16_to_f32(gelu_table[b]) * u[i];
+            g[i] = f16_to_f32(cpu_gelu_table[b]) * u[i];
         }
     }
 }
@@ -112,6 +113,7 @@ static void rms_norm_ref(const float *x, const float *w, int64_t n, float eps, f
 static void fill_ref(cpu_kernels *k) {
     k->silu_mul = silu_mul_ref;
     k->gelu_mul = gelu_mul_ref;
+    k->softcap = attn_softcap_ref;
     static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
     pthread_once(&gelu_once, gelu_table_fill);
     k->rms_norm = rms_norm_ref;
@@ -171,10 +173,13 @@ static void apply_rows(cpu_kernels *k, cpu_isa isa, const cpu_type_row *rows, si
 static void apply_tier_rows(cpu_kernels *k, cpu_isa isa, const cpu_tier_row *rows, size_t n) {
     for (size_t i = 0; i < n; i++) {
         if (rows[i].isa > isa) continue;
+        /* each group from the rows that have it (a higher tier may carry only some) */
         if (rows[i].silu_mul) {
             k->silu_mul = rows[i].silu_mul;
             k->rms_norm = rows[i].rms_norm;
         }
+        if (rows[i].gelu_mul) k->gelu_mul = rows[i].gelu_mul;
+        if (rows[i].softcap) k->softcap = rows[i].softcap;
         if (rows[i].dn) k->dn = *rows[i].dn;
     }
 }

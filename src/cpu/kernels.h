@@ -44,6 +44,7 @@
 #ifndef VT_CPU_KERNELS_H
 #define VT_CPU_KERNELS_H
 
+#include "base/fp16.h"
 #include "cpu/cpu_features.h"
 #include "cpu/deltanet.h"
 #include "cpu/pack.h"
@@ -75,9 +76,14 @@ typedef struct cpu_kernels {
      * polynomial exp (about 1 ulp), so they differ from the ref in the last bits. */
     void (*silu_mul)(float *g, const float *u, int64_t n);
     /* g[i] = gelu(g[i]) * u[i], GELU's tanh form (0.5 x (1 + tanh(sqrt(2/pi) (x +
-     * 0.044715 x^3)))) through ggml's f16 table, as llama.cpp's CPU backend;
-     * a table lookup, the same on every tier. */
+     * 0.044715 x^3)))) through ggml's f16 table (cpu_gelu_table), as llama.cpp's
+     * CPU backend; a table lookup, the same bits on every tier (SIMD tiers convert
+     * and clamp in vectors, cpu/attention_impl.h). */
     void (*gelu_mul)(float *g, const float *u, int64_t n);
+    /* s[i] = cap * tanh(s[i] / cap), cap > 0: soft-capped logits (gemma2). SIMD
+     * tiers: Cephes' tanhf in vectors (cpu/attention_impl.h), within a few ulp
+     * of the ref's tanhf. */
+    void (*softcap)(float *s, int64_t n, float cap);
     /* out[i] = (x[i] * s) * w[i], s = 1 / sqrtf(mean(x^2) + eps), the mean as
      * ggml takes it: float squares summed in double. The ref sums them in order;
      * SIMD tiers in a fixed number of double lanes, so s can differ by an ulp
@@ -113,8 +119,14 @@ typedef struct cpu_tier_row {
     cpu_isa isa;
     void (*silu_mul)(float *g, const float *u, int64_t n);
     void (*rms_norm)(const float *x, const float *w, int64_t n, float eps, float *out);
+    void (*gelu_mul)(float *g, const float *u, int64_t n);
+    void (*softcap)(float *s, int64_t n, float cap);
     const dn_kernels *dn;
 } cpu_tier_row;
+
+/* gelu(x) of every f16 x, rounded to f16 (ggml's table; kernels.c fills it once
+ * before any cpu_kernels table is returned): the SIMD gelu_mul look up in it. */
+extern vt_f16 cpu_gelu_table[1 << 16];
 
 /* The table for this CPU (after VT_ISA). Built once, thread-safe, never NULL. */
 const cpu_kernels *cpu_kernels_get(void);

@@ -966,7 +966,7 @@ static void forward_worker(void *arg, int ith, int nth) {
                     .part_stride = nch * pf,
                 };
                 attn_partial(lv, f->kops, f->vops, b->seqs[b->seq[t0]].blocks[lv->group], g, &aq,
-                             (int64_t)item->chunk * ATTN_CHUNK, L->attn.window, scale, L->attn.softcap);
+                             (int64_t)item->chunk * ATTN_CHUNK, scale, &L->attn);
             }
         }
         tp_barrier(f->run);
@@ -1068,7 +1068,7 @@ static void forward_worker(void *arg, int ith, int nth) {
                 float *row = b->logits + r * hp->n_vocab;
                 if (hp->logit_mul != 1.0f)
                     for (int64_t j = 0; j < hp->n_vocab; j++) row[j] *= hp->logit_mul;
-                if (hp->final_softcap > 0) attn_softcap_ref(row, hp->n_vocab, hp->final_softcap);
+                if (hp->final_softcap > 0) cpu_kernels_get()->softcap(row, hp->n_vocab, hp->final_softcap);
             }
         } else if (hp->logit_scale != 1.0f) { /* granite: divided, as ggml_scale by the inverse */
             tp_barrier(f->run);

@@ -50,6 +50,7 @@ const cpu_type_row arm_type_rows[] = {
 const size_t arm_n_type_rows = sizeof arm_type_rows / sizeof arm_type_rows[0];
 
 const cpu_tier_row arm_tier_rows[] = {
-    {.isa = CPU_ISA_NEON, .silu_mul = silu_mul_neon, .rms_norm = rms_norm_neon, .dn = &dn_kernels_neon},
+    {.isa = CPU_ISA_NEON, .silu_mul = silu_mul_neon, .rms_norm = rms_norm_neon, .gelu_mul = gelu_mul_neon,
+     .softcap = attn_softcap_neon, .dn = &dn_kernels_neon},
 };
 const size_t arm_n_tier_rows = sizeof arm_tier_rows / sizeof arm_tier_rows[0];

@@ -52,7 +52,9 @@ ARM_DECLARE_DOT(bf16, neon)
 /* vec_neon.c */
 void silu_mul_neon(float *g, const float *u, int64_t n);
 void rms_norm_neon(const float *x, const float *w, int64_t n, float eps, float *out);
-float exp_sum_neon(float *s, int64_t n, float *m); /* attn_kv_ops.exp_sum */
+/* attn_neon.c (cpu/attention_impl.h): the soft-cap and GELU, for the cpu_kernels row */
+void attn_softcap_neon(float *s, int64_t n, float cap);
+void gelu_mul_neon(float *g, const float *u, int64_t n);
 
 /* deltanet_neon.c: the Gated DeltaNet kernels (cpu/deltanet_impl.h) */
 extern const dn_kernels dn_kernels_neon;

@@ -18,31 +18,6 @@ void silu_mul_neon(float *g, const float *u, int64_t n) {
     for (; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-float exp_sum_neon(float *s, int64_t n, float *m_out) {
-    /* The max in four independent vector chains (any order gives the same max). */
-    float32x4_t mx[4];
-    for (int c = 0; c < 4; c++) mx[c] = vdupq_n_f32(-INFINITY);
-    int64_t j = 0;
-    for (; j + 16 <= n; j += 16)
-        for (int c = 0; c < 4; c++) mx[c] = vmaxq_f32(mx[c], vld1q_f32(s + j + 4 * c));
-    for (; j + 4 <= n; j += 4) mx[0] = vmaxq_f32(mx[0], vld1q_f32(s + j));
-    float m = vmaxvq_f32(vmaxq_f32(vmaxq_f32(mx[0], mx[1]), vmaxq_f32(mx[2], mx[3])));
-    for (; j < n; j++) m = s[j] > m ? s[j] : m;
-    *m_out = m;
-
-    const float32x4_t mv = vdupq_n_f32(m);
-    float32x4_t acc = vdupq_n_f32(0);
-    j = 0;
-    for (; j + 4 <= n; j += 4) {
-        const float32x4_t e = exp_neg_f32x4(vsubq_f32(vld1q_f32(s + j), mv));
-        vst1q_f32(s + j, e);
-        acc = vaddq_f32(acc, e);
-    }
-    float l = vaddvq_f32(acc);
-    for (; j < n; j++) l += (s[j] = expf(s[j] - m));
-    return l;
-}
-
 /* As rms_norm_avx2 with 2-lane doubles: four chains, 8 double lanes, added in
  * a fixed order. */
 void rms_norm_neon(const float *x, const float *w, int64_t n, float eps, float *out) {

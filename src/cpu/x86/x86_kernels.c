@@ -57,7 +57,8 @@ const cpu_type_row x86_type_rows[] = {
 const size_t x86_n_type_rows = sizeof x86_type_rows / sizeof x86_type_rows[0];
 
 const cpu_tier_row x86_tier_rows[] = {
-    {.isa = CPU_ISA_AVX2, .silu_mul = silu_mul_avx2, .rms_norm = rms_norm_avx2, .dn = &dn_kernels_avx2},
-    {.isa = CPU_ISA_AVX512, .dn = &dn_kernels_avx512},
+    {.isa = CPU_ISA_AVX2, .silu_mul = silu_mul_avx2, .rms_norm = rms_norm_avx2, .gelu_mul = gelu_mul_avx2,
+     .softcap = attn_softcap_avx2, .dn = &dn_kernels_avx2},
+    {.isa = CPU_ISA_AVX512, .gelu_mul = gelu_mul_avx512, .softcap = attn_softcap_avx512, .dn = &dn_kernels_avx512},
 };
 const size_t x86_n_tier_rows = sizeof x86_tier_rows / sizeof x86_tier_rows[0];

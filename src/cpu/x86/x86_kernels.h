@@ -41,14 +41,12 @@ void quantize_q8_K_avx2(const float *x, void *y, int64_t n);
 void quantize_f16_avx2(const float *x, void *y, int64_t n);
 void quantize_bf16_avx2(const float *x, void *y, int64_t n);
 
-/* attn_avx2.c: the attn_kv_ops stores, which the AVX-512 tier (attn_avx512.c)
- * shares */
-void store_k_f32_avx2(void *kblk, int64_t bs, int64_t slot, const float *src, int64_t hd);
-void store_k_f16_avx2(void *kblk, int64_t bs, int64_t slot, const float *src, int64_t hd);
-void store_k_bf16_avx2(void *kblk, int64_t bs, int64_t slot, const float *src, int64_t hd);
-void store_v_f32_avx2(void *vrow, const float *src, int64_t hd);
-void store_v_f16_avx2(void *vrow, const float *src, int64_t hd);
-void store_v_bf16_avx2(void *vrow, const float *src, int64_t hd);
+/* attn_avx2.c, attn_avx512.c (cpu/attention_impl.h): the soft-cap and GELU of
+ * each tier, for the cpu_kernels rows */
+void attn_softcap_avx2(float *s, int64_t n, float cap);
+void gelu_mul_avx2(float *g, const float *u, int64_t n);
+void attn_softcap_avx512(float *s, int64_t n, float cap);
+void gelu_mul_avx512(float *g, const float *u, int64_t n);
 
 /* vec_avx2.c: small vector ops */
 void silu_mul_avx2(float *g, const float *u, int64_t n);
