@@ -63,6 +63,8 @@ static void request_free(request *r) {
     free(r->blocks[0]);
     free(r->block_hash);
     sampler_free(r->smp);
+    grammar_matcher_free(r->gm);
+    grammar_free(r->gram);
     for (int32_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
     free(r->stop_len);
@@ -91,6 +93,57 @@ static vt_status sampling_check(const vt_sampling *s, sampler_params *sp) {
         return vt_errorf(VT_E_INVALID, "%s", msg);
     }
     return VT_OK;
+}
+
+/* The vocabulary's bytes as a grammar trie, built once (by whichever thread adds
+ * the first request with a grammar) and read-only after. */
+static vt_status engine_grammar_vocab(vt_engine *e, const grammar_vocab **out) {
+    pthread_mutex_lock(&e->mu);
+    *out = e->gvocab;
+    pthread_mutex_unlock(&e->mu);
+    if (*out) return VT_OK;
+    const int32_t nv = e->n_vocab;
+    int64_t *off = malloc(sizeof(int64_t) * ((size_t)nv + 1));
+    bool *eog = malloc((size_t)nv);
+    char *bytes = NULL;
+    size_t cap = 0;
+    vt_status st = VT_OK;
+    if (!off || !eog) goto nomem;
+    off[0] = 0;
+    for (int32_t i = 0; i < nv; i++) {
+        eog[i] = tok_is_eog(e->tok, i);
+        char small[256];
+        int64_t n = tok_piece(e->tok, i, false, small, sizeof small);
+        if (n < 0) n = 0;
+        if ((size_t)off[i] + (size_t)n > cap) {
+            size_t c = cap ? cap * 2 : (size_t)nv * 8;
+            while (c < (size_t)off[i] + (size_t)n) c *= 2;
+            char *b = realloc(bytes, c);
+            if (!b) goto nomem;
+            bytes = b;
+            cap = c;
+        }
+        if ((size_t)n <= sizeof small) memcpy(bytes + off[i], small, (size_t)n);
+        else tok_piece(e->tok, i, false, bytes + off[i], (size_t)n);
+        off[i + 1] = off[i] + n;
+    }
+    grammar_vocab *v = NULL;
+    st = grammar_vocab_create(nv, bytes ? bytes : "", off, eog, tok_strips_first_space(e->tok), &v);
+    if (st == VT_OK) {
+        pthread_mutex_lock(&e->mu);
+        if (e->gvocab) grammar_vocab_free(v); /* another thread was first */
+        else e->gvocab = v;
+        *out = e->gvocab;
+        pthread_mutex_unlock(&e->mu);
+    }
+    goto done;
+nomem:
+    st = vt_errorf(VT_E_NOMEM, "out of memory for the grammar's vocabulary trie");
+done:
+    free(off);
+    free(eog);
+    free(bytes);
+    return st;
 }
 
 static vt_status request_create(vt_engine *e, const vt_request_params *q, request **out) {
@@ -169,6 +222,12 @@ static vt_status request_create(vt_engine *e, const vt_request_params *q, reques
     }
     if ((s = sampler_create(&sp, e->n_vocab, &r->smp)) != VT_OK) goto fail;
     for (int64_t i = 0; i < n_ids; i++) sampler_accept(r->smp, prompt[i]);
+    if (q->grammar) {
+        const grammar_vocab *gv = NULL;
+        if ((s = grammar_parse(q->grammar, q->grammar_len, NULL, &r->gram)) != VT_OK) goto fail;
+        if ((s = engine_grammar_vocab(e, &gv)) != VT_OK) goto fail;
+        if ((s = grammar_matcher_create(r->gram, gv, &r->gm)) != VT_OK) goto fail;
+    }
     free(ids);
     *out = r;
     return VT_OK;
@@ -201,6 +260,7 @@ void vt_engine_free(vt_engine *e) {
     free(e->b_seqs);
     free(e->logits);
     free(e->scratch_lp);
+    grammar_vocab_free(e->gvocab);
     free(e->outs);
     free(e->out_text_off);
     free(e->out_top_off);
@@ -645,7 +705,31 @@ static void process_aborts(vt_engine *e, const uint64_t *ids, int32_t n) {
 /* Sample r's next token from its logits row and report it. Returns true when the
  * request finished. */
 static bool sample_one(vt_engine *e, request *r, const float *l) {
-    const int32_t tok = sampler_sample(r->smp, l, NULL);
+    int32_t tok;
+    if (r->gm) {
+        /* only the tokens that continue the grammar; its end only where complete */
+        const uint32_t *allowed;
+        int32_t n_allowed;
+        vt_status st = grammar_matcher_mask(r->gm, &allowed, &n_allowed);
+        if (st == VT_OK && n_allowed == 0)
+            st = vt_errorf(VT_E_INVALID, "grammar: no token of the vocabulary can continue the text");
+        if (st == VT_OK) {
+            tok = sampler_sample_masked(r->smp, l, allowed, NULL);
+            st = grammar_matcher_accept(r->gm, tok);
+        }
+        if (st != VT_OK) {
+            vt_output *o = out_new(e, r, -1);
+            if (o) {
+                char msg[300];
+                snprintf(msg, sizeof msg, "%s", vt_last_error());
+                emit_pending(e, r, o, r->n_pending);
+                out_error(e, o, msg);
+            }
+            return true;
+        }
+    } else {
+        tok = sampler_sample(r->smp, l, NULL);
+    }
     sampler_accept(r->smp, tok);
     r->tokens[r->n_tokens++] = tok;
     r->n_generated++;
@@ -666,7 +750,7 @@ static bool sample_one(vt_engine *e, request *r, const float *l) {
         e->n_tops += k;
     }
 
-    const bool eos = !r->ignore_eos && tok_is_eog(e->tok, tok);
+    const bool eos = (!r->ignore_eos || r->gm) && tok_is_eog(e->tok, tok);
     if (!append_piece(e, r, tok)) {
         out_error(e, o, "out of memory detokenizing");
         return true;
@@ -677,7 +761,7 @@ static bool sample_one(vt_engine *e, request *r, const float *l) {
         o->finish = VT_FINISH_STOP;
         return true;
     }
-    if (eos) o->finish = VT_FINISH_STOP;
+    if (eos || (r->gm && grammar_matcher_done(r->gm))) o->finish = VT_FINISH_STOP;
     else if ((r->max_tokens > 0 && r->n_generated >= r->max_tokens) || r->n_tokens >= e->n_ctx)
         o->finish = VT_FINISH_LENGTH;
     if (o->finish != VT_FINISH_NONE) {

@@ -16,6 +16,7 @@
 #include "kvcache/kv_cache.h"
 #include "engine/prefix_cache.h"
 #include "engine/sampler.h"
+#include "grammar/grammar.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "vt.h"
@@ -44,6 +45,8 @@ typedef struct request {
     bool running;
 
     sampler *smp;
+    grammar *gram;          /* the request's grammar, or NULL */
+    grammar_matcher *gm;    /* its state over the engine's gvocab */
     int32_t n_logprobs;
     int32_t max_tokens;   /* <= 0: no limit */
     bool ignore_eos;
@@ -89,6 +92,8 @@ struct vt_engine {
     fwd_seq *b_seqs;            /* (max_seqs) */
     float *logits;              /* (max_seqs, n_vocab) */
     float *scratch_lp;          /* (n_vocab) */
+    grammar_vocab *gvocab;      /* the tokens' bytes as a trie, built at the first grammar
+                                   request (under mu; read-only after) */
 
     vt_output *outs;
     int32_t n_outs, cap_outs;

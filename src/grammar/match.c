@@ -168,6 +168,7 @@ struct grammar_matcher {
     uint64_t tick;
     int32_t *live;     /* (cap_live) compaction scratch */
     int32_t cap_live;
+    int32_t n_live_nodes; /* after the last compaction */
 };
 
 static inline uint64_t mix64(uint64_t z) {
@@ -310,7 +311,8 @@ static void set_current(grammar_matcher *m, int64_t from, int32_t n) {
 
 /* Drop the nodes no current stack reaches (parents always precede children). */
 static void compact(grammar_matcher *m) {
-    if (m->n_nodes < (1 << 16)) return;
+    /* amortized: only once the arena doubled since the last compaction */
+    if (m->n_nodes < (1 << 16) || m->n_nodes < 2 * m->n_live_nodes) return;
     if (m->cap_live < m->n_nodes) {
         int32_t *l = realloc(m->live, sizeof(int32_t) * (size_t)m->n_nodes);
         if (!l) return; /* keep them: only memory */
@@ -332,6 +334,7 @@ static void compact(grammar_matcher *m) {
     for (int32_t i = 0; i < m->n_cur; i++)
         if (m->set[i] >= 0) m->set[i] = map[m->set[i]];
     m->n_nodes = k;
+    m->n_live_nodes = k;
 }
 
 vt_status grammar_matcher_create(const grammar *g, const grammar_vocab *v, grammar_matcher **out) {
