@@ -415,7 +415,8 @@ static void primitives(unsigned used, strbuf *out) {
     }
     if (used & USE_STRING) sb_add(out, "string ::= \"\\\"\" char* \"\\\"\" ws\n");
     if (used & USE_CHAR)
-        sb_add(out, "char ::= [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})\n");
+        sb_add(out, "char ::= [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" "
+                    "([0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))\n");
     if (used & USE_NUMBER)
         sb_add(out, "number ::= \"-\"? int-part (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})? ws\n");
     if (used & USE_INTEGER) sb_add(out, "integer ::= \"-\"? int-part ws\n");
