@@ -64,7 +64,7 @@ static void request_free(request *r) {
     free(r->block_hash);
     sampler_free(r->smp);
     grammar_matcher_free(r->gm);
-    grammar_free(r->gram);
+    free(r->gtext);
     for (int32_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
     free(r->stop_len);
@@ -146,6 +146,69 @@ done:
     return st;
 }
 
+/* Grammars by text, so that requests with the same one share its DFA and mask
+ * cache; up to ENGINE_IDLE_GRAMMARS unused ones stay warm for the next. */
+#define ENGINE_IDLE_GRAMMARS 8
+
+typedef struct engine_grammar {
+    uint64_t hash;
+    char *text;
+    size_t len;
+    grammar *g;
+    int32_t refs;
+    uint64_t used;
+} engine_grammar;
+
+static uint64_t text_hash(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+    return h;
+}
+
+static vt_status engine_grammar_get(vt_engine *e, const char *text, size_t len, grammar **out) {
+    const uint64_t h = text_hash(text, len);
+    for (int32_t i = 0; i < e->n_grammars; i++) {
+        engine_grammar *eg = &e->grammars[i];
+        if (eg->hash == h && eg->len == len && !memcmp(eg->text, text, len)) {
+            eg->refs++;
+            eg->used = (uint64_t)e->st.steps;
+            *out = eg->g;
+            return VT_OK;
+        }
+    }
+    if (!grow32((void **)&e->grammars, &e->cap_grammars, e->n_grammars + 1, sizeof *e->grammars))
+        return vt_errorf(VT_E_NOMEM, "out of memory");
+    engine_grammar eg = {.hash = h, .len = len, .refs = 1, .used = (uint64_t)e->st.steps};
+    eg.text = malloc(len + 1);
+    if (!eg.text) return vt_errorf(VT_E_NOMEM, "out of memory");
+    memcpy(eg.text, text, len);
+    vt_status st = grammar_parse(text, len, NULL, &eg.g);
+    if (st != VT_OK) {
+        free(eg.text);
+        return st;
+    }
+    e->grammars[e->n_grammars++] = eg;
+    *out = eg.g;
+    return VT_OK;
+}
+
+static void engine_grammar_put(vt_engine *e, grammar *g) {
+    int32_t idle = 0;
+    for (int32_t i = 0; i < e->n_grammars; i++) {
+        if (e->grammars[i].g == g) e->grammars[i].refs--;
+        idle += e->grammars[i].refs == 0;
+    }
+    while (idle > ENGINE_IDLE_GRAMMARS) { /* the least recently used idle one goes */
+        int32_t old = -1;
+        for (int32_t i = 0; i < e->n_grammars; i++)
+            if (e->grammars[i].refs == 0 && (old < 0 || e->grammars[i].used < e->grammars[old].used)) old = i;
+        grammar_free(e->grammars[old].g);
+        free(e->grammars[old].text);
+        e->grammars[old] = e->grammars[--e->n_grammars];
+        idle--;
+    }
+}
+
 static vt_status request_create(vt_engine *e, const vt_request_params *q, request **out) {
     *out = NULL;
     sampler_params sp;
@@ -222,11 +285,17 @@ static vt_status request_create(vt_engine *e, const vt_request_params *q, reques
     }
     if ((s = sampler_create(&sp, e->n_vocab, &r->smp)) != VT_OK) goto fail;
     for (int64_t i = 0; i < n_ids; i++) sampler_accept(r->smp, prompt[i]);
-    if (q->grammar) {
+    if (q->grammar) { /* checked here; compiled and shared on the engine loop (engine_grammar_get) */
         const grammar_vocab *gv = NULL;
-        if ((s = grammar_parse(q->grammar, q->grammar_len, NULL, &r->gram)) != VT_OK) goto fail;
+        grammar *g = NULL;
+        if ((s = grammar_parse(q->grammar, q->grammar_len, NULL, &g)) != VT_OK) goto fail;
+        grammar_free(g);
         if ((s = engine_grammar_vocab(e, &gv)) != VT_OK) goto fail;
-        if ((s = grammar_matcher_create(r->gram, gv, &r->gm)) != VT_OK) goto fail;
+        r->gtext = malloc(q->grammar_len + 1);
+        if (!r->gtext) goto oom;
+        memcpy(r->gtext, q->grammar, q->grammar_len);
+        r->gtext[q->grammar_len] = 0;
+        r->gtext_len = q->grammar_len;
     }
     free(ids);
     *out = r;
@@ -260,7 +329,12 @@ void vt_engine_free(vt_engine *e) {
     free(e->b_seqs);
     free(e->logits);
     free(e->scratch_lp);
-    grammar_vocab_free(e->gvocab);
+    for (int32_t i = 0; i < e->n_grammars; i++) {
+        grammar_free(e->grammars[i].g);
+        free(e->grammars[i].text);
+    }
+    free(e->grammars);
+    grammar_vocab_free(e->gvocab); /* after the requests' matchers */
     free(e->outs);
     free(e->out_text_off);
     free(e->out_top_off);
@@ -562,6 +636,12 @@ static bool waiting_remove(vt_engine *e, request *r) {
 
 /* Take r out of the engine for good (its output is already built). */
 static void retire(vt_engine *e, request *r) {
+    if (r->gram) {
+        grammar_matcher_free(r->gm);
+        r->gm = NULL;
+        engine_grammar_put(e, r->gram);
+        r->gram = NULL;
+    }
     if (r->running) running_remove(e, r);
     else waiting_remove(e, r);
     sched_release_blocks(e, r);
@@ -706,11 +786,16 @@ static void process_aborts(vt_engine *e, const uint64_t *ids, int32_t n) {
  * request finished. */
 static bool sample_one(vt_engine *e, request *r, const float *l) {
     int32_t tok;
-    if (r->gm) {
+    if (r->gtext) {
         /* only the tokens that continue the grammar; its end only where complete */
         const uint32_t *allowed;
         int32_t n_allowed;
-        vt_status st = grammar_matcher_mask(r->gm, &allowed, &n_allowed);
+        vt_status st = VT_OK;
+        if (!r->gm) {
+            if ((st = engine_grammar_get(e, r->gtext, r->gtext_len, &r->gram)) == VT_OK)
+                st = grammar_matcher_create(r->gram, e->gvocab, &r->gm);
+        }
+        if (st == VT_OK) st = grammar_matcher_mask(r->gm, &allowed, &n_allowed);
         if (st == VT_OK && n_allowed == 0)
             st = vt_errorf(VT_E_INVALID, "grammar: no token of the vocabulary can continue the text");
         if (st == VT_OK) {
@@ -750,7 +835,7 @@ static bool sample_one(vt_engine *e, request *r, const float *l) {
         e->n_tops += k;
     }
 
-    const bool eos = (!r->ignore_eos || r->gm) && tok_is_eog(e->tok, tok);
+    const bool eos = (!r->ignore_eos || r->gtext) && tok_is_eog(e->tok, tok);
     if (!append_piece(e, r, tok)) {
         out_error(e, o, "out of memory detokenizing");
         return true;

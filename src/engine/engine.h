@@ -45,8 +45,10 @@ typedef struct request {
     bool running;
 
     sampler *smp;
-    grammar *gram;          /* the request's grammar, or NULL */
-    grammar_matcher *gm;    /* its state over the engine's gvocab */
+    char *gtext;            /* the request's GBNF (owned), or NULL */
+    size_t gtext_len;
+    grammar *gram;          /* its compiled form, shared in e->grammars (engine loop only) */
+    grammar_matcher *gm;    /* its state over the engine's gvocab, made at the first sample */
     int32_t n_logprobs;
     int32_t max_tokens;   /* <= 0: no limit */
     bool ignore_eos;
@@ -94,6 +96,9 @@ struct vt_engine {
     float *scratch_lp;          /* (n_vocab) */
     grammar_vocab *gvocab;      /* the tokens' bytes as a trie, built at the first grammar
                                    request (under mu; read-only after) */
+    struct engine_grammar *grammars; /* (n_grammars) compiled grammars by text, shared by the
+                                   requests that use one (their DFA and masks warm); engine loop only */
+    int32_t n_grammars, cap_grammars;
 
     vt_output *outs;
     int32_t n_outs, cap_outs;

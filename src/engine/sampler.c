@@ -246,6 +246,29 @@ static int32_t sample_impl(sampler *s, const float *logits, const uint32_t *allo
         for (int32_t i = 0; i < nv; i++) c[i] = (cand){i, l[i], 0};
         n_c = nv;
     }
+    if (allowed && (p->top_k <= 0 || p->top_k >= n_c) && p->top_p >= 1.0f && p->min_p <= 0.0f) {
+        /* nothing truncates: draw over the allowed tokens as they are, unsorted */
+        float mx = c[0].logit;
+        for (int32_t i = 1; i < n_c; i++) mx = c[i].logit > mx ? c[i].logit : mx;
+        double sum = 0;
+        for (int32_t i = 0; i < n_c; i++) {
+            c[i].p = expf((c[i].logit - mx) / p->temperature);
+            sum += c[i].p;
+        }
+        const double u = rng_uniform(s->rng) * sum;
+        double cum = 0;
+        int32_t pick = n_c - 1;
+        for (int32_t i = 0; i < n_c; i++) {
+            cum += c[i].p;
+            if (u < cum) {
+                pick = i;
+                break;
+            }
+        }
+        while (pick > 0 && c[pick].p == 0.0f) pick--; /* rounding past the end: never a zero */
+        if (logprob) *logprob = logf((float)(c[pick].p / sum));
+        return c[pick].id;
+    }
     int32_t n = n_c;
     if (p->top_k > 0 && p->top_k < n) n = p->top_k;
     top_k_sort(c, n_c, n);

@@ -26,12 +26,16 @@
  * top admits it; rule references on top are expanded into their alternatives.
  * Identical stacks are merged (by a 64-bit hash of the whole stack).
  *
+ * States: every stack set met is interned (by a hash of its stacks) as a state
+ * of a lazily built DFA kept with the grammar, with its byte transitions, so a
+ * byte costs one table lookup once seen, for every matcher of the grammar.
+ *
  * Masking: the vocabulary's token bytes form a trie (grammar_vocab, built once
- * per model). The allowed tokens are found by walking the trie depth first from
- * the current stack set, dropping a whole subtree as soon as no stack survives
- * its prefix, so a step costs the viable prefixes, not the vocabulary. The
- * result is cached per matcher by the hash of the stack set: inside a JSON
- * string or a number every step is the same state and costs one lookup.
+ * per model). The allowed tokens are found by walking the trie depth first
+ * through the DFA, dropping a whole subtree as soon as its prefix is dead, so a
+ * step costs the viable prefixes, not the vocabulary. A state's mask is cached
+ * (GRAMMAR_MASK_CACHE of them, least recently used out): inside a JSON string
+ * or a number every step is the same state and costs one lookup.
  * End-of-generation tokens are allowed only when a stack is empty (the grammar
  * accepts); tokens with no bytes (control tokens) never are.
  *
@@ -40,7 +44,11 @@
  * compiled elements, GRAMMAR_MAX_NEST parenthesis depth, repetition counts up to
  * GRAMMAR_MAX_REPEAT, no left recursion (it would expand forever); while
  * matching, GRAMMAR_MAX_STACKS stacks in a state (an ambiguous grammar) and
- * GRAMMAR_MAX_NODES stack nodes in all (each a VT_E_RANGE error of the request). */
+ * GRAMMAR_MAX_NODES stack nodes and GRAMMAR_MAX_STATES states per grammar
+ * (each a VT_E_RANGE error of the request).
+ *
+ * Threads: a grammar and its matchers are used from one thread at a time (the
+ * state cache is the grammar's); grammar_parse and separate grammars are free. */
 #ifndef VT_GRAMMAR_GRAMMAR_H
 #define VT_GRAMMAR_GRAMMAR_H
 
@@ -57,6 +65,8 @@
 #define GRAMMAR_MAX_REPEAT 2000
 #define GRAMMAR_MAX_STACKS 256
 #define GRAMMAR_MAX_NODES (1 << 24)
+#define GRAMMAR_MAX_STATES (1 << 20)
+#define GRAMMAR_MASK_CACHE 256
 
 typedef struct grammar grammar;
 
@@ -80,7 +90,9 @@ void grammar_vocab_free(grammar_vocab *v);
 
 typedef struct grammar_matcher grammar_matcher;
 
-/* A matcher at the start of g over vocabulary v (both must outlive it). */
+/* A matcher at the start of g over vocabulary v (both must outlive it; v may be
+ * NULL for byte matching only). Matchers of one grammar share its state cache,
+ * which must be for one vocabulary: v must be the same for all of them. */
 vt_status grammar_matcher_create(const grammar *g, const grammar_vocab *v, grammar_matcher **out);
 void grammar_matcher_free(grammar_matcher *m);
 /* The tokens allowed next: *bits (n_vocab bits, bit i of word i / 32), valid

@@ -28,7 +28,13 @@ struct grammar {
     gset *sets;          /* (n_sets) */
     int32_t n_sets;
     int32_t root;
+    /* The parse states met so far, their byte transitions and token masks: a
+     * lazily built DFA over the stack sets, shared by every matcher of this
+     * grammar (match.c). Mutable: one thread at a time. */
+    struct gcache *cache;
 };
+
+void gcache_free(struct gcache *c);
 
 static inline bool gelem_is_end(const gelem *e) { return e->type == GE_END || e->type == GE_ALT; }
 static inline bool gset_has(const gset *s, uint8_t b) { return (s->bits[b >> 5] >> (b & 31)) & 1; }

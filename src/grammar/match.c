@@ -1,6 +1,7 @@
 /* The matcher (grammar.h): sets of persistent parse stacks advanced byte by
- * byte, and the allowed-token mask found by a depth-first walk of the
- * vocabulary's trie, cached by state. */
+ * byte, interned as the states of a lazily built DFA kept with the grammar, and
+ * the allowed-token mask found by a depth-first walk of the vocabulary's trie
+ * through that DFA, cached by state. */
 #include "grammar/grammar_impl.h"
 
 #include "base/status.h"
@@ -8,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MASK_CACHE 16        /* masks kept per matcher (by state hash) */
 #define EXPAND_WORK (1 << 16) /* stack expansions allowed in one state change */
 #define SEEN_BITS 10          /* dedupe table: 1024 slots > 2 * GRAMMAR_MAX_STACKS */
 #define EMPTY_HASH 0x6a09e667f3bcc909ull
@@ -132,7 +132,7 @@ void grammar_vocab_free(grammar_vocab *v) {
     free(v);
 }
 
-/* ---- stacks ------------------------------------------------------------------------ */
+/* ---- stacks and states ------------------------------------------------------------ */
 
 typedef struct gnode {
     int32_t pos;    /* element index: the next thing to match (top) or to continue with */
@@ -140,36 +140,66 @@ typedef struct gnode {
     uint64_t hash;  /* of the whole stack from here down */
 } gnode;
 
-typedef struct mask_entry {
-    uint64_t key;
-    uint64_t used;
+typedef struct gstate {
+    int64_t set;    /* its stacks: cache.sets[set .. set + n) (node ids, -1: the empty stack) */
+    int32_t n;
+    uint64_t hash;
+    bool accepting; /* holds the empty stack */
+    bool live;      /* holds a stack with a top: bytes may follow */
+    int32_t mask;   /* its slot in the mask cache, -1: none */
+} gstate;
+
+typedef struct mask_slot {
     uint32_t *bits;
     int32_t n_allowed;
-    bool valid;
-} mask_entry;
+    int32_t state;  /* whose mask it holds, -1: none */
+    uint64_t used;
+} mask_slot;
 
-struct grammar_matcher {
-    const grammar *g;
-    const grammar_vocab *v;
+typedef struct gcache {
     gnode *nodes;
     int32_t n_nodes, cap_nodes;
-    int32_t *set;      /* scratch of stack sets: the current one first, then the walk's */
-    int64_t n_set, cap_set;
-    int32_t n_cur;     /* set[0 .. n_cur): the current state (node ids, -1: the empty stack) */
-    uint64_t cur_hash;
-    bool first;        /* no token accepted yet */
-    bool finished;     /* an end-of-generation token was accepted */
+    int32_t *sets;         /* the states' stacks, then a scratch set being built */
+    int64_t n_sets, cap_sets;
+    gstate *states;
+    int32_t n_states, cap_states;
+    int32_t *state_slot;   /* (1 << state_bits) state id + 1 by hash, 0: empty */
+    int state_bits;
+    uint64_t *trans_key;   /* (1 << trans_bits) (state << 8 | byte) + 1, 0: empty */
+    int32_t *trans_val;    /* the next state, -1: dead */
+    int64_t n_trans;
+    int trans_bits;
     uint64_t seen_key[1 << SEEN_BITS];
     uint32_t seen_gen[1 << SEEN_BITS];
     uint32_t gen;
     int64_t work;
     vt_status err;
-    mask_entry cache[MASK_CACHE];
+    const grammar_vocab *v; /* the vocabulary its masks are for */
+    mask_slot masks[GRAMMAR_MASK_CACHE];
     uint64_t tick;
-    int32_t *live;     /* (cap_live) compaction scratch */
-    int32_t cap_live;
-    int32_t n_live_nodes; /* after the last compaction */
+    int32_t start;         /* the start state, -1 until made */
+} gcache;
+
+struct grammar_matcher {
+    grammar *g;
+    const grammar_vocab *v;
+    int32_t state;
+    bool first;    /* no token accepted yet */
+    bool finished; /* an end-of-generation token was accepted */
+    uint32_t *first_bits; /* the first step's mask (the dropped space makes it its own) */
 };
+
+void gcache_free(gcache *c) {
+    if (!c) return;
+    free(c->nodes);
+    free(c->sets);
+    free(c->states);
+    free(c->state_slot);
+    free(c->trans_key);
+    free(c->trans_val);
+    for (int i = 0; i < GRAMMAR_MASK_CACHE; i++) free(c->masks[i].bits);
+    free(c);
+}
 
 static inline uint64_t mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -177,97 +207,93 @@ static inline uint64_t mix64(uint64_t z) {
     return z ^ (z >> 31);
 }
 
-static inline uint64_t stack_hash(const grammar_matcher *m, int32_t s) {
-    return s < 0 ? EMPTY_HASH : m->nodes[s].hash;
+static void fail(gcache *c, vt_status st) {
+    if (c->err == VT_OK) c->err = st;
 }
 
-static int32_t push_node(grammar_matcher *m, int32_t parent, int32_t pos) {
-    if (m->n_nodes == m->cap_nodes) {
-        if (m->cap_nodes >= GRAMMAR_MAX_NODES) {
-            if (m->err == VT_OK)
-                m->err = vt_errorf(VT_E_RANGE, "grammar: more than %d parse stack nodes", GRAMMAR_MAX_NODES);
+static inline uint64_t stack_hash(const gcache *c, int32_t s) { return s < 0 ? EMPTY_HASH : c->nodes[s].hash; }
+
+static int32_t push_node(gcache *c, int32_t parent, int32_t pos) {
+    if (c->n_nodes == c->cap_nodes) {
+        if (c->cap_nodes >= GRAMMAR_MAX_NODES) {
+            fail(c, vt_errorf(VT_E_RANGE, "grammar: more than %d parse stack nodes", GRAMMAR_MAX_NODES));
             return -2;
         }
-        const int32_t c = m->cap_nodes ? m->cap_nodes * 2 : 1024;
-        gnode *n = realloc(m->nodes, sizeof *n * (size_t)c);
-        if (!n) {
-            if (m->err == VT_OK) m->err = vt_errorf(VT_E_NOMEM, "grammar: out of memory");
+        const int32_t n = c->cap_nodes ? c->cap_nodes * 2 : 1024;
+        gnode *p = realloc(c->nodes, sizeof *p * (size_t)n);
+        if (!p) {
+            fail(c, vt_errorf(VT_E_NOMEM, "grammar: out of memory"));
             return -2;
         }
-        m->nodes = n;
-        m->cap_nodes = c;
+        c->nodes = p;
+        c->cap_nodes = n;
     }
-    const uint64_t ph = parent < 0 ? EMPTY_HASH : m->nodes[parent].hash;
-    m->nodes[m->n_nodes] = (gnode){.pos = pos, .parent = parent,
+    const uint64_t ph = stack_hash(c, parent);
+    c->nodes[c->n_nodes] = (gnode){.pos = pos, .parent = parent,
                                    .hash = mix64(ph * 0x9e3779b97f4a7c15ull + (uint64_t)pos + 1)};
-    return m->n_nodes++;
+    return c->n_nodes++;
 }
 
-static bool set_reserve(grammar_matcher *m, int64_t extra) {
-    if (m->n_set + extra <= m->cap_set) return true;
-    int64_t c = m->cap_set ? m->cap_set * 2 : 1024;
-    while (c < m->n_set + extra) c *= 2;
-    int32_t *s = realloc(m->set, sizeof(int32_t) * (size_t)c);
-    if (!s) {
-        if (m->err == VT_OK) m->err = vt_errorf(VT_E_NOMEM, "grammar: out of memory");
-        return false;
-    }
-    m->set = s;
-    m->cap_set = c;
-    return true;
-}
-
-/* Add stack s to the set being built at set[base ..) unless it is there. */
-static void set_add(grammar_matcher *m, int64_t base, int32_t s) {
-    if (m->err != VT_OK) return;
-    const uint64_t h = stack_hash(m, s);
+/* Add stack s to the set being built at sets[base ..) unless it is there. */
+static void set_add(gcache *c, int64_t base, int32_t s) {
+    if (c->err != VT_OK) return;
+    const uint64_t h = stack_hash(c, s);
     const uint32_t mask = (1u << SEEN_BITS) - 1;
     for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask) {
-        if (m->seen_gen[i] != m->gen) {
-            m->seen_gen[i] = m->gen;
-            m->seen_key[i] = h;
+        if (c->seen_gen[i] != c->gen) {
+            c->seen_gen[i] = c->gen;
+            c->seen_key[i] = h;
             break;
         }
-        if (m->seen_key[i] == h) return;
+        if (c->seen_key[i] == h) return;
     }
-    if (m->n_set - base >= GRAMMAR_MAX_STACKS) {
-        m->err = vt_errorf(VT_E_RANGE, "grammar: more than %d parse stacks at once (the grammar is too ambiguous)",
-                           GRAMMAR_MAX_STACKS);
+    if (c->n_sets - base >= GRAMMAR_MAX_STACKS) {
+        fail(c, vt_errorf(VT_E_RANGE, "grammar: more than %d parse stacks at once (the grammar is too ambiguous)",
+                          GRAMMAR_MAX_STACKS));
         return;
     }
-    if (!set_reserve(m, 1)) return;
-    m->set[m->n_set++] = s;
+    if (c->n_sets == c->cap_sets) {
+        const int64_t n = c->cap_sets ? c->cap_sets * 2 : 1024;
+        int32_t *p = realloc(c->sets, sizeof(int32_t) * (size_t)n);
+        if (!p) {
+            fail(c, vt_errorf(VT_E_NOMEM, "grammar: out of memory"));
+            return;
+        }
+        c->sets = p;
+        c->cap_sets = n;
+    }
+    c->sets[c->n_sets++] = s;
 }
 
 /* Expand stack s until its top is a terminal (llama.cpp's advance_stack) and add
  * the results to the set at base. */
-static void expand(grammar_matcher *m, int64_t base, int32_t s, int depth) {
-    if (m->err != VT_OK) return;
-    if (++m->work > EXPAND_WORK || depth > GRAMMAR_MAX_RULES) {
-        m->err = vt_errorf(VT_E_RANGE, "grammar: a state expands to more than %d alternatives", EXPAND_WORK);
+static void expand(gcache *c, const grammar *g, int64_t base, int32_t s, int depth) {
+    if (c->err != VT_OK) return;
+    if (++c->work > EXPAND_WORK || depth > GRAMMAR_MAX_RULES) {
+        fail(c, vt_errorf(VT_E_RANGE, "grammar: a state expands to more than %d alternatives", EXPAND_WORK));
         return;
     }
     if (s < 0) {
-        set_add(m, base, s);
+        set_add(c, base, s);
         return;
     }
-    const gelem *el = m->g->el;
-    const int32_t pos = m->nodes[s].pos;
+    const gelem *el = g->el;
+    const int32_t pos = c->nodes[s].pos;
     if (el[pos].type == GE_SET) {
-        set_add(m, base, s);
+        set_add(c, base, s);
         return;
     }
     VT_ASSERT(el[pos].type == GE_REF);
-    const int32_t rest = m->nodes[s].parent;
-    const int32_t under = gelem_is_end(&el[pos + 1]) ? rest : push_node(m, rest, pos + 1);
+    const int32_t rest = c->nodes[s].parent;
+    const int32_t under = gelem_is_end(&el[pos + 1]) ? rest : push_node(c, rest, pos + 1);
     if (under == -2) return;
-    for (int32_t a = m->g->rule_start[el[pos].v];;) {
+    for (int32_t a = g->rule_start[el[pos].v];;) {
         if (gelem_is_end(&el[a])) {
-            expand(m, base, under, depth + 1);
+            expand(c, g, base, under, depth + 1);
         } else {
-            const int32_t t = push_node(m, under, a);
+            const int32_t t = push_node(c, under, a);
             if (t == -2) return;
-            expand(m, base, t, depth + 1);
+            expand(c, g, base, t, depth + 1);
         }
         while (!gelem_is_end(&el[a])) a++;
         if (el[a].type == GE_END) break;
@@ -275,160 +301,250 @@ static void expand(grammar_matcher *m, int64_t base, int32_t s, int depth) {
     }
 }
 
-/* The set at set[from, from + n) advanced by byte b into a new set at the end of
- * the scratch; returns its size (0: no stack admits b). */
-static int32_t advance(grammar_matcher *m, int64_t from, int32_t n, uint8_t b) {
-    const gelem *el = m->g->el;
-    const int64_t base = m->n_set;
-    m->gen++;
-    m->work = 0;
-    for (int32_t i = 0; i < n && m->err == VT_OK; i++) {
-        const int32_t s = m->set[from + i];
-        if (s < 0) continue;
-        const int32_t pos = m->nodes[s].pos;
-        if (!gset_has(&m->g->sets[el[pos].v], b)) continue;
-        const int32_t rest = m->nodes[s].parent;
-        const int32_t next = gelem_is_end(&el[pos + 1]) ? rest : push_node(m, rest, pos + 1);
-        if (next == -2) break;
-        expand(m, base, next, 0);
-    }
-    return (int32_t)(m->n_set - base);
+static bool grow_table(void **p, size_t elem, int bits) {
+    void *n = calloc((size_t)1 << bits, elem);
+    if (!n) return false;
+    *p = n;
+    return true;
 }
 
-static uint64_t set_hash(const grammar_matcher *m, int64_t from, int32_t n) {
+/* The set built at sets[base, n_sets) as a state: an existing one (the new
+ * nodes and the scratch are dropped) or a new one. -1 for an empty set, -2 on
+ * error. */
+static int32_t intern(gcache *c, int64_t base, int32_t node_mark) {
+    if (c->err != VT_OK) return -2;
+    const int32_t n = (int32_t)(c->n_sets - base);
+    if (n == 0) {
+        c->n_nodes = node_mark;
+        return -1;
+    }
     uint64_t h = 0;
-    for (int32_t i = 0; i < n; i++) h += mix64(stack_hash(m, m->set[from + i]) ^ 0x5851f42d4c957f2dull);
-    return h;
-}
-
-/* Make set[from, from + n) the current state. */
-static void set_current(grammar_matcher *m, int64_t from, int32_t n) {
-    if (from != 0) memmove(m->set, m->set + from, sizeof(int32_t) * (size_t)n);
-    m->n_cur = n;
-    m->n_set = n;
-    m->cur_hash = set_hash(m, 0, n);
-}
-
-/* Drop the nodes no current stack reaches (parents always precede children). */
-static void compact(grammar_matcher *m) {
-    /* amortized: only once the arena doubled since the last compaction */
-    if (m->n_nodes < (1 << 16) || m->n_nodes < 2 * m->n_live_nodes) return;
-    if (m->cap_live < m->n_nodes) {
-        int32_t *l = realloc(m->live, sizeof(int32_t) * (size_t)m->n_nodes);
-        if (!l) return; /* keep them: only memory */
-        m->live = l;
-        m->cap_live = m->n_nodes;
+    bool accepting = false, live = false;
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t s = c->sets[base + i];
+        h += mix64(stack_hash(c, s) ^ 0x5851f42d4c957f2dull);
+        accepting |= s < 0;
+        live |= s >= 0;
     }
-    int32_t *map = m->live;
-    for (int32_t i = 0; i < m->n_nodes; i++) map[i] = -1;
-    for (int32_t i = 0; i < m->n_cur; i++)
-        for (int32_t s = m->set[i]; s >= 0 && map[s] == -1; s = m->nodes[s].parent) map[s] = 0;
-    int32_t k = 0;
-    for (int32_t i = 0; i < m->n_nodes; i++) {
-        if (map[i] < 0) continue;
-        gnode nd = m->nodes[i];
-        nd.parent = nd.parent >= 0 ? map[nd.parent] : -1;
-        m->nodes[k] = nd;
-        map[i] = k++;
+    const uint32_t mask = (1u << c->state_bits) - 1;
+    uint32_t i = (uint32_t)(h >> 7) & mask;
+    for (; c->state_slot[i]; i = (i + 1) & mask) {
+        const int32_t id = c->state_slot[i] - 1;
+        if (c->states[id].hash == h) {
+            c->n_sets = base;
+            c->n_nodes = node_mark;
+            return id;
+        }
     }
-    for (int32_t i = 0; i < m->n_cur; i++)
-        if (m->set[i] >= 0) m->set[i] = map[m->set[i]];
-    m->n_nodes = k;
-    m->n_live_nodes = k;
+    if (c->n_states >= GRAMMAR_MAX_STATES) {
+        fail(c, vt_errorf(VT_E_RANGE, "grammar: more than %d parse states", GRAMMAR_MAX_STATES));
+        return -2;
+    }
+    if (c->n_states == c->cap_states) {
+        const int32_t cap = c->cap_states ? c->cap_states * 2 : 256;
+        gstate *p = realloc(c->states, sizeof *p * (size_t)cap);
+        if (!p) {
+            fail(c, vt_errorf(VT_E_NOMEM, "grammar: out of memory"));
+            return -2;
+        }
+        c->states = p;
+        c->cap_states = cap;
+    }
+    const int32_t id = c->n_states++;
+    c->states[id] = (gstate){.set = base, .n = n, .hash = h, .accepting = accepting, .live = live, .mask = -1};
+    c->state_slot[i] = id + 1;
+    if ((int64_t)c->n_states * 2 > (int64_t)1 << c->state_bits) { /* rehash */
+        int32_t *old = c->state_slot;
+        if (!grow_table((void **)&c->state_slot, sizeof(int32_t), c->state_bits + 1)) {
+            c->state_slot = old;
+            fail(c, vt_errorf(VT_E_NOMEM, "grammar: out of memory"));
+            return -2;
+        }
+        free(old);
+        c->state_bits++;
+        const uint32_t m2 = (1u << c->state_bits) - 1;
+        for (int32_t k = 0; k < c->n_states; k++) {
+            uint32_t j = (uint32_t)(c->states[k].hash >> 7) & m2;
+            while (c->state_slot[j]) j = (j + 1) & m2;
+            c->state_slot[j] = k + 1;
+        }
+    }
+    return id;
 }
 
-vt_status grammar_matcher_create(const grammar *g, const grammar_vocab *v, grammar_matcher **out) {
-    *out = NULL;
-    grammar_matcher *m = calloc(1, sizeof *m);
-    if (!m) return vt_errorf(VT_E_NOMEM, "grammar: out of memory");
-    m->g = g;
-    m->v = v;
-    m->first = true;
-    /* the start: root's alternatives, expanded */
-    m->gen = 1;
-    int32_t top = -1;
-    if (set_reserve(m, 1)) {
-        /* a pseudo-stack whose top is a reference to root: expand() wants a node,
-         * so push root's alternatives directly */
-        m->gen++;
+/* The state after byte b from state st: -1 dead, -2 error. */
+static int32_t step(gcache *c, const grammar *g, int32_t st, uint8_t b) {
+    const uint64_t key = ((uint64_t)st << 8 | b) + 1;
+    const uint32_t mask = (1u << c->trans_bits) - 1;
+    uint32_t i = (uint32_t)mix64(key) & mask;
+    for (; c->trans_key[i]; i = (i + 1) & mask)
+        if (c->trans_key[i] == key) return c->trans_val[i];
+    /* compute it */
+    const gstate *s = &c->states[st];
+    const int64_t base = c->n_sets;
+    const int32_t node_mark = c->n_nodes;
+    c->gen++;
+    c->work = 0;
+    for (int32_t k = 0; k < s->n && c->err == VT_OK; k++) {
+        const int32_t t = c->sets[c->states[st].set + k];
+        if (t < 0) continue;
+        const int32_t pos = c->nodes[t].pos;
+        if (!gset_has(&g->sets[g->el[pos].v], b)) continue;
+        const int32_t rest = c->nodes[t].parent;
+        const int32_t next = gelem_is_end(&g->el[pos + 1]) ? rest : push_node(c, rest, pos + 1);
+        if (next == -2) break;
+        expand(c, g, base, next, 0);
+    }
+    const int32_t to = intern(c, base, node_mark);
+    if (to == -2) {
+        c->n_sets = base;
+        c->n_nodes = node_mark;
+        return -2;
+    }
+    c->trans_key[i] = key;
+    c->trans_val[i] = to;
+    if (++c->n_trans * 2 > (int64_t)1 << c->trans_bits) {
+        uint64_t *ok = c->trans_key;
+        int32_t *ov = c->trans_val;
+        const int ob = c->trans_bits;
+        if (!grow_table((void **)&c->trans_key, sizeof(uint64_t), ob + 1) ||
+            !grow_table((void **)&c->trans_val, sizeof(int32_t), ob + 1)) {
+            if (c->trans_key != ok) free(c->trans_key);
+            c->trans_key = ok;
+            c->trans_val = ov;
+            fail(c, vt_errorf(VT_E_NOMEM, "grammar: out of memory"));
+            return -2;
+        }
+        c->trans_bits++;
+        const uint32_t m2 = (1u << c->trans_bits) - 1;
+        for (uint32_t k = 0; k < (1u << ob); k++) {
+            if (!ok[k]) continue;
+            uint32_t j = (uint32_t)mix64(ok[k]) & m2;
+            while (c->trans_key[j]) j = (j + 1) & m2;
+            c->trans_key[j] = ok[k];
+            c->trans_val[j] = ov[k];
+        }
+        free(ok);
+        free(ov);
+    }
+    return to;
+}
+
+static vt_status cache_get(grammar *g, const grammar_vocab *v, gcache **out) {
+    gcache *c = g->cache;
+    if (!c) {
+        c = calloc(1, sizeof *c);
+        if (!c) return vt_errorf(VT_E_NOMEM, "grammar: out of memory");
+        c->state_bits = 10;
+        c->trans_bits = 12;
+        c->start = -1;
+        for (int i = 0; i < GRAMMAR_MASK_CACHE; i++) c->masks[i].state = -1;
+        if (!grow_table((void **)&c->state_slot, sizeof(int32_t), c->state_bits) ||
+            !grow_table((void **)&c->trans_key, sizeof(uint64_t), c->trans_bits) ||
+            !grow_table((void **)&c->trans_val, sizeof(int32_t), c->trans_bits)) {
+            gcache_free(c);
+            return vt_errorf(VT_E_NOMEM, "grammar: out of memory");
+        }
+        g->cache = c;
+    }
+    if (v && c->v != v) { /* masks are per vocabulary */
+        if (c->v) {
+            for (int i = 0; i < GRAMMAR_MASK_CACHE; i++) {
+                if (c->masks[i].state >= 0) c->states[c->masks[i].state].mask = -1;
+                free(c->masks[i].bits);
+                c->masks[i] = (mask_slot){.state = -1};
+            }
+        }
+        c->v = v;
+    }
+    c->err = VT_OK;
+    if (c->start < 0) {
+        /* the start: root's alternatives, expanded */
+        const int64_t base = c->n_sets;
+        const int32_t node_mark = c->n_nodes;
+        c->gen++;
+        c->work = 0;
         const gelem *el = g->el;
-        for (int32_t a = g->rule_start[g->root]; m->err == VT_OK;) {
+        for (int32_t a = g->rule_start[g->root]; c->err == VT_OK;) {
             if (gelem_is_end(&el[a])) {
-                expand(m, 0, -1, 0);
+                expand(c, g, base, -1, 0);
             } else {
-                top = push_node(m, -1, a);
-                if (top == -2) break;
-                expand(m, 0, top, 0);
+                const int32_t t = push_node(c, -1, a);
+                if (t == -2) break;
+                expand(c, g, base, t, 0);
             }
             while (!gelem_is_end(&el[a])) a++;
             if (el[a].type == GE_END) break;
             a++;
         }
+        const int32_t st = intern(c, base, node_mark);
+        if (st < 0) {
+            const vt_status e = c->err != VT_OK ? c->err : vt_errorf(VT_E_INVALID, "grammar: matches nothing");
+            c->n_sets = base;
+            c->n_nodes = node_mark;
+            c->err = VT_OK;
+            return e;
+        }
+        c->start = st;
     }
-    if (m->err != VT_OK) {
-        const vt_status st = m->err;
-        grammar_matcher_free(m);
-        return st;
-    }
-    set_current(m, 0, (int32_t)m->n_set);
+    *out = c;
+    return VT_OK;
+}
+
+vt_status grammar_matcher_create(const grammar *g, const grammar_vocab *v, grammar_matcher **out) {
+    *out = NULL;
+    gcache *c;
+    VT_TRY(cache_get((grammar *)g, v, &c));
+    grammar_matcher *m = calloc(1, sizeof *m);
+    if (!m) return vt_errorf(VT_E_NOMEM, "grammar: out of memory");
+    m->g = (grammar *)g;
+    m->v = v;
+    m->first = true;
+    m->state = c->start;
     *out = m;
     return VT_OK;
 }
 
 void grammar_matcher_free(grammar_matcher *m) {
     if (!m) return;
-    for (int i = 0; i < MASK_CACHE; i++) free(m->cache[i].bits);
-    free(m->nodes);
-    free(m->set);
-    free(m->live);
+    free(m->first_bits);
     free(m);
 }
 
 bool grammar_matcher_accepting(const grammar_matcher *m) {
-    for (int32_t i = 0; i < m->n_cur; i++)
-        if (m->set[i] < 0) return true;
-    return false;
+    return !m->finished && m->g->cache->states[m->state].accepting;
 }
 
 bool grammar_matcher_done(const grammar_matcher *m) {
-    if (m->finished) return true;
-    for (int32_t i = 0; i < m->n_cur; i++)
-        if (m->set[i] >= 0) return false;
-    return true;
+    return m->finished || !m->g->cache->states[m->state].live;
 }
 
-/* Advance the current state by n bytes; false (state unchanged) if some byte is
- * not admitted or a limit was hit (m->err). */
-static bool accept_bytes(grammar_matcher *m, const uint8_t *s, size_t n) {
-    const int32_t mark = m->n_nodes;
-    int64_t from = 0;
-    int32_t cnt = m->n_cur;
-    m->n_set = m->n_cur;
-    for (size_t i = 0; i < n; i++) {
-        const int64_t base = m->n_set;
-        const int32_t k = advance(m, from, cnt, s[i]);
-        if (m->err != VT_OK || k == 0) {
-            m->n_set = m->n_cur;
-            m->n_nodes = mark;
-            return false;
-        }
-        from = base;
-        cnt = k;
+/* The state after n bytes from st: -1 when some byte is not admitted, -2 on error. */
+static int32_t run_bytes(gcache *c, const grammar *g, int32_t st, const uint8_t *s, size_t n) {
+    for (size_t i = 0; i < n && st >= 0; i++) st = step(c, g, st, s[i]);
+    return st;
+}
+
+static vt_status advance_by(grammar_matcher *m, const uint8_t *s, size_t n, const char *what, int32_t token) {
+    gcache *c;
+    VT_TRY(cache_get(m->g, m->v, &c));
+    const int32_t st = run_bytes(c, m->g, m->state, s, n);
+    if (st == -2) {
+        const vt_status e = c->err;
+        c->err = VT_OK;
+        return e;
     }
-    set_current(m, from, cnt);
-    compact(m);
-    return true;
+    if (st < 0) {
+        return token >= 0 ? vt_errorf(VT_E_INVALID, "grammar: token %d does not continue the grammar", token)
+                          : vt_errorf(VT_E_INVALID, "grammar: %s does not match", what);
+    }
+    m->state = st;
+    return VT_OK;
 }
 
 vt_status grammar_matcher_accept_bytes(grammar_matcher *m, const char *s, size_t n) {
-    m->err = VT_OK;
     if (m->finished) return vt_errorf(VT_E_INVALID, "grammar: the output is complete");
-    if (!accept_bytes(m, (const uint8_t *)s, n)) {
-        const vt_status st = m->err != VT_OK ? m->err : vt_errorf(VT_E_INVALID, "grammar: the text does not match");
-        m->err = VT_OK;
-        return st;
-    }
-    return VT_OK;
+    return advance_by(m, (const uint8_t *)s, n, "the text", -1);
 }
 
 static void token_bytes(const grammar_matcher *m, int32_t t, const uint8_t **s, size_t *n) {
@@ -443,10 +559,12 @@ static void token_bytes(const grammar_matcher *m, int32_t t, const uint8_t **s, 
 
 vt_status grammar_matcher_accept(grammar_matcher *m, int32_t token) {
     const grammar_vocab *v = m->v;
-    if (token < 0 || token >= v->n_vocab) return vt_errorf(VT_E_INVALID, "grammar: token %d is not in the vocabulary", token);
+    if (!v || token < 0 || token >= v->n_vocab)
+        return vt_errorf(VT_E_INVALID, "grammar: token %d is not in the vocabulary", token);
     if (m->finished) return vt_errorf(VT_E_INVALID, "grammar: the output is complete");
     if (v->is_eog[token]) {
-        if (!grammar_matcher_accepting(m)) return vt_errorf(VT_E_INVALID, "grammar: end of generation before the grammar is complete");
+        if (!grammar_matcher_accepting(m))
+            return vt_errorf(VT_E_INVALID, "grammar: end of generation before the grammar is complete");
         m->finished = true;
         return VT_OK;
     }
@@ -454,12 +572,7 @@ vt_status grammar_matcher_accept(grammar_matcher *m, int32_t token) {
     size_t n;
     token_bytes(m, token, &s, &n);
     if (n == 0) return vt_errorf(VT_E_INVALID, "grammar: token %d has no text", token);
-    m->err = VT_OK;
-    if (!accept_bytes(m, s, n)) {
-        const vt_status st = m->err != VT_OK ? m->err : vt_errorf(VT_E_INVALID, "grammar: token %d does not continue the grammar", token);
-        m->err = VT_OK;
-        return st;
-    }
+    VT_TRY(advance_by(m, s, n, "the token", token));
     m->first = false;
     return VT_OK;
 }
@@ -467,90 +580,53 @@ vt_status grammar_matcher_accept(grammar_matcher *m, int32_t token) {
 /* ---- the mask ------------------------------------------------------------------------ */
 
 typedef struct walk_frame {
-    int32_t node;     /* trie node */
-    int32_t child;    /* next child to visit */
-    int64_t from;     /* its stack set in the scratch */
-    int32_t n;
-    int32_t node_mark; /* stack nodes to keep when leaving it */
-    int64_t set_mark;
+    int32_t node;  /* trie node */
+    int32_t child; /* next child to visit */
+    int32_t state; /* the DFA state after the node's prefix */
 } walk_frame;
 
-static void allow_node(const grammar_vocab *v, const tnode *t, uint32_t *bits, int32_t *n_allowed) {
-    for (int32_t k = 0; k < t->tok_n; k++) {
-        const int32_t id = v->sorted[t->tok_begin + k];
-        bits[id >> 5] |= 1u << (id & 31);
-    }
-    *n_allowed += t->tok_n;
-}
-
-static bool has_live_stack(const grammar_matcher *m, int64_t from, int32_t n) {
-    for (int32_t i = 0; i < n; i++)
-        if (m->set[from + i] >= 0) return true;
-    return false;
-}
-
-/* Depth-first over the trie from the current state; a subtree is skipped once
- * no stack admits its prefix. */
-static vt_status walk(grammar_matcher *m, uint32_t *bits, int32_t *n_allowed) {
-    const grammar_vocab *v = m->v;
-    walk_frame *fr = NULL;
-    int32_t cap = 0, sp = 0;
-    const bool strip = m->first && v->strip_first_space;
-    const int32_t node_mark0 = m->n_nodes;
-    m->n_set = m->n_cur;
-    if (!has_live_stack(m, 0, m->n_cur)) return VT_OK;
-    cap = 64;
-    fr = malloc(sizeof *fr * (size_t)cap);
+/* Depth-first over the trie through the DFA; a subtree is skipped once its
+ * prefix is dead. strip: the first token's leading space consumes nothing. */
+static vt_status walk(gcache *c, const grammar *g, const grammar_vocab *v, int32_t start, bool strip, uint32_t *bits,
+                      int32_t *n_allowed) {
+    if (!c->states[start].live) return VT_OK;
+    int32_t cap = 64, sp = 0;
+    walk_frame *fr = malloc(sizeof *fr * (size_t)cap);
     if (!fr) return vt_errorf(VT_E_NOMEM, "grammar: out of memory");
-    fr[sp++] = (walk_frame){.node = 0, .child = 1, .from = 0, .n = m->n_cur, .node_mark = m->n_nodes, .set_mark = m->n_set};
+    fr[sp++] = (walk_frame){.node = 0, .child = 1, .state = start};
     vt_status st = VT_OK;
     while (sp > 0) {
         walk_frame *f = &fr[sp - 1];
         const tnode *t = &v->nodes[f->node];
         if (f->child >= t->end) {
-            m->n_nodes = f->node_mark;
-            m->n_set = f->set_mark;
             sp--;
             continue;
         }
-        const int32_t c = f->child;
-        f->child = v->nodes[c].end;
-        /* the set after the child's byte */
-        m->n_nodes = f->node_mark;
-        m->n_set = f->set_mark;
-        const int32_t mark = m->n_nodes;
-        const int64_t smark = m->n_set;
-        int64_t from;
-        int32_t k;
-        if (strip && f->node == 0 && v->nodes[c].byte == ' ') {
-            /* first token: its leading space is dropped, so the space consumes nothing */
-            from = f->from;
-            k = f->n;
-            /* the token " " alone is empty text: not allowed; its longer siblings are */
-            if (sp == cap) {
-                walk_frame *nf = realloc(fr, sizeof *fr * (size_t)(cap * 2));
-                if (!nf) {
-                    st = vt_errorf(VT_E_NOMEM, "grammar: out of memory");
-                    break;
-                }
-                fr = nf;
-                cap *= 2;
+        const int32_t ch = f->child;
+        f->child = v->nodes[ch].end;
+        int32_t to;
+        bool allow = true;
+        if (strip && f->node == 0 && v->nodes[ch].byte == ' ') {
+            to = f->state; /* " " alone is empty text: not allowed; longer ones go on */
+            allow = false;
+        } else {
+            to = step(c, g, f->state, v->nodes[ch].byte);
+            if (to == -2) {
+                st = c->err;
+                c->err = VT_OK;
+                break;
             }
-            fr[sp++] = (walk_frame){.node = c, .child = c + 1, .from = from, .n = k, .node_mark = mark, .set_mark = smark};
-            continue;
+            if (to < 0) continue;
         }
-        (void)mark;
-        (void)smark;
-        from = m->n_set;
-        k = advance(m, f->from, f->n, v->nodes[c].byte);
-        if (m->err != VT_OK) {
-            st = m->err;
-            m->err = VT_OK;
-            break;
+        if (allow) {
+            const tnode *cn = &v->nodes[ch];
+            for (int32_t k = 0; k < cn->tok_n; k++) {
+                const int32_t id = v->sorted[cn->tok_begin + k];
+                bits[id >> 5] |= 1u << (id & 31);
+            }
+            *n_allowed += cn->tok_n;
         }
-        if (k == 0) continue;
-        allow_node(v, &v->nodes[c], bits, n_allowed);
-        if (v->nodes[c].end == c + 1 || !has_live_stack(m, from, k)) continue;
+        if (v->nodes[ch].end == ch + 1 || !c->states[to].live) continue;
         if (sp == cap) {
             walk_frame *nf = realloc(fr, sizeof *fr * (size_t)(cap * 2));
             if (!nf) {
@@ -560,50 +636,69 @@ static vt_status walk(grammar_matcher *m, uint32_t *bits, int32_t *n_allowed) {
             fr = nf;
             cap *= 2;
         }
-        fr[sp++] = (walk_frame){.node = c, .child = c + 1, .from = from, .n = k, .node_mark = m->n_nodes, .set_mark = m->n_set};
+        fr[sp++] = (walk_frame){.node = ch, .child = ch + 1, .state = to};
     }
     free(fr);
-    m->n_nodes = node_mark0;
-    m->n_set = m->n_cur;
     return st;
+}
+
+static vt_status compute_mask(gcache *c, const grammar *g, const grammar_vocab *v, int32_t state, bool strip,
+                              uint32_t *bits, int32_t *n) {
+    memset(bits, 0, ((size_t)v->n_vocab + 31) / 32 * sizeof(uint32_t));
+    *n = 0;
+    if (c->states[state].accepting) {
+        for (int32_t i = 0; i < v->n_eog; i++) bits[v->eog[i] >> 5] |= 1u << (v->eog[i] & 31);
+        *n += v->n_eog;
+    }
+    return walk(c, g, v, state, strip, bits, n);
 }
 
 vt_status grammar_matcher_mask(grammar_matcher *m, const uint32_t **bits, int32_t *n_allowed) {
     const grammar_vocab *v = m->v;
-    const uint64_t key = m->cur_hash ^ (m->first && v->strip_first_space ? 0x243f6a8885a308d3ull : 0);
-    m->tick++;
-    mask_entry *slot = &m->cache[0];
-    for (int i = 0; i < MASK_CACHE; i++) {
-        mask_entry *e = &m->cache[i];
-        if (e->valid && e->key == key) {
-            e->used = m->tick;
-            *bits = e->bits;
-            *n_allowed = e->n_allowed;
-            return VT_OK;
-        }
-        if (!e->valid || e->used < slot->used) slot = e;
-    }
+    if (!v) return vt_errorf(VT_E_INVALID, "grammar: a matcher without a vocabulary has no mask");
     const size_t words = ((size_t)v->n_vocab + 31) / 32;
-    if (!slot->bits) {
-        slot->bits = malloc(words * sizeof(uint32_t));
-        if (!slot->bits) return vt_errorf(VT_E_NOMEM, "grammar: out of memory for a token mask");
+    gcache *c;
+    VT_TRY(cache_get(m->g, v, &c));
+    if (m->finished) {
+        if (!m->first_bits && !(m->first_bits = calloc(words, sizeof(uint32_t))))
+            return vt_errorf(VT_E_NOMEM, "grammar: out of memory for a token mask");
+        memset(m->first_bits, 0, words * sizeof(uint32_t));
+        *bits = m->first_bits;
+        *n_allowed = 0;
+        return VT_OK;
     }
-    slot->valid = false;
-    memset(slot->bits, 0, words * sizeof(uint32_t));
-    int32_t n = 0;
-    if (!m->finished) {
-        if (grammar_matcher_accepting(m)) {
-            for (int32_t i = 0; i < v->n_eog; i++) slot->bits[v->eog[i] >> 5] |= 1u << (v->eog[i] & 31);
-            n += v->n_eog;
-        }
-        m->err = VT_OK;
-        VT_TRY(walk(m, slot->bits, &n));
+    if (m->first && v->strip_first_space) { /* its own mask, not cached with the state's */
+        if (!m->first_bits && !(m->first_bits = malloc(words * sizeof(uint32_t))))
+            return vt_errorf(VT_E_NOMEM, "grammar: out of memory for a token mask");
+        VT_TRY(compute_mask(c, m->g, v, m->state, true, m->first_bits, n_allowed));
+        *bits = m->first_bits;
+        return VT_OK;
     }
-    slot->key = key;
-    slot->used = m->tick;
-    slot->n_allowed = n;
-    slot->valid = true;
-    *bits = slot->bits;
+    gstate *s = &c->states[m->state];
+    c->tick++;
+    if (s->mask >= 0) {
+        mask_slot *ms = &c->masks[s->mask];
+        ms->used = c->tick;
+        *bits = ms->bits;
+        *n_allowed = ms->n_allowed;
+        return VT_OK;
+    }
+    int32_t slot = 0;
+    for (int32_t i = 1; i < GRAMMAR_MASK_CACHE && c->masks[slot].state >= 0; i++)
+        if (c->masks[i].state < 0 || c->masks[i].used < c->masks[slot].used) slot = i;
+    mask_slot *ms = &c->masks[slot];
+    if (!ms->bits && !(ms->bits = malloc(words * sizeof(uint32_t))))
+        return vt_errorf(VT_E_NOMEM, "grammar: out of memory for a token mask");
+    if (ms->state >= 0) c->states[ms->state].mask = -1;
+    ms->state = -1;
+    int32_t n;
+    VT_TRY(compute_mask(c, m->g, v, m->state, false, ms->bits, &n));
+    s = &c->states[m->state]; /* the walk may have grown the state table */
+    ms->state = m->state;
+    ms->n_allowed = n;
+    ms->used = c->tick;
+    s->mask = slot;
+    *bits = ms->bits;
     *n_allowed = n;
     return VT_OK;
 }
@@ -611,7 +706,7 @@ vt_status grammar_matcher_mask(grammar_matcher *m, const uint32_t **bits, int32_
 bool grammar_accepts(const grammar *g, const char *s, size_t n) {
     grammar_matcher *m = NULL;
     if (grammar_matcher_create(g, NULL, &m) != VT_OK) return false;
-    const bool ok = accept_bytes(m, (const uint8_t *)s, n) && grammar_matcher_accepting(m);
+    const bool ok = grammar_matcher_accept_bytes(m, s, n) == VT_OK && grammar_matcher_accepting(m);
     grammar_matcher_free(m);
     return ok;
 }

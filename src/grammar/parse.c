@@ -783,6 +783,7 @@ done:
 
 void grammar_free(grammar *g) {
     if (!g) return;
+    gcache_free(g->cache);
     free(g->el);
     free(g->rule_start);
     free(g->sets);

@@ -418,7 +418,7 @@ static void primitives(unsigned used, strbuf *out) {
         sb_add(out, "char ::= [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" "
                     "([0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))\n");
     if (used & USE_NUMBER)
-        sb_add(out, "number ::= \"-\"? int-part (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})? ws\n");
+        sb_add(out, "number ::= \"-\"? int-part (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,2})? ws\n");
     if (used & USE_INTEGER) sb_add(out, "integer ::= \"-\"? int-part ws\n");
     if (used & USE_INTPART) sb_add(out, "int-part ::= \"0\" | [1-9] [0-9]{0,15}\n");
     if (used & USE_BOOLEAN) sb_add(out, "boolean ::= (\"true\" | \"false\") ws\n");
@@ -467,10 +467,10 @@ vt_status jschema_tool_call_gbnf(tc_format f, bool args_style, json_t *tools, co
             c.root = params;
             c.n_refs = 0; /* each tool's $defs are its own */
             if ((st = schema_rule(&c, params, path, 0, &r)) != VT_OK) break;
-        } else {
+        } else { /* no parameters: no arguments */
             r = new_rule(&c);
-            c.used |= USE_VALUE | USE_WS;
-            sb_printf(&c.rules, "s%d ::= object\n", r);
+            c.used |= USE_WS;
+            sb_printf(&c.rules, "s%d ::= \"{\" ws \"}\" ws\n", r);
         }
         sb_add(&alts, n_alts++ ? " | " : "");
         sb_add(&alts, "(");
