@@ -457,6 +457,18 @@ static void test_tool_call_sampling(void) {
     sb_free(&g);
     sb_free(&pre);
     json_decref(tools);
+    /* a keyword vt cannot enforce is left out of a tool's grammar, not refused */
+    json_t *lenient = json_loads("[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": "
+                                 "{\"type\": \"object\", \"properties\": {\"d\": {\"type\": \"string\", "
+                                 "\"format\": \"date\"}}, \"required\": [\"d\"]}}}]", 0, NULL);
+    strbuf lg = {0};
+    CHECK_OK(jschema_tool_call_gbnf(TC_HERMES, false, lenient, "f", &lg));
+    grammar *lgr = NULL;
+    CHECK_OK(grammar_parse(lg.ptr, lg.len, NULL, &lgr));
+    CHECK(acc(lgr, "{\"d\": \"x\"}}") && acc(lgr, "{\"d\": \"x\"}}\n</tool_call>") && !acc(lgr, "{\"d\": 1}}"));
+    grammar_free(lgr);
+    sb_free(&lg);
+    json_decref(lenient);
     /* formats without a grammar say so */
     strbuf x = {0};
     CHECK(jschema_tool_call_gbnf(TC_QWEN3_CODER, false, tools, NULL, &x) == VT_E_UNSUPPORTED);

@@ -29,6 +29,7 @@ typedef struct conv {
         int32_t rule;
     } refs[64];
     int32_t n_refs;
+    bool lenient;   /* tools: keywords vt cannot enforce are left unenforced, not refused */
 } conv;
 
 /* GBNF literal text for bytes s[0..n): quotes and backslashes escaped, control
@@ -97,7 +98,7 @@ static vt_status object_rule(conv *c, json_t *s, const char *path, int depth, st
     json_t *props = json_object_get(s, "properties");
     json_t *req = json_object_get(s, "required");
     json_t *addl = json_object_get(s, "additionalProperties");
-    if (addl && !json_is_false(addl)) {
+    if (addl && !json_is_false(addl) && !c->lenient) {
         if (props || !(json_is_true(addl) || (json_is_object(addl) && json_object_size(addl) == 0)))
             return unsupported("additionalProperties", path);
     }
@@ -319,7 +320,7 @@ static vt_status schema_rule(conv *c, json_t *s, const char *path, int depth, in
     const char *k;
     json_t *v;
     json_object_foreach(s, k, v) {
-        if (!keyword_ok(k)) return unsupported(k, path);
+        if (!keyword_ok(k) && !c->lenient) return unsupported(k, path);
     }
     json_t *ref = json_object_get(s, "$ref");
     if (ref) {
@@ -449,7 +450,7 @@ void jschema_any_object_gbnf(strbuf *out) {
 vt_status jschema_tool_call_gbnf(tc_format f, bool args_style, json_t *tools, const char *name, strbuf *out) {
     if (f != TC_HERMES && f != TC_LLAMA3 && f != TC_MISTRAL && f != TC_DEEPSEEK)
         return vt_errorf(VT_E_UNSUPPORTED, "no tool-call grammar for the %s format", tc_format_name(f));
-    conv c = {0};
+    conv c = {.lenient = true};
     strbuf alts = {0};
     vt_status st = VT_OK;
     size_t i;

@@ -39,7 +39,10 @@ vt_status jschema_to_gbnf(json_t *schema, const char *what, strbuf *out);
 void jschema_any_object_gbnf(strbuf *out);
 /* GBNF for the rest of a tool call in format f after tc_prefill(f, args_style,
  * name): the call of `name` (NULL: of any tool in tools), its arguments matching
- * that tool's "parameters" schema, then the format's closer. VT_E_UNSUPPORTED
+ * that tool's "parameters" schema, then the format's closer. Keywords the
+ * converter refuses elsewhere (format, minimum, pattern, ...) are left
+ * unenforced here: a tool's schema is the client's fixed API, and the call
+ * still has the schema's shape. VT_E_UNSUPPORTED
  * for a format without a grammar (qwen3_coder, glm, harmony). */
 vt_status jschema_tool_call_gbnf(tc_format f, bool args_style, json_t *tools, const char *name, strbuf *out);
 
