@@ -123,7 +123,9 @@ static vt_status engine_grammar_vocab(vt_engine *e, const grammar_vocab **out) {
             bytes = b;
             cap = c;
         }
-        if ((size_t)n <= sizeof small) memcpy(bytes + off[i], small, (size_t)n);
+        if (n == 0) {
+            /* a control token: no text (bytes may still be NULL) */
+        } else if ((size_t)n <= sizeof small) memcpy(bytes + off[i], small, (size_t)n);
         else tok_piece(e->tok, i, false, bytes + off[i], (size_t)n);
         off[i + 1] = off[i] + n;
     }
