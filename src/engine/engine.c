@@ -171,7 +171,12 @@ static vt_status engine_grammar_get(vt_engine *e, const char *text, size_t len, 
     const uint64_t h = text_hash(text, len);
     for (int32_t i = 0; i < e->n_grammars; i++) {
         engine_grammar *eg = &e->grammars[i];
-        if (eg->hash == h && eg->len == len && !memcmp(eg->text, text, len)) {
+        if (eg->text && eg->hash == h && eg->len == len && !memcmp(eg->text, text, len)) {
+            if (grammar_cache_large(eg->g)) { /* retire it: new requests get a fresh one */
+                free(eg->text);
+                eg->text = NULL;
+                continue;
+            }
             eg->refs++;
             eg->used = (uint64_t)e->st.steps;
             *out = eg->g;
@@ -199,6 +204,13 @@ static void engine_grammar_put(vt_engine *e, grammar *g) {
     for (int32_t i = 0; i < e->n_grammars; i++) {
         if (e->grammars[i].g == g) e->grammars[i].refs--;
         idle += e->grammars[i].refs == 0;
+    }
+    for (int32_t i = 0; i < e->n_grammars; i++) { /* retired ones go when unused */
+        if (!e->grammars[i].text && e->grammars[i].refs == 0) {
+            grammar_free(e->grammars[i].g);
+            e->grammars[i--] = e->grammars[--e->n_grammars];
+            idle--;
+        }
     }
     while (idle > ENGINE_IDLE_GRAMMARS) { /* the least recently used idle one goes */
         int32_t old = -1;

@@ -110,6 +110,10 @@ bool grammar_matcher_accepting(const grammar_matcher *m);
 /* Nothing can follow: the grammar is complete and admits no more bytes. */
 bool grammar_matcher_done(const grammar_matcher *m);
 
+/* The grammar's state cache has passed a quarter of its limits: a long-lived
+ * user (the engine) should compile a fresh one for new matchers. */
+bool grammar_cache_large(const grammar *g);
+
 /* Whole text in the grammar's language (a fresh matcher, no vocabulary). */
 bool grammar_accepts(const grammar *g, const char *s, size_t n);
 

@@ -703,6 +703,11 @@ vt_status grammar_matcher_mask(grammar_matcher *m, const uint32_t **bits, int32_
     return VT_OK;
 }
 
+bool grammar_cache_large(const grammar *g) {
+    const gcache *c = g->cache;
+    return c && (c->n_states > GRAMMAR_MAX_STATES / 4 || c->n_nodes > GRAMMAR_MAX_NODES / 4);
+}
+
 bool grammar_accepts(const grammar *g, const char *s, size_t n) {
     grammar_matcher *m = NULL;
     if (grammar_matcher_create(g, NULL, &m) != VT_OK) return false;
