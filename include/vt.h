@@ -201,6 +201,14 @@ typedef struct vt_request_params {
     const char *const *stop;  /* stop strings (the text before the match is kept) */
     int32_t n_stop;
     bool ignore_eos;
+    /* GBNF (llama.cpp's syntax, start rule `root`) the generated text must match:
+     * each step samples only among the tokens that can continue it, an
+     * end-of-generation token only where the text is complete, and the request
+     * finishes (VT_FINISH_STOP) once nothing more can follow. NULL: none. A
+     * grammar that does not parse, or breaks a limit, fails vt_engine_add with
+     * VT_E_INVALID naming the problem; with one, ignore_eos has no effect. */
+    const char *grammar;
+    size_t grammar_len;
     void *user;               /* handed back in every output of this request */
     vt_pooling pooling;       /* != VT_POOLING_NONE: an embedding request: the prompt is
                                  evaluated (no sampling; sampling, max_tokens and stop are

@@ -187,8 +187,50 @@ static void test_logit_bias(void) {
     sampler_free(s);
 }
 
+/* A mask (grammar): only allowed tokens come, greedy takes the best of them,
+ * and without truncation the draw follows their renormalised probabilities. */
+static void test_masked(void) {
+    float l[NV];
+    fill(l, 7);
+    uint32_t allowed[(NV + 31) / 32] = {0};
+    const int ids[4] = {3, 100, 517, 999};
+    for (int k = 0; k < 4; k++) allowed[ids[k] >> 5] |= 1u << (ids[k] & 31);
+    l[3] = 2.0f, l[100] = 1.0f, l[517] = 0.0f, l[999] = 1.0f;
+    sampler_params p = sampler_default_params();
+    p.temperature = 0;
+    sampler *s;
+    CHECK_OK(sampler_create(&p, NV, &s));
+    CHECK_EQ_INT(sampler_sample_masked(s, l, allowed, NULL), 3);
+    sampler_free(s);
+    for (int trunc = 0; trunc < 2; trunc++) {
+        p = sampler_default_params();
+        p.temperature = 1.0f;
+        p.top_k = trunc ? 2 : 0;
+        p.top_p = 1.0f;
+        p.min_p = 0.0f;
+        CHECK_OK(sampler_create(&p, NV, &s));
+        int count[NV] = {0};
+        for (int i = 0; i < 20000; i++) count[sampler_sample_masked(s, l, allowed, NULL)]++;
+        int others = 20000;
+        for (int k = 0; k < 4; k++) others -= count[ids[k]];
+        CHECK_EQ_INT(others, 0);
+        const double z = exp(2) + 2 * exp(1) + 1;
+        if (!trunc) { /* within 4 sigma of e^l / z */
+            for (int k = 0; k < 4; k++) {
+                const double q = exp(l[ids[k]]) / z, sd = sqrt(20000 * q * (1 - q));
+                CHECK_MSG(fabs(count[ids[k]] - 20000 * q) < 4 * sd, "token %d: %d draws, want %.0f", ids[k],
+                          count[ids[k]], 20000 * q);
+            }
+        } else { /* top-2 of the allowed: 3 and one of the two ties at 1.0 */
+            CHECK(count[517] == 0 && count[3] > 0);
+        }
+        sampler_free(s);
+    }
+}
+
 int main(void) {
     test_greedy();
+    test_masked();
     test_logit_bias();
     test_top_k_one_is_greedy();
     test_seeded();

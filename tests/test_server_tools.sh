@@ -100,18 +100,20 @@ if "$vt" serve -m "$model" --port 0 --reasoning-format bogus >/dev/null 2>"$tmp/
 else grep -q "reasoning-format" "$tmp/bogus.log" && ok || bad "--reasoning-format bogus: $(cat "$tmp/bogus.log")"; fi
 
 # the real model: a named tool_choice starts the call (the prompt ends with the
-# format's opener and the name), so the answer is that call, or, when the random
-# weights write no JSON after it, the opener as text (no grammar forces the arguments yet)
+# format's opener and the name) and a grammar of the tool's parameters writes the
+# rest, so the answer is always that call with arguments that parse
 start_server "$tmp/real.log" -m "$model" -c 2048 --chat-template-file "$tmpl/Qwen-Qwen2.5-7B-Instruct.jinja" || exit 1
 wait_ready || exit 1
-tools='[{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]'
-body=$(curl -s "$BASE/v1/chat/completions" -d "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 8,
-  \"tools\": $tools, \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}}")
-echo "$body" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const m=JSON.parse(s).choices[0].message;
-  process.exit((m.tool_calls && m.tool_calls[0].function.name==="get_weather") ||
-  (m.content||"").startsWith("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ")?0:1)})' && ok || bad "named tool_choice: $body"
-for f in '"logit_bias": {"x": 5}' '"logit_bias": {"1": 500}' '"echo": true' '"suffix": "x"' '"best_of": 2' '"grammar": "root ::= \"a\""' \
-         '"response_format": {"type": "json_object"}' '"tool_choice": {"type": "function", "function": {"name": "nope"}}' \
+tools='[{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+  "properties": {"city": {"type": "string", "maxLength": 8}}, "required": ["city"]}}}]'
+body=$(curl -s "$BASE/v1/chat/completions" -d "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 400,
+  \"temperature\": 1, \"tools\": $tools, \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}}")
+echo "$body" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const c=JSON.parse(s).choices[0],m=c.message;
+  process.exit(c.finish_reason==="tool_calls" && m.tool_calls && m.tool_calls[0].function.name==="get_weather" &&
+  typeof JSON.parse(m.tool_calls[0].function.arguments).city==="string"?0:1)})' && ok || bad "named tool_choice: $body"
+for f in '"logit_bias": {"x": 5}' '"logit_bias": {"1": 500}' '"echo": true' '"suffix": "x"' '"best_of": 2' '"grammar": "root ::= foo"' \
+         '"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "string", "pattern": "a"}}}' \
+         '"tool_choice": {"type": "function", "function": {"name": "nope"}}' \
          '"tool_choice": "required"'; do
   name=$(echo "$f" | sed 's/^"\([a-z_]*\)".*/\1/')
   code=$(curl -s -o "$tmp/body" -w '%{http_code}' "$BASE/v1/chat/completions" \

@@ -63,6 +63,8 @@ static void request_free(request *r) {
     free(r->blocks[0]);
     free(r->block_hash);
     sampler_free(r->smp);
+    grammar_matcher_free(r->gm);
+    free(r->gtext);
     for (int32_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
     free(r->stop_len);
@@ -92,6 +94,134 @@ static vt_status sampling_check(const vt_sampling *s, sampler_params *sp) {
         return vt_errorf(VT_E_INVALID, "%s", msg);
     }
     return VT_OK;
+}
+
+/* The vocabulary's bytes as a grammar trie, built once (by whichever thread adds
+ * the first request with a grammar) and read-only after. */
+static vt_status engine_grammar_vocab(vt_engine *e, const grammar_vocab **out) {
+    pthread_mutex_lock(&e->mu);
+    *out = e->gvocab;
+    pthread_mutex_unlock(&e->mu);
+    if (*out) return VT_OK;
+    const int32_t nv = e->n_vocab;
+    int64_t *off = malloc(sizeof(int64_t) * ((size_t)nv + 1));
+    bool *eog = malloc((size_t)nv);
+    char *bytes = NULL;
+    size_t cap = 0;
+    vt_status st = VT_OK;
+    if (!off || !eog) goto nomem;
+    off[0] = 0;
+    for (int32_t i = 0; i < nv; i++) {
+        eog[i] = tok_is_eog(e->tok, i);
+        char small[256];
+        int64_t n = tok_piece(e->tok, i, false, small, sizeof small);
+        if (n < 0) n = 0;
+        if ((size_t)off[i] + (size_t)n > cap) {
+            size_t c = cap ? cap * 2 : (size_t)nv * 8;
+            while (c < (size_t)off[i] + (size_t)n) c *= 2;
+            char *b = realloc(bytes, c);
+            if (!b) goto nomem;
+            bytes = b;
+            cap = c;
+        }
+        if (n == 0) {
+            /* a control token: no text (bytes may still be NULL) */
+        } else if ((size_t)n <= sizeof small) memcpy(bytes + off[i], small, (size_t)n);
+        else tok_piece(e->tok, i, false, bytes + off[i], (size_t)n);
+        off[i + 1] = off[i] + n;
+    }
+    grammar_vocab *v = NULL;
+    st = grammar_vocab_create(nv, bytes ? bytes : "", off, eog, tok_strips_first_space(e->tok), &v);
+    if (st == VT_OK) {
+        pthread_mutex_lock(&e->mu);
+        if (e->gvocab) grammar_vocab_free(v); /* another thread was first */
+        else e->gvocab = v;
+        *out = e->gvocab;
+        pthread_mutex_unlock(&e->mu);
+    }
+    goto done;
+nomem:
+    st = vt_errorf(VT_E_NOMEM, "out of memory for the grammar's vocabulary trie");
+done:
+    free(off);
+    free(eog);
+    free(bytes);
+    return st;
+}
+
+/* Grammars by text, so that requests with the same one share its DFA and mask
+ * cache; up to ENGINE_IDLE_GRAMMARS unused ones stay warm for the next. */
+#define ENGINE_IDLE_GRAMMARS 8
+
+typedef struct engine_grammar {
+    uint64_t hash;
+    char *text;
+    size_t len;
+    grammar *g;
+    int32_t refs;
+    uint64_t used;
+} engine_grammar;
+
+static uint64_t text_hash(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+    return h;
+}
+
+static vt_status engine_grammar_get(vt_engine *e, const char *text, size_t len, grammar **out) {
+    const uint64_t h = text_hash(text, len);
+    for (int32_t i = 0; i < e->n_grammars; i++) {
+        engine_grammar *eg = &e->grammars[i];
+        if (eg->text && eg->hash == h && eg->len == len && !memcmp(eg->text, text, len)) {
+            if (grammar_cache_large(eg->g)) { /* retire it: new requests get a fresh one */
+                free(eg->text);
+                eg->text = NULL;
+                continue;
+            }
+            eg->refs++;
+            eg->used = (uint64_t)e->st.steps;
+            *out = eg->g;
+            return VT_OK;
+        }
+    }
+    if (!grow32((void **)&e->grammars, &e->cap_grammars, e->n_grammars + 1, sizeof *e->grammars))
+        return vt_errorf(VT_E_NOMEM, "out of memory");
+    engine_grammar eg = {.hash = h, .len = len, .refs = 1, .used = (uint64_t)e->st.steps};
+    eg.text = malloc(len + 1);
+    if (!eg.text) return vt_errorf(VT_E_NOMEM, "out of memory");
+    memcpy(eg.text, text, len);
+    vt_status st = grammar_parse(text, len, NULL, &eg.g);
+    if (st != VT_OK) {
+        free(eg.text);
+        return st;
+    }
+    e->grammars[e->n_grammars++] = eg;
+    *out = eg.g;
+    return VT_OK;
+}
+
+static void engine_grammar_put(vt_engine *e, grammar *g) {
+    int32_t idle = 0;
+    for (int32_t i = 0; i < e->n_grammars; i++) {
+        if (e->grammars[i].g == g) e->grammars[i].refs--;
+        idle += e->grammars[i].refs == 0;
+    }
+    for (int32_t i = 0; i < e->n_grammars; i++) { /* retired ones go when unused */
+        if (!e->grammars[i].text && e->grammars[i].refs == 0) {
+            grammar_free(e->grammars[i].g);
+            e->grammars[i--] = e->grammars[--e->n_grammars];
+            idle--;
+        }
+    }
+    while (idle > ENGINE_IDLE_GRAMMARS) { /* the least recently used idle one goes */
+        int32_t old = -1;
+        for (int32_t i = 0; i < e->n_grammars; i++)
+            if (e->grammars[i].refs == 0 && (old < 0 || e->grammars[i].used < e->grammars[old].used)) old = i;
+        grammar_free(e->grammars[old].g);
+        free(e->grammars[old].text);
+        e->grammars[old] = e->grammars[--e->n_grammars];
+        idle--;
+    }
 }
 
 static vt_status request_create(vt_engine *e, const vt_request_params *q, request **out) {
@@ -181,6 +311,18 @@ static vt_status request_create(vt_engine *e, const vt_request_params *q, reques
     }
     if ((s = sampler_create(&sp, e->n_vocab, &r->smp)) != VT_OK) goto fail;
     for (int64_t i = 0; i < n_ids; i++) sampler_accept(r->smp, prompt[i]);
+    if (q->grammar) { /* checked here; compiled and shared on the engine loop (engine_grammar_get) */
+        const grammar_vocab *gv = NULL;
+        grammar *g = NULL;
+        if ((s = grammar_parse(q->grammar, q->grammar_len, NULL, &g)) != VT_OK) goto fail;
+        grammar_free(g);
+        if ((s = engine_grammar_vocab(e, &gv)) != VT_OK) goto fail;
+        r->gtext = malloc(q->grammar_len + 1);
+        if (!r->gtext) goto oom;
+        memcpy(r->gtext, q->grammar, q->grammar_len);
+        r->gtext[q->grammar_len] = 0;
+        r->gtext_len = q->grammar_len;
+    }
     free(ids);
     *out = r;
     return VT_OK;
@@ -213,6 +355,12 @@ void vt_engine_free(vt_engine *e) {
     free(e->b_seqs);
     free(e->logits);
     free(e->scratch_lp);
+    for (int32_t i = 0; i < e->n_grammars; i++) {
+        grammar_free(e->grammars[i].g);
+        free(e->grammars[i].text);
+    }
+    free(e->grammars);
+    grammar_vocab_free(e->gvocab); /* after the requests' matchers */
     free(e->outs);
     free(e->out_text_off);
     free(e->out_top_off);
@@ -545,6 +693,12 @@ static bool waiting_remove(vt_engine *e, request *r) {
 
 /* Take r out of the engine for good (its output is already built). */
 static void retire(vt_engine *e, request *r) {
+    if (r->gram) {
+        grammar_matcher_free(r->gm);
+        r->gm = NULL;
+        engine_grammar_put(e, r->gram);
+        r->gram = NULL;
+    }
     if (r->running) running_remove(e, r);
     else waiting_remove(e, r);
     sched_release_blocks(e, r);
@@ -688,7 +842,36 @@ static void process_aborts(vt_engine *e, const uint64_t *ids, int32_t n) {
 /* Sample r's next token from its logits row and report it. Returns true when the
  * request finished. */
 static bool sample_one(vt_engine *e, request *r, const float *l) {
-    const int32_t tok = sampler_sample(r->smp, l, NULL);
+    int32_t tok;
+    if (r->gtext) {
+        /* only the tokens that continue the grammar; its end only where complete */
+        const uint32_t *allowed;
+        int32_t n_allowed;
+        vt_status st = VT_OK;
+        if (!r->gm) {
+            if ((st = engine_grammar_get(e, r->gtext, r->gtext_len, &r->gram)) == VT_OK)
+                st = grammar_matcher_create(r->gram, e->gvocab, &r->gm);
+        }
+        if (st == VT_OK) st = grammar_matcher_mask(r->gm, &allowed, &n_allowed);
+        if (st == VT_OK && n_allowed == 0)
+            st = vt_errorf(VT_E_INVALID, "grammar: no token of the vocabulary can continue the text");
+        if (st == VT_OK) {
+            tok = sampler_sample_masked(r->smp, l, allowed, NULL);
+            st = grammar_matcher_accept(r->gm, tok);
+        }
+        if (st != VT_OK) {
+            vt_output *o = out_new(e, r, -1);
+            if (o) {
+                char msg[300];
+                snprintf(msg, sizeof msg, "%s", vt_last_error());
+                emit_pending(e, r, o, r->n_pending);
+                out_error(e, o, msg);
+            }
+            return true;
+        }
+    } else {
+        tok = sampler_sample(r->smp, l, NULL);
+    }
     sampler_accept(r->smp, tok);
     r->tokens[r->n_tokens++] = tok;
     r->n_generated++;
@@ -709,7 +892,7 @@ static bool sample_one(vt_engine *e, request *r, const float *l) {
         e->n_tops += k;
     }
 
-    const bool eos = !r->ignore_eos && tok_is_eog(e->tok, tok);
+    const bool eos = (!r->ignore_eos || r->gtext) && tok_is_eog(e->tok, tok);
     if (!append_piece(e, r, tok)) {
         out_error(e, o, "out of memory detokenizing");
         return true;
@@ -720,7 +903,7 @@ static bool sample_one(vt_engine *e, request *r, const float *l) {
         o->finish = VT_FINISH_STOP;
         return true;
     }
-    if (eos) o->finish = VT_FINISH_STOP;
+    if (eos || (r->gm && grammar_matcher_done(r->gm))) o->finish = VT_FINISH_STOP;
     else if ((r->max_tokens > 0 && r->n_generated >= r->max_tokens) || r->n_tokens >= e->n_ctx)
         o->finish = VT_FINISH_LENGTH;
     if (o->finish != VT_FINISH_NONE) {

@@ -27,6 +27,7 @@
 #include "kvcache/kv_cache.h"
 #include "engine/prefix_cache.h"
 #include "engine/sampler.h"
+#include "grammar/grammar.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "vt.h"
@@ -55,6 +56,10 @@ typedef struct request {
     bool running;
 
     sampler *smp;
+    char *gtext;            /* the request's GBNF (owned), or NULL */
+    size_t gtext_len;
+    grammar *gram;          /* its compiled form, shared in e->grammars (engine loop only) */
+    grammar_matcher *gm;    /* its state over the engine's gvocab, made at the first sample */
     int32_t n_logprobs;
     int32_t max_tokens;   /* <= 0: no limit */
     bool ignore_eos;
@@ -108,6 +113,11 @@ struct vt_engine {
     fwd_seq *b_seqs;            /* (max_seqs) */
     float *logits;              /* (max_seqs, n_vocab) */
     float *scratch_lp;          /* (n_vocab) */
+    grammar_vocab *gvocab;      /* the tokens' bytes as a trie, built at the first grammar
+                                   request (under mu; read-only after) */
+    struct engine_grammar *grammars; /* (n_grammars) compiled grammars by text, shared by the
+                                   requests that use one (their DFA and masks warm); engine loop only */
+    int32_t n_grammars, cap_grammars;
 
     vt_output *outs;
     int32_t n_outs, cap_outs;

@@ -176,7 +176,19 @@ static void softmax(cand *c, int32_t n, float temp) {
     for (int32_t i = 0; i < n; i++) c[i].p = (float)(c[i].p / sum);
 }
 
+static int32_t sample_impl(sampler *s, const float *logits, const uint32_t *allowed, float *logprob);
+
 int32_t sampler_sample(sampler *s, const float *logits, float *logprob) {
+    return sample_impl(s, logits, NULL, logprob);
+}
+
+int32_t sampler_sample_masked(sampler *s, const float *logits, const uint32_t *allowed, float *logprob) {
+    return sample_impl(s, logits, allowed, logprob);
+}
+
+static inline bool allowed_bit(const uint32_t *a, int32_t i) { return !a || ((a[i >> 5] >> (i & 31)) & 1); }
+
+static int32_t sample_impl(sampler *s, const float *logits, const uint32_t *allowed, float *logprob) {
     const sampler_params *p = &s->p;
     const int32_t nv = s->n_vocab;
     const float *l = logits;
@@ -207,22 +219,59 @@ int32_t sampler_sample(sampler *s, const float *logits, float *logprob) {
     }
 
     if (p->temperature <= 0.0f) {
-        int32_t best = 0;
-        for (int32_t i = 1; i < nv; i++)
-            if (l[i] > l[best]) best = i;
+        int32_t best = -1;
+        for (int32_t i = 0; i < nv; i++)
+            if (allowed_bit(allowed, i) && (best < 0 || l[i] > l[best])) best = i;
+        if (best < 0) best = 0; /* an empty mask: the caller's contract says it cannot be */
         if (logprob) {
             double sum = 0;
-            for (int32_t i = 0; i < nv; i++) sum += exp((double)l[i] - l[best]);
+            for (int32_t i = 0; i < nv; i++)
+                if (allowed_bit(allowed, i)) sum += exp((double)l[i] - l[best]);
             *logprob = (float)-log(sum);
         }
         return best;
     }
 
     cand *c = s->cands;
-    for (int32_t i = 0; i < nv; i++) c[i] = (cand){i, l[i], 0};
-    int32_t n = nv;
+    int32_t n_c = 0;
+    if (allowed) {
+        for (int32_t w = 0; w < (nv + 31) / 32; w++) {
+            for (uint32_t bits = allowed[w]; bits; bits &= bits - 1) {
+                const int32_t i = w * 32 + __builtin_ctz(bits);
+                if (i < nv) c[n_c++] = (cand){i, l[i], 0};
+            }
+        }
+        if (n_c == 0) c[n_c++] = (cand){0, l[0], 0};
+    } else {
+        for (int32_t i = 0; i < nv; i++) c[i] = (cand){i, l[i], 0};
+        n_c = nv;
+    }
+    if (allowed && (p->top_k <= 0 || p->top_k >= n_c) && p->top_p >= 1.0f && p->min_p <= 0.0f) {
+        /* nothing truncates: draw over the allowed tokens as they are, unsorted */
+        float mx = c[0].logit;
+        for (int32_t i = 1; i < n_c; i++) mx = c[i].logit > mx ? c[i].logit : mx;
+        double sum = 0;
+        for (int32_t i = 0; i < n_c; i++) {
+            c[i].p = expf((c[i].logit - mx) / p->temperature);
+            sum += c[i].p;
+        }
+        const double u = rng_uniform(s->rng) * sum;
+        double cum = 0;
+        int32_t pick = n_c - 1;
+        for (int32_t i = 0; i < n_c; i++) {
+            cum += c[i].p;
+            if (u < cum) {
+                pick = i;
+                break;
+            }
+        }
+        while (pick > 0 && c[pick].p == 0.0f) pick--; /* rounding past the end: never a zero */
+        if (logprob) *logprob = logf((float)(c[pick].p / sum));
+        return c[pick].id;
+    }
+    int32_t n = n_c;
     if (p->top_k > 0 && p->top_k < n) n = p->top_k;
-    top_k_sort(c, nv, n);
+    top_k_sort(c, n_c, n);
 
     if (p->top_p < 1.0f || p->min_p > 0.0f) {
         softmax(c, n, 1.0f);

@@ -38,6 +38,10 @@ void sampler_free(sampler *s);
  * not NULL it receives the log-probability of the pick under the final
  * distribution (greedy: the full softmax). */
 int32_t sampler_sample(sampler *s, const float *logits, float *logprob);
+/* The same over only the tokens whose bit is set in allowed (n_vocab bits, bit i
+ * of word i / 32; at least one set): the chain runs on the allowed tokens alone,
+ * so the draw is from the distribution restricted to them (grammar masks). */
+int32_t sampler_sample_masked(sampler *s, const float *logits, const uint32_t *allowed, float *logprob);
 /* Record a token (prompt or generated) in the penalty window. */
 void sampler_accept(sampler *s, int32_t token);
 /* Forget the history and reseed. */

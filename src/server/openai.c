@@ -2,6 +2,8 @@
 #include "server/openai.h"
 
 #include "base/status.h"
+#include "grammar/grammar.h"
+#include "server/json_schema.h"
 
 #include <math.h>
 #include <string.h>
@@ -256,6 +258,7 @@ static vt_status parse_stop(json_t *root, oai_request *r) {
 }
 
 static vt_status refuse_unsupported(json_t *root);
+static vt_status parse_structured(json_t *root, oai_request *r);
 static vt_status parse_logit_bias(json_t *root, oai_request *r);
 static vt_status parse_tools(json_t *root, oai_request *r);
 
@@ -348,6 +351,7 @@ static vt_status parse_fields(oai_kind kind, json_t *root, oai_request *r) {
     }
     s->n_logprobs = r->n_logprobs > 0 ? r->n_logprobs : 0;
     VT_TRY(refuse_unsupported(root));
+    VT_TRY(parse_structured(root, r));
     VT_TRY(parse_logit_bias(root, r));
     if (kind == OAI_CHAT) VT_TRY(parse_tools(root, r));
     return VT_OK;
@@ -400,20 +404,74 @@ static vt_status refuse_unsupported(json_t *root) {
     if ((v = field(root, "best_of")) && !(json_is_integer(v) && json_integer_value(v) == 1)) {
         return vt_errorf(VT_E_INVALID, "field 'best_of' is not supported by vt yet (only 1)");
     }
-    if ((v = field(root, "response_format"))) {
-        json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
-        if (!t || !json_is_string(t) || strcmp(json_string_value(t), "text") != 0) {
-            return vt_errorf(VT_E_INVALID, "field 'response_format': only {\"type\": \"text\"} is supported by vt "
-                                           "yet (no constrained decoding)");
+    return VT_OK;
+}
+
+/* Structured output: response_format (text, json_object with an optional
+ * "schema" as llama-server takes it, json_schema {name, schema, strict}), the
+ * top-level json_schema (llama-server) or grammar (GBNF text); at most one. The
+ * result is GBNF text in r->grammar, checked here so that a bad one is a 400. */
+static vt_status parse_structured(json_t *root, oai_request *r) {
+    json_t *rf = field(root, "response_format"), *js = field(root, "json_schema"), *gr = field(root, "grammar");
+    json_t *schema = NULL;
+    const char *what = NULL;
+    bool any_object = false;
+    int n = 0;
+    if (rf) {
+        json_t *t = json_is_object(rf) ? json_object_get(rf, "type") : NULL;
+        const char *ty = t && json_is_string(t) ? json_string_value(t) : NULL;
+        if (!ty) return vt_errorf(VT_E_INVALID, "field 'response_format': expected {\"type\": \"text\" | \"json_object\" | \"json_schema\"}");
+        if (!strcmp(ty, "json_object")) {
+            schema = json_object_get(rf, "schema");
+            what = "response_format.schema";
+            any_object = !schema;
+            n++;
+        } else if (!strcmp(ty, "json_schema")) {
+            json_t *o = json_object_get(rf, "json_schema");
+            if (!json_is_object(o)) return vt_errorf(VT_E_INVALID, "field 'response_format.json_schema': expected an object");
+            json_t *st = json_object_get(o, "strict");
+            if (st && !json_is_boolean(st)) return vt_errorf(VT_E_INVALID, "field 'response_format.json_schema.strict': expected a boolean");
+            schema = json_object_get(o, "schema");
+            if (!schema) return vt_errorf(VT_E_INVALID, "field 'response_format.json_schema.schema' is missing");
+            what = "response_format.json_schema.schema";
+            n++;
+        } else if (strcmp(ty, "text") != 0) {
+            return vt_errorf(VT_E_INVALID, "field 'response_format.type': \"%.32s\" is not text, json_object or json_schema", ty);
         }
     }
-    static const char *const refused[] = {"grammar", "json_schema"};
-    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-        if (field(root, refused[i])) {
-            return vt_errorf(VT_E_INVALID, "field '%s' is not supported by vt yet (no constrained decoding)",
-                             refused[i]);
+    if (js) {
+        schema = js;
+        what = "json_schema";
+        n++;
+    }
+    if (gr) {
+        if (!json_is_string(gr)) return vt_errorf(VT_E_INVALID, "field 'grammar': expected GBNF text (a string), got %s", json_kind(gr));
+        n++;
+    }
+    if (n == 0) return VT_OK;
+    if (n > 1) return vt_errorf(VT_E_INVALID, "fields 'response_format', 'json_schema' and 'grammar': give at most one");
+    strbuf g = {0};
+    vt_status st = VT_OK;
+    if (gr) sb_addn(&g, json_string_value(gr), json_string_length(gr));
+    else if (any_object) jschema_any_object_gbnf(&g);
+    else st = jschema_to_gbnf(schema, what, &g);
+    if (st == VT_OK && (g.failed || !g.ptr)) st = g.failed ? vt_errorf(VT_E_NOMEM, "out of memory") : vt_errorf(VT_E_INVALID, "field 'grammar': empty");
+    if (st == VT_OK) {
+        grammar *parsed = NULL;
+        st = grammar_parse(g.ptr, g.len, NULL, &parsed);
+        grammar_free(parsed);
+        if (st != VT_OK) {
+            char msg[400];
+            snprintf(msg, sizeof msg, "%s", vt_last_error());
+            st = vt_errorf(st, "field '%s': %s", gr ? "grammar" : what, msg);
         }
     }
+    if (st != VT_OK) {
+        sb_free(&g);
+        return st;
+    }
+    r->grammar = g.ptr;
+    r->grammar_len = g.len;
     return VT_OK;
 }
 
@@ -562,6 +620,7 @@ void oai_request_free(oai_request *r) {
     for (int32_t i = 0; r->prompts && i < r->n_prompts; i++) free(r->prompts[i].tokens);
     free(r->prompts);
     free(r->logit_bias);
+    free(r->grammar);
     if (r->root) json_decref(r->root);
     oai_kind kind = r->kind;
     memset(r, 0, sizeof *r);

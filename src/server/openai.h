@@ -16,10 +16,14 @@
  *   parameters}}), tool_choice, parallel_tool_calls, reasoning_format ("none" |
  *   "deepseek", as llama-server's), logit_bias ({"token id": -100..100}; ids
  *   outside the vocabulary are ignored).
+ *   response_format ({"type": "text"}, {"type": "json_object"} (any object, or
+ *   llama-server's "schema" in it), {"type": "json_schema", "json_schema":
+ *   {"name", "schema", "strict"}}), json_schema (llama-server: a schema), grammar
+ *   (GBNF text): at most one, converted (server/json_schema.h) and parsed
+ *   (grammar/grammar.h) here, so a bad one fails with the keyword or the line.
  * Fields vt does not implement are refused (VT_E_INVALID naming the field) rather
  * than ignored when they would change the answer: echo
- * (true), suffix (non-empty), best_of (> 1), response_format (other than
- * {"type": "text"}), grammar, json_schema.
+ * (true), suffix (non-empty), best_of (> 1).
  * A wrong type or an out-of-range value fails with VT_E_INVALID and a message
  * that names the field; a body that is not JSON fails with VT_E_FORMAT. */
 #ifndef VT_SERVER_OPENAI_H
@@ -91,6 +95,8 @@ typedef struct oai_request {
     bool parallel_tool_calls;     /* default true, as OpenAI */
     vt_logit_bias *logit_bias;    /* (sampling.n_logit_bias) malloc'd; sampling.logit_bias points here */
     int reasoning_format;         /* 0: the server's (--reasoning-format); else OAI_REASONING_* */
+    char *grammar;                /* GBNF from response_format / json_schema / grammar (malloc'd), or NULL */
+    size_t grammar_len;
 } oai_request;
 
 /* What parsing `len` bytes of JSON would cost, found by one pass over the text

@@ -4,6 +4,7 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "model/model.h"
+#include "server/json_schema.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -196,12 +197,32 @@ vt_status job_prepare(job *j) {
             while (e > 0 && (rendered[e - 1] == '\n' || rendered[e - 1] == ' ')) e--;
             j->tc.starts_in_reasoning = e >= 7 && !memcmp(rendered + e - 7, "<think>", 7);
         }
-        j->parse_output = tools || j->tc.reasoning || harmony;
+        if (r->grammar) j->tc.reasoning = j->tc.starts_in_reasoning = false; /* the grammar's text, all of it */
+        j->parse_output = tools || j->tc.reasoning || (harmony && !r->grammar);
         if (tools && (r->tool_choice == OAI_TOOLS_REQUIRED || r->tool_choice == OAI_TOOLS_NAMED)) {
-            /* the call is forced by starting it: the format's opener (and the name) */
-            tc_prefill(s->tool_format, s->tool_args_style,
-                       r->tool_choice == OAI_TOOLS_NAMED ? r->tool_choice_name : NULL, &j->prefill);
+            /* the call is forced by starting it: the format's opener (and the name),
+             * and the rest by a grammar of the tools' parameter schemas */
+            const char *name = r->tool_choice == OAI_TOOLS_NAMED ? r->tool_choice_name : NULL;
+            if (r->grammar) {
+                free(rendered);
+                return vt_errorf(VT_E_INVALID, "field 'tool_choice': a forced tool call cannot have a "
+                                               "response_format, json_schema or grammar too");
+            }
+            tc_prefill(s->tool_format, s->tool_args_style, name, &j->prefill);
             j->tc.starts_in_reasoning = false;
+            strbuf g = {0};
+            vt_status gs = jschema_tool_call_gbnf(s->tool_format, s->tool_args_style, json_object_get(r->root, "tools"),
+                                                  name, &g);
+            if (gs == VT_OK) {
+                r->grammar = g.ptr;
+                r->grammar_len = g.len;
+            } else {
+                sb_free(&g);
+                if (gs != VT_E_UNSUPPORTED) { /* a schema vt cannot turn into a grammar: say which */
+                    free(rendered);
+                    return gs;
+                }
+            }
         }
         if (j->prefill.len) {
             char *both = malloc(len + j->prefill.len + 1);
@@ -262,6 +283,8 @@ vt_status job_submit(job *j) {
         p.n_stop = r->n_stop;
         p.ignore_eos = r->ignore_eos;
         p.pooling = j->pooling;
+        p.grammar = r->grammar;
+        p.grammar_len = r->grammar_len;
         p.user = c;
         job_ref(j); /* the engine's reference, dropped at this choice's finish */
         st = vt_engine_add(s->engine, &p, &c->id);

@@ -834,6 +834,8 @@ int32_t tok_eos(const tokenizer *t) { return t->eos; }
 bool tok_add_bos(const tokenizer *t) { return t->add_bos; }
 bool tok_add_eos(const tokenizer *t) { return t->add_eos; }
 
+bool tok_strips_first_space(const tokenizer *t) { return t->add_space_prefix; }
+
 bool tok_is_eog(const tokenizer *t, int32_t id) { return id >= 0 && id < t->n_vocab && t->is_eog[id]; }
 
 bool tok_is_control(const tokenizer *t, int32_t id) {

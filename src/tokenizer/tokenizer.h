@@ -45,6 +45,9 @@ int32_t tok_eos(const tokenizer *t); /* -1 if none */
  * (SPM: true; BPE: true for llama3-style pre-tokenizers and gemma4, else false). */
 bool tok_add_bos(const tokenizer *t);
 bool tok_add_eos(const tokenizer *t);
+/* tok_decode drops one leading space of the first token's piece (SPM's
+ * add_space_prefix): what a grammar sees of the first generated token. */
+bool tok_strips_first_space(const tokenizer *t);
 /* End-of-generation tokens: eos, eot, <|im_end|>, <|eot_id|>, <end_of_turn>, ... */
 bool tok_is_eog(const tokenizer *t, int32_t id);
 /* Control (or unknown-type) token: tok_piece renders it only with render_special. */

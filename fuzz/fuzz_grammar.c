@@ -1,0 +1,76 @@
+/* libFuzzer target for the GBNF grammar engine (src/grammar): parse arbitrary
+ * grammar text; when it compiles, match the bytes after it and walk a few
+ * masks over a small fixed vocabulary (multi-byte tokens, a split UTF-8
+ * character, an end-of-generation token, the first token's dropped space).
+ * Checks: parsing succeeds or fails with VT_E_INVALID / VT_E_NOMEM and a
+ * message; a mask only allows tokens the matcher then accepts; ASan/UBSan/LSan
+ * check memory, and libFuzzer's -timeout catches an expansion that does not stop.
+ *
+ * Input layout: the grammar up to the first NUL byte (all of the input when
+ * there is none); after it, text to match.
+ *
+ *   cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DVT_FUZZ=ON
+ *   cmake --build build-fuzz --target fuzz_grammar
+ *   ./build-fuzz/fuzz_grammar -max_total_time=60 fuzz/corpus/grammar */
+#include "grammar/grammar.h"
+
+#include "base/status.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const TOKENS[] = {"a", "b", "ab", "{", "}", "\"", " a", "", "</s>", "1", " ", "\n",
+                                     "-", "x", "é", "\xc3", "\xa9", "true", "[", "]", ",", ":", "\\", "(("};
+#define N_TOKENS ((int32_t)(sizeof TOKENS / sizeof TOKENS[0]))
+#define EOG 8
+
+static grammar_vocab *vocab(void) {
+    static grammar_vocab *v;
+    if (v) return v;
+    char bytes[256];
+    int64_t off[N_TOKENS + 1] = {0};
+    bool eog[N_TOKENS] = {0};
+    for (int32_t i = 0; i < N_TOKENS; i++) {
+        const size_t n = strlen(TOKENS[i]);
+        memcpy(bytes + off[i], TOKENS[i], n);
+        off[i + 1] = off[i] + (int64_t)n;
+    }
+    eog[EOG] = true;
+    if (grammar_vocab_create(N_TOKENS, bytes, off, eog, true, &v) != VT_OK) abort();
+    return v;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    const char *text = (const char *)data;
+    const char *nul = memchr(data, 0, size);
+    const size_t glen = nul ? (size_t)(nul - text) : size;
+    grammar *g = NULL;
+    vt_status st = grammar_parse(text, glen, NULL, &g);
+    if (st != VT_OK) {
+        if (st != VT_E_INVALID && st != VT_E_NOMEM) abort();
+        if (!vt_last_error()[0]) abort();
+        return 0;
+    }
+    if (nul) (void)grammar_accepts(g, nul + 1, size - glen - 1);
+    grammar_matcher *m = NULL;
+    if (grammar_matcher_create(g, vocab(), &m) == VT_OK) {
+        for (int step = 0; step < 8; step++) {
+            const uint32_t *bits;
+            int32_t n;
+            if (grammar_matcher_mask(m, &bits, &n) != VT_OK || n == 0) break;
+            int32_t pick = -1, seen = 0;
+            for (int32_t t = 0; t < N_TOKENS; t++) {
+                if (!((bits[t >> 5] >> (t & 31)) & 1)) continue;
+                seen++;
+                if (pick < 0 || (size > 0 && data[(size_t)step % size] % (uint32_t)seen == 0)) pick = t;
+            }
+            if (seen != n) abort();
+            if (grammar_matcher_accept(m, pick) != VT_OK) abort(); /* the mask allowed it */
+            if (pick == EOG) break;
+        }
+        grammar_matcher_free(m);
+    }
+    grammar_free(g);
+    return 0;
+}

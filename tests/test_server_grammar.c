@@ -1,0 +1,509 @@
+/* Structured output: JSON schema -> GBNF (server/json_schema.c) checked on
+ * texts it must accept and refuse, unsupported keywords refused by name; then
+ * sampling under grammars through the engine on a random-weight synthetic
+ * model (vt synth with stories260K's 512-token SentencePiece vocabulary: real
+ * pieces, byte fallback, the first token's dropped space; small, so that the
+ * 1000 outputs below cost seconds) at temperature 1: for each
+ * schema, 100 outputs all parse (jansson) and validate (a small validator
+ * below); for llama.cpp's json.gbnf, arithmetic.gbnf and list.gbnf, 100
+ * outputs each are sentences of the grammar. A forced tool call's grammar
+ * (hermes) likewise gives calls the tool-call parser reads back. */
+#include "grammar/grammar.h"
+#include "model/synth.h"
+#include "server/json_schema.h"
+#include "server/toolcall.h"
+
+#include "test.h"
+
+#include <jansson.h>
+#include <unistd.h>
+
+/* ---- conversion ------------------------------------------------------------------ */
+
+static grammar *convert(const char *schema_text) {
+    json_error_t je;
+    json_t *s = json_loads(schema_text, JSON_DECODE_ANY, &je);
+    CHECK_MSG(s != NULL, "%s: %s", schema_text, je.text);
+    strbuf b = {0};
+    grammar *g = NULL;
+    vt_status st = jschema_to_gbnf(s, "$", &b);
+    CHECK_MSG(st == VT_OK, "%s: %s", schema_text, vt_last_error());
+    if (st == VT_OK) {
+        st = grammar_parse(b.ptr, b.len, NULL, &g);
+        CHECK_MSG(st == VT_OK, "%s: %s\n%s", schema_text, vt_last_error(), b.ptr);
+    }
+    sb_free(&b);
+    json_decref(s);
+    return g;
+}
+
+static bool acc(const grammar *g, const char *s) { return g && grammar_accepts(g, s, strlen(s)); }
+
+static void refused(const char *schema_text, const char *needle) {
+    json_t *s = json_loads(schema_text, JSON_DECODE_ANY, NULL);
+    strbuf b = {0};
+    vt_status st = jschema_to_gbnf(s, "$", &b);
+    CHECK_MSG(st == VT_E_INVALID && strstr(vt_last_error(), needle), "%s: got %d '%s', want '%s'", schema_text, st,
+              st ? vt_last_error() : "", needle);
+    sb_free(&b);
+    json_decref(s);
+}
+
+static void test_conversion(void) {
+    grammar *g = convert("{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\"}, \"b\": {\"type\": "
+                         "\"string\"}, \"c\": {\"type\": \"object\", \"properties\": {\"d\": {\"type\": \"boolean\"}}, "
+                         "\"required\": [\"d\"]}}, \"required\": [\"b\"]}");
+    CHECK(acc(g, "{\"b\": \"x\"}") && acc(g, "{\"a\": -12, \"b\": \"\"}") && acc(g, "{\"b\":\"q\",\"c\":{\"d\":true}}"));
+    CHECK(acc(g, "{ \"a\" : 0 , \"b\" : \"\\\"\\\\\\n\\u00e9é\" , \"c\" : { \"d\" : false } } "));
+    CHECK(!acc(g, "{\"a\": 1}"));               /* b is required */
+    CHECK(!acc(g, "{\"b\": \"x\", \"a\": 1}")); /* the schema's order */
+    CHECK(!acc(g, "{\"b\": \"x\", \"e\": 1}")); /* no other keys */
+    CHECK(!acc(g, "{\"a\": 1.5, \"b\": \"x\"}") && !acc(g, "{\"a\": 01, \"b\": \"x\"}"));
+    CHECK(!acc(g, "{\"b\": \"x\", \"c\": {}}") && !acc(g, "{\"b\": \"\\q\"}") && !acc(g, "{\"b\": \"\\ud800\"}"));
+    CHECK(!acc(g, "{\"b\": \"a\nb\"}"));
+    grammar_free(g);
+
+    g = convert("{\"type\": \"array\", \"items\": {\"enum\": [\"red\", 2, null, {\"k\": [true]}]}, \"minItems\": 1, "
+                "\"maxItems\": 3}");
+    CHECK(acc(g, "[\"red\"]") && acc(g, "[2, null, {\"k\":[true]}]") && !acc(g, "[]") && !acc(g, "[\"blue\"]"));
+    CHECK(!acc(g, "[2, 2, 2, 2]"));
+    grammar_free(g);
+
+    g = convert("{\"anyOf\": [{\"type\": \"number\"}, {\"const\": \"x\\\"y\"}, {\"type\": [\"null\", \"boolean\"]}]}");
+    CHECK(acc(g, "-0.5e+10") && acc(g, "3") && acc(g, "\"x\\\"y\"") && acc(g, "null") && acc(g, "false"));
+    CHECK(!acc(g, "\"x\"") && !acc(g, "1.") && !acc(g, "+1") && !acc(g, ".5"));
+    grammar_free(g);
+
+    g = convert("{\"type\": \"string\", \"minLength\": 2, \"maxLength\": 3}");
+    CHECK(acc(g, "\"ab\"") && acc(g, "\"é\\n中\"") && !acc(g, "\"a\"") && !acc(g, "\"abcd\""));
+    grammar_free(g);
+
+    /* $defs with recursion, and a schema without type */
+    g = convert("{\"$defs\": {\"node\": {\"type\": \"object\", \"properties\": {\"next\": {\"anyOf\": [{\"$ref\": "
+                "\"#/$defs/node\"}, {\"type\": \"null\"}]}}, \"required\": [\"next\"]}}, \"$ref\": \"#/$defs/node\"}");
+    CHECK(acc(g, "{\"next\": {\"next\": null}}") && !acc(g, "{\"next\": 1}"));
+    grammar_free(g);
+    g = convert("{}");
+    CHECK(acc(g, "[1, {\"a\": \"b\"}]") && acc(g, "\"s\"") && !acc(g, "[1,]"));
+    grammar_free(g);
+    g = convert("{\"type\": \"object\", \"additionalProperties\": false}");
+    CHECK(acc(g, "{}") && !acc(g, "{\"a\": 1}"));
+    grammar_free(g);
+
+    refused("{\"type\": \"string\", \"pattern\": \"a+\"}", "keyword 'pattern' is not supported");
+    refused("{\"type\": \"object\", \"properties\": {\"d\": {\"type\": \"string\", \"format\": \"date\"}}}",
+            "$.properties.d: keyword 'format'");
+    refused("{\"type\": \"integer\", \"minimum\": 3}", "'minimum'");
+    refused("{\"allOf\": [{}]}", "'allOf'");
+    refused("{\"type\": \"object\", \"properties\": {}, \"additionalProperties\": true}", "'additionalProperties'");
+    refused("{\"type\": \"object\", \"properties\": {\"a\": {}}, \"required\": [\"b\"]}", "\"b\" is not in 'properties'");
+    refused("{\"type\": \"str\"}", "\"str\" is not a JSON schema type");
+    refused("{\"$ref\": \"#/$defs/none\"}", "is not defined");
+    refused("{\"$ref\": \"http://x/y\"}", "only \"#/$defs/NAME\"");
+    refused("{\"type\": \"array\", \"maxItems\": 1000000}", "maxItems: expected an integer in [0, 1000]");
+    refused("{\"type\": \"array\", \"minItems\": 3, \"maxItems\": 2}", "below minItems");
+    refused("{\"enum\": []}", "enum: expected a non-empty array");
+    refused("3", "expected a schema object");
+    char deep[4096];
+    int n = 0;
+    for (int i = 0; i < 40; i++) n += snprintf(deep + n, sizeof deep - (size_t)n, "{\"items\": ");
+    n += snprintf(deep + n, sizeof deep - (size_t)n, "{}");
+    for (int i = 0; i < 40; i++) n += snprintf(deep + n, sizeof deep - (size_t)n, "}");
+    refused(deep, "nested more than 32 deep");
+}
+
+/* ---- a small JSON schema validator (the subset the converter supports) ---------- */
+
+static size_t utf8_chars(const char *s, size_t n) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) k += ((unsigned char)s[i] & 0xc0) != 0x80;
+    return k;
+}
+
+static bool validate(json_t *v, json_t *s, json_t *root) {
+    if (json_is_true(s)) return true;
+    json_t *x;
+    if ((x = json_object_get(s, "$ref"))) {
+        const char *r = json_string_value(x);
+        return validate(v, json_object_get(json_object_get(root, "$defs"), r + 8), root);
+    }
+    if ((x = json_object_get(s, "const"))) return json_equal(v, x);
+    if ((x = json_object_get(s, "enum"))) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(x, i, e) if (json_equal(v, e)) return true;
+        return false;
+    }
+    if ((x = json_object_get(s, "anyOf"))) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(x, i, e) if (validate(v, e, root)) return true;
+        return false;
+    }
+    const char *t = json_string_value(json_object_get(s, "type"));
+    if (!t) return true;
+    if (!strcmp(t, "object")) {
+        if (!json_is_object(v)) return false;
+        json_t *props = json_object_get(s, "properties");
+        const char *k;
+        json_t *e;
+        json_object_foreach(v, k, e) {
+            json_t *ps = json_object_get(props, k);
+            if (!ps || !validate(e, ps, root)) return false;
+        }
+        size_t i;
+        json_array_foreach(json_object_get(s, "required"), i, e) if (!json_object_get(v, json_string_value(e))) return false;
+        return true;
+    }
+    if (!strcmp(t, "array")) {
+        if (!json_is_array(v)) return false;
+        json_t *mn = json_object_get(s, "minItems"), *mx = json_object_get(s, "maxItems");
+        if (mn && (json_int_t)json_array_size(v) < json_integer_value(mn)) return false;
+        if (mx && (json_int_t)json_array_size(v) > json_integer_value(mx)) return false;
+        size_t i;
+        json_t *e;
+        json_array_foreach(v, i, e) if (!validate(e, json_object_get(s, "items"), root)) return false;
+        return true;
+    }
+    if (!strcmp(t, "string")) {
+        if (!json_is_string(v)) return false;
+        const size_t n = utf8_chars(json_string_value(v), json_string_length(v));
+        json_t *mn = json_object_get(s, "minLength"), *mx = json_object_get(s, "maxLength");
+        return !(mn && (json_int_t)n < json_integer_value(mn)) && !(mx && (json_int_t)n > json_integer_value(mx));
+    }
+    if (!strcmp(t, "integer")) return json_is_integer(v);
+    if (!strcmp(t, "number")) return json_is_number(v);
+    if (!strcmp(t, "boolean")) return json_is_boolean(v);
+    if (!strcmp(t, "null")) return json_is_null(v);
+    return false;
+}
+
+/* ---- sampling -------------------------------------------------------------------------- */
+
+#ifndef N_SAMPLES
+#define N_SAMPLES 100
+#endif
+#define MAX_TOKENS 1000
+
+static vt_model *g_model;
+static int32_t *g_prompt;
+static int64_t g_n_prompt;
+
+typedef struct sample {
+    char *text;
+    size_t len;
+    vt_finish finish;
+} sample;
+
+/* N_SAMPLES outputs of the model under gbnf at temperature 1 (distinct seeds);
+ * bias: logit_bias entries (may be NULL). */
+static void sample_many(const char *gbnf, const vt_logit_bias *bias, int32_t n_bias, sample *out) {
+    vt_engine_params ep = vt_engine_default_params();
+    ep.n_threads = 2;
+    ep.n_ctx = 2048;
+    ep.max_seqs = 32;
+    ep.kv_tokens = 32 * 2048;
+    vt_engine *e = NULL;
+    CHECK_OK(vt_engine_create(g_model, &ep, &e));
+    if (!e) return;
+    memset(out, 0, sizeof(sample) * N_SAMPLES);
+    for (int i = 0; i < N_SAMPLES; i++) {
+        vt_request_params q = {.prompt = g_prompt, .n_prompt = g_n_prompt, .max_tokens = MAX_TOKENS,
+                               .grammar = gbnf, .grammar_len = strlen(gbnf), .user = &out[i]};
+        q.sampling = vt_sampling_default();
+        q.sampling.temperature = 1.0f;
+        q.sampling.seed = 1000 + (uint64_t)i;
+        q.sampling.logit_bias = bias;
+        q.sampling.n_logit_bias = n_bias;
+        uint64_t id;
+        CHECK_OK(vt_engine_add(e, &q, &id));
+    }
+    int done = 0;
+    while (done < N_SAMPLES && vt_engine_has_work(e)) {
+        const vt_output *outs;
+        int32_t n;
+        CHECK_OK(vt_engine_step(e, &outs, &n));
+        for (int32_t i = 0; i < n; i++) {
+            sample *s = outs[i].user;
+            if (outs[i].text_len) {
+                s->text = realloc(s->text, s->len + outs[i].text_len + 1);
+                memcpy(s->text + s->len, outs[i].text, outs[i].text_len);
+                s->len += outs[i].text_len;
+                s->text[s->len] = 0;
+            }
+            if (outs[i].finish != VT_FINISH_NONE) {
+                s->finish = outs[i].finish;
+                if (outs[i].finish == VT_FINISH_ERROR) fprintf(stderr, "error: %s\n", outs[i].error);
+                done++;
+            }
+        }
+    }
+    vt_engine_free(e);
+}
+
+static void samples_free(sample *s) {
+    for (int i = 0; i < N_SAMPLES; i++) free(s[i].text);
+}
+
+static void test_schema_sampling(void) {
+    static const char *const schemas[] = {
+        /* nested objects, optional and required fields, an array of strings */
+        "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\", \"maxLength\": 12}, \"address\": "
+        "{\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\", \"maxLength\": 10}, \"zip\": "
+        "{\"type\": \"integer\"}}, \"required\": [\"city\"]}, \"tags\": {\"type\": \"array\", \"items\": {\"type\": "
+        "\"string\", \"maxLength\": 6}, \"minItems\": 1, \"maxItems\": 3}}, \"required\": [\"name\", \"address\"]}",
+        /* enums, const, booleans, null */
+        "{\"type\": \"object\", \"properties\": {\"color\": {\"enum\": [\"red\", \"green\", \"blue\"]}, \"size\": "
+        "{\"enum\": [1, 2.5, null, true, \"XL\"]}, \"ok\": {\"type\": \"boolean\"}, \"kind\": {\"const\": \"fixed\"}, "
+        "\"none\": {\"type\": \"null\"}}, \"required\": [\"color\", \"ok\", \"kind\"]}",
+        /* numbers */
+        "{\"type\": \"array\", \"items\": {\"anyOf\": [{\"type\": \"number\"}, {\"type\": \"integer\"}]}, "
+        "\"minItems\": 2, \"maxItems\": 5}",
+        /* strings with escapes (whatever the model writes, within 1..16 characters) */
+        "{\"type\": \"object\", \"properties\": {\"text\": {\"type\": \"string\", \"minLength\": 1, \"maxLength\": "
+        "16}, \"more\": {\"type\": \"array\", \"items\": {\"type\": \"string\", \"maxLength\": 4}, \"maxItems\": 2}}, "
+        "\"required\": [\"text\", \"more\"]}",
+        /* recursion through $defs */
+        "{\"$defs\": {\"t\": {\"type\": \"object\", \"properties\": {\"v\": {\"type\": \"integer\"}, \"kids\": "
+        "{\"type\": \"array\", \"items\": {\"$ref\": \"#/$defs/t\"}, \"maxItems\": 2}}, \"required\": [\"v\"]}}, "
+        "\"$ref\": \"#/$defs/t\"}",
+    };
+    static sample out[N_SAMPLES];
+    for (size_t k = 0; k < sizeof schemas / sizeof schemas[0]; k++) {
+        json_t *schema = json_loads(schemas[k], 0, NULL);
+        strbuf b = {0};
+        CHECK_OK(jschema_to_gbnf(schema, "$", &b));
+        sample_many(b.ptr, NULL, 0, out);
+        int good = 0, escapes = 0;
+        for (int i = 0; i < N_SAMPLES; i++) {
+            json_error_t je;
+            json_t *v = out[i].text ? json_loadb(out[i].text, out[i].len, JSON_ALLOW_NUL, &je) : NULL;
+            const bool ok = out[i].finish == VT_FINISH_STOP && v && validate(v, schema, schema);
+            CHECK_MSG(ok, "schema %zu sample %d (finish %d): %s%s%s", k, i, out[i].finish,
+                      out[i].text ? out[i].text : "(none)", v ? "" : ": ", v ? "" : je.text);
+            good += ok;
+            escapes += out[i].text && strchr(out[i].text, '\\') != NULL;
+            json_decref(v);
+        }
+        printf("schema %zu: %d of %d valid (%d with escapes); e.g. %s\n", k, good, N_SAMPLES, escapes,
+               out[0].text ? out[0].text : "");
+        samples_free(out);
+        sb_free(&b);
+        json_decref(schema);
+    }
+}
+
+static char *read_llama_grammar(const char *name) {
+    const char *srcdir = getenv("VT_SOURCE_DIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/.cache/llama/src/grammars/%s", srcdir ? srcdir : ".", name);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        const char *ci = getenv("CI");
+        CHECK_MSG(!(ci && !strcmp(ci, "true")), "%s missing under CI=true", path);
+        fprintf(stderr, "skip: %s missing\n", path);
+        return NULL;
+    }
+    char *buf = calloc(1, 1 << 16);
+    fread(buf, 1, (1 << 16) - 1, f);
+    fclose(f);
+    return buf;
+}
+
+/* A JSON syntax check that, unlike jansson, takes any number (json.gbnf allows
+ * exponents past a double's range) and lone \uD800-style escapes. */
+static bool jcheck_value(const char **p, int depth);
+static void jcheck_ws(const char **p) {
+    while (**p == ' ' || **p == '\n' || **p == '\t' || **p == '\r') (*p)++;
+}
+static bool jcheck_string(const char **p) {
+    if (*(*p)++ != '"') return false;
+    while (**p != '"') {
+        const unsigned char c = (unsigned char)**p;
+        if (c < 0x20) return false;
+        if (c == '\\') {
+            (*p)++;
+            if (**p == 'u') {
+                for (int i = 1; i <= 4; i++)
+                    if (!(*p)[i] || !strchr("0123456789abcdefABCDEF", (*p)[i])) return false;
+                *p += 4;
+            } else if (!**p || !strchr("\"\\/bfnrt", **p)) {
+                return false;
+            }
+        }
+        (*p)++;
+    }
+    (*p)++;
+    return true;
+}
+static bool jcheck_value(const char **p, int depth) {
+    if (depth > 200) return false;
+    jcheck_ws(p);
+    if (**p == '{' || **p == '[') {
+        const char close = **p == '{' ? '}' : ']';
+        (*p)++;
+        jcheck_ws(p);
+        if (**p == close) return (*p)++, true;
+        for (;;) {
+            if (close == '}') {
+                jcheck_ws(p);
+                if (!jcheck_string(p)) return false;
+                jcheck_ws(p);
+                if (*(*p)++ != ':') return false;
+            }
+            if (!jcheck_value(p, depth + 1)) return false;
+            jcheck_ws(p);
+            if (**p == ',') {
+                (*p)++;
+                continue;
+            }
+            if (**p != close) return false;
+            return (*p)++, true;
+        }
+    }
+    if (**p == '"') return jcheck_string(p);
+    if (!strncmp(*p, "true", 4) || !strncmp(*p, "null", 4)) return *p += 4, true;
+    if (!strncmp(*p, "false", 5)) return *p += 5, true;
+    char *end;
+    strtod(*p, &end);
+    if (end == *p) return false;
+    *p = end;
+    return true;
+}
+
+/* The token whose text is exactly `text`, or -1. */
+static int32_t one_token(const char *text) {
+    const size_t n = strlen(text);
+    for (int32_t t = 0; t < vt_model_n_vocab(g_model); t++) {
+        char buf[64];
+        const int64_t k = vt_token_piece(g_model, t, buf, sizeof buf);
+        if (k == (int64_t)n && !memcmp(buf, text, n)) return t;
+    }
+    return -1;
+}
+
+static void test_llama_grammars(void) {
+    static const char *const files[] = {"json.gbnf", "arithmetic.gbnf", "list.gbnf"};
+    /* A random model hardly ever picks the end, a '"' or a newline among all
+     * the tokens a grammar allows: biases on them let outputs end. Which tokens
+     * may come is still the grammar's alone. */
+    static const char *const favour[3][3] = {{"\"", "}", "]"}, {"=", "\n", NULL}, {"\n", NULL, NULL}};
+    static sample out[N_SAMPLES];
+    for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
+        char *t = read_llama_grammar(files[k]);
+        if (!t) continue;
+        grammar *g = NULL;
+        CHECK_OK(grammar_parse(t, strlen(t), NULL, &g));
+        vt_logit_bias bias[4] = {{vt_model_eos(g_model), 12.0f}};
+        int32_t n_bias = 1;
+        for (int i = 0; i < 3 && favour[k][i]; i++) {
+            const int32_t id = one_token(favour[k][i]);
+            CHECK_MSG(id >= 0, "no single token for %s", favour[k][i]);
+            if (id >= 0) bias[n_bias++] = (vt_logit_bias){id, 5.0f};
+        }
+        sample_many(t, bias, n_bias, out);
+        int good = 0;
+        for (int i = 0; i < N_SAMPLES; i++) {
+            bool ok = out[i].finish == VT_FINISH_STOP && out[i].text && grammar_accepts(g, out[i].text, out[i].len);
+            if (ok && k == 0) {
+                const char *p = out[i].text;
+                ok = jcheck_value(&p, 0) && (jcheck_ws(&p), *p == 0);
+            }
+            CHECK_MSG(ok, "%s sample %d (finish %d): %s", files[k], i, out[i].finish, out[i].text ? out[i].text : "");
+            good += ok;
+        }
+        printf("%s: %d of %d accepted; e.g. %s\n", files[k], good, N_SAMPLES, out[0].text ? out[0].text : "");
+        samples_free(out);
+        grammar_free(g);
+        free(t);
+    }
+}
+
+/* tool_choice "required" in the hermes format: the prefill, then the grammar. */
+static void test_tool_call_sampling(void) {
+    const char *tools_text =
+        "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", "
+        "\"properties\": {\"city\": {\"type\": \"string\", \"maxLength\": 10}, \"days\": {\"type\": \"integer\"}}, "
+        "\"required\": [\"city\"]}}}, {\"type\": \"function\", \"function\": {\"name\": \"get_time\"}}]";
+    json_t *tools = json_loads(tools_text, 0, NULL);
+    strbuf g = {0}, pre = {0};
+    CHECK_OK(jschema_tool_call_gbnf(TC_HERMES, false, tools, NULL, &g));
+    tc_prefill(TC_HERMES, false, NULL, &pre);
+    static sample out[N_SAMPLES];
+    vt_logit_bias bias[2] = {{vt_model_eos(g_model), 12.0f}, {one_token("\""), 5.0f}};
+    sample_many(g.ptr, bias, bias[1].token >= 0 ? 2 : 1, out);
+    int good = 0;
+    for (int i = 0; i < N_SAMPLES; i++) {
+        strbuf all = {0};
+        sb_add(&all, pre.ptr);
+        if (out[i].text) sb_add(&all, out[i].text);
+        tc_options o = {.format = TC_HERMES};
+        tc_result r;
+        tc_parse(&o, all.ptr, all.len, true, &r);
+        bool ok = out[i].finish == VT_FINISH_STOP && r.n_calls == 1;
+        if (ok) {
+            json_t *args = json_loadb(r.calls[0].args.ptr, r.calls[0].args.len, 0, NULL);
+            const bool weather = r.calls[0].name.ptr && !strcmp(r.calls[0].name.ptr, "get_weather");
+            ok = args && (weather ? json_is_string(json_object_get(args, "city")) : json_is_object(args));
+            json_decref(args);
+        }
+        CHECK_MSG(ok, "tool call %d: %s", i, all.ptr);
+        good += ok;
+        tc_result_free(&r);
+        sb_free(&all);
+    }
+    printf("hermes tool calls: %d of %d parse; e.g. %s%s\n", good, N_SAMPLES, pre.ptr, out[0].text ? out[0].text : "");
+    samples_free(out);
+    sb_free(&g);
+    sb_free(&pre);
+    json_decref(tools);
+    /* a keyword vt cannot enforce is left out of a tool's grammar, not refused */
+    json_t *lenient = json_loads("[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": "
+                                 "{\"type\": \"object\", \"properties\": {\"d\": {\"type\": \"string\", "
+                                 "\"format\": \"date\"}}, \"required\": [\"d\"]}}}]", 0, NULL);
+    strbuf lg = {0};
+    CHECK_OK(jschema_tool_call_gbnf(TC_HERMES, false, lenient, "f", &lg));
+    grammar *lgr = NULL;
+    CHECK_OK(grammar_parse(lg.ptr, lg.len, NULL, &lgr));
+    CHECK(acc(lgr, "{\"d\": \"x\"}}") && acc(lgr, "{\"d\": \"x\"}}\n</tool_call>") && !acc(lgr, "{\"d\": 1}}"));
+    grammar_free(lgr);
+    sb_free(&lg);
+    json_decref(lenient);
+    /* formats without a grammar say so */
+    strbuf x = {0};
+    CHECK(jschema_tool_call_gbnf(TC_QWEN3_CODER, false, tools, NULL, &x) == VT_E_UNSUPPORTED);
+    sb_free(&x);
+}
+
+int main(void) {
+    test_conversion();
+    const char *vocab = test_model_path("stories260K.gguf");
+    if (vocab) {
+        char path[] = "/tmp/vt_test_grammar_XXXXXX";
+        const int fd = mkstemp(path);
+        CHECK(fd >= 0);
+        close(fd);
+        synth_params sp = synth_default_params();
+        sp.n_layer = 1;
+        sp.n_embd = 64;
+        sp.n_head = 2;
+        sp.n_head_kv = 1;
+        sp.n_ff = 128;
+        sp.n_ctx = 2048;
+        sp.vocab_path = vocab;
+        sp.type = VT_DTYPE_F16;
+        sp.n_threads = 2;
+        CHECK_OK(synth_write(&sp, path));
+        CHECK_OK(vt_model_load(path, NULL, &g_model));
+        unlink(path);
+        if (g_model) {
+            CHECK_OK(vt_tokenize(g_model, "Answer in JSON:", 15, true, false, &g_prompt, &g_n_prompt));
+            test_schema_sampling();
+            test_llama_grammars();
+            test_tool_call_sampling();
+            free(g_prompt);
+            vt_model_free(g_model);
+        }
+    }
+    return test_finish();
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Structured output end to end through the official openai npm client
+# (tests/server/grammar_client.mjs): response_format json_schema / json_object,
+# a GBNF grammar, and tool_choice "required" / named forcing a call whose
+# arguments match the tool's schema, at temperature 1 on stories260K with the
+# Qwen2.5 template (hermes tool calls); refusals name the keyword or the rule.
+set -u
+. "${VT_SOURCE_DIR:-.}/tests/server/lib.sh"
+require_model stories260K.gguf
+tmpl="$models/../chat-templates/Qwen-Qwen2.5-7B-Instruct.jinja"
+if [ ! -f "$tmpl" ] || ! (cd "$src" && node -e 'import("openai")' 2>/dev/null); then
+  if [ "${CI:-}" = true ]; then echo "FAIL: $tmpl or the openai npm package missing"; echo "0 passed, 1 failed"; exit 1; fi
+  echo "skip: $tmpl or the openai npm package missing"; echo "0 passed, 0 failed"; exit 0
+fi
+tmp=$(mktemp -d)
+trap 'stop_server >/dev/null 2>&1; rm -rf "$tmp"' EXIT
+start_server "$tmp/server.log" -m "$models/stories260K.gguf" -c 2048 --chat-template-file "$tmpl" || exit 1
+wait_ready || exit 1
+(cd "$src" && node tests/server/grammar_client.mjs "$BASE/v1")
+rc=$?
+[ $rc = 0 ] || tail -5 "$tmp/server.log"
+exit $rc
