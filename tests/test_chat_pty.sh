@@ -40,27 +40,26 @@ pid, fd = pty.fork()
 if pid == 0:
     os.execv(argv[0], argv)
 buf = b""
-def until(pattern, timeout=20.0):
-    """Read until the output since the last call matches; returns that output."""
+def until(pattern, silence=120.0):
+    """Read until the output since the last call matches; returns that output.
+    Only a hang fails here: vt chat silent for `silence` seconds (no deadline on
+    the whole wait, which a busy machine could miss)."""
     global buf
-    end = time.time() + timeout
     while True:
         m = re.search(pattern, buf, re.S)
         if m:
             out, buf = buf[:m.end()], buf[m.end():]
             return out.decode("utf-8", "replace")
-        left = end - time.time()
-        if left <= 0:
-            raise TimeoutError(f"waiting for {pattern!r}; got {buf[-400:]!r}")
-        r, _, _ = select.select([fd], [], [], left)
-        if r:
-            try:
-                data = os.read(fd, 4096)
-            except OSError:
-                data = b""
-            if not data:
-                raise EOFError(f"vt chat ended; got {buf[-400:]!r}")
-            buf += data.replace(b"\r\n", b"\n")
+        r, _, _ = select.select([fd], [], [], silence)
+        if not r:
+            raise TimeoutError(f"vt chat silent for {silence} s waiting for {pattern!r}; got {buf[-400:]!r}")
+        try:
+            data = os.read(fd, 4096)
+        except OSError:
+            data = b""
+        if not data:
+            raise EOFError(f"vt chat ended; got {buf[-400:]!r}")
+        buf += data.replace(b"\r\n", b"\n")
 
 def turn(line):
     os.write(fd, line.encode() + b"\r")
