@@ -36,7 +36,7 @@ job_release() {
 }
 
 job_asan() {
-  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVT_SANITIZE=address,undefined >/dev/null &&
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVT_SANITIZE=address,undefined -DVT_BENCH=OFF >/dev/null &&
     cmake --build build-asan -j"$jobs" &&
     # test_parity's and test_qwen35_llama's F16 rows only: each family's forward
     # pass under the sanitizers; the quantized rows add kernels that test_kernels
@@ -58,7 +58,9 @@ job_tsan() {
     [ -f "tests/$name.c" ] || [ -f "tests/llama/$name.c" ] && targets+=("$name")
   done
   cmake --build build-tsan -j"$jobs" --target "${targets[@]}" &&
-    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    # the soaks' request counts are for ASan's accounting checks; here a few
+    # dozen requests show the threads' interplay
+    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 VT_SOAK_REQUESTS=${VT_SOAK_REQUESTS:-60} \
       ctest --test-dir build-tsan --output-on-failure -j"$jobs" -R "$tests"
 }
 
@@ -89,7 +91,10 @@ job_fuzz() {
   # only the fuzz targets link.
   local targets=() src
   for src in fuzz/fuzz_*.c; do targets+=("$(basename "$src" .c)"); done
-  CC=clang cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVT_FUZZ=ON >/dev/null &&
+  # -O1 with line tables: what libFuzzer wants to report a crash, and the
+  # sanitized build compiles in much less time than at -O2 -g
+  CC=clang cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DVT_FUZZ=ON -DVT_BENCH=OFF >/dev/null &&
     cmake --build build-fuzz -j"$jobs" --target "${targets[@]}" || return 1
   # one target per core at a time; each report printed whole when it ends
   local ok=0 f logs pids=() i
