@@ -4,6 +4,7 @@
 #include "grammar/grammar_impl.h"
 
 #include "base/status.h"
+#include "tokenizer/unicode.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -171,31 +172,7 @@ static bool push_byte(parser *p, int32_t rule, uint8_t b) {
     return push_el(p, rule, GE_SET, p->byte_set[b]);
 }
 
-static int utf8_encode(uint32_t cp, uint8_t out[4]) {
-    if (cp < 0x80) {
-        out[0] = (uint8_t)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (uint8_t)(0xc0 | (cp >> 6));
-        out[1] = (uint8_t)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (uint8_t)(0xe0 | (cp >> 12));
-        out[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3f));
-        out[2] = (uint8_t)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    out[0] = (uint8_t)(0xf0 | (cp >> 18));
-    out[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3f));
-    out[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3f));
-    out[3] = (uint8_t)(0x80 | (cp & 0x3f));
-    return 4;
-}
-
 /* ---- character classes as UTF-8 byte sequences --------------------------------- */
-
 
 typedef struct class_build {
     parser *p;
@@ -208,8 +185,8 @@ typedef struct class_build {
 /* Code points lo..hi (one UTF-8 length, same high bits) as one alternative. */
 static void class_emit(class_build *b, uint32_t lo, uint32_t hi) {
     uint8_t a[4], z[4];
-    const int n = utf8_encode(lo, a);
-    utf8_encode(hi, z);
+    const int n = uni_encode(lo, a);
+    uni_encode(hi, z);
     if (n == 1) {
         set_range(&b->ascii, a[0], z[0]);
         b->any_ascii = true;
@@ -469,7 +446,7 @@ static bool parse_sequence(parser *p, int32_t rule, bool nested) {
                 uint32_t cp;
                 if (!parse_char(p, &cp)) return false;
                 uint8_t u[4];
-                const int n = utf8_encode(cp, u);
+                const int n = uni_encode(cp, u);
                 for (int i = 0; i < n; i++)
                     if (!push_byte(p, rule, u[i])) return false;
                 any = true;
