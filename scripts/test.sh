@@ -11,7 +11,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 jobs=$(nproc)
-fuzz_seconds=${VT_FUZZ_SECONDS:-20}
+fuzz_seconds=${VT_FUZZ_SECONDS:-12}
 selected=${VT_TEST_JOBS:-"release asan tsan fuzz arm"}
 export CI=${CI:-false}
 
@@ -58,9 +58,9 @@ job_tsan() {
     [ -f "tests/$name.c" ] || [ -f "tests/llama/$name.c" ] && targets+=("$name")
   done
   cmake --build build-tsan -j"$jobs" --target "${targets[@]}" &&
-    # the soaks' request counts are for ASan's accounting checks; here a few
-    # dozen requests show the threads' interplay
-    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 VT_SOAK_REQUESTS=${VT_SOAK_REQUESTS:-60} \
+    # the soaks' and the load test's request counts are for ASan's accounting
+    # and RSS checks; here a few dozen requests show the threads' interplay
+    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 VT_SOAK_REQUESTS=${VT_SOAK_REQUESTS:-60} VT_LOAD_REQUESTS=${VT_LOAD_REQUESTS:-96} \
       ctest --test-dir build-tsan --output-on-failure -j"$jobs" -R "$tests"
 }
 
