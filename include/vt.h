@@ -61,7 +61,8 @@ const char *vt_model_desc(const vt_model *model);
 size_t vt_model_weight_bytes(const vt_model *model);
 /* Bytes of weights one decode step of one token reads: all of them but the
  * token embedding table, of which it reads one row (unless the table is also
- * the output head). Read bandwidth / this = the decode bound. */
+ * the output head), and of the expert tensors only the share of the experts a
+ * token uses. Read bandwidth / this = the decode bound. */
 size_t vt_model_step_bytes(const vt_model *model);
 
 /* Encode text; *ids is malloc'd (caller frees). add_special adds BOS as the
