@@ -37,7 +37,7 @@ running=$(metric vt_requests_running) waiting=$(metric vt_requests_waiting) used
 [ "$running" = 0 ] && [ "$waiting" = 0 ] && ok || bad "requests left: running $running waiting $waiting"
 [ "$used" = 0 ] && ok || bad "$used KV blocks still used after the load"
 n5xx=$(curl -s "$BASE/metrics" | sed -n 's/^vt_http_requests_total{status="5xx"} \(.*\)/\1/p')
-[ "$n5xx" = 0 ] && ok || bad "$n5xx responses were 5xx"
+[ "$n5xx" = 0 ] && ok || { bad "$n5xx responses were 5xx"; grep -E ' 5[0-9][0-9]( |$)' "$tmp/server.log" | head -5; }
 aborted=$(metric vt_requests_aborted_by_client_total)
 [ "${aborted:-0}" -gt 0 ] && ok || bad "no client disconnect was noticed (vt_requests_aborted_by_client_total=$aborted)"
 ttft=$(metric vt_time_to_first_token_seconds_count)
