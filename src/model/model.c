@@ -225,18 +225,12 @@ static vt_status gemma_hparams(model *m) {
     return VT_OK;
 }
 
-/* olmo2 as llama.cpp reads it: sliding windows only where the file sets one
- * (OLMo 3), 3 of every 4 layers by default, those layers on the global rope
- * base and never scaled. Q and K are normed as whole rows,
- * so a token's Q row must be n_embd wide, as llama.cpp's tensor shapes say. */
-static vt_status olmo2_hparams(model *m) {
+/* The sliding window (attention.sliding_window, required here, at most the
+ * context) and its period (attention.sliding_window_pattern, default 4, at most
+ * the layer count; a per-layer array is refused) of olmo2 and muse-glimmer. */
+static vt_status swa_window_and_pattern(model *m) {
     model_hparams *hp = &m->hp;
     const char *kw = "attention.sliding_window", *kp = "attention.sliding_window_pattern";
-    if (hp->n_head * hp->head_dim != hp->n_embd)
-        return vt_errorf(VT_E_FORMAT, "olmo2: head_count %lld x key_length %lld is not embedding_length %lld",
-                         (long long)hp->n_head, (long long)hp->head_dim, (long long)hp->n_embd);
-    hp->n_swa = 0;
-    if (!gguf_find(&m->gguf, arch_key(m, kw))) return VT_OK;
     VT_TRY(get_i64_req(m, kw, &hp->n_swa));
     if (hp->n_swa > hp->n_ctx_train)
         return vt_errorf(VT_E_RANGE, "key '%s' = %lld is larger than the context_length %lld", arch_key(m, kw),
@@ -248,6 +242,22 @@ static vt_status olmo2_hparams(model *m) {
     if (hp->swa_pattern > hp->n_layer)
         return vt_errorf(VT_E_RANGE, "key '%s' = %lld is more than block_count (%lld)", arch_key(m, kp),
                          (long long)hp->swa_pattern, (long long)hp->n_layer);
+    return VT_OK;
+}
+
+/* olmo2 as llama.cpp reads it: sliding windows only where the file sets one
+ * (OLMo 3), 3 of every 4 layers by default, those layers on the global rope
+ * base and never scaled. Q and K are normed as whole rows,
+ * so a token's Q row must be n_embd wide, as llama.cpp's tensor shapes say. */
+static vt_status olmo2_hparams(model *m) {
+    model_hparams *hp = &m->hp;
+    const char *kw = "attention.sliding_window";
+    if (hp->n_head * hp->head_dim != hp->n_embd)
+        return vt_errorf(VT_E_FORMAT, "olmo2: head_count %lld x key_length %lld is not embedding_length %lld",
+                         (long long)hp->n_head, (long long)hp->head_dim, (long long)hp->n_embd);
+    hp->n_swa = 0;
+    if (!gguf_find(&m->gguf, arch_key(m, kw))) return VT_OK;
+    VT_TRY(swa_window_and_pattern(m));
     if (hp->rope_yarn)
         return vt_errorf(VT_E_UNSUPPORTED, "olmo2: YaRN with sliding-window layers (OLMo 3) is not supported yet");
     /* llama.cpp reads rope.freq_base_swa here but its olmo2 graph ropes the
@@ -319,18 +329,7 @@ static vt_status dense3_hparams(model *m) {
  * magnitude on the sliding layers' own base). */
 static vt_status muse_hparams(model *m) {
     model_hparams *hp = &m->hp;
-    const char *kw = "attention.sliding_window", *kp = "attention.sliding_window_pattern";
-    VT_TRY(get_i64_req(m, kw, &hp->n_swa));
-    if (hp->n_swa > hp->n_ctx_train)
-        return vt_errorf(VT_E_RANGE, "key '%s' = %lld is larger than the context_length %lld", arch_key(m, kw),
-                         (long long)hp->n_swa, (long long)hp->n_ctx_train);
-    const gguf_kv *pk = gguf_find(&m->gguf, arch_key(m, kp));
-    if (pk && pk->type == GGUF_TYPE_ARRAY)
-        return vt_errorf(VT_E_UNSUPPORTED, "key '%s': a per-layer pattern array is not supported", arch_key(m, kp));
-    VT_TRY(get_i64_opt(m, kp, 4, &hp->swa_pattern));
-    if (hp->swa_pattern > hp->n_layer)
-        return vt_errorf(VT_E_RANGE, "key '%s' = %lld is more than block_count (%lld)", arch_key(m, kp),
-                         (long long)hp->swa_pattern, (long long)hp->n_layer);
+    VT_TRY(swa_window_and_pattern(m));
     VT_TRY(get_f32_opt(m, "rope.freq_base_swa", hp->rope_freq_base, &hp->rope_freq_base_swa));
     if (!(hp->rope_freq_base_swa > 0.0f && isfinite(hp->rope_freq_base_swa)))
         return vt_errorf(VT_E_RANGE, "key '%s' = %g is not a positive number", arch_key(m, "rope.freq_base_swa"),
