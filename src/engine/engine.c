@@ -149,6 +149,22 @@ done:
     return st;
 }
 
+/* A grammar's <text> token reference: the one token the text encodes to
+ * (special tokens recognised), as llama.cpp resolves it. */
+static int32_t engine_token_find(void *ud, const char *s, size_t n) {
+    int32_t *ids = NULL;
+    int64_t n_ids = 0;
+    if (tok_encode((const tokenizer *)ud, s, n, false, true, &ids, &n_ids) != VT_OK) return -1;
+    const int32_t id = n_ids == 1 ? ids[0] : -1;
+    free(ids);
+    return id;
+}
+
+static vt_status engine_grammar_parse(const vt_engine *e, const char *text, size_t len, grammar **out) {
+    const grammar_tokens tk = {.n_vocab = e->n_vocab, .find = engine_token_find, .ud = (void *)e->tok};
+    return grammar_parse_tokens(text, len, NULL, &tk, out);
+}
+
 /* Grammars by text, so that requests with the same one share its DFA and mask
  * cache; up to ENGINE_IDLE_GRAMMARS unused ones stay warm for the next. */
 #define ENGINE_IDLE_GRAMMARS 8
@@ -190,7 +206,7 @@ static vt_status engine_grammar_get(vt_engine *e, const char *text, size_t len, 
     eg.text = malloc(len + 1);
     if (!eg.text) return vt_errorf(VT_E_NOMEM, "out of memory");
     memcpy(eg.text, text, len);
-    vt_status st = grammar_parse(text, len, NULL, &eg.g);
+    vt_status st = engine_grammar_parse(e, text, len, &eg.g);
     if (st != VT_OK) {
         free(eg.text);
         return st;
@@ -314,7 +330,7 @@ static vt_status request_create(vt_engine *e, const vt_request_params *q, reques
     if (q->grammar) { /* checked here; compiled and shared on the engine loop (engine_grammar_get) */
         const grammar_vocab *gv = NULL;
         grammar *g = NULL;
-        if ((s = grammar_parse(q->grammar, q->grammar_len, NULL, &g)) != VT_OK) goto fail;
+        if ((s = engine_grammar_parse(e, q->grammar, q->grammar_len, &g)) != VT_OK) goto fail;
         grammar_free(g);
         if ((s = engine_grammar_vocab(e, &gv)) != VT_OK) goto fail;
         r->gtext = malloc(q->grammar_len + 1);
