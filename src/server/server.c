@@ -191,7 +191,9 @@ vt_status job_prepare(job *j) {
         const bool harmony = s->tool_format == TC_HARMONY && (tools || reasoning);
         j->tc = (tc_options){.format = tools || harmony ? s->tool_format : TC_NONE,
                              .reasoning = s->tmpl_think && s->tool_format != TC_HARMONY && reasoning,
-                             .no_calls = !tools};
+                             .no_calls = !tools,
+                             .string_arg = tools ? jschema_string_arg : NULL,
+                             .string_arg_ud = tools ? json_object_get(r->root, "tools") : NULL};
         if (j->tc.reasoning) { /* the generation prompt may open the block itself (Qwen3, DeepSeek R1) */
             size_t e = len;
             while (e > 0 && (rendered[e - 1] == '\n' || rendered[e - 1] == ' ')) e--;
