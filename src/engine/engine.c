@@ -243,8 +243,8 @@ static void engine_grammar_put(vt_engine *e, grammar *g) {
 static vt_status request_create(vt_engine *e, const vt_request_params *q, request **out) {
     *out = NULL;
     sampler_params sp;
-    if (q->pooling < VT_POOLING_NONE || q->pooling > VT_POOLING_LAST)
-        return vt_errorf(VT_E_INVALID, "pooling %d is not one of none, mean, cls, last", (int)q->pooling);
+    if ((q->pooling < VT_POOLING_NONE || q->pooling > VT_POOLING_LAST) && q->pooling != VT_POOLING_TOKENS)
+        return vt_errorf(VT_E_INVALID, "pooling %d is not one of none, mean, cls, last, tokens", (int)q->pooling);
     if (q->pooling == VT_POOLING_NONE) VT_TRY(sampling_check(&q->sampling, &sp));
     if (q->n_stop < 0 || q->n_stop > ENGINE_MAX_STOP || (q->n_stop > 0 && !q->stop))
         return vt_errorf(VT_E_INVALID, "%d stop strings (at most %d)", q->n_stop, ENGINE_MAX_STOP);
@@ -319,7 +319,13 @@ static vt_status request_create(vt_engine *e, const vt_request_params *q, reques
     }
     r->pooling = q->pooling;
     if (r->pooling != VT_POOLING_NONE) { /* an embedding: no sampler */
-        r->pooled = calloc((size_t)e->model->hp.n_embd, sizeof(float));
+        const int64_t rows = r->pooling == VT_POOLING_TOKENS ? n_ids : 1;
+        if (rows * e->model->hp.n_embd > INT32_MAX) {
+            s = vt_errorf(VT_E_RANGE, "the embeddings of %lld tokens of %lld values are more than one output holds",
+                          (long long)n_ids, (long long)e->model->hp.n_embd);
+            goto fail;
+        }
+        r->pooled = calloc((size_t)rows * (size_t)e->model->hp.n_embd, sizeof(float));
         if (!r->pooled) goto oom;
         free(ids);
         *out = r;
@@ -941,6 +947,9 @@ static void pool_rows(vt_engine *e, request *r, int64_t n, int32_t *row) {
         for (int64_t j = 0; j < n; j++)
             for (int64_t i = 0; i < d; i++) r->pooled[i] += x[j * d + i];
         *row += (int32_t)n;
+    } else if (r->pooling == VT_POOLING_TOKENS) {
+        memcpy(r->pooled + (size_t)r->n_computed * (size_t)d, x, sizeof(float) * (size_t)(n * d));
+        *row += (int32_t)n;
     } else if ((r->pooling == VT_POOLING_CLS && r->n_computed == 0) ||
                (r->pooling == VT_POOLING_LAST && r->n_computed + n == r->n_tokens)) {
         memcpy(r->pooled, x, sizeof(float) * (size_t)d);
@@ -951,7 +960,7 @@ static void pool_rows(vt_engine *e, request *r, int64_t n, int32_t *row) {
 /* The rows of r's item (n tokens, batch rows from nt0 on) whose hidden states
  * its pooling needs, appended to e->b_erows. */
 static void embd_rows_of(vt_engine *e, const request *r, int64_t n, int64_t nt0, int32_t *n_erows) {
-    if (r->pooling == VT_POOLING_MEAN)
+    if (r->pooling == VT_POOLING_MEAN || r->pooling == VT_POOLING_TOKENS)
         for (int64_t j = 0; j < n; j++) e->b_erows[(*n_erows)++] = (int32_t)(nt0 + j);
     else if (r->pooling == VT_POOLING_CLS && r->n_computed == 0) e->b_erows[(*n_erows)++] = (int32_t)nt0;
     else if (r->pooling == VT_POOLING_LAST && r->n_computed + n == r->n_tokens)
@@ -961,7 +970,8 @@ static void embd_rows_of(vt_engine *e, const request *r, int64_t n, int64_t nt0,
 /* r's prompt is evaluated: report its pooled vector (the mean divided out) and
  * finish it (an error if a value is not finite). */
 static void finish_embedding(vt_engine *e, request *r) {
-    const int64_t d = e->model->hp.n_embd;
+    /* d: the values reported (every token's with VT_POOLING_TOKENS) */
+    const int64_t d = e->model->hp.n_embd * (r->pooling == VT_POOLING_TOKENS ? r->n_tokens : 1);
     if (r->pooling == VT_POOLING_MEAN)
         for (int64_t i = 0; i < d; i++) r->pooled[i] /= (float)r->n_tokens;
     vt_output *o = out_new(e, r, -1);

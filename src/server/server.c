@@ -709,7 +709,7 @@ vt_status server_start(const server_params *p, server **out) {
     s->reasoning_none = p->reasoning_format && !strcmp(p->reasoning_format, "none");
     s->pooling_flag = -1;
     if (p->pooling && !embeddings_pooling_from_name(p->pooling, &s->pooling_flag)) {
-        st = vt_errorf(VT_E_INVALID, "vt serve: --pooling %s: expected none, mean, cls or last", p->pooling);
+        st = vt_errorf(VT_E_INVALID, "vt serve: --pooling %s: expected none, mean, cls, last or rank", p->pooling);
         goto fail;
     }
     if (s->chat_template_file && (st = load_template_file(s)) != VT_OK) goto fail;
