@@ -7,8 +7,9 @@
  * schema, 100 outputs all parse (jansson) and validate (a small validator
  * below); for llama.cpp's json.gbnf, arithmetic.gbnf and list.gbnf, 100
  * outputs each are sentences of the grammar. A forced tool call's grammar
- * (hermes, qwen3_coder, glm, harmony) likewise gives 100 calls each that the
- * tool-call parser reads back and that validate against the tool's schema. */
+ * (every format: hermes, qwen3_coder, glm, harmony, llama3, mistral in both
+ * styles, deepseek) likewise gives 100 calls each that the tool-call parser
+ * reads back and that validate against the tool's schema. */
 #include "grammar/grammar.h"
 #include "model/synth.h"
 #include "server/json_schema.h"
@@ -468,7 +469,8 @@ static int tool_calls_sampled(tc_format f, bool args_style, json_t *tools) {
             json_decref(schema);
             json_decref(args);
         }
-        CHECK_MSG(ok, "%s tool call %d (finish %d): %s", tc_format_name(f), i, out[i].finish, all.ptr);
+        CHECK_MSG(ok, "%s%s tool call %d (finish %d): %s", tc_format_name(f), args_style ? " (name[ARGS])" : "", i,
+                  out[i].finish, all.ptr);
         good += ok;
         if (ok && members > 0) {
             with_args++;
@@ -479,8 +481,8 @@ static int tool_calls_sampled(tc_format f, bool args_style, json_t *tools) {
     }
     /* about half the calls pick get_weather, and so write its required city */
     CHECK_MSG(with_args >= N_SAMPLES / 4, "%s: %d of %d calls with arguments", tc_format_name(f), with_args, N_SAMPLES);
-    printf("%s tool calls: %d of %d parse and validate, %d with arguments; e.g. %s\n", tc_format_name(f), good,
-           N_SAMPLES, with_args, example.ptr ? example.ptr : "");
+    printf("%s%s tool calls: %d of %d parse and validate, %d with arguments; e.g. %s\n", tc_format_name(f),
+           args_style ? " (name[ARGS])" : "", good, N_SAMPLES, with_args, example.ptr ? example.ptr : "");
     sb_free(&example);
     samples_free(out);
     sb_free(&g);
@@ -565,8 +567,13 @@ static void test_tool_call_grammars(void) {
 
 static void test_tool_call_sampling(void) {
     json_t *tools = json_loads(tools_text, 0, NULL);
-    static const tc_format formats[] = {TC_HERMES, TC_QWEN3_CODER, TC_GLM, TC_HARMONY};
-    for (size_t k = 0; k < sizeof formats / sizeof formats[0]; k++) tool_calls_sampled(formats[k], false, tools);
+    static const struct {
+        tc_format f;
+        bool args_style;
+    } formats[] = {{TC_HERMES, false}, {TC_QWEN3_CODER, false}, {TC_GLM, false}, {TC_HARMONY, false},
+                   {TC_LLAMA3, false}, {TC_MISTRAL, false}, {TC_MISTRAL, true}, {TC_DEEPSEEK, false}};
+    for (size_t k = 0; k < sizeof formats / sizeof formats[0]; k++)
+        tool_calls_sampled(formats[k].f, formats[k].args_style, tools);
     json_decref(tools);
     /* a keyword vt cannot enforce is left out of a tool's grammar, not refused */
     json_t *lenient = json_loads("[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": "
