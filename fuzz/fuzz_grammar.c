@@ -1,7 +1,8 @@
 /* libFuzzer target for the GBNF grammar engine (src/grammar): parse arbitrary
  * grammar text; when it compiles, match the bytes after it and walk a few
  * masks over a small fixed vocabulary (multi-byte tokens, a split UTF-8
- * character, an end-of-generation token, the first token's dropped space).
+ * character, an end-of-generation token, the first token's dropped space,
+ * token references by id and by text).
  * Checks: parsing succeeds or fails with VT_E_INVALID / VT_E_NOMEM and a
  * message; a mask only allows tokens the matcher then accepts; ASan/UBSan/LSan
  * check memory, and libFuzzer's -timeout catches an expansion that does not stop.
@@ -41,12 +42,21 @@ static grammar_vocab *vocab(void) {
     return v;
 }
 
+/* <text> token references: "</s>" (the end-of-generation token, which no
+ * reference admits) and any three-byte <x> to some token; others are unknown. */
+static int32_t find_token(void *ud, const char *s, size_t n) {
+    (void)ud;
+    if (n == 4 && !memcmp(s, "</s>", 4)) return EOG;
+    return n == 3 ? (int32_t)((uint8_t)s[1] % N_TOKENS) : -1;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *text = (const char *)data;
     const char *nul = memchr(data, 0, size);
     const size_t glen = nul ? (size_t)(nul - text) : size;
     grammar *g = NULL;
-    vt_status st = grammar_parse(text, glen, NULL, &g);
+    const grammar_tokens tk = {.n_vocab = N_TOKENS, .find = find_token};
+    vt_status st = grammar_parse_tokens(text, glen, NULL, &tk, &g);
     if (st != VT_OK) {
         if (st != VT_E_INVALID && st != VT_E_NOMEM) abort();
         if (!vt_last_error()[0]) abort();

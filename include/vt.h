@@ -190,6 +190,9 @@ typedef enum vt_pooling {
     VT_POOLING_MEAN = 1, /* the mean over the prompt's tokens */
     VT_POOLING_CLS = 2,  /* the first token's */
     VT_POOLING_LAST = 3, /* the last token's */
+    /* no pooling, as an embedding (llama-server's --pooling none on /embedding):
+     * every token's vector, in the prompt's order; not a llama.cpp value */
+    VT_POOLING_TOKENS = 16,
 } vt_pooling;
 
 typedef struct vt_request_params {
@@ -244,7 +247,9 @@ typedef struct vt_output {
     int32_t n_cached;     /* prompt tokens served from the prefix cache */
     int32_t n_generated;  /* tokens generated so far */
     const float *embd;    /* an embedding request's finishing output: the pooled
-                             vector (n_embd floats, not normalised); else NULL */
+                             vector (n_embd floats, not normalised; VT_POOLING_TOKENS:
+                             n_prompt vectors of the model's n_embd, one after
+                             another); else NULL */
     int32_t n_embd;
 } vt_output;
 

@@ -2,7 +2,8 @@
  * refusal per reason), what the compiled grammar accepts (literals, classes over
  * UTF-8, repetitions), the matching limits, and the token mask over a small
  * vocabulary (multi-byte tokens, end of generation, the first token's dropped
- * space), walked at random to completion many times. */
+ * space, token references and their negation), walked at random to completion
+ * many times. */
 #include "grammar/grammar.h"
 
 #include "test.h"
@@ -117,7 +118,12 @@ static void test_refusals(void) {
     want_error("root ::= \"a\"{2000}{2000}", 24, "more than 1048576 elements");
     want_error("root ::= \"\\q\"", 13, "unknown escape");
     want_error("root ::= \"\\x4\"", 14, "hex digits");
-    want_error("root ::= <[12]>", 15, "token references");
+    want_error("root ::= <|end|>", 16, "needs the model's vocabulary");
+    want_error("root ::= <[12", 13, "expected ']>'");
+    want_error("root ::= <[x]>", 14, "expected a token id");
+    want_error("root ::= !\"a\"", 13, "expected a token reference");
+    want_error("root ::= <[99999999999]>", 24, "token id past");
+    want_error("root ::= <|end", 14, "expected '>'");
     want_error("root ::= *", 10, "nothing before it");
     want_error("root := \"a\"", 11, "expected '::='");
     want_error("root ::= \"a\" ) ", 15, "expected a newline");
@@ -232,6 +238,96 @@ static void test_mask(void) {
     grammar_matcher_free(m);
     grammar_vocab_free(v);
     grammar_free(g);
+}
+
+static int32_t find_named(void *ud, const char *s, size_t n) {
+    (void)ud;
+    if (n == 7 && !memcmp(s, "<|end|>", 7)) return 7; /* the control token with no text */
+    if (n == 3 && !memcmp(s, "<a>", 3)) return tok("a");
+    return -1;
+}
+
+/* Token references: whole tokens by id, where a token starts. */
+static void test_tokens(void) {
+    grammar_vocab *v = small_vocab(false);
+    const grammar_tokens tk = {.n_vocab = N_TOKS, .find = find_named};
+    grammar *g = NULL;
+    grammar_matcher *m = NULL;
+    const uint32_t *b;
+    int32_t n;
+    /* <[7]> (a control token, no text) between two characters */
+    CHECK_OK(grammar_parse_tokens("root ::= \"a\" <[7]> \"b\"", 22, NULL, &tk, &g));
+    CHECK_OK(grammar_matcher_create(g, v, &m));
+    CHECK_OK(grammar_matcher_mask(m, &b, &n));
+    CHECK(bit(b, tok("a")) && !bit(b, tok("ab")) && !bit(b, 7) && n == 1); /* "ab" would pass through <[7]> */
+    CHECK_OK(grammar_matcher_accept(m, tok("a")));
+    CHECK_OK(grammar_matcher_mask(m, &b, &n));
+    CHECK(bit(b, 7) && n == 1);
+    CHECK(grammar_matcher_accept(m, tok("b")) == VT_E_INVALID);
+    CHECK_OK(grammar_matcher_accept(m, 7));
+    CHECK_OK(grammar_matcher_mask(m, &b, &n));
+    CHECK(bit(b, tok("b")) && n == 1);
+    CHECK_OK(grammar_matcher_accept(m, tok("b")));
+    CHECK(grammar_matcher_accepting(m) && grammar_matcher_done(m));
+    grammar_matcher_free(m);
+    /* no text matches a token reference */
+    CHECK(!acc(g, "a") && !acc(g, "ab") && !acc(g, "a<[7]>b"));
+    grammar_free(g);
+
+    /* by name, repeated, and the union with a text path: "ab" as token 2 may be
+     * either alternative, so "b" or "a" may follow */
+    CHECK_OK(grammar_parse_tokens("root ::= <a>{2} (<[2]> \"b\" | \"ab\" \"a\") <|end|>", 46, NULL, &tk, &g));
+    CHECK_OK(grammar_matcher_create(g, v, &m));
+    CHECK_OK(grammar_matcher_accept(m, tok("a")));
+    CHECK_OK(grammar_matcher_mask(m, &b, &n));
+    CHECK(bit(b, tok("a")) && n == 1);
+    CHECK_OK(grammar_matcher_accept(m, tok("a")));
+    CHECK_OK(grammar_matcher_mask(m, &b, &n));
+    CHECK(bit(b, tok("ab")) && bit(b, tok("a")) && n == 2);
+    CHECK_OK(grammar_matcher_accept(m, tok("ab")));
+    CHECK_OK(grammar_matcher_mask(m, &b, &n));
+    CHECK(bit(b, tok("a")) && bit(b, tok("b")) && n == 2);
+    CHECK_OK(grammar_matcher_accept(m, tok("b")));
+    CHECK_OK(grammar_matcher_mask(m, &b, &n));
+    CHECK(bit(b, 7) && n == 1 && !grammar_matcher_accepting(m));
+    CHECK_OK(grammar_matcher_accept(m, 7));
+    CHECK_OK(grammar_matcher_mask(m, &b, &n));
+    CHECK(bit(b, EOG) && n == 1);
+    grammar_matcher_free(m);
+    grammar_free(g);
+
+    /* negation: any one token but that one (control tokens too), never the end */
+    CHECK_OK(grammar_parse_tokens("root ::= !<[0]> \"}\"", 19, NULL, &tk, &g));
+    CHECK_OK(grammar_matcher_create(g, v, &m));
+    CHECK_OK(grammar_matcher_mask(m, &b, &n));
+    CHECK(!bit(b, 0) && !bit(b, EOG) && bit(b, 7) && bit(b, tok("ab")) && n == N_TOKS - 2);
+    CHECK(grammar_matcher_accept(m, 0) == VT_E_INVALID);
+    CHECK_OK(grammar_matcher_accept(m, tok("x}"))); /* a whole token, its "}" included */
+    CHECK_OK(grammar_matcher_mask(m, &b, &n));
+    CHECK(bit(b, tok("}")) && n == 1);
+    grammar_matcher_free(m);
+    grammar_free(g);
+
+    /* an end-of-generation token is never a reference's: only the grammar's end */
+    CHECK_OK(grammar_parse_tokens("root ::= \"a\" <[8]>", 18, NULL, &tk, &g));
+    CHECK_OK(grammar_matcher_create(g, v, &m));
+    CHECK_OK(grammar_matcher_accept(m, tok("a")));
+    CHECK_OK(grammar_matcher_mask(m, &b, &n));
+    CHECK(n == 0);
+    grammar_matcher_free(m);
+    grammar_free(g);
+
+    /* ids and names checked against the vocabulary */
+    g = NULL;
+    CHECK(grammar_parse_tokens("root ::= <[32]>", 15, NULL, &tk, &g) == VT_E_INVALID &&
+          strstr(vt_last_error(), "past the vocabulary's 32 tokens"));
+    CHECK(grammar_parse_tokens("root ::= \"x\" !<|nope|>", 22, NULL, &tk, &g) == VT_E_INVALID &&
+          strstr(vt_last_error(), "column 15: <|nope|> is not one token"));
+    CHECK(g == NULL);
+    /* without a vocabulary an id is taken as it is */
+    g = parse_ok("root ::= <[12]> | !<[3]>*");
+    grammar_free(g);
+    grammar_vocab_free(v);
 }
 
 /* A tiny JSON checker: the value at *p, advancing it. */
@@ -356,6 +452,7 @@ int main(void) {
     test_refusals();
     test_match_limits();
     test_mask();
+    test_tokens();
     test_random_walks();
     return test_finish();
 }

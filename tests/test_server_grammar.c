@@ -7,7 +7,9 @@
  * schema, 100 outputs all parse (jansson) and validate (a small validator
  * below); for llama.cpp's json.gbnf, arithmetic.gbnf and list.gbnf, 100
  * outputs each are sentences of the grammar. A forced tool call's grammar
- * (hermes) likewise gives calls the tool-call parser reads back. */
+ * (every format: hermes, qwen3_coder, glm, harmony, llama3, mistral in both
+ * styles, deepseek) likewise gives 100 calls each that the tool-call parser
+ * reads back and that validate against the tool's schema. */
 #include "grammar/grammar.h"
 #include "model/synth.h"
 #include "server/json_schema.h"
@@ -419,43 +421,159 @@ static void test_llama_grammars(void) {
     }
 }
 
-/* tool_choice "required" in the hermes format: the prefill, then the grammar. */
-static void test_tool_call_sampling(void) {
-    const char *tools_text =
-        "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", "
-        "\"properties\": {\"city\": {\"type\": \"string\", \"maxLength\": 10}, \"days\": {\"type\": \"integer\"}}, "
-        "\"required\": [\"city\"]}}}, {\"type\": \"function\", \"function\": {\"name\": \"get_time\"}}]";
-    json_t *tools = json_loads(tools_text, 0, NULL);
+/* tool_choice "required": the format's prefill, then the grammar of the tools'
+ * parameters; the tool-call parser reads each output back as one call whose
+ * arguments validate against its tool's schema. The XML-style formats write
+ * string parameters raw (city, unit) and the others as JSON (days, opts). */
+static const char *const tools_text =
+    "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", "
+    "\"properties\": {\"city\": {\"type\": \"string\", \"maxLength\": 10}, \"unit\": {\"enum\": [\"celsius\", "
+    "\"fahrenheit\"]}, \"days\": {\"type\": \"integer\"}, \"opts\": {\"type\": \"object\", \"properties\": "
+    "{\"hourly\": {\"type\": \"boolean\"}, \"note\": {\"type\": \"string\", \"maxLength\": 6}}, \"required\": "
+    "[\"hourly\"]}}, \"required\": [\"city\"]}}}, {\"type\": \"function\", \"function\": {\"name\": \"get_time\"}}]";
+
+static int tool_calls_sampled(tc_format f, bool args_style, json_t *tools) {
     strbuf g = {0}, pre = {0};
-    CHECK_OK(jschema_tool_call_gbnf(TC_HERMES, false, tools, NULL, &g));
-    tc_prefill(TC_HERMES, false, NULL, &pre);
+    CHECK_OK(jschema_tool_call_gbnf(f, args_style, tools, NULL, &g));
+    tc_prefill(f, args_style, NULL, &pre);
     static sample out[N_SAMPLES];
     vt_logit_bias bias[2] = {{vt_model_eos(g_model), 12.0f}, {one_token("\""), 5.0f}};
     sample_many(g.ptr, bias, bias[1].token >= 0 ? 2 : 1, out);
-    int good = 0;
+    int good = 0, with_args = 0;
+    strbuf example = {0};
     for (int i = 0; i < N_SAMPLES; i++) {
         strbuf all = {0};
         sb_add(&all, pre.ptr);
         if (out[i].text) sb_add(&all, out[i].text);
-        tc_options o = {.format = TC_HERMES};
+        tc_options o = {.format = f, .string_arg = jschema_string_arg, .string_arg_ud = tools};
         tc_result r;
         tc_parse(&o, all.ptr, all.len, true, &r);
-        bool ok = out[i].finish == VT_FINISH_STOP && r.n_calls == 1;
+        bool ok = out[i].finish == VT_FINISH_STOP && r.n_calls == 1 && r.calls[0].done;
+        size_t members = 0;
         if (ok) {
-            json_t *args = json_loadb(r.calls[0].args.ptr, r.calls[0].args.len, 0, NULL);
-            const bool weather = r.calls[0].name.ptr && !strcmp(r.calls[0].name.ptr, "get_weather");
-            ok = args && (weather ? json_is_string(json_object_get(args, "city")) : json_is_object(args));
+            json_t *args = json_loadb(r.calls[0].args.ptr, r.calls[0].args.len, JSON_ALLOW_NUL, NULL);
+            json_t *schema = NULL;
+            size_t k;
+            json_t *t;
+            json_array_foreach(tools, k, t) {
+                json_t *fn = json_object_get(t, "function");
+                if (!strcmp(json_string_value(json_object_get(fn, "name")), r.calls[0].name.ptr ? r.calls[0].name.ptr : "")) {
+                    schema = json_object_get(fn, "parameters");
+                    if (!schema) schema = json_loads("{\"type\": \"object\", \"additionalProperties\": false}", 0, NULL);
+                    else json_incref(schema);
+                }
+            }
+            ok = args && schema && json_is_object(args) && validate(args, schema, schema) &&
+                 (json_object_get(schema, "properties") || json_object_size(args) == 0);
+            members = json_object_size(args);
+            json_decref(schema);
             json_decref(args);
         }
-        CHECK_MSG(ok, "tool call %d: %s", i, all.ptr);
+        CHECK_MSG(ok, "%s%s tool call %d (finish %d): %s", tc_format_name(f), args_style ? " (name[ARGS])" : "", i,
+                  out[i].finish, all.ptr);
         good += ok;
+        if (ok && members > 0) {
+            with_args++;
+            if (!example.len) sb_add(&example, all.ptr);
+        }
         tc_result_free(&r);
         sb_free(&all);
     }
-    printf("hermes tool calls: %d of %d parse; e.g. %s%s\n", good, N_SAMPLES, pre.ptr, out[0].text ? out[0].text : "");
+    /* about half the calls pick get_weather, and so write its required city */
+    CHECK_MSG(with_args >= N_SAMPLES / 4, "%s: %d of %d calls with arguments", tc_format_name(f), with_args, N_SAMPLES);
+    printf("%s%s tool calls: %d of %d parse and validate, %d with arguments; e.g. %s\n", tc_format_name(f),
+           args_style ? " (name[ARGS])" : "", good, N_SAMPLES, with_args, example.ptr ? example.ptr : "");
+    sb_free(&example);
     samples_free(out);
     sb_free(&g);
     sb_free(&pre);
+    return good;
+}
+
+/* The grammar of format f for tool `name` (NULL: any) accepts / refuses the text
+ * that follows the prefill. */
+static bool tool_accepts(tc_format f, json_t *tools, const char *name, const char *text) {
+    strbuf g = {0};
+    grammar *gr = NULL;
+    bool ok = jschema_tool_call_gbnf(f, false, tools, name, &g) == VT_OK &&
+              grammar_parse(g.ptr, g.len, NULL, &gr) == VT_OK;
+    CHECK_MSG(ok, "%s: %s", tc_format_name(f), vt_last_error());
+    ok = ok && grammar_accepts(gr, text, strlen(text));
+    grammar_free(gr);
+    sb_free(&g);
+    return ok;
+}
+
+static void test_tool_call_grammars(void) {
+    json_t *tools = json_loads(tools_text, 0, NULL);
+    json_t *free_text = json_loads("[{\"type\": \"function\", \"function\": {\"name\": \"note\", \"parameters\": "
+                                   "{\"type\": \"object\", \"properties\": {\"text\": {\"type\": \"string\"}, \"n\": "
+                                   "{\"type\": \"integer\"}}, \"required\": [\"text\"]}}}]", 0, NULL);
+    /* qwen3_coder: raw strings, JSON otherwise, the schema's order, optional ones left out */
+    CHECK(tool_accepts(TC_QWEN3_CODER, tools, NULL, "get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+                                                    "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>"));
+    CHECK(tool_accepts(TC_QWEN3_CODER, tools, NULL, "get_time>\n</function>\n</tool_call>"));
+    CHECK(tool_accepts(TC_QWEN3_CODER, tools, "get_weather", "<parameter=city>\n\"Pa\"\n</parameter>\n<parameter=unit>"
+                                                             "\ncelsius\n</parameter>\n<parameter=opts>\n{\"hourly\": "
+                                                             "true}\n</parameter>\n</function>\n</tool_call>"));
+    CHECK(!tool_accepts(TC_QWEN3_CODER, tools, "get_weather", "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>"));
+    CHECK(!tool_accepts(TC_QWEN3_CODER, tools, "get_weather", "<parameter=city>\nP<b\n</parameter>\n</function>\n</tool_call>"));
+    CHECK(!tool_accepts(TC_QWEN3_CODER, tools, "get_weather", "<parameter=city>\nP\n</parameter>\n<parameter=unit>\n"
+                                                              "kelvin\n</parameter>\n</function>\n</tool_call>"));
+    /* an unbounded string: any text but the markers; JSON strings have no raw '<' */
+    CHECK(tool_accepts(TC_QWEN3_CODER, free_text, "note", "<parameter=text>\na < b </p <param x</function\n\n"
+                                                         "</parameter>\n</function>\n</tool_call>"));
+    CHECK(!tool_accepts(TC_QWEN3_CODER, free_text, "note", "<parameter=text>\na</function>b\n</parameter>\n</function>\n</tool_call>"));
+    CHECK(!tool_accepts(TC_QWEN3_CODER, free_text, "note", "<parameter=text>\n<parameter=n>\n</parameter>\n</function>\n</tool_call>"));
+    CHECK(!tool_accepts(TC_QWEN3_CODER, tools, "get_weather", "<parameter=city>\nP\n</parameter>\n<parameter=opts>\n"
+                                                              "{\"hourly\": true, \"note\": \"<\"}\n</parameter>\n</function>\n</tool_call>"));
+    CHECK(tool_accepts(TC_QWEN3_CODER, tools, "get_weather", "<parameter=city>\nP\n</parameter>\n<parameter=opts>\n"
+                                                             "{\"hourly\": true, \"note\": \"\\u003c\"}\n</parameter>\n</function>\n</tool_call>"));
+    /* glm: no newline at a raw value's edges (its parser strips one there) */
+    CHECK(tool_accepts(TC_GLM, tools, NULL, "get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+                                            "<arg_key>days</arg_key>\n<arg_value>-2</arg_value>\n</tool_call>"));
+    CHECK(tool_accepts(TC_GLM, tools, NULL, "get_time\n</tool_call>"));
+    CHECK(tool_accepts(TC_GLM, free_text, "note", "<arg_key>text</arg_key>\n<arg_value>a\n</arg_val <b</arg_value>\n</tool_call>"));
+    CHECK(!tool_accepts(TC_GLM, free_text, "note", "<arg_key>text</arg_key>\n<arg_value>\na</arg_value>\n</tool_call>"));
+    CHECK(!tool_accepts(TC_GLM, free_text, "note", "<arg_key>text</arg_key>\n<arg_value>a\n</arg_value>\n</tool_call>"));
+    /* harmony: the recipient's name, <|constrain|>json<|message|>, the JSON, <|call|> or not */
+    CHECK(tool_accepts(TC_HARMONY, tools, NULL, "get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>"));
+    CHECK(tool_accepts(TC_HARMONY, tools, NULL, "get_time <|constrain|>json<|message|>{}"));
+    CHECK(tool_accepts(TC_HARMONY, tools, "get_weather", "{\"city\": \"P\", \"days\": 2}"));
+    CHECK(!tool_accepts(TC_HARMONY, tools, "get_weather", "{\"city\": \"<|call|>\"}"));
+    /* a raw string that reads as JSON stays a string when the parser knows the schema */
+    tc_options o = {.format = TC_QWEN3_CODER, .string_arg = jschema_string_arg, .string_arg_ud = tools};
+    const char *txt = "<tool_call>\n<function=get_weather>\n<parameter=city>\n42\n</parameter>\n<parameter=days>\n42\n"
+                      "</parameter>\n</function>\n</tool_call>";
+    tc_result r;
+    tc_parse(&o, txt, strlen(txt), true, &r);
+    CHECK(r.n_calls == 1 && r.calls[0].args.ptr && !strcmp(r.calls[0].args.ptr, "{\"city\": \"42\", \"days\": 42}"));
+    tc_result_free(&r);
+    o.format = TC_GLM;
+    txt = "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>true</arg_value>\n</tool_call>";
+    tc_parse(&o, txt, strlen(txt), true, &r);
+    CHECK(r.n_calls == 1 && r.calls[0].args.ptr && !strcmp(r.calls[0].args.ptr, "{\"city\": \"true\"}"));
+    tc_result_free(&r);
+    /* names the XML formats cannot hold */
+    json_t *bad = json_loads("[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": "
+                             "\"object\", \"properties\": {\"a>b\": {\"type\": \"string\"}}}}}]", 0, NULL);
+    strbuf x = {0};
+    CHECK(jschema_tool_call_gbnf(TC_QWEN3_CODER, false, bad, NULL, &x) == VT_E_INVALID && strstr(vt_last_error(), "a>b"));
+    sb_free(&x);
+    json_decref(bad);
+    json_decref(free_text);
+    json_decref(tools);
+}
+
+static void test_tool_call_sampling(void) {
+    json_t *tools = json_loads(tools_text, 0, NULL);
+    static const struct {
+        tc_format f;
+        bool args_style;
+    } formats[] = {{TC_HERMES, false}, {TC_QWEN3_CODER, false}, {TC_GLM, false}, {TC_HARMONY, false},
+                   {TC_LLAMA3, false}, {TC_MISTRAL, false}, {TC_MISTRAL, true}, {TC_DEEPSEEK, false}};
+    for (size_t k = 0; k < sizeof formats / sizeof formats[0]; k++)
+        tool_calls_sampled(formats[k].f, formats[k].args_style, tools);
     json_decref(tools);
     /* a keyword vt cannot enforce is left out of a tool's grammar, not refused */
     json_t *lenient = json_loads("[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": "
@@ -468,15 +586,47 @@ static void test_tool_call_sampling(void) {
     CHECK(acc(lgr, "{\"d\": \"x\"}}") && acc(lgr, "{\"d\": \"x\"}}\n</tool_call>") && !acc(lgr, "{\"d\": 1}}"));
     grammar_free(lgr);
     sb_free(&lg);
-    json_decref(lenient);
-    /* formats without a grammar say so */
+    /* a format without a grammar says so */
     strbuf x = {0};
-    CHECK(jschema_tool_call_gbnf(TC_QWEN3_CODER, false, tools, NULL, &x) == VT_E_UNSUPPORTED);
+    CHECK(jschema_tool_call_gbnf(TC_NONE, false, lenient, NULL, &x) == VT_E_UNSUPPORTED);
     sb_free(&x);
+    json_decref(lenient);
+}
+
+/* Token references through the engine: <s> (stories260K's BOS, a control
+ * token with no text) by its text, resolved with the model's tokenizer, comes
+ * exactly where the grammar puts it; a text that is no single token is refused. */
+static void test_token_refs(void) {
+    static sample out[N_SAMPLES];
+    sample_many("root ::= [a-z]{1,3} <s> \"!\"", NULL, 0, out);
+    int good = 0;
+    for (int i = 0; i < N_SAMPLES; i++) {
+        const char *t = out[i].text ? out[i].text : "";
+        size_t k = strspn(t, "abcdefghijklmnopqrstuvwxyz");
+        const bool ok = out[i].finish == VT_FINISH_STOP && k >= 1 && k <= 3 && !strcmp(t + k, "!");
+        CHECK_MSG(ok, "token reference sample %d (finish %d): %s", i, out[i].finish, t);
+        good += ok;
+    }
+    printf("<s> token reference: %d of %d; e.g. %s\n", good, N_SAMPLES, out[0].text ? out[0].text : "");
+    samples_free(out);
+    vt_engine_params ep = vt_engine_default_params();
+    ep.n_threads = 1;
+    ep.n_ctx = 256;
+    vt_engine *e = NULL;
+    CHECK_OK(vt_engine_create(g_model, &ep, &e));
+    if (!e) return;
+    const char *bad = "root ::= \"a\" <nope>";
+    vt_request_params q = {.prompt = g_prompt, .n_prompt = g_n_prompt, .max_tokens = 4, .grammar = bad,
+                           .grammar_len = strlen(bad)};
+    q.sampling = vt_sampling_default();
+    uint64_t id;
+    CHECK(vt_engine_add(e, &q, &id) == VT_E_INVALID && strstr(vt_last_error(), "<nope> is not one token"));
+    vt_engine_free(e);
 }
 
 int main(void) {
     test_conversion();
+    test_tool_call_grammars();
     const char *vocab = test_model_path("stories260K.gguf");
     if (vocab) {
         char path[] = "/tmp/vt_test_grammar_XXXXXX";
@@ -501,6 +651,7 @@ int main(void) {
             test_schema_sampling();
             test_llama_grammars();
             test_tool_call_sampling();
+            test_token_refs();
             free(g_prompt);
             vt_model_free(g_model);
         }

@@ -91,7 +91,8 @@ int cmd_serve(int argc, char **argv) {
                  "as Jinja; a model without one gets chatml)"},
         {.name = {"--pooling"}, .kind = OPT_STR, .dst = &p.pooling, .arg = "P",
          .help = "/v1/embeddings: none, mean, cls or last (default: the model's\n"
-                 "<arch>.pooling_type; a model without one is not an embedding model)"},
+                 "<arch>.pooling_type; a model without one is not an embedding model);\n"
+                 "none: /embedding gives every token's vector; rank is refused"},
         {.name = {"--alias"}, .kind = OPT_STR, .dst = &p.alias, .arg = "NAME",
          .help = "model id reported by the API (default: the file name)"},
         {.name = {"--max-body"}, .kind = OPT_INT, .dst = &max_body, .arg = "BYTES", .lo = 1024, .hi = (long long)1 << 32,

@@ -149,6 +149,22 @@ done:
     return st;
 }
 
+/* A grammar's <text> token reference: the one token the text encodes to
+ * (special tokens recognised), as llama.cpp resolves it. */
+static int32_t engine_token_find(void *ud, const char *s, size_t n) {
+    int32_t *ids = NULL;
+    int64_t n_ids = 0;
+    if (tok_encode((const tokenizer *)ud, s, n, false, true, &ids, &n_ids) != VT_OK) return -1;
+    const int32_t id = n_ids == 1 ? ids[0] : -1;
+    free(ids);
+    return id;
+}
+
+static vt_status engine_grammar_parse(const vt_engine *e, const char *text, size_t len, grammar **out) {
+    const grammar_tokens tk = {.n_vocab = e->n_vocab, .find = engine_token_find, .ud = (void *)e->tok};
+    return grammar_parse_tokens(text, len, NULL, &tk, out);
+}
+
 /* Grammars by text, so that requests with the same one share its DFA and mask
  * cache; up to ENGINE_IDLE_GRAMMARS unused ones stay warm for the next. */
 #define ENGINE_IDLE_GRAMMARS 8
@@ -190,7 +206,7 @@ static vt_status engine_grammar_get(vt_engine *e, const char *text, size_t len, 
     eg.text = malloc(len + 1);
     if (!eg.text) return vt_errorf(VT_E_NOMEM, "out of memory");
     memcpy(eg.text, text, len);
-    vt_status st = grammar_parse(text, len, NULL, &eg.g);
+    vt_status st = engine_grammar_parse(e, text, len, &eg.g);
     if (st != VT_OK) {
         free(eg.text);
         return st;
@@ -227,8 +243,8 @@ static void engine_grammar_put(vt_engine *e, grammar *g) {
 static vt_status request_create(vt_engine *e, const vt_request_params *q, request **out) {
     *out = NULL;
     sampler_params sp;
-    if (q->pooling < VT_POOLING_NONE || q->pooling > VT_POOLING_LAST)
-        return vt_errorf(VT_E_INVALID, "pooling %d is not one of none, mean, cls, last", (int)q->pooling);
+    if ((q->pooling < VT_POOLING_NONE || q->pooling > VT_POOLING_LAST) && q->pooling != VT_POOLING_TOKENS)
+        return vt_errorf(VT_E_INVALID, "pooling %d is not one of none, mean, cls, last, tokens", (int)q->pooling);
     if (q->pooling == VT_POOLING_NONE) VT_TRY(sampling_check(&q->sampling, &sp));
     if (q->n_stop < 0 || q->n_stop > ENGINE_MAX_STOP || (q->n_stop > 0 && !q->stop))
         return vt_errorf(VT_E_INVALID, "%d stop strings (at most %d)", q->n_stop, ENGINE_MAX_STOP);
@@ -303,7 +319,13 @@ static vt_status request_create(vt_engine *e, const vt_request_params *q, reques
     }
     r->pooling = q->pooling;
     if (r->pooling != VT_POOLING_NONE) { /* an embedding: no sampler */
-        r->pooled = calloc((size_t)e->model->hp.n_embd, sizeof(float));
+        const int64_t rows = r->pooling == VT_POOLING_TOKENS ? n_ids : 1;
+        if (rows * e->model->hp.n_embd > INT32_MAX) {
+            s = vt_errorf(VT_E_RANGE, "the embeddings of %lld tokens of %lld values are more than one output holds",
+                          (long long)n_ids, (long long)e->model->hp.n_embd);
+            goto fail;
+        }
+        r->pooled = calloc((size_t)rows * (size_t)e->model->hp.n_embd, sizeof(float));
         if (!r->pooled) goto oom;
         free(ids);
         *out = r;
@@ -314,7 +336,7 @@ static vt_status request_create(vt_engine *e, const vt_request_params *q, reques
     if (q->grammar) { /* checked here; compiled and shared on the engine loop (engine_grammar_get) */
         const grammar_vocab *gv = NULL;
         grammar *g = NULL;
-        if ((s = grammar_parse(q->grammar, q->grammar_len, NULL, &g)) != VT_OK) goto fail;
+        if ((s = engine_grammar_parse(e, q->grammar, q->grammar_len, &g)) != VT_OK) goto fail;
         grammar_free(g);
         if ((s = engine_grammar_vocab(e, &gv)) != VT_OK) goto fail;
         r->gtext = malloc(q->grammar_len + 1);
@@ -925,6 +947,9 @@ static void pool_rows(vt_engine *e, request *r, int64_t n, int32_t *row) {
         for (int64_t j = 0; j < n; j++)
             for (int64_t i = 0; i < d; i++) r->pooled[i] += x[j * d + i];
         *row += (int32_t)n;
+    } else if (r->pooling == VT_POOLING_TOKENS) {
+        memcpy(r->pooled + (size_t)r->n_computed * (size_t)d, x, sizeof(float) * (size_t)(n * d));
+        *row += (int32_t)n;
     } else if ((r->pooling == VT_POOLING_CLS && r->n_computed == 0) ||
                (r->pooling == VT_POOLING_LAST && r->n_computed + n == r->n_tokens)) {
         memcpy(r->pooled, x, sizeof(float) * (size_t)d);
@@ -935,7 +960,7 @@ static void pool_rows(vt_engine *e, request *r, int64_t n, int32_t *row) {
 /* The rows of r's item (n tokens, batch rows from nt0 on) whose hidden states
  * its pooling needs, appended to e->b_erows. */
 static void embd_rows_of(vt_engine *e, const request *r, int64_t n, int64_t nt0, int32_t *n_erows) {
-    if (r->pooling == VT_POOLING_MEAN)
+    if (r->pooling == VT_POOLING_MEAN || r->pooling == VT_POOLING_TOKENS)
         for (int64_t j = 0; j < n; j++) e->b_erows[(*n_erows)++] = (int32_t)(nt0 + j);
     else if (r->pooling == VT_POOLING_CLS && r->n_computed == 0) e->b_erows[(*n_erows)++] = (int32_t)nt0;
     else if (r->pooling == VT_POOLING_LAST && r->n_computed + n == r->n_tokens)
@@ -945,7 +970,8 @@ static void embd_rows_of(vt_engine *e, const request *r, int64_t n, int64_t nt0,
 /* r's prompt is evaluated: report its pooled vector (the mean divided out) and
  * finish it (an error if a value is not finite). */
 static void finish_embedding(vt_engine *e, request *r) {
-    const int64_t d = e->model->hp.n_embd;
+    /* d: the values reported (every token's with VT_POOLING_TOKENS) */
+    const int64_t d = e->model->hp.n_embd * (r->pooling == VT_POOLING_TOKENS ? r->n_tokens : 1);
     if (r->pooling == VT_POOLING_MEAN)
         for (int64_t i = 0; i < d; i++) r->pooled[i] /= (float)r->n_tokens;
     vt_output *o = out_new(e, r, -1);

@@ -206,8 +206,9 @@ static void preempt_newest(vt_engine *e) {
  * snapshot at the prefix's end (*snap, -1 without a STATE group or a hit). */
 static int64_t lookup_prefix(vt_engine *e, request *r, int64_t *n_queried, int32_t *snap) {
     const int64_t bs = e->p.kv_block;
-    /* mean and cls pooling need every token's hidden state: nothing cached */
-    const bool all_rows = r->pooling == VT_POOLING_MEAN || r->pooling == VT_POOLING_CLS;
+    /* mean, cls and per-token embeddings need every token's hidden state: nothing cached */
+    const bool all_rows = r->pooling == VT_POOLING_MEAN || r->pooling == VT_POOLING_CLS ||
+                          r->pooling == VT_POOLING_TOKENS;
     const int64_t max_blocks = all_rows ? 0 : (r->n_tokens - 1) / bs;
     const bool enabled = e->pc[0].enabled;
     const bool has_full = e->kv.groups[0].spec.kind == KV_GROUP_FULL;

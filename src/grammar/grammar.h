@@ -9,8 +9,19 @@
  *   .              any character
  *   name           a rule reference
  *   ( ... )        a group
+ *   <[id]>         the token with that id, whole
+ *   <text>         the one token the text <text> is (special tokens included:
+ *                  <|im_end|>, <think>), resolved through grammar_tokens
+ *   !<[id]> !<text> any one token but that one
  * each optionally followed by `*`, `+`, `?`, `{m}`, `{m,}` or `{m,n}`. `root` is
- * the start rule. Token references (`<[id]>`, `<|tok|>`) are refused.
+ * the start rule.
+ *
+ * Token references are llama.cpp's (llama-grammar.cpp): they match whole tokens
+ * by id, where a token starts (a token's bytes never pass through one, and no
+ * text matches one), so `<think>` is the special token and not its text.
+ * Neither kind ever admits an end-of-generation token (those come only when
+ * the grammar is complete); the negation admits every other token, control
+ * tokens with no text included.
  *
  * Compiled form: characters are code points in the text but the matcher works on
  * bytes, the bytes tokens are made of (a token may end inside a UTF-8 sequence):
@@ -37,7 +48,10 @@
  * (GRAMMAR_MASK_CACHE of them, least recently used out): inside a JSON string
  * or a number every step is the same state and costs one lookup.
  * End-of-generation tokens are allowed only when a stack is empty (the grammar
- * accepts); tokens with no bytes (control tokens) never are.
+ * accepts); tokens with no bytes (control tokens) only by a token reference.
+ * A stack whose top is a token reference is a terminal that no byte advances;
+ * a state holding one adds its tokens to the mask, and accepting a token runs
+ * both ways (the bytes through the other stacks, the id through these).
  *
  * Limits against hostile grammars (each a VT_E_INVALID naming the problem):
  * text GRAMMAR_MAX_TEXT bytes, GRAMMAR_MAX_RULES rules, GRAMMAR_MAX_ELEMS
@@ -70,11 +84,24 @@
 
 typedef struct grammar grammar;
 
+/* How grammar_parse_tokens resolves token references. */
+typedef struct grammar_tokens {
+    int32_t n_vocab; /* <[id]> must be below it (0: unchecked) */
+    /* The id of the single token that text s[0..n) encodes to (special tokens
+     * recognised), or -1. NULL: <text> references are refused. */
+    int32_t (*find)(void *ud, const char *s, size_t n);
+    void *ud;
+} grammar_tokens;
+
 /* Parse and compile GBNF text of len bytes, starting at rule `root` (NULL:
  * "root"). VT_E_INVALID with "grammar: line L, column C: ..." on a syntax error,
  * or naming the undefined / left-recursive rule. The grammar is immutable and
- * may be shared between threads. */
+ * may be shared between threads. grammar_parse knows no vocabulary: <[id]> is
+ * taken as it is and <text> refused; grammar_parse_tokens resolves them with
+ * tokens (NULL: as grammar_parse). */
 vt_status grammar_parse(const char *text, size_t len, const char *root, grammar **out);
+vt_status grammar_parse_tokens(const char *text, size_t len, const char *root, const grammar_tokens *tokens,
+                               grammar **out);
 void grammar_free(grammar *g);
 int32_t grammar_n_rules(const grammar *g);
 

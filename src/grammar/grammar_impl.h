@@ -9,11 +9,11 @@
 
 /* A rule is its alternatives one after another, each a sequence of elements
  * ended by GE_ALT (another alternative follows) or GE_END (the last). */
-enum { GE_END = 0, GE_ALT, GE_REF, GE_SET };
+enum { GE_END = 0, GE_ALT, GE_REF, GE_SET, GE_TOK, GE_TOK_NOT };
 
 typedef struct gelem {
     uint8_t type;
-    int32_t v; /* GE_REF: rule id; GE_SET: index into grammar.sets */
+    int32_t v; /* GE_REF: rule id; GE_SET: index into grammar.sets; GE_TOK, GE_TOK_NOT: token id */
 } gelem;
 
 typedef struct gset {
@@ -37,6 +37,9 @@ struct grammar {
 void gcache_free(struct gcache *c);
 
 static inline bool gelem_is_end(const gelem *e) { return e->type == GE_END || e->type == GE_ALT; }
+/* consumes input: a byte (GE_SET) or a token (GE_TOK, GE_TOK_NOT) */
+static inline bool gelem_is_terminal(const gelem *e) { return e->type >= GE_SET; }
+static inline bool gelem_is_token(const gelem *e) { return e->type == GE_TOK || e->type == GE_TOK_NOT; }
 static inline bool gset_has(const gset *s, uint8_t b) { return (s->bits[b >> 5] >> (b & 31)) & 1; }
 
 #endif

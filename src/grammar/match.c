@@ -145,7 +145,8 @@ typedef struct gstate {
     int32_t n;
     uint64_t hash;
     bool accepting; /* holds the empty stack */
-    bool live;      /* holds a stack with a top: bytes may follow */
+    bool live;      /* holds a stack with a top: bytes or a token may follow */
+    bool has_tok;   /* holds a stack whose top is a token reference */
     int32_t mask;   /* its slot in the mask cache, -1: none */
 } gstate;
 
@@ -279,7 +280,7 @@ static void expand(gcache *c, const grammar *g, int64_t base, int32_t s, int dep
     }
     const gelem *el = g->el;
     const int32_t pos = c->nodes[s].pos;
-    if (el[pos].type == GE_SET) {
+    if (gelem_is_terminal(&el[pos])) {
         set_add(c, base, s);
         return;
     }
@@ -311,7 +312,7 @@ static bool grow_table(void **p, size_t elem, int bits) {
 /* The set built at sets[base, n_sets) as a state: an existing one (the new
  * nodes and the scratch are dropped) or a new one. -1 for an empty set, -2 on
  * error. */
-static int32_t intern(gcache *c, int64_t base, int32_t node_mark) {
+static int32_t intern(gcache *c, const grammar *g, int64_t base, int32_t node_mark) {
     if (c->err != VT_OK) return -2;
     const int32_t n = (int32_t)(c->n_sets - base);
     if (n == 0) {
@@ -319,12 +320,13 @@ static int32_t intern(gcache *c, int64_t base, int32_t node_mark) {
         return -1;
     }
     uint64_t h = 0;
-    bool accepting = false, live = false;
+    bool accepting = false, live = false, has_tok = false;
     for (int32_t i = 0; i < n; i++) {
         const int32_t s = c->sets[base + i];
         h += mix64(stack_hash(c, s) ^ 0x5851f42d4c957f2dull);
         accepting |= s < 0;
         live |= s >= 0;
+        has_tok |= s >= 0 && gelem_is_token(&g->el[c->nodes[s].pos]);
     }
     const uint32_t mask = (1u << c->state_bits) - 1;
     uint32_t i = (uint32_t)(h >> 7) & mask;
@@ -351,7 +353,8 @@ static int32_t intern(gcache *c, int64_t base, int32_t node_mark) {
         c->cap_states = cap;
     }
     const int32_t id = c->n_states++;
-    c->states[id] = (gstate){.set = base, .n = n, .hash = h, .accepting = accepting, .live = live, .mask = -1};
+    c->states[id] = (gstate){.set = base, .n = n, .hash = h, .accepting = accepting, .live = live,
+                             .has_tok = has_tok, .mask = -1};
     c->state_slot[i] = id + 1;
     if ((int64_t)c->n_states * 2 > (int64_t)1 << c->state_bits) { /* rehash */
         int32_t *old = c->state_slot;
@@ -389,13 +392,13 @@ static int32_t step(gcache *c, const grammar *g, int32_t st, uint8_t b) {
         const int32_t t = c->sets[c->states[st].set + k];
         if (t < 0) continue;
         const int32_t pos = c->nodes[t].pos;
-        if (!gset_has(&g->sets[g->el[pos].v], b)) continue;
+        if (g->el[pos].type != GE_SET || !gset_has(&g->sets[g->el[pos].v], b)) continue;
         const int32_t rest = c->nodes[t].parent;
         const int32_t next = gelem_is_end(&g->el[pos + 1]) ? rest : push_node(c, rest, pos + 1);
         if (next == -2) break;
         expand(c, g, base, next, 0);
     }
-    const int32_t to = intern(c, base, node_mark);
+    const int32_t to = intern(c, g, base, node_mark);
     if (to == -2) {
         c->n_sets = base;
         c->n_nodes = node_mark;
@@ -477,7 +480,7 @@ static vt_status cache_get(grammar *g, const grammar_vocab *v, gcache **out) {
             if (el[a].type == GE_END) break;
             a++;
         }
-        const int32_t st = intern(c, base, node_mark);
+        const int32_t st = intern(c, g, base, node_mark);
         if (st < 0) {
             const vt_status e = c->err != VT_OK ? c->err : vt_errorf(VT_E_INVALID, "grammar: matches nothing");
             c->n_sets = base;
@@ -523,6 +526,38 @@ bool grammar_matcher_done(const grammar_matcher *m) {
 static int32_t run_bytes(gcache *c, const grammar *g, int32_t st, const uint8_t *s, size_t n) {
     for (size_t i = 0; i < n && st >= 0; i++) st = step(c, g, st, s[i]);
     return st;
+}
+
+/* Does the token reference e admit token t? */
+static inline bool tok_admits(const gelem *e, int32_t t) { return e->type == GE_TOK ? e->v == t : e->v != t; }
+
+/* The state after token t (its n bytes s) from st, which holds token
+ * references: the bytes through the stacks with a byte on top, the id through
+ * the others, both sets together. -1 when neither continues, -2 on error. */
+static int32_t token_step(gcache *c, const grammar *g, int32_t st, int32_t t, const uint8_t *s, size_t n) {
+    const int32_t by_bytes = n > 0 ? run_bytes(c, g, st, s, n) : -1;
+    if (by_bytes == -2) return -2;
+    const int64_t base = c->n_sets;
+    const int32_t node_mark = c->n_nodes;
+    c->gen++;
+    c->work = 0;
+    if (by_bytes >= 0) {
+        for (int32_t k = 0; k < c->states[by_bytes].n; k++) set_add(c, base, c->sets[c->states[by_bytes].set + k]);
+    }
+    for (int32_t k = 0; k < c->states[st].n && c->err == VT_OK; k++) {
+        const int32_t x = c->sets[c->states[st].set + k];
+        if (x < 0 || !gelem_is_token(&g->el[c->nodes[x].pos]) || !tok_admits(&g->el[c->nodes[x].pos], t)) continue;
+        const int32_t pos = c->nodes[x].pos, rest = c->nodes[x].parent;
+        const int32_t next = gelem_is_end(&g->el[pos + 1]) ? rest : push_node(c, rest, pos + 1);
+        if (next == -2) break;
+        expand(c, g, base, next, 0);
+    }
+    const int32_t to = intern(c, g, base, node_mark);
+    if (to == -2) {
+        c->n_sets = base;
+        c->n_nodes = node_mark;
+    }
+    return to;
 }
 
 static vt_status advance_by(grammar_matcher *m, const uint8_t *s, size_t n, const char *what, int32_t token) {
@@ -571,6 +606,20 @@ vt_status grammar_matcher_accept(grammar_matcher *m, int32_t token) {
     const uint8_t *s;
     size_t n;
     token_bytes(m, token, &s, &n);
+    gcache *c;
+    VT_TRY(cache_get(m->g, v, &c));
+    if (c->states[m->state].has_tok) {
+        const int32_t st = token_step(c, m->g, m->state, token, s, n);
+        if (st == -2) {
+            const vt_status e = c->err;
+            c->err = VT_OK;
+            return e;
+        }
+        if (st < 0) return vt_errorf(VT_E_INVALID, "grammar: token %d does not continue the grammar", token);
+        m->state = st;
+        m->first = false;
+        return VT_OK;
+    }
     if (n == 0) return vt_errorf(VT_E_INVALID, "grammar: token %d has no text", token);
     VT_TRY(advance_by(m, s, n, "the token", token));
     m->first = false;
@@ -650,7 +699,25 @@ static vt_status compute_mask(gcache *c, const grammar *g, const grammar_vocab *
         for (int32_t i = 0; i < v->n_eog; i++) bits[v->eog[i] >> 5] |= 1u << (v->eog[i] & 31);
         *n += v->n_eog;
     }
-    return walk(c, g, v, state, strip, bits, n);
+    VT_TRY(walk(c, g, v, state, strip, bits, n));
+    if (!c->states[state].has_tok) return VT_OK;
+    /* the token references on top: their tokens (never an end-of-generation one) */
+    const gstate *s = &c->states[state];
+    for (int32_t k = 0; k < s->n; k++) {
+        const int32_t x = c->sets[s->set + k];
+        if (x < 0 || !gelem_is_token(&g->el[c->nodes[x].pos])) continue;
+        const gelem *e = &g->el[c->nodes[x].pos];
+        if (e->type == GE_TOK) {
+            if (e->v < v->n_vocab && !v->is_eog[e->v]) bits[e->v >> 5] |= 1u << (e->v & 31);
+        } else {
+            for (int32_t t = 0; t < v->n_vocab; t++)
+                if (t != e->v && !v->is_eog[t]) bits[t >> 5] |= 1u << (t & 31);
+        }
+    }
+    int32_t count = 0;
+    for (size_t w = 0; w < ((size_t)v->n_vocab + 31) / 32; w++) count += __builtin_popcount(bits[w]);
+    *n = count;
+    return VT_OK;
 }
 
 vt_status grammar_matcher_mask(grammar_matcher *m, const uint32_t **bits, int32_t *n_allowed) {

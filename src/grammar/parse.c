@@ -38,6 +38,7 @@ typedef struct parser {
     int depth;
     int32_t name_slot[1 << NAME_HASH_BITS]; /* rule id + 1, 0: empty */
     cp_range *cls, *cls_out, *cls_fin; /* (MAX_CLASS_RANGES + 8) each: a class being read */
+    const grammar_tokens *tokens;      /* resolves token references; NULL: none */
     vt_status st;
     char msg[256];
 } parser;
@@ -397,6 +398,46 @@ static bool parse_int(parser *p, uint64_t *out) {
 
 static int32_t parse_alternates(parser *p, int32_t rule, bool nested);
 
+/* A token reference at '<': <[id]> or <text> (llama.cpp's parse_token). */
+static bool parse_token(parser *p, int32_t *id) {
+    const char *start = p->pos;
+    p->pos++;
+    if (cur(p) == '[') {
+        p->pos++;
+        if (cur(p) < '0' || cur(p) > '9') return perr(p, "expected a token id after '<['"), false;
+        int64_t v = 0;
+        while (cur(p) >= '0' && cur(p) <= '9') {
+            v = v * 10 + (cur(p) - '0');
+            if (v > INT32_MAX - 1) return perr(p, "token id past %d", INT32_MAX - 1), false;
+            p->pos++;
+        }
+        if (cur(p) != ']' || at(p, 1) != '>') return perr(p, "expected ']>' after the token id"), false;
+        p->pos += 2;
+        const int32_t n_vocab = p->tokens ? p->tokens->n_vocab : 0;
+        if (n_vocab > 0 && v >= n_vocab) {
+            p->pos = start;
+            return perr(p, "token id %lld is past the vocabulary's %d tokens", (long long)v, n_vocab), false;
+        }
+        *id = (int32_t)v;
+        return true;
+    }
+    while (cur(p) >= 0 && cur(p) != '>') p->pos++;
+    if (cur(p) != '>') return perr(p, "expected '>' to end the token reference"), false;
+    p->pos++;
+    const size_t n = (size_t)(p->pos - start);
+    const int shown = n > 64 ? 64 : (int)n;
+    if (!p->tokens || !p->tokens->find) {
+        p->pos = start;
+        return perr(p, "the token reference %.*s needs the model's vocabulary (or write it <[id]>)", shown, start), false;
+    }
+    *id = p->tokens->find(p->tokens->ud, start, n);
+    if (*id < 0) {
+        p->pos = start;
+        return perr(p, "%.*s is not one token of the vocabulary", shown, start), false;
+    }
+    return true;
+}
+
 /* x{min,max} (max < 0: no bound) applied to rule[from..): llama.cpp's rewrite. */
 static bool repeat(parser *p, int32_t rule, int32_t from, uint64_t min, int64_t max) {
     if (from == p->rules[rule].n) return perr(p, "'*', '+', '?' or '{' with nothing before it"), false;
@@ -491,7 +532,16 @@ static bool parse_sequence(parser *p, int32_t rule, bool nested) {
             }
             skip_space(p, nested);
         } else if (c == '<' || c == '!') {
-            return perr(p, "token references (<...>) are not supported"), false;
+            const bool negate = c == '!';
+            if (negate) {
+                p->pos++;
+                if (cur(p) != '<') return perr(p, "expected a token reference ('<') after '!'"), false;
+            }
+            int32_t id;
+            if (!parse_token(p, &id)) return false;
+            last_start = p->rules[rule].n;
+            if (!push_el(p, rule, negate ? GE_TOK_NOT : GE_TOK, id)) return false;
+            skip_space(p, nested);
         } else if (is_word(c)) {
             const char *name = p->pos;
             while (is_word(cur(p))) p->pos++;
@@ -614,7 +664,7 @@ static vt_status check_left_recursion(grammar *g, const rule_buf *rules) {
                     }
                     if (e->type == GE_END) break;
                     alt_null = true;
-                } else if (e->type == GE_SET || (e->type == GE_REF && !nullable[e->v])) {
+                } else if (gelem_is_terminal(e) || (e->type == GE_REF && !nullable[e->v])) {
                     alt_null = false;
                 }
             }
@@ -633,7 +683,7 @@ static vt_status check_left_recursion(grammar *g, const rule_buf *rules) {
             }
             if (blocked) continue;
             if (e->type == GE_REF) edges[n_edges++] = e->v;
-            if (e->type == GE_SET || (e->type == GE_REF && !nullable[e->v])) blocked = true;
+            if (gelem_is_terminal(e) || (e->type == GE_REF && !nullable[e->v])) blocked = true;
         }
     }
     edge_start[n] = n_edges;
@@ -676,6 +726,11 @@ done:
 /* ---- the whole -------------------------------------------------------------------- */
 
 vt_status grammar_parse(const char *text, size_t len, const char *root, grammar **out) {
+    return grammar_parse_tokens(text, len, root, NULL, out);
+}
+
+vt_status grammar_parse_tokens(const char *text, size_t len, const char *root, const grammar_tokens *tokens,
+                               grammar **out) {
     *out = NULL;
     if (!text) text = "";
     if (len > GRAMMAR_MAX_TEXT)
@@ -685,6 +740,7 @@ vt_status grammar_parse(const char *text, size_t len, const char *root, grammar 
     if (!p) return vt_errorf(VT_E_NOMEM, "grammar: out of memory");
     p->src = p->pos = text;
     p->end = text + len;
+    p->tokens = tokens;
     p->any_rule = -1;
     p->cls = malloc(sizeof(cp_range) * 3 * (MAX_CLASS_RANGES + 8));
     if (!p->cls) {

@@ -21,6 +21,11 @@
  * an embedding model: 400, as llama-server's "Pooling type 'none' is not OAI
  * compatible" (its --pooling overrides there too). The vector is the final
  * hidden state after the output norm (llama.cpp's llama_get_embeddings_seq).
+ * An explicit --pooling none makes /embedding answer every token's vector, not
+ * normalised ({"index", "embedding": [[...], [...], ...]}, llama_get_embeddings_ith
+ * per token as llama-server sends them) and /v1/embeddings a 400. Rank pooling
+ * (rerankers: --pooling rank or the file's 4) is refused with a 400: vt has no
+ * reranking.
  *
  * Bounds: EMBD_MAX_INPUTS inputs and EMBD_MAX_TOKENS tokens a request; each
  * input at most the context. */
@@ -34,11 +39,14 @@
 
 #define EMBD_MAX_INPUTS 128
 #define EMBD_MAX_TOKENS (1 << 18)
+#define EMBD_MAX_TOKEN_VALUES (1 << 24) /* --pooling none: tokens x n_embd a request */
 
-static const char *const pooling_names[] = {"none", "mean", "cls", "last"};
+/* llama.cpp's llama_pooling_type values (rank, 4, is a reranker's: refused) */
+static const char *const pooling_names[] = {"none", "mean", "cls", "last", "rank"};
+#define POOLING_RANK 4
 
 bool embeddings_pooling_from_name(const char *name, int *out) {
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         if (!strcmp(name, pooling_names[i])) {
             *out = i;
             return true;
@@ -47,8 +55,9 @@ bool embeddings_pooling_from_name(const char *name, int *out) {
     return false;
 }
 
-/* The pooling of s's model (see the top); *declared: what the file says, for messages. */
-static vt_pooling server_pooling(server *s, uint32_t *declared) {
+/* The pooling of s's model (see the top), as llama_pooling_type values (rank
+ * included); *declared: what the file says, for messages. */
+static int server_pooling(server *s, uint32_t *declared) {
     const model *m = s->model;
     gguf_str arch;
     char key[128];
@@ -60,8 +69,8 @@ static vt_pooling server_pooling(server *s, uint32_t *declared) {
             *declared = gguf_get_i64(&m->gguf, key, &v) == VT_OK && v >= 0 && v < 1000 ? (uint32_t)v : 0;
         }
     }
-    if (s->pooling_flag >= 0) return (vt_pooling)s->pooling_flag;
-    return *declared >= VT_POOLING_MEAN && *declared <= VT_POOLING_LAST ? (vt_pooling)*declared : VT_POOLING_NONE;
+    if (s->pooling_flag >= 0) return s->pooling_flag;
+    return *declared >= VT_POOLING_MEAN && *declared <= POOLING_RANK ? (int)*declared : VT_POOLING_NONE;
 }
 
 /* One input (a string or an array of token ids) into its token ids. */
@@ -238,13 +247,22 @@ enum MHD_Result embeddings_handle(server *s, struct MHD_Connection *conn, bool o
         if (!ok) FAIL(400, "field '%.100s': not supported by vt's embeddings", key);
     }
     uint32_t declared;
-    const vt_pooling pooling = server_pooling(s, &declared);
-    if (pooling == VT_POOLING_NONE && s->pooling_flag == VT_POOLING_NONE)
-        FAIL(400, "vt serve runs with --pooling none: no embeddings (none is not an OpenAI-compatible pooling)");
+    int pooling = server_pooling(s, &declared);
+    if (pooling == POOLING_RANK)
+        FAIL(400, "rank pooling (a reranking model's%s) is not supported by vt: it has no reranking and cannot embed "
+                  "with it; start vt serve with --pooling mean|cls|last to embed anyway",
+             s->pooling_flag == POOLING_RANK ? ", asked by --pooling rank" : ", from <arch>.pooling_type");
+    if (pooling == VT_POOLING_NONE && s->pooling_flag == VT_POOLING_NONE) {
+        /* llama-server: /embedding gives every token's vector, /v1/embeddings refuses */
+        if (oai)
+            FAIL(400, "vt serve runs with --pooling none: one vector a token is not OpenAI-compatible (Pooling type "
+                      "'none' is not OAI compatible); use /embedding, or another --pooling");
+        pooling = VT_POOLING_TOKENS;
+    }
     if (pooling == VT_POOLING_NONE)
         FAIL(400, "this model is not an embedding model: its file declares %s pooling (%s); start vt serve with "
                   "--pooling mean|cls|last to embed with it anyway",
-             declared == 0 ? "no" : declared < 4 ? pooling_names[declared] : "an unsupported (rank?)",
+             declared == 0 ? "no" : declared < 5 ? pooling_names[declared] : "an unknown",
              "<arch>.pooling_type");
     json_t *in = json_object_get(root, "input");
     const char *in_name = "input";
@@ -286,9 +304,13 @@ enum MHD_Result embeddings_handle(server *s, struct MHD_Connection *conn, bool o
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     j->sock_fd = ci ? ci->connect_fd : -1;
     j->conn = conn;
-    j->pooling = pooling;
+    j->pooling = (vt_pooling)pooling;
     VT_ASSERT(j->n_prompts == n_inputs && j->n_choices == n_inputs);
     st = inputs_parse(s, j, in, batch, in_name);
+    if (st == VT_OK && pooling == VT_POOLING_TOKENS && j->n_prompt * n_embd > EMBD_MAX_TOKEN_VALUES)
+        st = vt_errorf(VT_E_RANGE, "field '%s': %lld tokens of %d values each are more than the %d values vt answers "
+                                   "in one request without pooling", in_name, (long long)j->n_prompt, n_embd,
+                       EMBD_MAX_TOKEN_VALUES);
     if (st == VT_OK) st = job_submit(j);
     if (st != VT_OK) {
         int code = st == VT_E_BUSY || st == VT_E_NOMEM ? 503 : st == VT_E_RANGE ? 413 : 400;
@@ -321,10 +343,17 @@ enum MHD_Result embeddings_handle(server *s, struct MHD_Connection *conn, bool o
     sb_add(&sb, oai ? "{\"object\":\"list\",\"data\":[" : "[");
     for (int32_t i = 0; i < j->n_choices; i++) {
         job_choice *c = &j->choices[i];
-        normalize(c->embd, c->n_embd, norm);
         if (oai) sb_printf(&sb, "%s{\"object\":\"embedding\",\"index\":%d,\"embedding\":", i ? "," : "", i);
         else sb_printf(&sb, "%s{\"index\":%d,\"embedding\":[", i ? "," : "", i);
-        floats_add(&sb, c->embd, c->n_embd, b64 && oai);
+        if (pooling == VT_POOLING_TOKENS) { /* a vector a token, not normalised (llama-server's) */
+            for (int32_t t = 0; t < c->n_embd / n_embd; t++) {
+                if (t) sb_add(&sb, ",");
+                floats_add(&sb, c->embd + (size_t)t * (size_t)n_embd, n_embd, false);
+            }
+        } else {
+            normalize(c->embd, c->n_embd, norm);
+            floats_add(&sb, c->embd, c->n_embd, b64 && oai);
+        }
         sb_add(&sb, oai ? "}" : "]}");
     }
     if (oai) {

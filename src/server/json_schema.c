@@ -30,6 +30,9 @@ typedef struct conv {
     } refs[64];
     int32_t n_refs;
     bool lenient;   /* tools: keywords vt cannot enforce are left unenforced, not refused */
+    bool no_lt;     /* JSON strings without a raw '<' (\u003c instead): the call's text
+                     * ends at a marker that starts with '<' */
+    int32_t raw_rule; /* the marker-free raw text rule of a tool grammar, -1 until made */
 } conv;
 
 /* GBNF literal text for bytes s[0..n): quotes and backslashes escaped, control
@@ -405,7 +408,7 @@ done:
     return st;
 }
 
-static void primitives(unsigned used, strbuf *out) {
+static void primitives(unsigned used, bool no_lt, strbuf *out) {
     if (used & USE_VALUE) used |= USE_STRING | USE_NUMBER | USE_BOOLEAN | USE_NULL | USE_WS;
     if (used & (USE_NUMBER | USE_INTEGER)) used |= USE_INTPART;
     if (used & USE_STRING) used |= USE_CHAR;
@@ -415,9 +418,11 @@ static void primitives(unsigned used, strbuf *out) {
                     "array ::= \"[\" ws ( value (\",\" ws value)* )? \"]\" ws\n");
     }
     if (used & USE_STRING) sb_add(out, "string ::= \"\\\"\" char* \"\\\"\" ws\n");
-    if (used & USE_CHAR)
-        sb_add(out, "char ::= [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" "
+    if (used & USE_CHAR) {
+        sb_add(out, no_lt ? "char ::= [^\"\\\\\\x7F\\x00-\\x1F<]" : "char ::= [^\"\\\\\\x7F\\x00-\\x1F]");
+        sb_add(out, " | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" "
                     "([0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))\n");
+    }
     if (used & USE_NUMBER)
         sb_add(out, "number ::= \"-\"? int-part (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,2})? ws\n");
     if (used & USE_INTEGER) sb_add(out, "integer ::= \"-\"? int-part ws\n");
@@ -435,7 +440,7 @@ vt_status jschema_to_gbnf(json_t *schema, const char *what, strbuf *out) {
         /* the top value has no whitespace before it */
         sb_printf(out, "root ::= s%d\n", r);
         sb_addn(out, c.rules.ptr, c.rules.len);
-        primitives(c.used, out);
+        primitives(c.used, false, out);
         if (out->failed || c.rules.failed) st = vt_errorf(VT_E_NOMEM, "out of memory");
     }
     sb_free(&c.rules);
@@ -444,13 +449,263 @@ vt_status jschema_to_gbnf(json_t *schema, const char *what, strbuf *out) {
 
 void jschema_any_object_gbnf(strbuf *out) {
     sb_add(out, "root ::= object\n");
-    primitives(USE_VALUE | USE_WS, out);
+    primitives(USE_VALUE | USE_WS, false, out);
+}
+
+/* ---- tool calls --------------------------------------------------------------------- */
+
+/* A tool parameter the XML-style formats write as raw text: a string schema
+ * (type "string", or a const or an enum of strings only). */
+static bool raw_string_schema(json_t *s) {
+    if (!json_is_object(s) || json_object_get(s, "$ref")) return false;
+    json_t *x;
+    if ((x = json_object_get(s, "const"))) return json_is_string(x);
+    if ((x = json_object_get(s, "enum"))) {
+        if (!json_is_array(x) || json_array_size(x) == 0) return false;
+        size_t i;
+        json_t *e;
+        json_array_foreach(x, i, e) if (!json_is_string(e)) return false;
+        return true;
+    }
+    if (json_object_get(s, "anyOf") || json_object_get(s, "oneOf")) return false;
+    x = json_object_get(s, "type");
+    return json_is_string(x) && !strcmp(json_string_value(x), "string");
+}
+
+bool jschema_string_arg(void *tools, const char *name, size_t name_len, const char *key, size_t key_len) {
+    size_t i;
+    json_t *t;
+    json_array_foreach((json_t *)tools, i, t) {
+        json_t *fn = json_object_get(t, "function");
+        json_t *tn = json_object_get(fn, "name");
+        if (!json_is_string(tn) || json_string_length(tn) != name_len || memcmp(json_string_value(tn), name, name_len))
+            continue;
+        const char *k;
+        json_t *ps;
+        json_object_foreach(json_object_get(json_object_get(fn, "parameters"), "properties"), k, ps) {
+            if (strlen(k) == key_len && !memcmp(k, key, key_len)) return raw_string_schema(ps);
+        }
+        return false;
+    }
+    return false;
+}
+
+/* A character in a GBNF class. */
+static void class_char(strbuf *b, char ch) {
+    if (ch == '\\' || ch == ']' || ch == '[' || ch == '-' || ch == '"') {
+        char e[3] = {'\\', ch, 0};
+        sb_add(b, e);
+    } else if ((unsigned char)ch < 0x20 || ch == 0x7f) {
+        sb_printf(b, "\\x%02X", (unsigned char)ch);
+    } else {
+        sb_addn(b, &ch, 1);
+    }
+}
+
+#define RAW_MAX_STATES 64
+
+/* Raw text (no NUL) in which none of the markers occurs: an automaton whose states are
+ * the proper prefixes of the markers the text ends with, one right-recursive
+ * rule each. Every marker starts with '<' and holds no other '<', so a '<'
+ * always leads to the state "<" and any character that continues no marker to
+ * the empty one. nl_edges: the text neither starts nor ends with a newline (the
+ * parser strips one there as the format's). */
+static vt_status marker_free_rule(conv *c, const char *const *marks, int n_marks, bool nl_edges, int32_t *rule) {
+    const char *pre[RAW_MAX_STATES]; /* state k is the prefix pre[k][0 .. len[k]) */
+    size_t len[RAW_MAX_STATES];
+    int n = 0;
+    pre[n] = "";
+    len[n++] = 0;
+    for (int m = 0; m < n_marks; m++) {
+        VT_ASSERT(marks[m][0] == '<' && !strchr(marks[m] + 1, '<'));
+        for (size_t l = 1; l < strlen(marks[m]); l++) {
+            bool seen = false;
+            for (int k = 0; k < n && !seen; k++) seen = len[k] == l && !memcmp(pre[k], marks[m], l);
+            if (seen) continue;
+            VT_ASSERT(n < RAW_MAX_STATES);
+            pre[n] = marks[m];
+            len[n++] = l;
+        }
+    }
+    /* rules: the n states, then (nl_edges) "after a newline" and the start */
+    if (c->n_rules + n + 2 >= JSCHEMA_MAX_RULES) return too_many("a tool's raw text");
+    const int32_t base = c->n_rules;
+    c->n_rules += n + 2;
+    const int32_t after_nl = nl_edges ? base + n : base, start = nl_edges ? base + n + 1 : base;
+    const int32_t lt = 1; /* the state "<" (the first prefix of the first marker) */
+    for (int k = 0; k < n + (nl_edges ? 2 : 0); k++) {
+        const bool is_after_nl = k == n, is_start = k == n + 1;
+        const int from = k < n ? k : 0; /* the prefix whose continuations this rule takes */
+        sb_printf(&c->rules, "s%d ::= %s", base + k, is_after_nl ? "" : "\"\" | ");
+        strbuf neg = {0};
+        sb_add(&neg, "[^<\\x00");
+        bool lt_child = false;
+        char done_chars[RAW_MAX_STATES];
+        int n_done = 0;
+        for (int m = 0; m < n_marks; m++) {
+            const size_t l = len[from];
+            if (strlen(marks[m]) <= l || memcmp(marks[m], pre[from], l)) continue;
+            const char ch = marks[m][l];
+            bool dup = false;
+            for (int d = 0; d < n_done; d++) dup |= done_chars[d] == ch;
+            if (dup) continue;
+            done_chars[n_done++] = ch;
+            if (ch == '<') lt_child = true;
+            else class_char(&neg, ch);
+            if (strlen(marks[m]) == l + 1) continue; /* it would complete a marker */
+            int to = -1;
+            for (int j = 0; j < n && to < 0; j++)
+                if (len[j] == l + 1 && !memcmp(pre[j], marks[m], l + 1)) to = j;
+            VT_ASSERT(to >= 0);
+            char lc[2] = {ch, 0};
+            lit(&c->rules, lc, 1);
+            sb_printf(&c->rules, " s%d | ", base + to);
+        }
+        if (!lt_child) sb_printf(&c->rules, "\"<\" s%d | ", base + lt);
+        if (nl_edges) {
+            sb_add(&neg, "\\n");
+            if (!is_start) sb_printf(&c->rules, "\"\\n\" s%d | ", after_nl);
+        }
+        sb_add(&neg, "]");
+        sb_printf(&c->rules, "%s s%d\n", neg.ptr ? neg.ptr : "[^<\\x00]", base);
+        const bool failed = neg.failed;
+        sb_free(&neg);
+        if (failed) return vt_errorf(VT_E_NOMEM, "out of memory");
+    }
+    *rule = start;
+    return VT_OK;
+}
+
+/* The markers a raw value of format f must not hold (its parser ends the value
+ * at the first of them). */
+static const char *const xml_marks[] = {"</parameter>", "<parameter=", "</function>"};
+static const char *const glm_marks[] = {"</arg_value>"};
+
+/* The value of one XML-style parameter: raw text for a string schema, else
+ * JSON by the schema. */
+static vt_status xml_value_rule(conv *c, tc_format f, json_t *ps, const char *path, int32_t *rule) {
+    if (!raw_string_schema(ps)) return schema_rule(c, ps, path, 1, rule);
+    json_t *x;
+    strbuf b = {0};
+    vt_status st = VT_OK;
+    if ((x = json_object_get(ps, "const"))) {
+        lit(&b, json_string_value(x), json_string_length(x));
+    } else if ((x = json_object_get(ps, "enum"))) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(x, i, e) {
+            if (i) sb_add(&b, " | ");
+            lit(&b, json_string_value(e), json_string_length(e));
+        }
+    } else if (json_object_get(ps, "minLength") || json_object_get(ps, "maxLength")) {
+        long long min = 0, max = -1;
+        VT_TRY(get_count(ps, "minLength", path, &min));
+        VT_TRY(get_count(ps, "maxLength", path, &max));
+        if (max >= 0 && max < min) return vt_errorf(VT_E_INVALID, "%s: maxLength %lld is below minLength %lld", path, max, min);
+        /* no '<' at all (no marker can form) and, for glm, no newline (none at the edges) */
+        sb_add(&b, f == TC_GLM ? "[^<\\n\\x00]" : "[^<\\x00]");
+        repeat(&b, min, max);
+    } else {
+        if (c->raw_rule < 0) {
+            st = f == TC_GLM ? marker_free_rule(c, glm_marks, 1, true, &c->raw_rule)
+                             : marker_free_rule(c, xml_marks, 3, false, &c->raw_rule);
+        }
+        *rule = c->raw_rule;
+        sb_free(&b);
+        return st;
+    }
+    if (c->n_rules >= JSCHEMA_MAX_RULES) st = too_many(path);
+    if (st == VT_OK) {
+        *rule = new_rule(c);
+        sb_printf(&c->rules, "s%d ::= %s\n", *rule, b.ptr ? b.ptr : "\"\"");
+    }
+    sb_free(&b);
+    return st;
+}
+
+/* A name the format can hold: no '<', '>' or newline (they end it). */
+static vt_status xml_name_ok(const char *name, const char *path, tc_format f) {
+    if (strpbrk(name, "<>\n") || !*name)
+        return vt_errorf(VT_E_INVALID, "%s: the name \"%.64s\" cannot be written in the %s tool-call format", path, name,
+                         tc_format_name(f));
+    return VT_OK;
+}
+
+/* The parameters of an XML-style call (qwen3_coder, glm) by the object schema
+ * params: each property one block, in the schema's order, the required ones
+ * always and each optional one or not (as object_rule does for JSON). */
+static vt_status xml_args_rule(conv *c, tc_format f, json_t *params, const char *path, int32_t *rule) {
+    json_t *props = json_object_get(params, "properties");
+    json_t *req = json_object_get(params, "required");
+    const size_t n = json_is_object(props) ? json_object_size(props) : 0;
+    if (n > JSCHEMA_MAX_ITEMS) return vt_errorf(VT_E_INVALID, "%s.properties: more than %d", path, JSCHEMA_MAX_ITEMS);
+    if (c->n_rules + 2 * (int64_t)n + 2 >= JSCHEMA_MAX_RULES) return too_many(path);
+    int32_t *kv = malloc(sizeof(int32_t) * (n + 1));
+    bool *required = calloc(n + 1, 1);
+    if (!kv || !required) {
+        free(kv);
+        free(required);
+        return vt_errorf(VT_E_NOMEM, "out of memory");
+    }
+    vt_status st = VT_OK;
+    strbuf sub = {0};
+    const char *key;
+    json_t *ps;
+    size_t k = 0;
+    json_object_foreach(n ? props : NULL, key, ps) {
+        size_t i;
+        json_t *r;
+        json_array_foreach(req, i, r) required[k] |= json_is_string(r) && !strcmp(json_string_value(r), key);
+        sb_free(&sub);
+        sb_printf(&sub, "%s.properties.%.64s", path, key);
+        const char *where = sub.ptr ? sub.ptr : path;
+        int32_t vr;
+        if ((st = xml_name_ok(key, where, f)) != VT_OK) goto done;
+        if ((st = xml_value_rule(c, f, ps, where, &vr)) != VT_OK) goto done;
+        if (c->n_rules >= JSCHEMA_MAX_RULES) {
+            st = too_many(path);
+            goto done;
+        }
+        kv[k] = new_rule(c);
+        sb_printf(&c->rules, "s%d ::= ", kv[k]);
+        if (f == TC_GLM) {
+            sb_add(&c->rules, "\"<arg_key>\" ");
+            lit(&c->rules, key, strlen(key));
+            sb_printf(&c->rules, " \"</arg_key>\\n<arg_value>\" s%d \"</arg_value>\\n\"\n", vr);
+        } else {
+            sb_add(&c->rules, "\"<parameter=\" ");
+            lit(&c->rules, key, strlen(key));
+            sb_printf(&c->rules, " \">\\n\" s%d \"\\n</parameter>\\n\"\n", vr);
+        }
+        k++;
+    }
+    /* tails: t(j) = the properties from j on */
+    if (c->n_rules + (int64_t)n + 1 >= JSCHEMA_MAX_RULES) {
+        st = too_many(path);
+        goto done;
+    }
+    const int32_t base = c->n_rules;
+    c->n_rules += (int32_t)(n + 1);
+    for (size_t j = 0; j <= n; j++) {
+        const int32_t me = base + (int32_t)j, next = me + 1;
+        if (j == n) sb_printf(&c->rules, "s%d ::= \"\"\n", me);
+        else if (required[j]) sb_printf(&c->rules, "s%d ::= s%d s%d\n", me, kv[j], next);
+        else sb_printf(&c->rules, "s%d ::= s%d s%d | s%d\n", me, kv[j], next, next);
+    }
+    *rule = base;
+done:
+    sb_free(&sub);
+    free(kv);
+    free(required);
+    return st;
 }
 
 vt_status jschema_tool_call_gbnf(tc_format f, bool args_style, json_t *tools, const char *name, strbuf *out) {
-    if (f != TC_HERMES && f != TC_LLAMA3 && f != TC_MISTRAL && f != TC_DEEPSEEK)
+    if (f != TC_HERMES && f != TC_LLAMA3 && f != TC_MISTRAL && f != TC_DEEPSEEK && f != TC_QWEN3_CODER &&
+        f != TC_GLM && f != TC_HARMONY)
         return vt_errorf(VT_E_UNSUPPORTED, "no tool-call grammar for the %s format", tc_format_name(f));
-    conv c = {.lenient = true};
+    const bool xml = f == TC_QWEN3_CODER || f == TC_GLM;
+    conv c = {.lenient = true, .no_lt = xml || f == TC_HARMONY, .raw_rule = -1};
     strbuf alts = {0};
     vt_status st = VT_OK;
     size_t i;
@@ -463,8 +718,15 @@ vt_status jschema_tool_call_gbnf(tc_format f, bool args_style, json_t *tools, co
         json_t *params = json_object_get(fn, "parameters");
         char path[96];
         snprintf(path, sizeof path, "tools[%zu].function.parameters", i);
-        int32_t r;
-        if (params) {
+        int32_t r = -1;
+        if (xml) {
+            char where[64];
+            snprintf(where, sizeof where, "tools[%zu].function.name", i);
+            if ((st = xml_name_ok(tn, where, f)) != VT_OK) break;
+            c.root = params;
+            c.n_refs = 0;
+            if ((st = xml_args_rule(&c, f, params, path, &r)) != VT_OK) break;
+        } else if (params) {
             c.root = params;
             c.n_refs = 0; /* each tool's $defs are its own */
             if ((st = schema_rule(&c, params, path, 0, &r)) != VT_OK) break;
@@ -490,6 +752,9 @@ vt_status jschema_tool_call_gbnf(tc_format f, bool args_style, json_t *tools, co
                 lit(&alts, sep, strlen(sep));
                 break;
             }
+            case TC_QWEN3_CODER: sb_add(&alts, " \">\\n\""); break;
+            case TC_GLM: sb_add(&alts, " \"\\n\""); break;
+            case TC_HARMONY: sb_add(&alts, " \" <|constrain|>json<|message|>\""); break;
             default: break;
             }
             sb_add(&alts, " ");
@@ -505,10 +770,15 @@ vt_status jschema_tool_call_gbnf(tc_format f, bool args_style, json_t *tools, co
         case TC_LLAMA3: sb_add(out, " \"}\"\n"); break;
         case TC_MISTRAL: sb_add(out, args_style ? "\n" : " \"}]\"\n"); break;
         case TC_DEEPSEEK: sb_add(out, "\n"); break;
+        case TC_QWEN3_CODER: sb_add(out, " \"</function>\\n</tool_call>\"\n"); break;
+        case TC_GLM: sb_add(out, " \"</tool_call>\"\n"); break;
+        /* <|call|> ends the generation where it is one such token (gpt-oss): then the
+         * complete arguments let it come; else it is written out */
+        case TC_HARMONY: sb_add(out, " (\"<|call|>\")?\n"); break;
         default: break;
         }
         sb_addn(out, c.rules.ptr, c.rules.len);
-        primitives(c.used, out);
+        primitives(c.used, c.no_lt, out);
         if (out->failed || c.rules.failed || alts.failed) st = vt_errorf(VT_E_NOMEM, "out of memory");
     }
     sb_free(&c.rules);

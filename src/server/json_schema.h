@@ -42,8 +42,26 @@ void jschema_any_object_gbnf(strbuf *out);
  * that tool's "parameters" schema, then the format's closer. Keywords the
  * converter refuses elsewhere (format, minimum, pattern, ...) are left
  * unenforced here: a tool's schema is the client's fixed API, and the call
- * still has the schema's shape. VT_E_UNSUPPORTED
- * for a format without a grammar (qwen3_coder, glm, harmony). */
+ * still has the schema's shape.
+ *
+ * The arguments: JSON (hermes, llama3, mistral, deepseek, and harmony's
+ * <|message|>{...}, then <|call|> or the end of the generation); one block a
+ * property for qwen3_coder (<parameter=KEY>\nVALUE\n</parameter>\n) and glm
+ * (<arg_key>KEY</arg_key>\n<arg_value>VALUE</arg_value>\n), in the schema's
+ * order, the required ones always. A VALUE whose schema is a string (see
+ * jschema_string_arg) is raw text (no NUL) that holds none of the markers that would end
+ * it (glm's neither starts nor ends with a newline; with maxLength or minLength
+ * it holds no '<' at all), any other is JSON by its schema. Where the call's
+ * text ends at a marker that starts with '<' (qwen3_coder, glm, harmony), JSON
+ * strings write '<' as \u003c. VT_E_INVALID for a tool or property name
+ * the XML-style formats cannot hold (a '<', '>' or newline in it);
+ * VT_E_UNSUPPORTED for a format without a grammar (TC_NONE). */
 vt_status jschema_tool_call_gbnf(tc_format f, bool args_style, json_t *tools, const char *name, strbuf *out);
+
+/* Whether the XML-style formats write parameter `key` of tool `name` as raw
+ * text: its schema is a string (type "string", or a const or an enum of strings
+ * only). tools: the request's "tools" array (a json_t *); the signature is
+ * tc_options.string_arg's. */
+bool jschema_string_arg(void *tools, const char *name, size_t name_len, const char *key, size_t key_len);
 
 #endif

@@ -407,6 +407,9 @@ static vt_status refuse_unsupported(json_t *root) {
     return VT_OK;
 }
 
+/* Any <text> token reference, for a syntax check without the vocabulary. */
+static int32_t any_token(void *ud, const char *s, size_t n) { return 0; }
+
 /* Structured output: response_format (text, json_object with an optional
  * "schema" as llama-server takes it, json_schema {name, schema, strict}), the
  * top-level json_schema (llama-server) or grammar (GBNF text); at most one. The
@@ -457,8 +460,10 @@ static vt_status parse_structured(json_t *root, oai_request *r) {
     else st = jschema_to_gbnf(schema, what, &g);
     if (st == VT_OK && (g.failed || !g.ptr)) st = g.failed ? vt_errorf(VT_E_NOMEM, "out of memory") : vt_errorf(VT_E_INVALID, "field 'grammar': empty");
     if (st == VT_OK) {
+        /* the syntax here; <text> token references are resolved by the engine */
+        const grammar_tokens any = {.find = any_token};
         grammar *parsed = NULL;
-        st = grammar_parse(g.ptr, g.len, NULL, &parsed);
+        st = grammar_parse_tokens(g.ptr, g.len, NULL, &any, &parsed);
         grammar_free(parsed);
         if (st != VT_OK) {
             char msg[400];

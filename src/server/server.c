@@ -191,7 +191,9 @@ vt_status job_prepare(job *j) {
         const bool harmony = s->tool_format == TC_HARMONY && (tools || reasoning);
         j->tc = (tc_options){.format = tools || harmony ? s->tool_format : TC_NONE,
                              .reasoning = s->tmpl_think && s->tool_format != TC_HARMONY && reasoning,
-                             .no_calls = !tools};
+                             .no_calls = !tools,
+                             .string_arg = tools ? jschema_string_arg : NULL,
+                             .string_arg_ud = tools ? json_object_get(r->root, "tools") : NULL};
         if (j->tc.reasoning) { /* the generation prompt may open the block itself (Qwen3, DeepSeek R1) */
             size_t e = len;
             while (e > 0 && (rendered[e - 1] == '\n' || rendered[e - 1] == ' ')) e--;
@@ -707,7 +709,7 @@ vt_status server_start(const server_params *p, server **out) {
     s->reasoning_none = p->reasoning_format && !strcmp(p->reasoning_format, "none");
     s->pooling_flag = -1;
     if (p->pooling && !embeddings_pooling_from_name(p->pooling, &s->pooling_flag)) {
-        st = vt_errorf(VT_E_INVALID, "vt serve: --pooling %s: expected none, mean, cls or last", p->pooling);
+        st = vt_errorf(VT_E_INVALID, "vt serve: --pooling %s: expected none, mean, cls, last or rank", p->pooling);
         goto fail;
     }
     if (s->chat_template_file && (st = load_template_file(s)) != VT_OK) goto fail;

@@ -49,6 +49,7 @@ typedef struct pstate {
     const char *end;
     bool final;
     tc_result *out;
+    const tc_options *opt;
 } pstate;
 
 static bool starts(const char *p, const char *end, const char *lit) {
@@ -286,14 +287,17 @@ bad:
 /* ---- hermes / qwen3_coder / glm: <tool_call> ----------------------------------------- */
 
 /* value of an XML-style parameter into args as a JSON member */
-static void add_param(tc_call *c, const char *k, size_t kn, const char *v, size_t vn) {
+static void add_param(const pstate *s, tc_call *c, const char *k, size_t kn, const char *v, size_t vn) {
     /* one newline around the value is the format's, not the value's */
     if (vn && v[0] == '\n') v++, vn--;
     if (vn && v[vn - 1] == '\n') vn--;
     sb_add(&c->args, c->args.len ? ", " : "{");
     add_json_string(&c->args, k, kn);
     sb_add(&c->args, ": ");
-    if (is_json_value(v, v + vn)) {
+    const tc_options *o = s->opt;
+    const bool string = o && o->string_arg &&
+                        o->string_arg(o->string_arg_ud, c->name.ptr ? c->name.ptr : "", c->name.len, k, kn);
+    if (!string && is_json_value(v, v + vn)) {
         const char *a = skip_ws(v, v + vn), *b = v + vn;
         while (b > a && is_ws(b[-1])) b--;
         sb_addn(&c->args, a, (size_t)(b - a));
@@ -326,7 +330,7 @@ static const char *xml_function(const pstate *s, const char *p, tc_call *c) {
             const char *v = kq + 1;
             const char *vq = until(s, v, val_end, 3, &w);
             if (!vq) return NULL;
-            add_param(c, k, (size_t)(kq - k), v, (size_t)(vq - v));
+            add_param(s, c, k, (size_t)(kq - k), v, (size_t)(vq - v));
             p = w == 0 ? vq + strlen(val_end[0]) : vq;
             continue;
         }
@@ -373,7 +377,7 @@ static const char *glm_call(const pstate *s, const char *p, tc_call *c) {
             const char *v = p + 11;
             const char *vq = until(s, v, val_end, 1, &w);
             if (!vq) return NULL;
-            add_param(c, k, (size_t)(kq - k), v, (size_t)(vq - v));
+            add_param(s, c, k, (size_t)(kq - k), v, (size_t)(vq - v));
             p = vq + 12;
             continue;
         }
@@ -700,7 +704,7 @@ bool tc_result_failed(const tc_result *r) {
 
 void tc_parse(const tc_options *o, const char *text, size_t len, bool final, tc_result *out) {
     memset(out, 0, sizeof *out);
-    pstate s = {.end = text + len, .final = final, .out = out};
+    pstate s = {.end = text + len, .final = final, .out = out, .opt = o};
     const char *p = text;
     if (o->format == TC_HARMONY) {
         parse_harmony(&s, p, o->no_calls);

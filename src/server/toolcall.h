@@ -26,7 +26,9 @@
  *                <|channel|>commentary to=functions.f <|constrain|>json<|message|>
  *                {...}<|call|> a call. Needs the control tokens in the text.
  * XML-style parameters become a JSON object: a value that is a whole JSON value
- * (a number, true, an object, ...) is kept as it is, any other is a JSON string.
+ * (a number, true, an object, ...) is kept as it is, any other is a JSON string;
+ * a parameter whose schema is a string (tc_options.string_arg) is always its raw
+ * text, as a JSON string.
  *
  * Reasoning (all formats but harmony, when tc_options.reasoning): a leading
  * <think>...</think> (or, with starts_in_reasoning, everything up to the first
@@ -68,6 +70,12 @@ typedef struct tc_options {
     bool reasoning;           /* split <think> blocks out as reasoning */
     bool starts_in_reasoning; /* the prompt ends inside an open <think> block */
     bool no_calls;            /* harmony without tools: a call's message is content */
+    /* qwen3_coder and glm: whether parameter `key` of tool `name` takes a string
+     * (its schema says so), so that its raw text stays a JSON string even when it
+     * reads as JSON ("42", "true"), as llama.cpp's parsers do. NULL: a value that
+     * reads as a whole JSON value is that value. ud is passed back. */
+    bool (*string_arg)(void *ud, const char *name, size_t name_len, const char *key, size_t key_len);
+    void *string_arg_ud;
 } tc_options;
 
 typedef struct tc_call {
