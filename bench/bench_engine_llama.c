@@ -14,6 +14,14 @@
  * rate (tokens after every request has its first one, over that time).
  * Then time to first token of a request that arrives while 4 others decode (both
  * engines put its prompt in the same batch as the 4 decodes).
+ * And vt's weight bytes read per generated token over the same decode steps
+ * (vt_engine_stats.weight_bytes_read), beside one sequence's
+ * (vt_model_step_bytes): batching shares each weight among a step's tokens, and
+ * in a mixture-of-experts layer each expert that any of them chose is read once,
+ * so the table also gives the distinct experts per MoE layer per step.
+ * Mixture-of-experts and hybrid (qwen35, qwen35moe: one recurrent-state slot per
+ * sequence on both sides) files run like any other; bench/make-models.sh writes
+ * them at the real models' layer shapes.
  *
  * Every measurement runs in a forked child (load, warm-up, timed run); vt and
  * llama.cpp alternate, PAIRS pairs, medians reported. Speed does not depend on the
@@ -44,6 +52,10 @@ typedef struct result {
     double wall_s, decode_s;
     long long tokens, decode_tokens;
     double ttft_s;
+    /* vt only, over the decode steps: weight bytes read per generated token, and
+     * distinct experts per MoE layer per step (0: no MoE layers); and one
+     * sequence's bytes per token (vt_model_step_bytes) */
+    double bytes_per_tok, experts_per_layer, step_bytes;
     int ok;
 } result;
 
@@ -72,6 +84,7 @@ static vt_engine *vt_open(vt_model *m, const opts *o, int c) {
     p.max_batch_tokens = 512;
     p.kv_tokens = (int64_t)(c + 1) * p.n_ctx;
     p.prefix_cache = false; /* distinct prompts anyway; llama.cpp has none */
+    p.state_snapshots = -1; /* hybrids: no prefix-cache state snapshots either */
     vt_engine *e = NULL;
     if (vt_engine_create(m, &p, &e) != VT_OK) {
         fprintf(stderr, "vt: %s\n", vt_last_error());
@@ -95,23 +108,33 @@ static bool vt_run(vt_model *m, vt_engine *e, int c, int prompt, int gen, result
         }
     }
     free(pr);
-    long long tokens = 0, started = 0;
+    long long tokens = 0, started = 0, decoded = 0; /* decoded: after every request started */
     double t_all = 0;
+    vt_engine_stats s_all = {0}, s_end;
     while (vt_engine_has_work(e)) {
         const vt_output *outs;
         int32_t n;
         if (vt_engine_step(e, &outs, &n) != VT_OK) return false;
+        const bool decoding = started == c;
         for (int32_t i = 0; i < n; i++) {
             if (outs[i].token < 0) continue;
             tokens++;
+            decoded += decoding;
             if (outs[i].n_generated == 1 && ++started == c) t_all = now_s();
         }
+        if (!decoding && started == c) vt_engine_stats_get(e, &s_all);
     }
     const double t1 = now_s();
+    vt_engine_stats_get(e, &s_end);
     r->wall_s = t1 - t0;
     r->tokens = tokens;
     r->decode_s = t1 - t_all;
-    r->decode_tokens = tokens - c;
+    r->decode_tokens = decoded;
+    r->bytes_per_tok = decoded ? (double)(s_end.weight_bytes_read - s_all.weight_bytes_read) / (double)decoded : 0;
+    const int64_t layer_passes = s_end.moe_layer_passes - s_all.moe_layer_passes;
+    r->experts_per_layer =
+        layer_passes ? (double)(s_end.moe_experts_read - s_all.moe_experts_read) / (double)layer_passes : 0;
+    r->step_bytes = (double)vt_model_step_bytes(m);
     return tokens == (long long)c * gen;
 }
 
@@ -274,7 +297,7 @@ static bool l_run(lctx *L, int c, int prompt, int gen, result *r) {
         s[k].active = true;
     }
     const double t0 = now_s();
-    long long tokens = 0, started = 0;
+    long long tokens = 0, started = 0, decoded = 0; /* decoded: after every request started */
     double t_all = 0;
     bool ok = true;
     for (;;) {
@@ -286,6 +309,7 @@ static bool l_run(lctx *L, int c, int prompt, int gen, result *r) {
         }
         if (n == 0) break;
         tokens += n;
+        if (t_all > 0) decoded += n;
         if (first >= 0) {
             started = 0;
             for (int k = 0; k < c; k++) started += s[k].generated > 0;
@@ -296,7 +320,7 @@ static bool l_run(lctx *L, int c, int prompt, int gen, result *r) {
     r->wall_s = t1 - t0;
     r->tokens = tokens;
     r->decode_s = t1 - t_all;
-    r->decode_tokens = tokens - c;
+    r->decode_tokens = decoded;
     for (int k = 0; k < c; k++) free(s[k].prompt);
     free(s);
     return ok && tokens == (long long)c * gen;
@@ -394,7 +418,9 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (!o.model || o.threads <= 0 || o.prompt < 2 || o.gen < 2 || o.pairs < 1 || o.pairs > 50) {
+    bool conc_ok = o.n_conc > 0;
+    for (int ci = 0; ci < o.n_conc; ci++) conc_ok = conc_ok && o.conc[ci] >= 1 && o.conc[ci] <= 256;
+    if (!o.model || o.threads <= 0 || o.prompt < 2 || o.gen < 2 || o.pairs < 1 || o.pairs > 50 || !conc_ok) {
         fprintf(stderr, "usage: %s -m MODEL.gguf (see the top of bench/bench_engine_llama.c)\n",
                 argv[0]);
         return 2;
@@ -406,13 +432,14 @@ int main(int argc, char **argv) {
     if (load[0] > 0.5) printf("warning: the machine is not idle (load %.2f)\n", load[0]);
     printf("| conc | vt tok/s | llama tok/s | ratio | vt decode tok/s | llama decode tok/s | ratio |\n");
     printf("|-----:|---------:|------------:|------:|----------------:|-------------------:|------:|\n");
-    char json[4096];
+    char json[8192];
     size_t jl = (size_t)snprintf(json, sizeof json, "{\"threads\": %d, \"prompt\": %d, \"gen\": %d, \"rows\": [",
                                  o.threads, o.prompt, o.gen);
     double vt_ttft = 0, l_ttft = 0;
+    double bytes_tok[16], experts[16], step_bytes = 0; /* vt's, per concurrency */
     for (int ci = 0; ci < o.n_conc; ci++) {
         const int c = o.conc[ci];
-        double vt_tps[50], l_tps[50], vt_dps[50], l_dps[50], vtt[50], ltt[50];
+        double vt_tps[50], l_tps[50], vt_dps[50], l_dps[50], vtt[50], ltt[50], vbt[50], vex[50];
         int n = 0;
         for (int p = 0; p < o.pairs; p++) {
             result a, b;
@@ -426,16 +453,22 @@ int main(int argc, char **argv) {
             l_dps[n] = (double)b.decode_tokens / b.decode_s;
             vtt[n] = a.ttft_s;
             ltt[n] = b.ttft_s;
+            vbt[n] = a.bytes_per_tok;
+            vex[n] = a.experts_per_layer;
+            step_bytes = a.step_bytes;
             n++;
         }
         const double vt_m = median(vt_tps, n), l_m = median(l_tps, n);
         const double vt_d = median(vt_dps, n), l_d = median(l_dps, n);
+        bytes_tok[ci] = median(vbt, n);
+        experts[ci] = median(vex, n);
         printf("| %4d | %8.1f | %11.1f | %5.2f | %15.1f | %18.1f | %5.2f |\n", c, vt_m, l_m,
                vt_m / l_m, vt_d, l_d, vt_d / l_d);
         jl += (size_t)snprintf(json + jl, sizeof json - jl,
                                "%s{\"conc\": %d, \"vt_tps\": %.2f, \"llama_tps\": %.2f, "
-                               "\"vt_decode_tps\": %.2f, \"llama_decode_tps\": %.2f}",
-                               ci ? ", " : "", c, vt_m, l_m, vt_d, l_d);
+                               "\"vt_decode_tps\": %.2f, \"llama_decode_tps\": %.2f, "
+                               "\"vt_bytes_per_token\": %.0f, \"vt_experts_per_layer_step\": %.2f}",
+                               ci ? ", " : "", c, vt_m, l_m, vt_d, l_d, bytes_tok[ci], experts[ci]);
         if (c == 4) {
             vt_ttft = median(vtt, n);
             l_ttft = median(ltt, n);
@@ -445,8 +478,21 @@ int main(int argc, char **argv) {
     if (vt_ttft > 0)
         printf("TTFT of a %d-token request arriving while 4 decode: vt %.1f ms, llama.cpp %.1f ms\n",
                o.prompt, 1e3 * vt_ttft, 1e3 * l_ttft);
-    snprintf(json + jl, sizeof json - jl, "], \"ttft_ms\": {\"vt\": %.2f, \"llama\": %.2f}}",
-             1e3 * vt_ttft, 1e3 * l_ttft);
+    /* what a generated token costs in weight reads (vt's count; llama.cpp's mul_mat_id
+     * also reads each chosen expert once per batch) */
+    printf("\nvt's weight reads in the decode steps (one sequence: %.2f MiB per token)\n",
+           step_bytes / (1024.0 * 1024.0));
+    printf("| conc | distinct experts / MoE layer / step | MiB read / token | vs one sequence |\n");
+    printf("|-----:|------------------------------------:|-----------------:|----------------:|\n");
+    for (int ci = 0; ci < o.n_conc; ci++) {
+        char ex[32] = "-";
+        if (experts[ci] > 0) snprintf(ex, sizeof ex, "%.1f", experts[ci]);
+        printf("| %4d | %35s | %16.2f | %15.3f |\n", o.conc[ci], ex, bytes_tok[ci] / (1024.0 * 1024.0),
+               step_bytes > 0 ? bytes_tok[ci] / step_bytes : 0);
+    }
+    snprintf(json + jl, sizeof json - jl,
+             "], \"ttft_ms\": {\"vt\": %.2f, \"llama\": %.2f}, \"vt_step_bytes\": %.0f}", 1e3 * vt_ttft,
+             1e3 * l_ttft, step_bytes);
     if (o.json) printf("%s\n", json);
     return 0;
 }

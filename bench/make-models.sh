@@ -11,6 +11,14 @@
 #           experts of 2880, 4 used, window 128 on alternate layers, YaRN 32;
 #           llama-bpe's vocabulary standing in for o200k), 4 of its 24 layers, in
 #           llama.cpp's MXFP4_MOE mix
+#   qwen35moe  Qwen3.6-35B-A3B's layer shape (n_embd 2048, 16 query / 2 KV heads of
+#           256 on every 4th layer, Gated DeltaNet with 16 k / 32 v heads of 128 on
+#           the others, 256 experts of 512, 8 used, a shared expert of 512; the
+#           qwen35 vocabulary file, 151936 tokens where the model has 248320), 8 of
+#           its 40 layers (6 linear, 2 full attention), in Q4_K_M and Q4_0
+#   qwen35  Qwen3.6-27B's layer shape (n_embd 5120, 24 query / 4 KV heads of 256 on
+#           every 4th layer, Gated DeltaNet with 16 k / 48 v heads of 128, n_ff
+#           17408; the same vocabulary), 8 of its 64 layers, in Q4_K_M and Q4_0
 #   gemma3  Gemma 3 4B's layer shape (n_embd 2560, 8 query / 4 KV heads of 256,
 #           n_ff 10240, window 1024 on 5 of every 6 layers; gemma-4's vocabulary),
 #           12 of its 34 layers, in Q4_K_M and Q4_0
@@ -75,11 +83,20 @@ for set in $sets; do
         --ff 2880 --experts 32 --experts-used 4 --expert-ff 2880 --swa 128 --ctx 4096 \
         --yarn-factor 32 --yarn-orig-ctx 4096 --rope-base 150000 \
         --vocab-from "$vocabs/ggml-vocab-llama-bpe.gguf" -- MXFP4_MOE ;;
+    qwen35moe)
+      mixes synth-qwen35moe-8l --arch qwen35moe --layers 8 --embd 2048 --heads 16 --kv-heads 2 --head-dim 256 \
+        --ff 512 --experts 256 --experts-used 8 --expert-ff 512 --shared-ff 512 --ssm-state 128 \
+        --ssm-k-heads 16 --ssm-v-heads 32 --ssm-conv 4 --full-attn-interval 4 --rope-base 10000000 --ctx 4096 \
+        --vocab-from "$vocabs/ggml-vocab-qwen35.gguf" -- Q4_K_M Q4_0 ;;
+    qwen35)
+      mixes synth-qwen35-8l --arch qwen35 --layers 8 --embd 5120 --heads 24 --kv-heads 4 --head-dim 256 \
+        --ff 17408 --ssm-state 128 --ssm-k-heads 16 --ssm-v-heads 48 --ssm-conv 4 --full-attn-interval 4 \
+        --rope-base 10000000 --ctx 4096 --vocab-from "$vocabs/ggml-vocab-qwen35.gguf" -- Q4_K_M Q4_0 ;;
     gemma3)
       mixes synth-gemma3-12l --arch gemma3 --layers 12 --embd 2560 --heads 8 --kv-heads 4 --head-dim 256 \
         --ff 10240 --swa 1024 --swa-pattern 6 --swa-rope-base 10000 --rope-base 1000000 --ctx 8192 \
         --vocab-from "$vocabs/ggml-vocab-gemma-4.gguf" -- Q4_K_M Q4_0 ;;
-    *) echo "make-models: unknown set '$set' (llama, moe, gptoss, gemma3)" >&2; exit 2 ;;
+    *) echo "make-models: unknown set '$set' (llama, moe, gptoss, qwen35moe, qwen35, gemma3)" >&2; exit 2 ;;
   esac
 done
 ls -la "$dir"

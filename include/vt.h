@@ -266,6 +266,15 @@ typedef struct vt_engine_stats {
     int64_t state_snapshots;     /* snapshots kept now */
     int64_t state_restores;      /* admissions that started from a snapshot (total) */
     size_t state_bytes_per_seq;  /* one sequence's state (= one snapshot), all recurrent layers */
+    /* The weights the forward passes read (totals; a benchmark's bytes per token). Each
+     * pass reads every weight but the expert tensors and the token embedding table; one
+     * row of that table per token (all of it where it is also the head and the pass
+     * wants logits); the head where the pass wants logits; and in each
+     * mixture-of-experts layer the experts its tokens chose, each once however many
+     * tokens chose it. A step of one decoding sequence reads vt_model_step_bytes. */
+    uint64_t weight_bytes_read;
+    int64_t moe_layer_passes;    /* mixture-of-experts layers evaluated, summed over passes */
+    int64_t moe_experts_read;    /* the distinct experts those layers read, summed */
 } vt_engine_stats;
 
 vt_engine_params vt_engine_default_params(void);

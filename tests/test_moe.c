@@ -9,6 +9,10 @@
  * - shapes where an expert is several slices wide and tall (n_ff_exp 320 =
  *   256 + 64, n_embd 512 = 2 x 256) and where it is one slice;
  * - vt_model_step_bytes counts only the experts a token routes to;
+ * - vt_engine_stats' weight count: a step of one decode reads the step bytes;
+ *   a prefill and a step of three decodes read each layer's chosen experts
+ *   once, between n_used and T x n_used of them per layer, and the bytes of
+ *   the rest of the weights once;
  * - moe_select (both gatings, ties, a bias, k = n) and gpt-oss's clamped
  *   SwiGLU on hand-computed values;
  * - the experts' unfused path (gpt-oss: biases, clamped SwiGLU): with zero
@@ -244,6 +248,69 @@ static void check_split(vt_model *m, const char *label) {
     free(oai);
 }
 
+/* vt_engine_stats' weight count over the steps of an engine: request A's
+ * prompt (one pass of N_PROMPT tokens), A's decode alone, B's and C's prompts
+ * beside A's decode, then A, B and C decoding together. Each step must read
+ * every weight but the experts, the embedding table and the head once, the
+ * head (logits in every step here), one embedding row per token, and as many
+ * experts as its MoE layers chose, each once: exp_bytes / n_expert apiece. */
+static void check_reads(vt_model *m, const char *label, vt_dtype type, int64_t n_embd, size_t exp_bytes,
+                        int64_t n_expert, int64_t n_used) {
+    size_t row = 0;
+    quant_row_bytes(type, n_embd, &row);
+    const size_t table = row * (size_t)vt_model_n_vocab(m); /* token_embd; output.weight the same */
+    const size_t trunk = vt_model_weight_bytes(m) - 2 * exp_bytes - 2 * table;
+    const size_t per_expert = exp_bytes / (size_t)n_expert;
+    vt_engine_params p = vt_engine_default_params();
+    p.n_threads = 2;
+    p.n_ctx = 128;
+    p.max_seqs = 4;
+    p.prefix_cache = false;
+    vt_engine *e = NULL;
+    vt_status st = vt_engine_create(m, &p, &e);
+    CHECK_MSG(st == VT_OK, "%s: engine: %s", label, vt_last_error());
+    if (st != VT_OK) return;
+    int32_t prompt[N_PROMPT];
+    vt_engine_stats s0, s1;
+    vt_engine_stats_get(e, &s0);
+    CHECK_MSG(s0.weight_bytes_read == 0 && s0.moe_layer_passes == 0 && s0.moe_experts_read == 0,
+              "%s: reads before the first step", label);
+    const int64_t tokens[4] = {N_PROMPT, 1, 1 + 2 * N_PROMPT, 3}; /* the tokens of each step */
+    for (int step = 0; step < 4; step++) {
+        for (int k = 0; k < (step == 0 ? 1 : step == 2 ? 2 : 0); k++) {
+            const int which = step == 0 ? 0 : 1 + k;
+            prompt_of(which, vt_model_n_vocab(m), prompt, N_PROMPT);
+            vt_request_params q = {.prompt = prompt, .n_prompt = N_PROMPT, .sampling = vt_sampling_default(),
+                                   .max_tokens = 8, .ignore_eos = true};
+            uint64_t id;
+            CHECK_OK(vt_engine_add(e, &q, &id));
+        }
+        const vt_output *outs;
+        int32_t n;
+        CHECK_OK(vt_engine_step(e, &outs, &n));
+        vt_engine_stats_get(e, &s1);
+        const int64_t T = tokens[step], layer_passes = s1.moe_layer_passes - s0.moe_layer_passes;
+        const int64_t reads = s1.moe_experts_read - s0.moe_experts_read;
+        const int64_t most = T * n_used < n_expert ? T * n_used : n_expert;
+        CHECK_MSG(layer_passes == 2, "%s step %d: %lld MoE layer passes, want 2", label, step, (long long)layer_passes);
+        CHECK_MSG(reads >= 2 * n_used && reads <= 2 * most, "%s step %d: %lld experts read in 2 layers, want %lld..%lld",
+                  label, step, (long long)reads, (long long)(2 * n_used), (long long)(2 * most));
+        const uint64_t want = trunk + table + (size_t)T * row + (size_t)reads * per_expert;
+        CHECK_MSG(s1.weight_bytes_read - s0.weight_bytes_read == want, "%s step %d: %llu bytes read, want %llu",
+                  label, step, (unsigned long long)(s1.weight_bytes_read - s0.weight_bytes_read),
+                  (unsigned long long)want);
+        if (T == 1) { /* one decode: exactly its n_used experts, vt_model_step_bytes (which rounds
+                         the experts' share down: within a byte) */
+            const uint64_t got = s1.weight_bytes_read - s0.weight_bytes_read, step_bytes = vt_model_step_bytes(m);
+            CHECK_EQ_INT(reads, 2 * n_used);
+            CHECK_MSG(got - step_bytes <= 1 || step_bytes - got <= 1, "%s: a decode read %llu bytes, step bytes %llu",
+                      label, (unsigned long long)got, (unsigned long long)step_bytes);
+        }
+        s0 = s1;
+    }
+    vt_engine_free(e);
+}
+
 static void check_model(const char *label, const char *arch, vt_dtype type, int64_t n_embd, int64_t ff_exp,
                         int64_t n_expert, int64_t n_used) {
     size_t exp_bytes = 0;
@@ -259,6 +326,7 @@ static void check_model(const char *label, const char *arch, vt_dtype type, int6
               all);
     check_threads(m, label);
     check_batch(m, label);
+    check_reads(m, label, type, n_embd, exp_bytes, n_expert, n_used);
     if (!strcmp(arch, "qwen3moe")) check_split(m, label);
     printf("%-22s %s\n", label, vt_model_desc(m));
     vt_model_free(m);

@@ -1008,6 +1008,11 @@ static void publish_stats(vt_engine *e) {
         e->st.state_snapshots = pc->n_lru;
         e->st.state_bytes_per_seq = e->state_seq_bytes;
     }
+    fwd_stats fs;
+    fwd_stats_get(e->fwd, &fs);
+    e->st.weight_bytes_read = fs.weight_bytes;
+    e->st.moe_layer_passes = fs.moe_layer_passes;
+    e->st.moe_experts_read = fs.moe_experts_read;
     pthread_mutex_lock(&e->mu);
     e->shared_st = e->st;
     e->active = e->n_running + e->n_waiting;

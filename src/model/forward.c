@@ -136,6 +136,10 @@ struct fwd_ctx {
     float *shg;        /* (T) sigmoid of the shared expert's gate per token (n_ff_shexp > 0), or NULL */
     q35_fwd *hy;       /* qwen35's linear layers and gated attention (model/qwen35.h), or NULL */
 
+    fwd_stats st;       /* fwd_stats_get; moe_ffn's thread 0 adds each MoE layer's experts */
+    size_t trunk_bytes; /* weights every pass reads: all but the experts, the embedding table, the head */
+    size_t head_bytes;  /* the output head (the embedding table where tied) */
+
     const fwd_batch *batch; /* the batch being run */
 #ifdef VT_FWD_PROFILE
     double prof_s[2][FWD_PROF_STEPS]; /* thread 0's seconds per step: decode, others */
@@ -144,6 +148,8 @@ struct fwd_ctx {
 };
 
 int fwd_barriers_per_layer(void) { return 9; }
+
+void fwd_stats_get(const fwd_ctx *f, fwd_stats *out) { *out = f->st; }
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
@@ -290,6 +296,11 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
                L0->exp_down[0].row_bytes * (size_t)hp->n_embd);
     }
     f->layer_bytes = hp->n_layer > 0 ? lb / (size_t)hp->n_layer : 0;
+    const size_t table = m->embd_row_bytes * (size_t)hp->n_vocab;
+    const bool tied = m->output.data == m->embd;
+    f->head_bytes = tied ? table : m->output.row_bytes * (size_t)m->output.n_out;
+    const size_t not_trunk = m->expert_bytes + table + (tied ? 0 : f->head_bytes);
+    f->trunk_bytes = m->weight_bytes > not_trunk ? m->weight_bytes - not_trunk : 0;
     f->solo_bytes = (size_t)FWD_SOLO_KIB_DEFAULT << 10;
     const char *env = getenv("VT_SOLO_KIB");
     if (env && *env) {
@@ -758,7 +769,15 @@ static void moe_ffn(fwd_ctx *f, const layer_weights *L, const uint8_t *xr, int64
     } else if (ith == 0) {
         moe_select_rows(f, L, 0, T);
     }
-    if (ith == 0) moe_group(f, T);
+    if (ith == 0) {
+        moe_group(f, T);
+        /* the experts this pass reads in this layer, each once (fwd_stats) */
+        const size_t expert = (L->exp_gate[0].row_bytes + L->exp_up[0].row_bytes) * (size_t)m->hp.n_ff_exp +
+                              L->exp_down[0].row_bytes * (size_t)m->hp.n_embd;
+        f->st.moe_layer_passes++;
+        f->st.moe_experts_read += f->n_active;
+        f->st.weight_bytes += (uint64_t)f->n_active * expert;
+    }
     tp_barrier(f->run);
     if (f->gather) {
         const size_t xs = mm_act_row_bytes(L->exp_gate[0].type, m->hp.n_embd);
@@ -1147,6 +1166,12 @@ vt_status fwd_run(fwd_ctx *f, const fwd_batch *b) {
     f->batch = b;
     f->run = f->solo && f->layer_bytes * (size_t)T < f->solo_bytes ? f->solo : f->pool;
     tp_run(f->run, forward_worker, f);
+    /* fwd_stats: the weights of the pass besides the experts (moe_ffn counted those) */
+    const bool tied = f->m->output.data == f->m->embd;
+    f->st.passes++;
+    f->st.tokens += T;
+    f->st.weight_bytes += f->trunk_bytes + (b->n_logits > 0 ? f->head_bytes : 0) +
+                          (tied && b->n_logits > 0 ? 0 : (size_t)T * f->m->embd_row_bytes);
 #ifdef VT_FWD_PROFILE
     f->prof_tokens[T > 1] += T;
     f->prof_passes[T > 1]++;

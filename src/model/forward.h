@@ -91,6 +91,24 @@ vt_status fwd_run(fwd_ctx *f, const fwd_batch *batch);
  * The contexts and the engine check every logits row with it before sampling. */
 bool fwd_logits_finite(const float *row, int64_t n);
 
+/* What the passes of a context have read, summed since fwd_create (a benchmark's
+ * count of the weight bytes behind each token; a few additions per pass and per
+ * MoE layer, so it is always on). weight_bytes counts, per pass: every weight but
+ * the expert tensors and the token embedding table; one row of that table per
+ * token, or all of it where it is also the head and the pass wants logits; the
+ * head only where the pass wants logits; and in each MoE layer the experts its
+ * tokens chose, each once (gate, up and down), however many tokens chose it. A
+ * pass of one token with logits reads vt_model_step_bytes. */
+typedef struct fwd_stats {
+    int64_t passes, tokens;
+    int64_t moe_layer_passes; /* MoE layers evaluated, summed over passes */
+    int64_t moe_experts_read; /* the distinct experts those layers read, summed */
+    uint64_t weight_bytes;
+} fwd_stats;
+
+/* f's counts so far; call between passes, from the thread that runs them. */
+void fwd_stats_get(const fwd_ctx *f, fwd_stats *out);
+
 /* Barriers per layer, for the record. */
 int fwd_barriers_per_layer(void);
 
