@@ -8,10 +8,11 @@
 #   CC=clang CXX=clang++ cmake -S .cache/llama/src -B .cache/llama/build-clang -DCMAKE_BUILD_TYPE=Release \
 #     -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF
 #   cmake --build .cache/llama/build-clang --target llama-server
-# Usage: bench/bench_server.sh MODEL [THREADS=2] [CTX=4096] [SLOTS=16] [MAX_TOKENS=32]
+# Usage: bench/bench_server.sh MODEL [THREADS=2] [CTX=2048] [SLOTS=16] [MAX_TOKENS=32]
+# (CTX at most the model's context_length, or its rope scaling's reach: vt serve refuses more)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-model=$1 threads=${2:-2} ctx=${3:-4096} slots=${4:-16} maxtok=${5:-32}
+model=$1 threads=${2:-2} ctx=${3:-2048} slots=${4:-16} maxtok=${5:-32}
 vt=${VT_BIN:-$root/build/vt}
 llama=${LLAMA_SERVER:-$root/.cache/llama/build-clang/bin/llama-server}
 port_vt=18181 port_ll=18182
@@ -21,7 +22,8 @@ wait_up() { for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$1/health" >/de
 "$llama" -m "$model" --port $port_ll -t "$threads" -c $((ctx * slots)) -np "$slots" -b 512 \
   --log-disable >/dev/null 2>&1 & lpid=$!
 trap 'kill $vpid $lpid 2>/dev/null; wait 2>/dev/null' EXIT
-wait_up $port_vt; wait_up $port_ll
+wait_up $port_vt || { echo "vt serve did not start (-c $ctx: see vt serve -m $model -c $ctx)" >&2; exit 1; }
+wait_up $port_ll
 echo "model $(basename "$model"), threads $threads, ctx $ctx per sequence, $slots slots, $maxtok tokens per request"
 echo "| concurrency | engine | requests | req/s | gen tok/s | mean ms | p50 ms | p95 ms | errors |"
 echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|"

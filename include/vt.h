@@ -85,7 +85,9 @@ typedef enum vt_kv_type {
 } vt_kv_type;
 
 typedef struct vt_context_params {
-    int32_t n_ctx;      /* max tokens per sequence (0: the model's training context) */
+    int32_t n_ctx;      /* max tokens per sequence (0: the model's training context; past
+                           it only as far as the model's rope scaling reaches, else
+                           VT_E_RANGE from vt_context_create, naming the keys) */
     int32_t n_seq;      /* max concurrent sequences (default 1) */
     int32_t n_batch;    /* max tokens per vt_decode call (default 512) */
     int32_t n_threads;  /* 0: physical cores */
@@ -145,7 +147,8 @@ typedef struct vt_engine vt_engine;
 
 typedef struct vt_engine_params {
     int32_t n_threads;        /* 0: physical cores */
-    int32_t n_ctx;            /* max tokens per sequence (0: the model's training context) */
+    int32_t n_ctx;            /* max tokens per sequence (0: the model's training context;
+                                 past it as vt_context_params.n_ctx) */
     int32_t max_seqs;         /* max sequences running at once (default 16) */
     int32_t max_batch_tokens; /* token budget of one step (default 512) */
     int32_t kv_block;         /* tokens per KV block (default 16) */

@@ -26,6 +26,16 @@ expect "bad kv type" "unknown KV cache type 'q3'" "$vt" run -m "$m" -ctk q3
 expect "unknown option" "unknown option '--bogus'" "$vt" run -m "$m" --bogus
 expect "prompt too long" "the context holds 16" "$vt" run -m "$m" -c 16 \
   -p "Once upon a time there was a little girl who lived in a village near the forest and she loved"
+# A context past the training context (stories260K: context_length 2048, no rope
+# scaling) is refused by run, chat and serve (which exits 1 once the load fails)
+past="n_ctx 4096 is past the model's training context (llama.context_length = 2048)"
+expect "run -c past the training context" "$past" "$vt" run -m "$m" -c 4096 -p Once -n 1
+expect "chat -c past the training context" "$past" "$vt" chat -m "$m" -c 4096 </dev/null
+if "$vt" serve --help >/dev/null 2>&1; then
+  out=$(timeout 60 "$vt" serve -m "$m" --host 127.0.0.1 --port 0 -t 1 -c 4096 2>&1 >/dev/null); rc=$?
+  if [ $rc -eq 1 ] && grep -qF "$past" <<<"$out" && grep -qF "use a context of at most 2048 (-c 2048)" <<<"$out"; then
+    pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL serve -c past the training context: rc=$rc: $out"; fi
+fi
 expect "corrupt gguf" "bad magic" "$vt" run -m "$src/tests/data/corrupt/bad_magic.gguf"
 expect "vocab-only gguf" "the file has 0" "$vt" run -m "$models/vocab/ggml-vocab-llama-spm.gguf"
 expect "unknown command" "unknown command 'frobnicate'" "$vt" frobnicate

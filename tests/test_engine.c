@@ -688,6 +688,7 @@ static void test_moe_engine(const char *arch) {
     sp.n_expert = 8;
     sp.n_expert_used = 2;
     sp.type = VT_DTYPE_Q8_0;
+    sp.n_ctx = 1024; /* small_params' context: vt refuses one past the training context */
     sp.n_threads = 2;
     CHECK_OK(synth_write(&sp, path));
     CHECK_OK(vt_model_load(path, NULL, &g_model));

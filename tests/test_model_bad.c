@@ -1,7 +1,9 @@
 /* vt_model_load on files whose GGUF is well formed but whose model is not:
  * absurd hyperparameters (zero or 2^40 sizes, head counts that do not divide,
- * an odd rope dimension, a huge context, NaN epsilon), tensors of the wrong
- * shape or type, a tokenizer larger than the embedding table. Each variant is
+ * an odd rope dimension, a huge context, NaN epsilon, rope scaling factors out
+ * of range: negative, infinite or NaN, an original context of 0, llama 3's
+ * rope_freqs of zeros), tensors of the wrong shape or type, a tokenizer larger
+ * than the embedding table. Each variant is
  * stories260K rewritten through the gguf writer with one or two edits; each
  * must be refused with a message that names the key or tensor (and the path),
  * without a crash and without a huge allocation (peak RSS is bounded at the
@@ -586,6 +588,9 @@ int main(void) {
         {"rope.freq_base inf", {KF32("rope.freq_base", INFINITY)}, {{0}}, "'llama.rope.freq_base' = inf is not a positive number"},
         {"rope scaling factor -2", {KF32("rope.scaling.factor", -2.0f)}, {{0}}, "rope scaling factor -2 is invalid"},
         {"rope scaling factor inf", {KF32("rope.scaling.factor", INFINITY)}, {{0}}, "rope scaling factor inf is invalid"},
+        {"rope scaling factor NaN", {KF32("rope.scaling.factor", NAN)}, {{0}}, "rope scaling factor nan is invalid"},
+        {"rope scaling original_context_length 0", {KU32("rope.scaling.original_context_length", 0)}, {{0}},
+         "'llama.rope.scaling.original_context_length' = 0 is out of range"},
         {"llama's keys under architecture gpt-oss", {{K_STR, "general.architecture", 0, 0, "gpt-oss"}}, {{0}},
          "required key 'gpt-oss.block_count' is missing"},
         {"rope scaling type longrope", {{K_STR, "llama.rope.scaling.type", 0, 0, "longrope"}}, {{0}}, "rope scaling type 'longrope' is not supported"},
@@ -616,6 +621,8 @@ int main(void) {
          "tensor 'blk.0.attn_q.weight': weight type q8_1 is not supported"},
         {"rope_freqs of the wrong length", {{0}}, {{"rope_freqs.weight", VT_DTYPE_F32, 1, {3}}},
          "tensor 'rope_freqs.weight' has shape [3, 1, 1], expected [4, 1]"},
+        {"rope_freqs of zeros", {{0}}, {{"rope_freqs.weight", VT_DTYPE_F32, 1, {4}}},
+         "tensor 'rope_freqs.weight': factor 0 = 0 is out of range (0, 1e6)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&f, &cases[i]);
     gguf_free(&f);

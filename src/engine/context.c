@@ -70,6 +70,7 @@ vt_status vt_context_create(vt_model *model, const vt_context_params *params, vt
         p.n_threads > 1024)
         return vt_errorf(VT_E_RANGE, "context parameters out of range (n_ctx %d, n_seq %d, n_batch %d)",
                          p.n_ctx, p.n_seq, p.n_batch);
+    VT_TRY(model_check_n_ctx(model, p.n_ctx)); /* never past the training context unscaled */
     vt_dtype tk, tv;
     VT_TRY(kv_dtype_of(p.type_k, &tk));
     VT_TRY(kv_dtype_of(p.type_v, &tv));

@@ -419,6 +419,7 @@ vt_status vt_engine_create(vt_model *model, const vt_engine_params *params, vt_e
                          "state_snapshot_interval %d)",
                          p.n_threads, p.n_ctx, p.max_seqs, p.max_batch_tokens, p.kv_block,
                          p.max_queue, p.state_snapshots, p.state_snapshot_interval);
+    VT_TRY(model_check_n_ctx(model, p.n_ctx)); /* never past the training context unscaled */
     vt_dtype tk, tv;
     VT_TRY(kv_dtype_of(p.type_k, &tk));
     VT_TRY(kv_dtype_of(p.type_v, &tv));

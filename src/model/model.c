@@ -950,6 +950,10 @@ static vt_status load_weights(model *m, bool progress) {
         VT_TRY(mm_weight_init(&m->output, embd->type, d, hp->n_vocab, embd->data));
     }
     VT_TRY(load_vec(m, "rope_freqs.weight", hp->n_rot / 2, false, &m->rope_freqs));
+    for (int64_t i = 0; m->rope_freqs && i < hp->n_rot / 2; i++) /* llama 3's factors divide the angle */
+        if (!(m->rope_freqs[i] > 0.0f && m->rope_freqs[i] < 1e6f))
+            return vt_errorf(VT_E_RANGE, "tensor 'rope_freqs.weight': factor %lld = %g is out of range (0, 1e6)",
+                             (long long)i, m->rope_freqs[i]);
     const bool dense3 = hp->arch == MODEL_ARCH_PHI3 || hp->arch == MODEL_ARCH_GLM4 ||
                         hp->arch == MODEL_ARCH_MISTRAL3 || hp->arch == MODEL_ARCH_MUSE_GLIMMER;
     if (hp->arch == MODEL_ARCH_MUSE_GLIMMER) { /* the embeddings' RMSNorm has no weight */
@@ -1184,6 +1188,48 @@ void model_embed_rows(const model *m, const int32_t *tokens, int64_t n, float *o
     for (int64_t i = 0; i < n; i++)
         tr->dequant_ref(m->embd + (size_t)tokens[i] * m->embd_row_bytes, out + i * m->hp.n_embd,
                         m->hp.n_embd);
+}
+
+/* The scaled reach (model.h): original_context_length / freq_scale, where the
+ * file declares both; 0 where it does not. */
+static int64_t rope_scaled_ctx(const model *m) {
+    const model_hparams *hp = &m->hp;
+    if (!(hp->rope_freq_scale < 1.0f) || !gguf_find(&m->gguf, arch_key(m, "rope.scaling.original_context_length")))
+        return 0;
+    const double reach = (double)hp->n_ctx_orig / (double)hp->rope_freq_scale + 0.5;
+    return reach >= (double)MODEL_MAX_CTX ? MODEL_MAX_CTX : (int64_t)reach;
+}
+
+int64_t model_n_ctx_max(const model *m) {
+    const int64_t ext = rope_scaled_ctx(m);
+    return ext > m->hp.n_ctx_train ? ext : m->hp.n_ctx_train;
+}
+
+vt_status model_check_n_ctx(const model *m, int64_t n_ctx) {
+    const model_hparams *hp = &m->hp;
+    const int64_t max = model_n_ctx_max(m), ext = rope_scaled_ctx(m);
+    if (n_ctx <= max) return VT_OK;
+    char ctx_key[256], orig_key[256];
+    snprintf(ctx_key, sizeof ctx_key, "%s", arch_key(m, "context_length"));
+    snprintf(orig_key, sizeof orig_key, "%s", arch_key(m, "rope.scaling.original_context_length"));
+    if (ext > 0)
+        return vt_errorf(VT_E_RANGE,
+                         "n_ctx %lld is past what the model's rope scaling reaches (%s %lld x factor %g = %lld "
+                         "tokens; %s = %lld): use a context of at most %lld (-c %lld)",
+                         (long long)n_ctx, orig_key, (long long)hp->n_ctx_orig, 1.0 / hp->rope_freq_scale,
+                         (long long)ext, ctx_key, (long long)hp->n_ctx_train, (long long)max, (long long)max);
+    if (hp->rope_freq_scale < 1.0f)
+        return vt_errorf(VT_E_RANGE,
+                         "n_ctx %lld is past the model's training context (%s = %lld): its rope scaling (factor %g) "
+                         "has no '%s', so the context_length is the scaled context; use a context of at most %lld "
+                         "(-c %lld)",
+                         (long long)n_ctx, ctx_key, (long long)hp->n_ctx_train, 1.0 / hp->rope_freq_scale, orig_key,
+                         (long long)max, (long long)max);
+    return vt_errorf(VT_E_RANGE,
+                     "n_ctx %lld is past the model's training context (%s = %lld) and the model declares no rope "
+                     "scaling that extends it (rope.scaling.type yarn or linear, with a factor and "
+                     "original_context_length); vt does not extrapolate: use a context of at most %lld (-c %lld)",
+                     (long long)n_ctx, ctx_key, (long long)hp->n_ctx_train, (long long)max, (long long)max);
 }
 
 int32_t vt_model_n_vocab(const vt_model *m) { return (int32_t)m->hp.n_vocab; }

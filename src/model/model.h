@@ -255,6 +255,19 @@ vt_status model_load_mat(model *m, const char *name, int64_t n_in, int64_t n_out
 vt_status model_load_ffn(model *m, int64_t il, layer_weights *L);
 vt_status model_own_buffer(model *m, void *p);
 
+/* Contexts past the training context. The longest context a model runs is its
+ * context_length, or, where the file declares rope scaling (linear or YaRN with a
+ * factor > 1) and rope.scaling.original_context_length, that original length times
+ * the factor if it reaches further (gpt-oss: 4096 x 32; Qwen3 with YaRN: 32768 x 4
+ * past a context_length of 40960). Scaling without the original length adds
+ * nothing: context_length is then the scaled context already (HF's
+ * max_position_embeddings of Gemma 3 or LLaMA-2-32K). model_n_ctx_max gives that
+ * length (at most MODEL_MAX_CTX); model_check_n_ctx is VT_OK for an n_ctx within
+ * it and otherwise VT_E_RANGE with a message that names n_ctx, the keys and the
+ * largest context allowed: vt never extrapolates rope silently. */
+int64_t model_n_ctx_max(const model *m);
+vt_status model_check_n_ctx(const model *m, int64_t n_ctx);
+
 /* Rows of token_embd for tokens[0..n) into out (n, n_embd). Ids are checked by
  * the caller. */
 void model_embed_rows(const model *m, const int32_t *tokens, int64_t n, float *out);

@@ -75,7 +75,10 @@
  * the tie at position 27 are at 6e-5..1.5e-4, the ones before at ~1e-6.
  *
  * YaRN: synthetic llama and qwen3 (F16) with rope.scaling.type yarn, factor 4,
- * original context 16, under the same tolerances.
+ * original context 16, under the same tolerances; the llama one has a
+ * context_length of 16 too, so that its positions 16..31 are past the training
+ * context (both engines run a context of 64 = 16 x 4, as far as the scaling
+ * reaches; vt refuses more).
  *
  * phi3, glm4, mistral3: synthetic 3-layer models (dense_params; attention
  * sharpened, qk_std 0.08, so that rope details show) with phi-3's vocabulary,
@@ -464,7 +467,7 @@ int main(void) {
         }
     }
     /* YaRN rope scaling (factor 4, original context 16: the ramp covers the
-     * first pairs) on both rope layouts */
+     * first pairs) on both rope layouts; llama's past its training context */
     static const char *yarn_archs[] = {"llama", "qwen3"};
     for (size_t a = 0; a < 2; a++) {
         char label[64], path[512];
@@ -476,6 +479,7 @@ int main(void) {
         sp.type = VT_DTYPE_F16;
         sp.yarn_factor = 4.0f;
         sp.yarn_orig_ctx = 16;
+        if (a == 0) sp.n_ctx = 16; /* context_length 16: the 32 positions pass it */
         sp.seed = 2000 + a;
         sp.n_threads = N_THREADS;
         vt_status s = synth_write(&sp, path);

@@ -347,7 +347,7 @@ int main(void) {
     sp.n_head_kv = 2;
     sp.head_dim = 32;
     sp.n_ff = 256;
-    sp.n_ctx = 512;
+    sp.n_ctx = 1024; /* vt_eval's context */
     sp.n_vocab = 512;
     sp.n_threads = 1;
     char path[] = "/tmp/vt_qwen35_llama_XXXXXX";
