@@ -86,12 +86,12 @@ for set in $sets; do
     qwen35moe)
       mixes synth-qwen35moe-8l --arch qwen35moe --layers 8 --embd 2048 --heads 16 --kv-heads 2 --head-dim 256 \
         --ff 512 --experts 256 --experts-used 8 --expert-ff 512 --shared-ff 512 --ssm-state 128 \
-        --ssm-k-heads 16 --ssm-v-heads 32 --ssm-conv 4 --full-attn-interval 4 --rope-base 10000000 --ctx 4096 \
+        --ssm-k-heads 16 --ssm-v-heads 32 --ssm-conv 4 --full-attn-interval 4 --rope-base 10000000 --ctx 8192 \
         --vocab-from "$vocabs/ggml-vocab-qwen35.gguf" -- Q4_K_M Q4_0 ;;
     qwen35)
       mixes synth-qwen35-8l --arch qwen35 --layers 8 --embd 5120 --heads 24 --kv-heads 4 --head-dim 256 \
         --ff 17408 --ssm-state 128 --ssm-k-heads 16 --ssm-v-heads 48 --ssm-conv 4 --full-attn-interval 4 \
-        --rope-base 10000000 --ctx 4096 --vocab-from "$vocabs/ggml-vocab-qwen35.gguf" -- Q4_K_M Q4_0 ;;
+        --rope-base 10000000 --ctx 8192 --vocab-from "$vocabs/ggml-vocab-qwen35.gguf" -- Q4_K_M Q4_0 ;;
     gemma3)
       mixes synth-gemma3-12l --arch gemma3 --layers 12 --embd 2560 --heads 8 --kv-heads 4 --head-dim 256 \
         --ff 10240 --swa 1024 --swa-pattern 6 --swa-rope-base 10000 --rope-base 1000000 --ctx 8192 \
