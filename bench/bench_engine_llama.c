@@ -100,6 +100,7 @@ static bool vt_run(vt_model *m, vt_engine *e, int c, int prompt, int gen, result
         make_prompt(pr, prompt, k, vt_model_n_vocab(m), vt_model_bos(m));
         vt_request_params q = {.prompt = pr, .n_prompt = prompt, .sampling = vt_sampling_default(),
                                .max_tokens = gen, .ignore_eos = true};
+        q.sampling.n_logprobs = -1; /* as llama.cpp's side: no logprobs */
         uint64_t id;
         if (vt_engine_add(e, &q, &id) != VT_OK) {
             fprintf(stderr, "vt: %s\n", vt_last_error());
@@ -146,6 +147,7 @@ static bool vt_ttft(vt_model *m, vt_engine *e, int prompt, result *r) {
         make_prompt(pr, prompt, 100 + k, vt_model_n_vocab(m), vt_model_bos(m));
         vt_request_params q = {.prompt = pr, .n_prompt = prompt, .sampling = vt_sampling_default(),
                                .max_tokens = 1 << 20, .ignore_eos = true};
+        q.sampling.n_logprobs = -1;
         vt_engine_add(e, &q, &ids[k]);
     }
     const vt_output *outs;
@@ -154,6 +156,7 @@ static bool vt_ttft(vt_model *m, vt_engine *e, int prompt, result *r) {
     make_prompt(pr, prompt, 200, vt_model_n_vocab(m), vt_model_bos(m));
     vt_request_params q = {.prompt = pr, .n_prompt = prompt, .sampling = vt_sampling_default(),
                            .max_tokens = 4, .ignore_eos = true};
+    q.sampling.n_logprobs = -1;
     const double t0 = now_s();
     vt_engine_add(e, &q, &ids[4]);
     bool got = false;

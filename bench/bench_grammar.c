@@ -44,6 +44,7 @@ static double run(vt_engine *e, const int32_t *prompt, int64_t n_prompt, int c, 
         q.sampling = vt_sampling_default();
         q.sampling.temperature = 1.0f;
         q.sampling.seed = (uint64_t)i + 1;
+        q.sampling.n_logprobs = -1; /* none asked, as a server request without logprobs */
         if (grammar) {
             q.grammar = grammar;
             q.grammar_len = strlen(grammar);

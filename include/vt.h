@@ -180,7 +180,8 @@ typedef struct vt_sampling {
     float repeat_penalty, presence_penalty, frequency_penalty;
     int32_t penalty_last_n;
     uint64_t seed;
-    int32_t n_logprobs; /* top alternatives to report per token (0..20) */
+    int32_t n_logprobs; /* top alternatives to report per token (0..20); -1: no logprobs at
+                           all (vt_output.logprob is 0: the log-softmax is not computed) */
     const vt_logit_bias *logit_bias; /* (n_logit_bias), copied when the request is added */
     int32_t n_logit_bias;
 } vt_sampling;
@@ -292,7 +293,9 @@ vt_status vt_engine_add(vt_engine *engine, const vt_request_params *req, uint64_
  * VT_FINISH_ABORT. VT_E_NOT_FOUND if it is unknown or already finished. */
 vt_status vt_engine_abort(vt_engine *engine, uint64_t id);
 /* One step. *outs (n_outs entries) stays valid until the next call. Does nothing
- * and returns *n_outs = 0 when there is no work. */
+ * and returns *n_outs = 0 when there is no work. VT_E_NOMEM (with *n_outs = 0)
+ * when the room for the step's outputs cannot be had: nothing was done, no
+ * request is lost, a later step goes on. */
 vt_status vt_engine_step(vt_engine *engine, const vt_output **outs, int32_t *n_outs);
 bool vt_engine_has_work(vt_engine *engine);
 void vt_engine_stats_get(vt_engine *engine, vt_engine_stats *out);

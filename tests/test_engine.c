@@ -376,6 +376,8 @@ static void test_text_and_stops(void) {
         q.sampling = vt_sampling_default();
         q.sampling.n_logprobs = 21;
         CHECK_EQ_INT(vt_engine_add(e2, &q, &id), VT_E_INVALID);
+        q.sampling.n_logprobs = -2;
+        CHECK_EQ_INT(vt_engine_add(e2, &q, &id), VT_E_INVALID);
         free(pt);
         vt_engine_free(e2);
     }
@@ -453,6 +455,66 @@ static void test_logprobs_and_sampling(void) {
     for (int k = 0; k < 4; k++) CHECK_MSG(same_tokens(&solo[k], &batch[k]), "seeded request %d", k);
     free(pt);
     vt_engine_free(e);
+}
+
+/* The room for a step's outputs cannot be had (the growth of the output arrays
+ * fails twice): those steps do nothing and say VT_E_NOMEM, and no request is
+ * lost: the running one still gives every token of an undisturbed run and its
+ * finish, the one aborted meanwhile is reported once. With n_logprobs -1 the
+ * tokens are the same and no logprob comes. */
+static void test_output_room_and_no_logprobs(void) {
+    int64_t np;
+    int32_t *pt = tokenize("Once upon a time", &np);
+    result want[2], got[2];
+    for (int pass = 0; pass < 2; pass++) {
+        vt_engine_params p = small_params();
+        vt_engine *e = NULL;
+        CHECK_OK(vt_engine_create(g_model, &p, &e));
+        if (!e) break;
+        result *res = pass ? got : want;
+        memset(res, 0, sizeof(result) * 2);
+        vt_request_params q = {.prompt = pt, .n_prompt = np, .sampling = vt_sampling_default(),
+                               .max_tokens = 10, .ignore_eos = true};
+        q.sampling.temperature = 0.8f;
+        q.sampling.top_p = 0.9f;
+        q.sampling.seed = 7;
+        if (pass) q.sampling.n_logprobs = -1;
+        uint64_t ids[2];
+        CHECK_OK(vt_engine_add(e, &q, &ids[0]));
+        CHECK_OK(vt_engine_add(e, &q, &ids[1]));
+        const vt_output *outs;
+        int32_t n;
+        if (pass) {
+            e->test_fail_outs = 2;
+            CHECK_OK(vt_engine_abort(e, ids[1]));
+            for (int i = 0; i < 2; i++) {
+                CHECK_EQ_INT(vt_engine_step(e, &outs, &n), VT_E_NOMEM);
+                CHECK_EQ_INT(n, 0);
+                CHECK(vt_engine_has_work(e));
+            }
+        }
+        int guard = 0;
+        double lp_sum = 0;
+        while (vt_engine_has_work(e) && guard++ < 1000) {
+            CHECK_OK(vt_engine_step(e, &outs, &n));
+            for (int32_t i = 0; i < n; i++) {
+                collect(&outs[i], res, 2, ids);
+                if (outs[i].token < 0) continue;
+                CHECK(pass ? outs[i].logprob == 0.0f : outs[i].logprob <= 0.0f);
+                CHECK_EQ_INT(outs[i].n_top, 0);
+                lp_sum += outs[i].logprob;
+            }
+        }
+        CHECK(pass ? lp_sum == 0 : lp_sum < 0);
+        if (pass) {
+            CHECK(same_tokens(&want[0], &got[0]) && got[0].finish == VT_FINISH_LENGTH);
+            CHECK(got[1].outputs == 1 && got[1].finish == VT_FINISH_ABORT);
+        } else {
+            CHECK(want[0].n == 10 && want[1].n == 10);
+        }
+        vt_engine_free(e);
+    }
+    free(pt);
 }
 
 static void test_abort(void) {
@@ -871,6 +933,7 @@ int main(void) {
     test_text_and_stops();
     test_logprobs_and_sampling();
     test_abort();
+    test_output_room_and_no_logprobs();
     test_threads();
     test_kv_types();
     test_eos();

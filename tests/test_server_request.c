@@ -25,6 +25,7 @@ int main(void) {
     CHECK(r.n_prompts == 1 && r.prompts[0].text && !strcmp(r.prompts[0].text, "Once upon") &&
           r.prompts[0].text_len == 9);
     CHECK(r.n == 1 && !r.stream && r.max_tokens == -1 && r.n_stop == 0 && r.n_logprobs == -1);
+    CHECK(r.sampling.n_logprobs == -1); /* not asked: the engine computes no logprob */
     CHECK(fabsf(r.sampling.temperature - 0.8f) < 1e-6f && r.sampling.top_k == 40);
     CHECK(!r.seed_given);
     oai_request_free(&r);
@@ -84,7 +85,7 @@ int main(void) {
     CHECK(r.n_logprobs == 3 && r.sampling.n_logprobs == 3);
     oai_request_free(&r);
     CHECK_OK(parse(OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"logprobs\": true}", &r));
-    CHECK(r.n_logprobs == 0);
+    CHECK(r.n_logprobs == 0 && r.sampling.n_logprobs == 0);
     oai_request_free(&r);
 
     /* rejections */

@@ -4,7 +4,7 @@
  * A step: take new requests and aborts from the inbox (the only state other
  * threads touch, under a mutex), plan the batch, run one forward pass over all
  * its tokens with logits only for rows that sample, then per sampled row: pick
- * the token, compute logprobs (log-softmax of the raw logits), append the token,
+ * the token, compute logprobs if asked (log-softmax of the raw logits), append the token,
  * turn it into text and check the stop conditions. Outputs live in per-step
  * buffers that stay valid until the next step. */
 #include "engine/engine.h"
@@ -85,8 +85,8 @@ static vt_status sampling_check(const vt_sampling *s, sampler_params *sp) {
     sp->seed = s->seed;
     sp->bias = s->logit_bias;
     sp->n_bias = s->n_logit_bias > 0 && s->logit_bias ? s->n_logit_bias : 0;
-    if (s->n_logprobs < 0 || s->n_logprobs > ENGINE_MAX_LOGPROBS)
-        return vt_errorf(VT_E_INVALID, "n_logprobs %d is outside [0, %d]", s->n_logprobs,
+    if (s->n_logprobs < -1 || s->n_logprobs > ENGINE_MAX_LOGPROBS)
+        return vt_errorf(VT_E_INVALID, "n_logprobs %d is outside [-1, %d]", s->n_logprobs,
                          ENGINE_MAX_LOGPROBS);
     if (sampler_params_check(sp) != VT_OK) {
         char msg[256];
@@ -620,17 +620,33 @@ static bool text_put(vt_engine *e, const char *s, size_t n) {
     return true;
 }
 
-/* A new output for r; text and tops are attached by the caller. NULL on OOM. */
-static vt_output *out_new(vt_engine *e, const request *r, int32_t token) {
+/* Room for n more outputs in this step. The step reserves, before it touches a
+ * request, one output for each abort it takes and each request it may schedule,
+ * so that out_new cannot fail: a request never ends without its finishing
+ * output (the job of a server waiting for it would wait forever). */
+static bool outs_reserve(vt_engine *e, int64_t n) {
+    const int64_t need = (int64_t)e->n_outs + n;
+    if (need <= e->cap_outs) return true;
+    if (e->test_fail_outs > 0) {
+        e->test_fail_outs--;
+        return false;
+    }
     int64_t cap = e->cap_outs, c2 = e->cap_outs, c3 = e->cap_outs, c4 = e->cap_outs, c5 = e->cap_outs;
-    if (!grow((void **)&e->outs, &cap, e->n_outs + 1, sizeof *e->outs) ||
-        !grow((void **)&e->out_text_off, &c2, e->n_outs + 1, sizeof *e->out_text_off) ||
-        !grow((void **)&e->out_top_off, &c3, e->n_outs + 1, sizeof *e->out_top_off) ||
-        !grow((void **)&e->out_err_off, &c4, e->n_outs + 1, sizeof *e->out_err_off) ||
-        !grow((void **)&e->out_embd_off, &c5, e->n_outs + 1, sizeof *e->out_embd_off))
-        return NULL;
+    if (!grow((void **)&e->outs, &cap, need, sizeof *e->outs) ||
+        !grow((void **)&e->out_text_off, &c2, need, sizeof *e->out_text_off) ||
+        !grow((void **)&e->out_top_off, &c3, need, sizeof *e->out_top_off) ||
+        !grow((void **)&e->out_err_off, &c4, need, sizeof *e->out_err_off) ||
+        !grow((void **)&e->out_embd_off, &c5, need, sizeof *e->out_embd_off))
+        return false;
     VT_ASSERT(cap == c2 && cap == c3 && cap == c4 && cap == c5);
     e->cap_outs = (int32_t)cap;
+    return true;
+}
+
+/* A new output for r in the room outs_reserve made; text and tops are attached
+ * by the caller. */
+static vt_output *out_new(vt_engine *e, const request *r, int32_t token) {
+    VT_ASSERT(e->n_outs < e->cap_outs);
     const int32_t i = e->n_outs++;
     vt_output *o = &e->outs[i];
     memset(o, 0, sizeof *o);
@@ -821,10 +837,18 @@ static void top_logprobs(const float *l, int32_t n, int32_t k, double lse, vt_to
 
 /* ---- the step ---------------------------------------------------------------------- */
 
-static void take_inbox(vt_engine *e, uint64_t **aborts, int32_t *n_aborts, bool *oom) {
+/* Move the inbox to the waiting queue and take the aborts, after reserving an
+ * output for each abort and each request the step may schedule; false (nothing
+ * taken, aborts and new requests kept for a later step) when that room cannot
+ * be had. */
+static bool take_inbox(vt_engine *e, uint64_t **aborts, int32_t *n_aborts, bool *oom) {
     *aborts = NULL;
     *n_aborts = 0;
     pthread_mutex_lock(&e->mu);
+    if (!outs_reserve(e, (int64_t)e->n_aborts + e->p.max_seqs)) {
+        pthread_mutex_unlock(&e->mu);
+        return false;
+    }
     const int64_t need = (int64_t)e->n_waiting + e->n_inbox + e->p.max_seqs;
     if (!grow32((void **)&e->waiting, &e->cap_waiting, need, sizeof *e->waiting)) {
         *oom = true; /* keep them in the inbox for a later step */
@@ -843,6 +867,7 @@ static void take_inbox(vt_engine *e, uint64_t **aborts, int32_t *n_aborts, bool 
         }
     }
     pthread_mutex_unlock(&e->mu);
+    return true;
 }
 
 static void process_aborts(vt_engine *e, const uint64_t *ids, int32_t n) {
@@ -854,10 +879,8 @@ static void process_aborts(vt_engine *e, const uint64_t *ids, int32_t n) {
             if (e->waiting[i]->id == ids[k]) r = e->waiting[i];
         if (!r) continue; /* finished in the meantime */
         vt_output *o = out_new(e, r, -1);
-        if (o) {
-            o->finish = VT_FINISH_ABORT;
-            emit_pending(e, r, o, r->n_pending);
-        }
+        o->finish = VT_FINISH_ABORT;
+        emit_pending(e, r, o, r->n_pending);
         retire(e, r);
     }
 }
@@ -884,12 +907,10 @@ static bool sample_one(vt_engine *e, request *r, const float *l) {
         }
         if (st != VT_OK) {
             vt_output *o = out_new(e, r, -1);
-            if (o) {
-                char msg[300];
-                snprintf(msg, sizeof msg, "%s", vt_last_error());
-                emit_pending(e, r, o, r->n_pending);
-                out_error(e, o, msg);
-            }
+            char msg[300];
+            snprintf(msg, sizeof msg, "%s", vt_last_error());
+            emit_pending(e, r, o, r->n_pending);
+            out_error(e, o, msg);
             return true;
         }
     } else {
@@ -901,18 +922,16 @@ static bool sample_one(vt_engine *e, request *r, const float *l) {
     e->st.generated_tokens++;
 
     vt_output *o = out_new(e, r, tok);
-    if (!o) {
-        /* cannot report: end the request rather than lose tokens silently */
-        return true;
-    }
-    double lse;
-    o->logprob = log_softmax_of(l, e->n_vocab, tok, &lse);
-    const int32_t k = r->n_logprobs < e->n_vocab ? r->n_logprobs : e->n_vocab;
-    if (k > 0 && grow((void **)&e->tops, &e->cap_tops, e->n_tops + k, sizeof *e->tops)) {
-        top_logprobs(l, e->n_vocab, k, lse, e->tops + e->n_tops);
-        e->out_top_off[o - e->outs] = e->n_tops;
-        o->n_top = k;
-        e->n_tops += k;
+    if (r->n_logprobs >= 0) { /* asked for: one pass for the normaliser, one for the top k */
+        double lse;
+        o->logprob = log_softmax_of(l, e->n_vocab, tok, &lse);
+        const int32_t k = r->n_logprobs < e->n_vocab ? r->n_logprobs : e->n_vocab;
+        if (k > 0 && grow((void **)&e->tops, &e->cap_tops, e->n_tops + k, sizeof *e->tops)) {
+            top_logprobs(l, e->n_vocab, k, lse, e->tops + e->n_tops);
+            e->out_top_off[o - e->outs] = e->n_tops;
+            o->n_top = k;
+            e->n_tops += k;
+        }
     }
 
     const bool eos = (!r->ignore_eos || r->gtext) && tok_is_eog(e->tok, tok);
@@ -976,7 +995,6 @@ static void finish_embedding(vt_engine *e, request *r) {
     if (r->pooling == VT_POOLING_MEAN)
         for (int64_t i = 0; i < d; i++) r->pooled[i] /= (float)r->n_tokens;
     vt_output *o = out_new(e, r, -1);
-    if (!o) return;
     if (!fwd_logits_finite(r->pooled, d)) {
         char step[160];
         snprintf(step, sizeof step, "request %llu, the embedding of %lld tokens", (unsigned long long)r->id,
@@ -1031,7 +1049,11 @@ vt_status vt_engine_step(vt_engine *e, const vt_output **outs, int32_t *n_outs) 
     uint64_t *abort_ids;
     int32_t n_abort_ids;
     bool oom = false;
-    take_inbox(e, &abort_ids, &n_abort_ids, &oom);
+    if (!take_inbox(e, &abort_ids, &n_abort_ids, &oom)) {
+        publish_stats(e);
+        return vt_errorf(VT_E_NOMEM, "engine step: out of memory for the step's outputs (nothing was done; "
+                                     "the requests wait for the next step)");
+    }
     process_aborts(e, abort_ids, n_abort_ids);
     free(abort_ids);
 
@@ -1083,8 +1105,7 @@ vt_status vt_engine_step(vt_engine *e, const vt_output **outs, int32_t *n_outs) 
             snprintf(msg, sizeof msg, "%s", vt_last_error());
             for (int32_t k = 0; k < e->n_items; k++) {
                 request *r = e->items[k].req;
-                vt_output *o = out_new(e, r, -1);
-                if (o) out_error(e, o, msg);
+                out_error(e, out_new(e, r, -1), msg);
                 retire(e, r);
             }
         } else {
@@ -1121,8 +1142,7 @@ vt_status vt_engine_step(vt_engine *e, const vt_output **outs, int32_t *n_outs) 
                                  (unsigned long long)r->id, r->n_generated ? "decode" : "prefill",
                                  (long long)(r->n_tokens - 1));
                         model_nonfinite_error(e->model, step);
-                        vt_output *o = out_new(e, r, -1);
-                        if (o) out_error(e, o, vt_last_error());
+                        out_error(e, out_new(e, r, -1), vt_last_error());
                         retire(e, r);
                         continue;
                     }

@@ -120,7 +120,8 @@ struct vt_engine {
     int32_t n_grammars, cap_grammars;
 
     vt_output *outs;
-    int32_t n_outs, cap_outs;
+    int32_t n_outs, cap_outs;   /* cap_outs: reserved at the step's start (outs_reserve) */
+    int32_t test_fail_outs;     /* tests: the next n growths of the outputs fail as out of memory */
     size_t *out_text_off;       /* (cap_outs) offsets into text until the step ends */
     int64_t *out_top_off;       /* (cap_outs) offsets into tops, -1: none */
     int64_t *out_err_off;       /* (cap_outs) offsets into text of an error, -1: none */

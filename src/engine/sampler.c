@@ -6,6 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The fast chains bucket a softmax numerator e = expf((logit - max) / temp), in
+ * [0, 1], by the top bits of its float (exponent and 5 mantissa bits: 32 buckets
+ * an octave). The bucket is monotone in e, and e in the logit, so the buckets
+ * taken from the top cut the sorted candidates into consecutive runs. */
+#define EB_SHIFT 18
+#define EB_N ((0x3f800000u >> EB_SHIFT) + 1)
+
 typedef struct cand {
     int32_t id;
     float logit;
@@ -22,6 +29,8 @@ struct sampler {
     int32_t ring_len, ring_pos;
     uint64_t rng[4];
     vt_logit_bias *bias; /* (p.n_bias) the sampler's copy */
+    double emass[EB_N];       /* the fast chains' sums of softmax numerators, by e_bucket */
+    int64_t n_fast, n_sorted; /* draws the fast chains decided, draws through the full sort */
 };
 
 sampler_params sampler_default_params(void) {
@@ -165,30 +174,287 @@ static void top_k_sort(cand *c, int32_t n, int32_t k) {
     qsort(c, (size_t)k, sizeof(cand), cand_desc);
 }
 
+/* The softmax numerator of a logit; the fast chains and the sorted one share it
+ * so that they compute the same floats. */
+static inline float soft_num(float logit, float mx, float temp) { return expf((logit - mx) / temp); }
+
 /* p = softmax(logit / temp) over c[0..n), returns nothing; c sorted desc. */
 static void softmax(cand *c, int32_t n, float temp) {
     const float mx = c[0].logit;
     double sum = 0;
     for (int32_t i = 0; i < n; i++) {
-        c[i].p = expf((c[i].logit - mx) / temp);
+        c[i].p = soft_num(c[i].logit, mx, temp);
         sum += c[i].p;
     }
     for (int32_t i = 0; i < n; i++) c[i].p = (float)(c[i].p / sum);
 }
 
-static int32_t sample_impl(sampler *s, const float *logits, const uint32_t *allowed, float *logprob);
+/* Draw with u in [0, 1) from softmax(logit / temp) over the sorted c[0..n). */
+static int32_t draw_sorted(cand *c, int32_t n, float temp, double u, float *logprob) {
+    softmax(c, n, temp);
+    double cum = 0;
+    int32_t pick = n - 1;
+    for (int32_t i = 0; i < n; i++) {
+        cum += c[i].p;
+        if (u < cum) {
+            pick = i;
+            break;
+        }
+    }
+    if (logprob) *logprob = logf(c[pick].p);
+    return c[pick].id;
+}
+
+/* The chain as first written (the specification of the fast ones): sort the
+ * candidates (the best n, n < n_c for top-k), top-p and min-p on their softmax,
+ * then the draw over what is left. */
+static int32_t chain_sorted(const sampler_params *p, cand *c, int32_t n_c, int32_t n, double u, float *logprob) {
+    top_k_sort(c, n_c, n);
+    if (p->top_p < 1.0f || p->min_p > 0.0f) {
+        softmax(c, n, 1.0f);
+        if (p->top_p < 1.0f) {
+            double cum = 0;
+            int32_t keep = n;
+            for (int32_t i = 0; i < n; i++) {
+                cum += c[i].p;
+                if (cum >= p->top_p) {
+                    keep = i + 1;
+                    break;
+                }
+            }
+            n = keep;
+        }
+        if (p->min_p > 0.0f) {
+            const float floor_p = p->min_p * c[0].p;
+            int32_t keep = 1;
+            while (keep < n && c[keep].p >= floor_p) keep++;
+            n = keep;
+        }
+    }
+    return draw_sorted(c, n, p->temperature, u, logprob);
+}
+
+/* ---- the fast chains -----------------------------------------------------------
+ * Without top-k the sorted chain sorts every candidate (the whole vocabulary).
+ * The fast chains get the same token, the same logprob, from O(n) passes and a
+ * sort of only the candidates the draw can reach:
+ *   1. one pass: the max logit; one pass: each numerator e (soft_num, as the
+ *      sorted chain computes it), their sum S and the mass of each e_bucket;
+ *   2. from the bucket masses, a cut: the buckets above it hold the tokens that
+ *      can survive top-p / min-p, or (temperature alone) the run of buckets where
+ *      the cumulative probability crosses u;
+ *   3. those tokens are moved to the front and sorted; the sorted chain's
+ *      decisions are replayed on them.
+ * What keeps the result exact is S. The sorted chain sums the numerators in
+ * sorted order, the fast one in id order: the two doubles can differ in their
+ * last bits, and a probability (float)(e / S) by one float ulp. Both sums lie
+ * within a relative 2 n 2^-53 of the true one, so the sorted chain's S lies in
+ * [s_lo, s_hi] around ours. Every decision of the chain is monotone in S (a
+ * larger S gives smaller probabilities, smaller cumulative sums: top-p keeps
+ * more, the draw lands later; min-p with its floor fixed keeps fewer), so a
+ * decision that comes out the same at s_lo and at s_hi is the sorted chain's.
+ * Where it does not (about one draw in a thousand at the worst), or an
+ * assumption below fails, the fast chain returns -1 and the sorted chain runs
+ * on the same u: the tokens drawn are always the sorted chain's.
+ * The temperature-only draw sums the probabilities of the tokens above the
+ * crossing run in id order too: it asks that each of them be at least 2^-30 (a
+ * float that is a multiple of 2^-53) and their total below 1, which makes every
+ * partial sum exact in double, in any order. */
+
+static inline uint32_t e_bucket(float e) {
+    uint32_t b;
+    memcpy(&b, &e, sizeof b);
+    return b >> EB_SHIFT;
+}
+
+/* The smallest e of bucket b. */
+static inline float e_bucket_floor(uint32_t b) {
+    const uint32_t bits = b << EB_SHIFT;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* Step 1 over c[0..n_c): c[i].p = e, *sum, s->emass. False (the sorted chain
+ * then) for a NaN logit or a max that is not finite. */
+static bool numerators(sampler *s, cand *c, int32_t n_c, float temp, double *sum) {
+    float mx = -INFINITY;
+    bool nan = false;
+    for (int32_t i = 0; i < n_c; i++) {
+        nan |= c[i].logit != c[i].logit;
+        mx = c[i].logit > mx ? c[i].logit : mx;
+    }
+    if (nan || !isfinite(mx)) return false;
+    memset(s->emass, 0, sizeof s->emass);
+    double acc = 0;
+    for (int32_t i = 0; i < n_c; i++) {
+        const float e = soft_num(c[i].logit, mx, temp);
+        c[i].p = e;
+        acc += e;
+        s->emass[e_bucket(e)] += e;
+    }
+    *sum = acc;
+    return true;
+}
+
+/* [s_lo, s_hi] holds every order's double sum of the n_c numerators of sum. */
+static void sum_bounds(double sum, int32_t n_c, double *s_lo, double *s_hi) {
+    const double rel = 4.0 * ((double)n_c + 1.0) * 0x1p-53;
+    *s_lo = sum * (1.0 - rel);
+    *s_hi = sum * (1.0 + rel);
+}
+
+#define KEEP_PAST INT32_MAX /* the cut falls past the head: not decided within it */
+
+typedef struct cut_eval {
+    int32_t keep_p, keep_m; /* top-p's and min-p's counts, or KEEP_PAST */
+    float floor_p;          /* min-p's floor */
+} cut_eval;
+
+/* The sorted chain's top-p and min-p over the sorted head c[0..n_h) (numerators
+ * in p) under the normaliser S. below: every token past the head has e < below. */
+static cut_eval cut_at(const sampler_params *p, const cand *c, int32_t n_h, float below, double S) {
+    cut_eval r = {KEEP_PAST, KEEP_PAST, 0.0f};
+    if (p->top_p < 1.0f) {
+        double cum = 0;
+        for (int32_t i = 0; i < n_h; i++) {
+            cum += (float)(c[i].p / S);
+            if (cum >= p->top_p) {
+                r.keep_p = i + 1;
+                break;
+            }
+        }
+    }
+    if (p->min_p > 0.0f) {
+        r.floor_p = p->min_p * (float)(c[0].p / S);
+        int32_t keep = 1;
+        while (keep < n_h && (float)(c[keep].p / S) >= r.floor_p) keep++;
+        if (keep < n_h) r.keep_m = keep;
+        else if ((float)(below / S) < r.floor_p) r.keep_m = n_h; /* every token past the head fails */
+    }
+    return r;
+}
+
+/* Top-p and/or min-p (no top-k): the sorted chain's pick, or -1. */
+static int32_t chain_cut_fast(sampler *s, cand *c, int32_t n_c, double u, float *logprob) {
+    const sampler_params *p = &s->p;
+    double sum, s_lo, s_hi;
+    if (!numerators(s, c, n_c, 1.0f, &sum)) return -1;
+    sum_bounds(sum, n_c, &s_lo, &s_hi);
+    /* the cut: top-p's mass reached with a margin, or min-p's floor passed */
+    const double need = p->top_p < 1.0f ? (double)p->top_p * sum * (1.0 + 1e-5) : INFINITY;
+    const double floor_e = p->min_p > 0.0f ? (double)p->min_p * (1.0 - 1e-5) : -1.0;
+    uint32_t cut = 0;
+    double acc = 0;
+    for (uint32_t b = EB_N; b-- > 0;) {
+        acc += s->emass[b];
+        if (acc >= need || (double)e_bucket_floor(b) < floor_e) {
+            cut = b;
+            break;
+        }
+    }
+    if (cut == 0) return -1; /* everything: the sorted chain is as quick */
+    int32_t n_h = 0;
+    for (int32_t i = 0; i < n_c; i++) {
+        if (e_bucket(c[i].p) >= cut) {
+            const cand t = c[n_h];
+            c[n_h++] = c[i];
+            c[i] = t;
+        }
+    }
+    if (n_h == n_c) return -1;
+    qsort(c, (size_t)n_h, sizeof(cand), cand_desc);
+    const float below = e_bucket_floor(cut);
+    const cut_eval a = cut_at(p, c, n_h, below, s_lo), b = cut_at(p, c, n_h, below, s_hi);
+    if (a.keep_p != b.keep_p || a.keep_m != b.keep_m || a.floor_p != b.floor_p) return -1;
+    const int32_t n = a.keep_p < a.keep_m ? a.keep_p : a.keep_m;
+    if (n > n_h) return -1;
+    return draw_sorted(c, n, p->temperature, u, logprob);
+}
+
+/* The draw's position in the sorted run c[0..n_r) that follows tokens of total
+ * probability head, under the normaliser S; -1 if it falls past the run. */
+static int32_t run_pick(const cand *c, int32_t n_r, double head, double S, double u, float *p_pick) {
+    double cum = head;
+    for (int32_t k = 0; k < n_r; k++) {
+        const float pk = (float)(c[k].p / S);
+        cum += pk;
+        if (u < cum) {
+            *p_pick = pk;
+            return k;
+        }
+    }
+    return -1;
+}
+
+/* Temperature alone (no top-k, top-p, min-p): the sorted chain's pick, or -1. */
+static int32_t draw_fast(sampler *s, cand *c, int32_t n_c, double u, float *logprob) {
+    double sum, s_lo, s_hi;
+    if (!numerators(s, c, n_c, s->p.temperature, &sum)) return -1;
+    sum_bounds(sum, n_c, &s_lo, &s_hi);
+    /* the run of buckets [b_lo, b_hi] where the cumulative probability crosses
+     * u, with a margin for the float rounding of each probability */
+    const double margin = 1e-6;
+    uint32_t b_hi = EB_N, b_lo = 0;
+    double acc = 0;
+    for (uint32_t b = EB_N; b-- > 0;) {
+        acc += s->emass[b];
+        if (b_hi == EB_N && acc >= (u - margin) * sum) b_hi = b;
+        if (acc > (u + margin) * sum) {
+            b_lo = b;
+            break;
+        }
+    }
+    if (b_hi == EB_N) return -1;
+    /* the tokens above the run must give exact sums (see above) */
+    if (b_hi + 1 < EB_N && !((float)(e_bucket_floor(b_hi + 1) / s_hi) >= 0x1p-30f)) return -1;
+    double head_lo = 0, head_hi = 0; /* their probabilities' total under s_lo, under s_hi */
+    int32_t n_r = 0;
+    for (int32_t i = 0; i < n_c; i++) {
+        const uint32_t b = e_bucket(c[i].p);
+        if (b > b_hi) {
+            head_lo += (float)(c[i].p / s_lo);
+            head_hi += (float)(c[i].p / s_hi);
+        } else if (b >= b_lo) {
+            const cand t = c[n_r];
+            c[n_r++] = c[i];
+            c[i] = t;
+        }
+    }
+    if (!(head_lo < 1.0) || !(head_lo <= u)) return -1; /* inexact, or the pick may be above the run */
+    qsort(c, (size_t)n_r, sizeof(cand), cand_desc);
+    float p_lo = 0, p_hi = 0;
+    const int32_t k = run_pick(c, n_r, head_lo, s_lo, u, &p_lo);
+    if (k < 0 || run_pick(c, n_r, head_hi, s_hi, u, &p_hi) != k) return -1;
+    if (logprob) {
+        if (p_lo != p_hi) return -1;
+        *logprob = logf(p_lo);
+    }
+    return c[k].id;
+}
+
+static int32_t sample_impl(sampler *s, const float *logits, const uint32_t *allowed, float *logprob, bool sorted);
 
 int32_t sampler_sample(sampler *s, const float *logits, float *logprob) {
-    return sample_impl(s, logits, NULL, logprob);
+    return sample_impl(s, logits, NULL, logprob, false);
 }
 
 int32_t sampler_sample_masked(sampler *s, const float *logits, const uint32_t *allowed, float *logprob) {
-    return sample_impl(s, logits, allowed, logprob);
+    return sample_impl(s, logits, allowed, logprob, false);
+}
+
+int32_t sampler_sample_ref(sampler *s, const float *logits, const uint32_t *allowed, float *logprob) {
+    return sample_impl(s, logits, allowed, logprob, true);
+}
+
+void sampler_draw_counts(const sampler *s, int64_t *n_fast, int64_t *n_sorted) {
+    *n_fast = s->n_fast;
+    *n_sorted = s->n_sorted;
 }
 
 static inline bool allowed_bit(const uint32_t *a, int32_t i) { return !a || ((a[i >> 5] >> (i & 31)) & 1); }
 
-static int32_t sample_impl(sampler *s, const float *logits, const uint32_t *allowed, float *logprob) {
+static int32_t sample_impl(sampler *s, const float *logits, const uint32_t *allowed, float *logprob, bool sorted) {
     const sampler_params *p = &s->p;
     const int32_t nv = s->n_vocab;
     const float *l = logits;
@@ -246,6 +512,9 @@ static int32_t sample_impl(sampler *s, const float *logits, const uint32_t *allo
         for (int32_t i = 0; i < nv; i++) c[i] = (cand){i, l[i], 0};
         n_c = nv;
     }
+    /* the chain's one draw; nothing else reads the generator, so taking it first
+     * changes no value */
+    const double u = rng_uniform(s->rng);
     if (allowed && (p->top_k <= 0 || p->top_k >= n_c) && p->top_p >= 1.0f && p->min_p <= 0.0f) {
         /* nothing truncates: draw over the allowed tokens as they are, unsorted */
         float mx = c[0].logit;
@@ -255,12 +524,12 @@ static int32_t sample_impl(sampler *s, const float *logits, const uint32_t *allo
             c[i].p = expf((c[i].logit - mx) / p->temperature);
             sum += c[i].p;
         }
-        const double u = rng_uniform(s->rng) * sum;
+        const double us = u * sum;
         double cum = 0;
         int32_t pick = n_c - 1;
         for (int32_t i = 0; i < n_c; i++) {
             cum += c[i].p;
-            if (u < cum) {
+            if (us < cum) {
                 pick = i;
                 break;
             }
@@ -269,42 +538,15 @@ static int32_t sample_impl(sampler *s, const float *logits, const uint32_t *allo
         if (logprob) *logprob = logf((float)(c[pick].p / sum));
         return c[pick].id;
     }
-    int32_t n = n_c;
-    if (p->top_k > 0 && p->top_k < n) n = p->top_k;
-    top_k_sort(c, n_c, n);
-
-    if (p->top_p < 1.0f || p->min_p > 0.0f) {
-        softmax(c, n, 1.0f);
-        if (p->top_p < 1.0f) {
-            double cum = 0;
-            int32_t keep = n;
-            for (int32_t i = 0; i < n; i++) {
-                cum += c[i].p;
-                if (cum >= p->top_p) {
-                    keep = i + 1;
-                    break;
-                }
-            }
-            n = keep;
-        }
-        if (p->min_p > 0.0f) {
-            const float floor_p = p->min_p * c[0].p;
-            int32_t keep = 1;
-            while (keep < n && c[keep].p >= floor_p) keep++;
-            n = keep;
+    const int32_t n = p->top_k > 0 && p->top_k < n_c ? p->top_k : n_c;
+    if (!sorted && n == n_c) {
+        const int32_t pick = p->top_p < 1.0f || p->min_p > 0.0f ? chain_cut_fast(s, c, n_c, u, logprob)
+                                                                 : draw_fast(s, c, n_c, u, logprob);
+        if (pick >= 0) {
+            s->n_fast++;
+            return pick;
         }
     }
-    softmax(c, n, p->temperature);
-    const double u = rng_uniform(s->rng);
-    double cum = 0;
-    int32_t pick = n - 1;
-    for (int32_t i = 0; i < n; i++) {
-        cum += c[i].p;
-        if (u < cum) {
-            pick = i;
-            break;
-        }
-    }
-    if (logprob) *logprob = logf(c[pick].p);
-    return c[pick].id;
+    if (n == n_c) s->n_sorted++;
+    return chain_sorted(p, c, n_c, n, u, logprob);
 }

@@ -4,7 +4,12 @@
  *
  * The chain runs in llama.cpp's default order: penalties, top-k, top-p, min-p,
  * temperature, then a draw from the remaining distribution. temperature <= 0 is
- * greedy (argmax after penalties). */
+ * greedy (argmax after penalties).
+ *
+ * Cost: O(n_vocab) passes, plus a sort of the top-k (O(n_vocab log k)), or
+ * without top-k of only the tokens top-p / min-p can keep, or for temperature
+ * alone of one small run of tokens around the draw; the tokens are the same as
+ * a sort of the whole vocabulary gives (sampler.c: "the fast chains"). */
 #ifndef VT_ENGINE_SAMPLER_H
 #define VT_ENGINE_SAMPLER_H
 
@@ -42,6 +47,15 @@ int32_t sampler_sample(sampler *s, const float *logits, float *logprob);
  * of word i / 32; at least one set): the chain runs on the allowed tokens alone,
  * so the draw is from the distribution restricted to them (grammar masks). */
 int32_t sampler_sample_masked(sampler *s, const float *logits, const uint32_t *allowed, float *logprob);
+/* The same draw (same token, same logprob, same generator step) through a sort
+ * of all the candidates where the two above skip it (no top-k): the chain as
+ * first written, which their O(n_vocab) paths are tested against. allowed may
+ * be NULL (sampler_sample) or a mask (sampler_sample_masked). */
+int32_t sampler_sample_ref(sampler *s, const float *logits, const uint32_t *allowed, float *logprob);
+/* Draws so far decided by the fast paths, and by a sort of all the candidates
+ * (sampler_sample_ref's too; greedy, top-k and the masked draw without
+ * truncation count in neither). For tests. */
+void sampler_draw_counts(const sampler *s, int64_t *n_fast, int64_t *n_sorted);
 /* Record a token (prompt or generated) in the penalty window. */
 void sampler_accept(sampler *s, int32_t token);
 /* Forget the history and reseed. */

@@ -349,7 +349,7 @@ static vt_status parse_fields(oai_kind kind, json_t *root, oai_request *r) {
         VT_TRY(get_int(root, "logprobs", 0, OAI_MAX_LOGPROBS, &v, &given));
         if (given) r->n_logprobs = (int32_t)v;
     }
-    s->n_logprobs = r->n_logprobs > 0 ? r->n_logprobs : 0;
+    s->n_logprobs = r->n_logprobs; /* -1 when not asked: the engine skips the log-softmax */
     VT_TRY(refuse_unsupported(root));
     VT_TRY(parse_structured(root, r));
     VT_TRY(parse_logit_bias(root, r));
