@@ -19,10 +19,11 @@
  * vector registers never spill. */
 #include "cpu/arm/arm_kernels.h"
 #include "cpu/arm/neon_common.h"
+#include "cpu/unroll.h"
 #include "quant/blocks.h"
 
 #define CHUNK_VEC (4 * PACK_ROWS)
-#define UNROLL _Pragma("GCC unroll 16")
+#define UNROLL VT_UNROLL(16)
 
 /* Rows 4 * q0 .. 4 * (q0 + nq) - 1 of one group (nq row quads), nt tokens. */
 VT_INLINE void q8_0_tile(int64_t nb, const uint8_t *g, const block_q8_0 *const *xr, float *y,
