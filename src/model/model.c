@@ -1074,6 +1074,7 @@ vt_status vt_model_load(const char *path, const vt_model_params *params, vt_mode
     m->path = strdup(path);
     if ((s = load_hparams(m)) != VT_OK) goto fail;
     if ((s = load_weights(m, params && params->progress)) != VT_OK) goto fail;
+    if ((s = layer_kind_fill(m)) != VT_OK) goto fail;
     if ((s = tok_load(&m->gguf, &m->tok)) != VT_OK) goto fail;
     if (tok_n_vocab(m->tok) > m->hp.n_vocab) {
         s = vt_errorf(VT_E_FORMAT, "tokenizer has %d tokens but token_embd only %lld rows",
