@@ -2,6 +2,7 @@
  * (against the engine with one request and against vt_context), preemption under
  * a small KV budget, prefix cache reuse, stop conditions, text, logprobs, aborts,
  * and a second thread adding/aborting while the loop steps (run under TSan). */
+#include "engine_util.h"
 #include "test.h"
 #include "vt.h"
 
@@ -40,25 +41,7 @@ static void ref_context(const int32_t *prompt, int64_t n_prompt, int32_t n_gen, 
     vt_context_params cp = vt_context_default_params();
     cp.n_ctx = 1024;
     cp.n_threads = 2;
-    vt_context *c = NULL;
-    CHECK_OK(vt_context_create(g_model, &cp, &c));
-    if (!c) return;
-    const int32_t nv = vt_model_n_vocab(g_model);
-    int32_t pos[1024], seq[1024] = {0};
-    for (int32_t i = 0; i < n_prompt; i++) pos[i] = i;
-    vt_batch b = {.n_tokens = (int32_t)n_prompt, .token = prompt, .pos = pos, .seq = seq};
-    CHECK_OK(vt_decode(c, &b));
-    for (int32_t g = 0; g < n_gen; g++) {
-        const float *l = vt_get_logits(c, 0);
-        int32_t best = 0;
-        for (int32_t i = 1; i < nv; i++)
-            if (l[i] > l[best]) best = i;
-        out[g] = best;
-        int32_t p = (int32_t)n_prompt + g;
-        vt_batch one = {.n_tokens = 1, .token = &best, .pos = &p, .seq = seq};
-        CHECK_OK(vt_decode(c, &one));
-    }
-    vt_context_free(c);
+    test_greedy_context(g_model, &cp, prompt, (int32_t)n_prompt, n_gen, out);
 }
 
 static vt_engine_params small_params(void) {
@@ -70,37 +53,27 @@ static vt_engine_params small_params(void) {
     return p;
 }
 
-static void collect(const vt_output *o, result *res, int32_t n_res, const uint64_t *ids) {
-    for (int32_t k = 0; k < n_res; k++) {
-        if (ids[k] != o->id) continue;
-        result *r = &res[k];
-        r->outputs++;
-        if (o->token >= 0 && r->n < MAX_GEN) r->tokens[r->n++] = o->token;
-        CHECK(r->text_len + o->text_len < sizeof r->text);
-        if (r->text_len + o->text_len < sizeof r->text) {
-            memcpy(r->text + r->text_len, o->text, o->text_len);
-            r->text_len += o->text_len;
-            r->text[r->text_len] = 0;
-        }
-        CHECK(r->finish == VT_FINISH_NONE); /* nothing after the finishing output */
-        r->finish = o->finish;
-        r->n_cached = o->n_cached;
-        r->n_prompt = o->n_prompt;
-        CHECK_EQ_INT(o->n_generated, r->n);
-        return;
+static void collect(const vt_output *o, void *arg) {
+    result *r = test_result_of(arg, o);
+    if (!r) return;
+    r->outputs++;
+    if (o->token >= 0 && r->n < MAX_GEN) r->tokens[r->n++] = o->token;
+    CHECK(r->text_len + o->text_len < sizeof r->text);
+    if (r->text_len + o->text_len < sizeof r->text) {
+        memcpy(r->text + r->text_len, o->text, o->text_len);
+        r->text_len += o->text_len;
+        r->text[r->text_len] = 0;
     }
-    CHECK_MSG(0, "output for unknown id %llu", (unsigned long long)o->id);
+    CHECK(r->finish == VT_FINISH_NONE); /* nothing after the finishing output */
+    r->finish = o->finish;
+    r->n_cached = o->n_cached;
+    r->n_prompt = o->n_prompt;
+    CHECK_EQ_INT(o->n_generated, r->n);
 }
 
 static void run_all(vt_engine *e, result *res, int32_t n, const uint64_t *ids) {
-    int guard = 0;
-    while (vt_engine_has_work(e) && guard++ < 100000) {
-        const vt_output *outs;
-        int32_t n_outs;
-        CHECK_OK(vt_engine_step(e, &outs, &n_outs));
-        for (int32_t i = 0; i < n_outs; i++) collect(&outs[i], res, n, ids);
-    }
-    CHECK(!vt_engine_has_work(e));
+    test_requests c = {ids, n, res, sizeof *res};
+    test_engine_drain(e, collect, NULL, &c);
 }
 
 /* Run prompts together (or one engine per prompt when alone) with greedy sampling. */
@@ -644,21 +617,13 @@ static void test_threads(void) {
 static void test_kv_types(void) {
     /* Every KV dtype runs; batched equals alone within each type. Q8_0 needs a head
      * size of 32: a small synthetic llama. */
-    char path[] = "/tmp/vt_test_engine_XXXXXX";
-    const int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    if (fd < 0) return;
-    close(fd);
     synth_params sp = synth_default_params();
     sp.n_embd = 128;
     sp.n_head = 4;
     sp.n_head_kv = 2;
     sp.n_ff = 256;
     sp.n_threads = 2;
-    CHECK_OK(synth_write(&sp, path));
-    vt_model *synth = NULL;
-    CHECK_OK(vt_model_load(path, NULL, &synth));
-    unlink(path);
+    vt_model *synth = test_synth_load(&sp, NULL);
     const vt_kv_type types[4] = {VT_KV_F16, VT_KV_BF16, VT_KV_F32, VT_KV_Q8_0};
     vt_model *models[2] = {g_model, synth};
     int32_t *prompts[3];
@@ -733,11 +698,6 @@ static void test_eos(void) {
  * whose passes group each step's tokens by expert: same tokens alone and
  * together. */
 static void test_moe_engine(const char *arch) {
-    char path[] = "/tmp/vt_test_engine_moe_XXXXXX";
-    const int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    if (fd < 0) return;
-    close(fd);
     synth_params sp = synth_default_params();
     sp.arch = arch;
     if (!strcmp(arch, "gpt-oss")) sp.n_swa = 16; /* layer 0 slides, layer 1 attends fully */
@@ -752,9 +712,7 @@ static void test_moe_engine(const char *arch) {
     sp.type = VT_DTYPE_Q8_0;
     sp.n_ctx = 1024; /* small_params' context: vt refuses one past the training context */
     sp.n_threads = 2;
-    CHECK_OK(synth_write(&sp, path));
-    CHECK_OK(vt_model_load(path, NULL, &g_model));
-    unlink(path);
+    g_model = test_synth_load(&sp, NULL);
     if (!g_model) return;
     printf("mixture of experts: %s\n", vt_model_desc(g_model));
     test_batched_equals_alone();

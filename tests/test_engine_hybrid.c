@@ -13,6 +13,7 @@
  *   - the state of one sequence takes the bytes the hyperparameters say.
  * `test_engine_hybrid MODEL.gguf` runs the same on a file instead (its state figure
  * from the file's own keys). VT_SOAK_REQUESTS overrides the soak's count. */
+#include "engine_util.h"
 #include "test.h"
 #include "vt.h"
 
@@ -126,29 +127,22 @@ static void check_all_free(vt_engine *e) {
     }
 }
 
-static void collect(const vt_output *o, result *res, int32_t n_res, const uint64_t *ids) {
-    for (int32_t k = 0; k < n_res; k++) {
-        if (ids[k] != o->id) continue;
-        result *r = &res[k];
-        if (o->token >= 0 && r->n < MAX_GEN) r->logprob[r->n] = o->logprob, r->tokens[r->n++] = o->token;
-        CHECK(r->finish == VT_FINISH_NONE);
-        r->finish = o->finish;
-        r->n_cached = o->n_cached;
-        return;
-    }
-    CHECK_MSG(0, "output for unknown id %llu", (unsigned long long)o->id);
+static void collect(const vt_output *o, void *arg) {
+    result *r = test_result_of(arg, o);
+    if (!r) return;
+    if (o->token >= 0 && r->n < MAX_GEN) r->logprob[r->n] = o->logprob, r->tokens[r->n++] = o->token;
+    CHECK(r->finish == VT_FINISH_NONE);
+    r->finish = o->finish;
+    r->n_cached = o->n_cached;
+}
+
+static void check_every_3(vt_engine *e, int step, void *arg) {
+    if (step % 3 == 0) check_blocks(e);
 }
 
 static void run_all(vt_engine *e, result *res, int32_t n, const uint64_t *ids) {
-    int guard = 0;
-    while (vt_engine_has_work(e) && guard++ < 100000) {
-        const vt_output *outs;
-        int32_t n_outs;
-        CHECK_OK(vt_engine_step(e, &outs, &n_outs));
-        for (int32_t i = 0; i < n_outs; i++) collect(&outs[i], res, n, ids);
-        if (guard % 3 == 0) check_blocks(e);
-    }
-    CHECK(!vt_engine_has_work(e));
+    test_requests c = {ids, n, res, sizeof *res};
+    test_engine_drain(e, collect, check_every_3, &c);
 }
 
 static void add(vt_engine *e, const int32_t *prompt, int64_t n_prompt, int32_t max_tokens, uint64_t *id) {
@@ -194,25 +188,7 @@ static void ref_context(const int32_t *prompt, int64_t n_prompt, int32_t n_gen, 
     vt_context_params cp = vt_context_default_params();
     cp.n_ctx = 512;
     cp.n_threads = 1;
-    vt_context *c = NULL;
-    CHECK_OK(vt_context_create(g_model, &cp, &c));
-    if (!c) return;
-    const int32_t nv = vt_model_n_vocab(g_model);
-    int32_t pos[512], seq[512] = {0};
-    for (int32_t i = 0; i < n_prompt; i++) pos[i] = i;
-    vt_batch b = {.n_tokens = (int32_t)n_prompt, .token = prompt, .pos = pos, .seq = seq};
-    CHECK_OK(vt_decode(c, &b));
-    for (int32_t g = 0; g < n_gen; g++) {
-        const float *l = vt_get_logits(c, 0);
-        int32_t best = 0;
-        for (int32_t i = 1; l && i < nv; i++)
-            if (l[i] > l[best]) best = i;
-        out[g] = best;
-        int32_t p = (int32_t)n_prompt + g;
-        vt_batch one = {.n_tokens = 1, .token = &best, .pos = &p, .seq = seq};
-        CHECK_OK(vt_decode(c, &one));
-    }
-    vt_context_free(c);
+    test_greedy_context(g_model, &cp, prompt, (int32_t)n_prompt, n_gen, out);
 }
 
 static int32_t *random_prompt(int64_t n) {
@@ -495,11 +471,6 @@ int main(int argc, char **argv) {
         return test_finish();
     }
     for (size_t i = 0; i < sizeof k_models / sizeof k_models[0]; i++) {
-        char path[] = "/tmp/vt_test_engine_hybrid_XXXXXX";
-        const int fd = mkstemp(path);
-        CHECK(fd >= 0);
-        if (fd < 0) continue;
-        close(fd);
         synth_params sp = synth_default_params();
         sp.arch = k_models[i].arch;
         sp.n_layer = 4; /* 3 linear layers, then one attending fully */
@@ -511,9 +482,7 @@ int main(int argc, char **argv) {
         sp.n_ctx = 512;
         sp.n_threads = 1;
         if (k_models[i].setup) k_models[i].setup(&sp);
-        CHECK_OK(synth_write(&sp, path));
-        CHECK_OK(vt_model_load(path, NULL, &g_model));
-        unlink(path);
+        g_model = test_synth_load(&sp, NULL);
         if (!g_model) continue;
         /* the figure from the synth parameters (their defaults: model/synth.h) */
         const int64_t d_state = sp.ssm_d_state ? sp.ssm_d_state : sp.head_dim;

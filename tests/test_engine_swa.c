@@ -21,6 +21,7 @@
  *   - every block of every group is free at the end;
  *   - a vt_decode batch that fails in a later pass keeps, with sliding layers,
  *     the passes that completed (vt.h), and leaves no block behind. */
+#include "engine_util.h"
 #include "test.h"
 #include "vt.h"
 
@@ -55,14 +56,11 @@ static void poison(const char *path, const char *name) {
     if (fp) fclose(fp);
 }
 
+static void poison_head(const char *path) { poison(path, "output_norm.weight"); }
+
 /* window 0: no sliding layers; nan_head: a NaN in output_norm.weight (every
  * logit NaN, the KV cache as it should be) */
 static vt_model *make_model_ex(int64_t window, bool nan_head) {
-    char path[] = "/tmp/vt_test_engine_swa_XXXXXX";
-    const int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    if (fd < 0) return NULL;
-    close(fd);
     synth_params sp = synth_default_params();
     sp.arch = "gemma3";
     sp.n_layer = 6;
@@ -77,12 +75,7 @@ static vt_model *make_model_ex(int64_t window, bool nan_head) {
     sp.rope_freq_base_swa = 10000.0f;
     sp.n_threads = 1;
     sp.seed = 3;
-    CHECK_OK(synth_write(&sp, path));
-    if (nan_head) poison(path, "output_norm.weight");
-    vt_model *m = NULL;
-    CHECK_OK(vt_model_load(path, NULL, &m));
-    unlink(path);
-    return m;
+    return test_synth_load(&sp, nan_head ? poison_head : NULL);
 }
 
 static vt_model *make_model(void) { return make_model_ex(W, false); }
@@ -134,13 +127,6 @@ static void test_failed_batch(void) {
     }
 }
 
-static int32_t argmax(const float *l, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (l[i] > l[best]) best = i;
-    return best;
-}
-
 /* The SWA group of the model's cache (group 1: FULL comes first). */
 static const kv_group *swa_group(const kv_cache *kv) {
     CHECK(kv->n_groups == 2 && kv->groups[0].spec.kind == KV_GROUP_FULL &&
@@ -178,7 +164,7 @@ static void context_generate(vt_model *m, const int32_t *prompt, int32_t n, int3
         CHECK(swa->pool.n_blocks - swa->pool.n_free <= kv_span_blocks(W - 1, BS));
     }
     for (int32_t k = 0; k < N_GEN; k++) {
-        out[k] = argmax(vt_get_logits(c, 0), nv);
+        out[k] = test_argmax(vt_get_logits(c, 0), nv);
         const int32_t p = n + k;
         const vt_batch b = {.n_tokens = 1, .token = &out[k], .pos = &p, .seq = seq};
         if (k + 1 < N_GEN) CHECK_OK(vt_decode(c, &b));
@@ -225,6 +211,22 @@ static void check_held(const vt_engine *e, int64_t *last_n) {
     }
 }
 
+/* The tokens of requests ids[0..n) into out[0..n); after each step, check_held. */
+typedef struct run_state {
+    test_requests req; /* first: collect's arg is also a test_requests */
+    int64_t last_n[64];
+} run_state;
+
+static void collect(const vt_output *o, void *arg) {
+    gen *g = test_result_of(arg, o);
+    if (g && o->token >= 0 && g->n < N_GEN) {
+        g->tok[g->n++] = o->token;
+        g->n_cached = o->n_cached;
+    }
+}
+
+static void after_step(vt_engine *e, int step, void *arg) { check_held(e, ((run_state *)arg)->last_n); }
+
 /* Add prompts[0..n) (all at once), step until done; out[k] gets prompt k's
  * greedy tokens. keep: leave the engine for the caller (else check every block
  * is free and destroy it). */
@@ -239,20 +241,8 @@ static vt_engine *engine_run(vt_model *m, vt_engine *e, const vt_engine_params *
                                .max_tokens = N_GEN, .ignore_eos = true};
         CHECK_OK(vt_engine_add(e, &q, &ids[k]));
     }
-    int64_t last_n[64] = {0};
-    int guard = 0;
-    while (vt_engine_has_work(e) && guard++ < 100000) {
-        const vt_output *outs;
-        int32_t n_outs;
-        CHECK_OK(vt_engine_step(e, &outs, &n_outs));
-        for (int32_t i = 0; i < n_outs; i++)
-            for (int k = 0; k < n; k++)
-                if (outs[i].id == ids[k] && outs[i].token >= 0 && out[k].n < N_GEN) {
-                    out[k].tok[out[k].n++] = outs[i].token;
-                    out[k].n_cached = outs[i].n_cached;
-                }
-        check_held(e, last_n);
-    }
+    run_state rs = {.req = {ids, n, out, sizeof *out}};
+    test_engine_drain(e, collect, after_step, &rs);
     if (keep) return e;
     vt_engine_stats st;
     vt_engine_stats_get(e, &st);

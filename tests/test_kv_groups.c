@@ -12,6 +12,7 @@
  *   - the engine part again on a Gemma-3-shaped gemma3 model (5 sliding layers
  *     to 1 global), and on a synthetic gpt-oss (mixture of experts, sinks,
  *     biases, a window on alternate layers). */
+#include "engine_util.h"
 #include "test.h"
 #include "vt.h"
 
@@ -26,11 +27,6 @@
 #define BS 16
 
 static vt_model *make_model(const char *arch, int64_t n_layer, int64_t n_swa, int64_t pattern) {
-    char path[] = "/tmp/vt_test_kv_groups_XXXXXX";
-    const int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    if (fd < 0) return NULL;
-    close(fd);
     synth_params sp = synth_default_params();
     sp.n_layer = n_layer;
     sp.n_embd = 64;
@@ -52,11 +48,7 @@ static vt_model *make_model(const char *arch, int64_t n_layer, int64_t n_swa, in
         sp.n_expert_used = 2;
         sp.n_ff_exp = 64;
     }
-    CHECK_OK(synth_write(&sp, path));
-    vt_model *m = NULL;
-    CHECK_OK(vt_model_load(path, NULL, &m));
-    unlink(path);
-    return m;
+    return test_synth_load(&sp, NULL);
 }
 
 static void test_groups(void) {
@@ -226,27 +218,7 @@ static void context_generate(vt_model *m, const int32_t *prompt, int32_t n, int3
     cp.n_ctx = N_CTX;
     cp.n_threads = 1;
     cp.kv_block = BS;
-    vt_context *c = NULL;
-    CHECK_OK(vt_context_create(m, &cp, &c));
-    if (!c) return;
-    const int32_t nv = vt_model_n_vocab(m);
-    int32_t *pos = malloc(sizeof(int32_t) * (size_t)n), *seq = calloc((size_t)n, sizeof(int32_t));
-    for (int32_t i = 0; i < n; i++) pos[i] = i;
-    vt_batch b = {.n_tokens = n, .token = prompt, .pos = pos, .seq = seq};
-    CHECK_OK(vt_decode(c, &b));
-    for (int32_t k = 0; k < n_gen; k++) {
-        const float *l = vt_get_logits(c, 0);
-        int32_t best = 0;
-        for (int32_t i = 1; i < nv; i++)
-            if (l[i] > l[best]) best = i;
-        out[k] = best;
-        const int32_t p = n + k;
-        b = (vt_batch){.n_tokens = 1, .token = &out[k], .pos = &p, .seq = seq};
-        if (k + 1 < n_gen) CHECK_OK(vt_decode(c, &b));
-    }
-    vt_context_free(c);
-    free(pos);
-    free(seq);
+    test_greedy_context(m, &cp, prompt, n, n_gen, out);
 }
 
 enum { N_PROMPTS = 5, N_GEN = 24 };
@@ -254,6 +226,44 @@ typedef struct gen {
     int32_t tok[N_GEN];
     int32_t n, n_cached;
 } gen;
+
+/* The tokens of requests ids[0..n) into out[0..n); after each step, the
+ * sliding-window groups' bound (check_swa_held). */
+typedef struct run_state {
+    test_requests req; /* first: collect's arg is also a test_requests */
+    const vt_engine_params *p;
+    int64_t *swa_held_max;
+} run_state;
+
+static void collect(const vt_output *o, void *arg) {
+    gen *g = test_result_of(arg, o);
+    if (g && o->token >= 0 && g->n < N_GEN) {
+        g->tok[g->n++] = o->token;
+        g->n_cached = o->n_cached;
+    }
+}
+
+/* Each running request holds every block of a full group, and of a
+ * sliding-window group no more than its window and one step's tokens span. */
+static void check_swa_held(vt_engine *e, int step, void *arg) {
+    run_state *rs = arg;
+    const vt_engine_params *p = rs->p;
+    for (int32_t i = 0; i < e->n_running; i++) {
+        const request *r = e->running[i];
+        for (int32_t g = 0; g < e->kv.n_groups; g++) {
+            const kv_group_spec *sp = &e->kv.groups[g].spec;
+            const int64_t held = r->n_blocks - r->n_released[g];
+            if (sp->kind == KV_GROUP_FULL) {
+                CHECK_EQ_INT(held, r->n_blocks);
+                continue;
+            }
+            const int64_t bound = (sp->window + p->max_batch_tokens - 2) / p->kv_block + 2;
+            CHECK_MSG(held <= bound, "SWA group %d holds %lld blocks at %lld tokens (bound %lld)", g,
+                      (long long)held, (long long)r->n_computed, (long long)bound);
+            if (held > *rs->swa_held_max) *rs->swa_held_max = held;
+        }
+    }
+}
 
 /* Run the prompts through an engine with p (all at once, or each after the one
  * before finished), checking after every step that each sliding-window group
@@ -289,33 +299,8 @@ static void engine_generate(vt_model *m, const vt_engine_params *p, int32_t *con
                                    .max_tokens = N_GEN, .ignore_eos = true};
             CHECK_OK(vt_engine_add(e, &q, &ids[k]));
         }
-        int guard = 0;
-        while (vt_engine_has_work(e) && guard++ < 100000) {
-            const vt_output *outs;
-            int32_t n_outs;
-            CHECK_OK(vt_engine_step(e, &outs, &n_outs));
-            for (int32_t i = 0; i < n_outs; i++)
-                for (int j = 0; j < n; j++)
-                    if (outs[i].id == ids[j] && outs[i].token >= 0 && out[j].n < N_GEN) {
-                        out[j].tok[out[j].n++] = outs[i].token;
-                        out[j].n_cached = outs[i].n_cached;
-                    }
-            for (int32_t i = 0; i < e->n_running; i++) {
-                const request *r = e->running[i];
-                for (int32_t g = 0; g < e->kv.n_groups; g++) {
-                    const kv_group_spec *sp = &e->kv.groups[g].spec;
-                    const int64_t held = r->n_blocks - r->n_released[g];
-                    if (sp->kind == KV_GROUP_FULL) {
-                        CHECK_EQ_INT(held, r->n_blocks);
-                        continue;
-                    }
-                    const int64_t bound = (sp->window + p->max_batch_tokens - 2) / p->kv_block + 2;
-                    CHECK_MSG(held <= bound, "SWA group %d holds %lld blocks at %lld tokens (bound %lld)", g,
-                              (long long)held, (long long)r->n_computed, (long long)bound);
-                    if (held > *swa_held_max) *swa_held_max = held;
-                }
-            }
-        }
+        run_state rs = {.req = {ids, n, out, sizeof *out}, .p = p, .swa_held_max = swa_held_max};
+        test_engine_drain(e, collect, check_swa_held, &rs);
         if (!one_by_one) break;
     }
     vt_engine_stats st;

@@ -15,6 +15,7 @@
 #include "server/json_schema.h"
 #include "server/toolcall.h"
 
+#include "jcheck.h"
 #include "test.h"
 
 #include <jansson.h>
@@ -312,67 +313,6 @@ static char *read_llama_grammar(const char *name) {
     return buf;
 }
 
-/* A JSON syntax check that, unlike jansson, takes any number (json.gbnf allows
- * exponents past a double's range) and lone \uD800-style escapes. */
-static bool jcheck_value(const char **p, int depth);
-static void jcheck_ws(const char **p) {
-    while (**p == ' ' || **p == '\n' || **p == '\t' || **p == '\r') (*p)++;
-}
-static bool jcheck_string(const char **p) {
-    if (*(*p)++ != '"') return false;
-    while (**p != '"') {
-        const unsigned char c = (unsigned char)**p;
-        if (c < 0x20) return false;
-        if (c == '\\') {
-            (*p)++;
-            if (**p == 'u') {
-                for (int i = 1; i <= 4; i++)
-                    if (!(*p)[i] || !strchr("0123456789abcdefABCDEF", (*p)[i])) return false;
-                *p += 4;
-            } else if (!**p || !strchr("\"\\/bfnrt", **p)) {
-                return false;
-            }
-        }
-        (*p)++;
-    }
-    (*p)++;
-    return true;
-}
-static bool jcheck_value(const char **p, int depth) {
-    if (depth > 200) return false;
-    jcheck_ws(p);
-    if (**p == '{' || **p == '[') {
-        const char close = **p == '{' ? '}' : ']';
-        (*p)++;
-        jcheck_ws(p);
-        if (**p == close) return (*p)++, true;
-        for (;;) {
-            if (close == '}') {
-                jcheck_ws(p);
-                if (!jcheck_string(p)) return false;
-                jcheck_ws(p);
-                if (*(*p)++ != ':') return false;
-            }
-            if (!jcheck_value(p, depth + 1)) return false;
-            jcheck_ws(p);
-            if (**p == ',') {
-                (*p)++;
-                continue;
-            }
-            if (**p != close) return false;
-            return (*p)++, true;
-        }
-    }
-    if (**p == '"') return jcheck_string(p);
-    if (!strncmp(*p, "true", 4) || !strncmp(*p, "null", 4)) return *p += 4, true;
-    if (!strncmp(*p, "false", 5)) return *p += 5, true;
-    char *end;
-    strtod(*p, &end);
-    if (end == *p) return false;
-    *p = end;
-    return true;
-}
-
 /* The token whose text is exactly `text`, or -1. */
 static int32_t one_token(const char *text) {
     const size_t n = strlen(text);
@@ -407,10 +347,7 @@ static void test_llama_grammars(void) {
         int good = 0;
         for (int i = 0; i < N_SAMPLES; i++) {
             bool ok = out[i].finish == VT_FINISH_STOP && out[i].text && grammar_accepts(g, out[i].text, out[i].len);
-            if (ok && k == 0) {
-                const char *p = out[i].text;
-                ok = jcheck_value(&p, 0) && (jcheck_ws(&p), *p == 0);
-            }
+            if (ok && k == 0) ok = jcheck_document(out[i].text);
             CHECK_MSG(ok, "%s sample %d (finish %d): %s", files[k], i, out[i].finish, out[i].text ? out[i].text : "");
             good += ok;
         }

@@ -58,6 +58,7 @@
 #include "base/fp16.h"
 #include "cpu/attention.h"
 #include "cpu/kernels.h"
+#include "cpu/unroll.h"
 #include "quant/blocks.h"
 
 #include <math.h>
@@ -73,7 +74,7 @@ _Static_assert(ATTN_SPLIT == 1 || ATTN_SPLIT == 2, "one or two chains per score"
 #define ATTN_CAT_(a, b) a##_##b
 #define ATTN_CAT(a, b) ATTN_CAT_(a, b)
 #define ATTN_FN(name) ATTN_CAT(name, ATTN_SFX)
-#define ATTN_UNROLL _Pragma("GCC unroll 16")
+#define ATTN_UNROLL VT_UNROLL(16)
 
 /* Keys a score tile covers, and the widened tile's stride. */
 #define ATTN_TW 16

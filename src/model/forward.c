@@ -351,6 +351,12 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
     const size_t TK = T * (size_t)hp->n_expert_used; /* grouped rows */
     act = max_sz(act, mm_act_row_bytes(m->output.type, hp->n_embd));
     f->act_row_max = size_align_up(act, 64);
+    bool gate_matrix = false, rope_swa = false; /* some layer's attn_gate; rope with the sliding base */
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        const layer_kind *K = &m->layers[il].kind;
+        gate_matrix = gate_matrix || (K->mixer == LAYER_MIXER_ATTN && K->gate == LAYER_GATE_MATRIX);
+        rope_swa = rope_swa || (K->mixer == LAYER_MIXER_ATTN && K->rope == LAYER_ROPE_SWA);
+    }
     /* The activations: one mapping in huge pages (base/hugemem.h), carved in
      * cache-line-aligned pieces. The first pass sizes it (no base yet), the
      * second hands out the pieces. */
@@ -363,14 +369,9 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
         f->k = carve(base, &off, T * kvd * sizeof(float));
         f->v = carve(base, &off, T * kvd * sizeof(float));
         f->attn = carve(base, &off, T * qd * sizeof(float));
-        f->gate = m->layers && hp->n_layer > 0 && m->layers[hp->n_layer - 1].wg.data
-                      ? carve(base, &off, T * qd * sizeof(float))
-                      : NULL;
+        f->gate = gate_matrix ? carve(base, &off, T * qd * sizeof(float)) : NULL;
         f->rope = carve(base, &off, T * (size_t)hp->n_rot * sizeof(float));
-        f->rope_swa = hp->n_swa > 0 && (hp->rope_freq_base_swa != hp->rope_freq_base ||
-                                        hp->rope_freq_scale_swa != hp->rope_freq_scale)
-                          ? carve(base, &off, T * (size_t)hp->n_rot * sizeof(float))
-                          : NULL;
+        f->rope_swa = rope_swa ? carve(base, &off, T * (size_t)hp->n_rot * sizeof(float)) : NULL;
         f->norm = carve(base, &off, (size_t)f->nth_max * max_sz(d, (size_t)hp->head_dim) * sizeof(float));
         f->xq = carve(base, &off, T * f->act_row_max);
         f->hq = carve(base, &off, T * f->act_row_max);
@@ -535,9 +536,6 @@ static void split_by_cost(const int64_t *cost_off, int64_t n_items, int64_t n_kv
     *u1 = ith == nth - 1 ? n_units : bound[1];
 }
 
-/* What step_norm_quant adds to the residual first. */
-typedef enum { RESID_NONE, RESID_TMP, RESID_MOE } resid_kind;
-
 /* The MoE output of token t, sum over its choices j (best first) of
  * sel_w[t, j] * ye[slot[t, j]], into out (n_embd): each product rounded, then
  * added in that order, as llama.cpp's build_moe_ffn (ggml_mul, then ggml_add of
@@ -557,14 +555,15 @@ static void moe_combine(const fwd_ctx *f, int64_t t, float *out) {
     }
 }
 
-/* Residual add (tmp: RMS-normed with post first where post is not NULL (gemma),
- * scaled by the residual scale (granite), plus tmp_b (n_embd) where not NULL
- * (gpt-oss's attention output bias, added to tmp first as llama.cpp's
- * build_attn); or the last layer's experts), RMSNorm with w (none where w is
- * NULL), quantize for weights of w_type (and, where xq2 is not NULL, also for
- * weights of type2 into xq2): token rows split among threads. Rows listed in
- * `rows` (NULL: all T) go to xq row i. */
-static void step_norm_quant(fwd_ctx *f, int64_t T, resid_kind add, const float *post, const float *tmp_b,
+/* Residual add of a sublayer's output as `add` says (layer_kind.h: tmp
+ * RMS-normed with post first (gemma), scaled by the residual scale (granite),
+ * plus tmp_b (n_embd) (gpt-oss's attention output bias, added to tmp first as
+ * llama.cpp's build_attn); or the last layer's experts, and its shared expert
+ * from tmp), RMSNorm with w (none where w is NULL), quantize for weights of
+ * w_type (and, where xq2 is not NULL, also for weights of type2 into xq2):
+ * token rows split among threads. Rows listed in `rows` (NULL: all T) go to xq
+ * row i. */
+static void step_norm_quant(fwd_ctx *f, int64_t T, layer_out add, const float *post, const float *tmp_b,
                             const float *w, vt_dtype w_type, vt_dtype type2, uint8_t *xq2, const int32_t *rows,
                             int ith, int nth) {
     const model_hparams *hp = &f->m->hp;
@@ -576,23 +575,31 @@ static void step_norm_quant(fwd_ctx *f, int64_t T, resid_kind add, const float *
     for (int64_t i = i0; i < i1; i++) {
         const int64_t t = rows ? rows[i] : i;
         float *x = f->x + t * d;
-        if (add == RESID_TMP && post) { /* gemma: the sublayer's output normed first */
+        switch (add) {
+        case LAYER_OUT_NONE:
+            break;
+        case LAYER_OUT_POST_NORM: /* gemma: the sublayer's output normed first */
             f->rms_norm(f->tmp + t * d, post, d, hp->post_norm_eps, scratch);
             for (int64_t j = 0; j < d; j++) x[j] += scratch[j];
-        } else if (add == RESID_TMP && hp->residual_scale != 1.0f) { /* granite */
+            break;
+        case LAYER_OUT_SCALED: { /* granite */
             const float rs = hp->residual_scale;
             for (int64_t j = 0; j < d; j++) x[j] += f->tmp[t * d + j] * rs;
-        } else if (add == RESID_TMP && tmp_b) { /* gpt-oss */
+            break;
+        }
+        case LAYER_OUT_BIAS: /* gpt-oss */
             for (int64_t j = 0; j < d; j++) {
                 const float o = f->tmp[t * d + j] + tmp_b[j];
                 x[j] += o;
             }
-        } else if (add == RESID_TMP) {
+            break;
+        case LAYER_OUT_ADD:
             for (int64_t j = 0; j < d; j++) x[j] += f->tmp[t * d + j];
-        }
-        if (add == RESID_MOE) {
+            break;
+        case LAYER_OUT_MOE:
+        case LAYER_OUT_MOE_SHARED:
             moe_combine(f, t, scratch);
-            if (f->shg) { /* qwen35moe: plus the shared expert (in tmp) times its gate */
+            if (add == LAYER_OUT_MOE_SHARED) { /* qwen35moe: plus the shared expert (in tmp) times its gate */
                 const float g = f->shg[t];
                 for (int64_t j = 0; j < d; j++) {
                     const float p = f->tmp[t * d + j] * g;
@@ -600,6 +607,7 @@ static void step_norm_quant(fwd_ctx *f, int64_t T, resid_kind add, const float *
                 }
             }
             for (int64_t j = 0; j < d; j++) x[j] += scratch[j];
+            break;
         }
         const float *src = x; /* no norm before the sublayer (olmo2) */
         if (w) {
@@ -752,7 +760,7 @@ static void moe_down_item(fwd_ctx *f, const layer_weights *L, int64_t i) {
 /* The MoE FFN of layer L for the T tokens whose normed rows are in xq (for
  * the experts) and xr (for the router): router, routing, the grouped inputs,
  * gate/up items, down items, each step ending in a barrier; the weighted sum
- * is left to the next step_norm_quant (RESID_MOE). Items are claimed one at a
+ * is left to the next step_norm_quant (LAYER_OUT_MOE). Items are claimed one at a
  * time, so a thread never waits for a pool wake-up, and which thread runs an
  * item changes nothing in its bits: each output row is computed by one mm_*
  * call on one thread whatever the split. */
@@ -810,7 +818,7 @@ static void moe_ffn(fwd_ctx *f, const layer_weights *L, const uint8_t *xr, int64
  * 7's), its gate sigmoid(row . shexp_gate_inp) into shg (a float dot, as llama.cpp's
  * F32 mat-vec), the row quantized for shexp_gate; then SiLU(gate) * up and down into
  * tmp, which the next step_norm_quant scales by shg and adds beside the routed sum
- * (RESID_MOE). Three barriers. */
+ * (LAYER_OUT_MOE_SHARED). Three barriers. */
 static void shexp_ffn(fwd_ctx *f, const layer_weights *L, int64_t T, int ith, int nth) {
     const model_hparams *hp = &f->m->hp;
     const int64_t d = hp->n_embd;
@@ -873,11 +881,12 @@ static void forward_worker(void *arg, int ith, int nth) {
 
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const layer_weights *L = &m->layers[il];
+        const layer_kind *K = &L->kind;
 
-        /* 1: residual + norm + quantize */
-        const resid_kind prev = il == 0 ? RESID_NONE : hp->n_expert ? RESID_MOE : RESID_TMP;
+        /* 1: residual (the previous layer's FFN output) + norm + quantize */
+        const layer_out prev = il == 0 ? LAYER_OUT_NONE : m->layers[il - 1].kind.ffn_out;
         const float *prev_post = il == 0 ? NULL : m->layers[il - 1].ffn_post_norm;
-        if (L->lin) { /* a Gated DeltaNet layer (qwen35): steps 2-6 in model/qwen35.c */
+        if (K->mixer == LAYER_MIXER_DELTANET) { /* qwen35: steps 2-6 in model/qwen35.c */
             const bool own = quant_traits_get(L->lin->walpha.type)->dot_type !=
                              quant_traits_get(L->lin->wqkv.type)->dot_type;
             step_norm_quant(f, T, prev, prev_post, NULL, L->attn_norm, L->lin->wqkv.type, L->lin->walpha.type,
@@ -895,22 +904,23 @@ static void forward_worker(void *arg, int ith, int nth) {
         tp_barrier(f->run);
         PROF_MARK(f, ith, 1, t_prof);
 
-        /* 2: Q, K, V (a gated layer's Q with each head's gate after its query) */
+        /* 2: Q, K, V (LAYER_GATE_IN_Q: Q with each head's gate after its query;
+         * LAYER_GATE_MATRIX: attn_gate as a fourth matrix on the same input) */
+        const bool gate_in_q = K->gate == LAYER_GATE_IN_Q;
         {
-            /* muse-glimmer's attn_gate as a fourth matrix on the same input */
             const mm_weight *ws[4] = {&L->wq, &L->wk, &L->wv, &L->wg};
-            float *ys[4] = {L->attn_gated ? f->hy->qg : f->q, f->k, f->v, f->gate};
-            const int64_t ld[4] = {L->attn_gated ? 2 * qd : qd, kvd, kvd, qd};
-            mm_compute_multi(ws, ys, ld, L->wg.data ? 4 : 3, f->xq, T, f->run, ith);
+            float *ys[4] = {gate_in_q ? f->hy->qg : f->q, f->k, f->v, f->gate};
+            const int64_t ld[4] = {gate_in_q ? 2 * qd : qd, kvd, kvd, qd};
+            mm_compute_multi(ws, ys, ld, K->gate == LAYER_GATE_MATRIX ? 4 : 3, f->xq, T, f->run, ith);
         }
         tp_barrier(f->run);
         PROF_MARK(f, ith, 2, t_prof);
 
         /* 3: bias, QK-norm, rope; store K and V. Items: (token, kv head). */
-        const float *rope = f->rope_swa && L->attn.window > 0 ? f->rope_swa : f->rope;
+        const float *rope = K->rope == LAYER_ROPE_SWA ? f->rope_swa : f->rope;
+        const bool rotate = K->rope != LAYER_ROPE_NONE, head_norm = K->qk_norm == LAYER_QK_NORM_HEAD;
         /* olmo2's QK-norm spans a token's rows: items are then whole tokens */
-        const bool row_norm = L->q_norm_row != NULL;
-        const bool temp = hp->attn_temp_scale != 0.0f; /* mistral3's query temperature */
+        const bool row_norm = K->qk_norm == LAYER_QK_NORM_ROW;
         tp_range(row_norm ? T : T * n_kv, 1, ith, nth, &i0, &i1);
         for (int64_t it = i0; it < i1; it++) {
             const int64_t g_end = row_norm ? n_kv : it % n_kv + 1;
@@ -928,35 +938,35 @@ static void forward_worker(void *arg, int ith, int nth) {
                 const float *cs = rope + t * hp->n_rot;
                 float *kr = f->k + t * kvd + g * hd, *vr = f->v + t * kvd + g * hd;
                 float *scratch = f->norm + (size_t)ith * (size_t)(d > hd ? d : hd);
-                if (L->bk)
+                if (K->qkv_bias)
                     for (int64_t j = 0; j < hd; j++) {
                         kr[j] += L->bk[g * hd + j];
                         vr[j] += L->bv[g * hd + j];
                     }
-                if (L->k_norm) {
+                if (head_norm) {
                     f->rms_norm(kr, L->k_norm, hd, hp->rms_eps, scratch);
                     memcpy(kr, scratch, sizeof(float) * (size_t)hd);
                 }
-                if (!L->no_rope) rope_apply(kr, cs, hp->n_rot, hp->rope);
+                if (rotate) rope_apply(kr, cs, hp->n_rot, hp->rope);
                 const int32_t blk = sq->blocks[lv->group][pos / bs];
                 f->kops->store_k(kv_k_head(lv, blk, g), bs, pos % bs, kr, hd);
                 f->vops->store_v(kv_v_row(lv, blk, g, pos % bs), vr, hd);
                 for (int64_t r = 0; r < n_rep; r++) {
                     const int64_t h = g * n_rep + r;
                     float *qr = f->q + t * qd + h * hd;
-                    if (L->attn_gated) {
+                    if (gate_in_q) {
                         const float *qg = f->hy->qg + t * 2 * qd + h * 2 * hd;
                         memcpy(qr, qg, sizeof(float) * (size_t)hd);
                         memcpy(f->hy->gate + t * qd + h * hd, qg + hd, sizeof(float) * (size_t)hd);
                     }
-                    if (L->bq)
+                    if (K->qkv_bias)
                         for (int64_t j = 0; j < hd; j++) qr[j] += L->bq[h * hd + j];
-                    if (L->q_norm) {
+                    if (head_norm) {
                         f->rms_norm(qr, L->q_norm, hd, hp->rms_eps, scratch);
                         memcpy(qr, scratch, sizeof(float) * (size_t)hd);
                     }
-                    if (!L->no_rope) rope_apply(qr, cs, hp->n_rot, hp->rope);
-                    if (temp) { /* llama.cpp's llm_graph_input_attn_temp, in its double steps */
+                    if (rotate) rope_apply(qr, cs, hp->n_rot, hp->rope);
+                    if (K->q_temp) { /* llama.cpp's llm_graph_input_attn_temp, in its double steps */
                         const float ts = (float)(log(floorf((float)pos / (float)hp->n_ctx_orig) + 1.0) *
                                                      hp->attn_temp_scale + 1.0);
                         for (int64_t j = 0; j < hd; j++) qr[j] *= ts;
@@ -1004,9 +1014,9 @@ static void forward_worker(void *arg, int ith, int nth) {
                                                       h % n_rep, n_rep, nch) + c0) * pf,
                                  nch - c0, pf, hd, L->attn.sinks ? &L->attn.sinks[h] : NULL,
                                  f->attn + t * qd + h * hd);
-                if (L->attn_gated || L->wg.data) /* qwen35, muse-glimmer: the output times sigmoid(gate) */
+                if (K->gate != LAYER_GATE_NONE) /* qwen35, muse-glimmer: the output times sigmoid(gate) */
                     for (int64_t j = 0; j < qd; j++) {
-                        const float gt = L->wg.data ? f->gate[t * qd + j] : f->hy->gate[t * qd + j];
+                        const float gt = gate_in_q ? f->hy->gate[t * qd + j] : f->gate[t * qd + j];
                         f->attn[t * qd + j] *= 1.0f / (1.0f + expf(-gt));
                     }
                 mm_quantize(L->wo.type, f->attn + t * qd, qd, 1, qd, f->xq + (size_t)t * rb, 0, 1);
@@ -1021,24 +1031,24 @@ static void forward_worker(void *arg, int ith, int nth) {
         PROF_MARK(f, ith, 6, t_prof);
     ffn:
 
-        if (hp->n_expert > 0) {
+        if (K->ffn != LAYER_FFN_DENSE) {
             /* 7: residual + norm + quantize, for the experts and (in its own
              * activation type, where that differs) the router; 8, 9: the experts */
             const bool own = quant_traits_get(L->router.type)->dot_type !=
                              quant_traits_get(L->exp_gate[0].type)->dot_type;
-            step_norm_quant(f, T, RESID_TMP, L->attn_post_norm, L->bo, L->ffn_norm, L->exp_gate[0].type, L->router.type,
-                            own ? f->hq : NULL, NULL, ith, nth);
+            step_norm_quant(f, T, K->attn_out, L->attn_post_norm, L->bo, L->ffn_norm, L->exp_gate[0].type,
+                            L->router.type, own ? f->hq : NULL, NULL, ith, nth);
             tp_barrier(f->run);
             PROF_MARK(f, ith, 7, t_prof);
             moe_ffn(f, L, own ? f->hq : f->xq, T, ith, nth);
             PROF_MARK(f, ith, 8, t_prof);
-            if (f->shg) shexp_ffn(f, L, T, ith, nth);
+            if (K->ffn == LAYER_FFN_MOE_SHARED) shexp_ffn(f, L, T, ith, nth);
             PROF_MARK(f, ith, 9, t_prof);
             continue;
         }
 
         /* 7: residual + norm + quantize */
-        step_norm_quant(f, T, RESID_TMP, L->attn_post_norm, L->bo, L->ffn_norm, L->w_gate.type, VT_DTYPE_COUNT, NULL,
+        step_norm_quant(f, T, K->attn_out, L->attn_post_norm, L->bo, L->ffn_norm, L->w_gate.type, VT_DTYPE_COUNT, NULL,
                         NULL, ith, nth);
         tp_barrier(f->run);
         PROF_MARK(f, ith, 7, t_prof);
@@ -1056,10 +1066,11 @@ static void forward_worker(void *arg, int ith, int nth) {
 
     /* Embeddings: the last residual add for their rows (quantized unnormed into
      * xq, unused), then the output norm into b->embd in float. */
+    const layer_out last = hp->n_layer > 0 ? m->layers[hp->n_layer - 1].kind.ffn_out : LAYER_OUT_NONE;
+    const float *last_post = hp->n_layer > 0 ? m->layers[hp->n_layer - 1].ffn_post_norm : NULL;
     if (b->n_embd_rows > 0) {
-        const resid_kind add = hp->n_expert ? RESID_MOE : RESID_TMP;
-        step_norm_quant(f, b->n_embd_rows, add, hp->n_layer > 0 ? m->layers[hp->n_layer - 1].ffn_post_norm : NULL,
-                        NULL, NULL, m->output.type, VT_DTYPE_COUNT, NULL, b->embd_rows, ith, nth);
+        step_norm_quant(f, b->n_embd_rows, last, last_post, NULL, NULL, m->output.type, VT_DTYPE_COUNT, NULL,
+                        b->embd_rows, ith, nth);
         tp_range(b->n_embd_rows, 1, ith, nth, &i0, &i1); /* the same rows as above: no barrier needed */
         for (int64_t i = i0; i < i1; i++) {
             const float *x = f->x + (int64_t)b->embd_rows[i] * hp->n_embd;
@@ -1072,10 +1083,8 @@ static void forward_worker(void *arg, int ith, int nth) {
 
     /* Output: the last residual add and norm only for the rows that want logits. */
     if (b->n_logits > 0) {
-        step_norm_quant(f, b->n_logits, hp->n_expert ? RESID_MOE : RESID_TMP,
-                        hp->n_layer > 0 ? m->layers[hp->n_layer - 1].ffn_post_norm : NULL, NULL,
-                        m->output_norm,
-                        m->output.type, VT_DTYPE_COUNT, NULL, b->logit_rows, ith, nth);
+        step_norm_quant(f, b->n_logits, last, last_post, NULL, m->output_norm, m->output.type, VT_DTYPE_COUNT, NULL,
+                        b->logit_rows, ith, nth);
         tp_barrier(f->run);
         PROF_MARK(f, ith, 10, t_prof);
         mm_compute(&m->output, f->xq, b->n_logits, b->logits, hp->n_vocab, f->run, ith);

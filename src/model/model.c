@@ -50,10 +50,15 @@ static const char *const arch_names[] = {
 #define MOE_FF_SLICE 256
 #define MOE_DOWN_SLICE 256
 
-/* "<arch>.<suffix>" */
+/* "<arch>.<suffix>", in the next of ARCH_KEY_BUFS thread-local buffers, so that
+ * one message may name several keys: a result stays valid for the thread's next
+ * ARCH_KEY_BUFS - 1 calls. */
+#define ARCH_KEY_BUFS 4
 static const char *arch_key(const model *m, const char *suffix) {
-    static _Thread_local char buf[256];
-    snprintf(buf, sizeof buf, "%s.%s", arch_names[m->hp.arch], suffix);
+    static _Thread_local char bufs[ARCH_KEY_BUFS][256];
+    static _Thread_local unsigned next;
+    char *buf = bufs[next++ % ARCH_KEY_BUFS];
+    snprintf(buf, sizeof bufs[0], "%s.%s", arch_names[m->hp.arch], suffix);
     return buf;
 }
 
@@ -135,8 +140,8 @@ static vt_status yarn_mistral3_keys(model *m, float beta[2], float *log_mul) {
             return vt_errorf(VT_E_RANGE, "key '%s' = %g is out of range (0, 1e6)", arch_key(m, keys[i]), beta[i]);
     }
     if (!(beta[0] > beta[1]))
-        return vt_errorf(VT_E_RANGE, "key '%s.%s' = %g is not above '%s.%s' = %g", arch_names[m->hp.arch], keys[0],
-                         beta[0], arch_names[m->hp.arch], keys[1], beta[1]);
+        return vt_errorf(VT_E_RANGE, "key '%s' = %g is not above '%s' = %g", arch_key(m, keys[0]), beta[0],
+                         arch_key(m, keys[1]), beta[1]);
     VT_TRY(get_f32_opt(m, "rope.scaling.yarn_log_multiplier", 0.0f, log_mul));
     if (!(*log_mul >= 0.0f && *log_mul < 1e3f))
         return vt_errorf(VT_E_RANGE, "key '%s' = %g is out of range [0, 1000)",
@@ -1073,6 +1078,7 @@ vt_status vt_model_load(const char *path, const vt_model_params *params, vt_mode
     m->path = strdup(path);
     if ((s = load_hparams(m)) != VT_OK) goto fail;
     if ((s = load_weights(m, params && params->progress)) != VT_OK) goto fail;
+    if ((s = layer_kind_fill(m)) != VT_OK) goto fail;
     if ((s = tok_load(&m->gguf, &m->tok)) != VT_OK) goto fail;
     if (tok_n_vocab(m->tok) > m->hp.n_vocab) {
         s = vt_errorf(VT_E_FORMAT, "tokenizer has %d tokens but token_embd only %lld rows",

@@ -53,6 +53,7 @@
 #include "cpu/attention.h"
 #include "cpu/matmul.h"
 #include "gguf/gguf.h"
+#include "model/layer_kind.h"
 #include "model/moe.h"
 #include "model/qwen35.h"
 #include "tokenizer/tokenizer.h"
@@ -192,6 +193,7 @@ typedef struct layer_weights {
      * whose wq then has a gate after each head's query when attn_gated */
     q35_layer *lin;
     bool attn_gated;
+    layer_kind kind;               /* what the layer is, for the forward pass (model/layer_kind.h) */
 } layer_weights;
 
 struct vt_model {

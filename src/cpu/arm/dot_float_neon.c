@@ -8,6 +8,7 @@
  * bit for bit. */
 #include "cpu/arm/arm_kernels.h"
 #include "cpu/arm/neon_common.h"
+#include "cpu/unroll.h"
 #include "base/fp16.h"
 
 #include <math.h>
@@ -35,14 +36,14 @@ VT_INLINE float load1_bf16(const void *p, int64_t i) { return bf16_to_f32(((cons
     VT_INLINE void name##_rows(int64_t n, const uint8_t *w, size_t ws, const void *x,      \
                                float *s, const int nr) {                                   \
         float32x4_t acc[CPU_DOT_ROWS_MAX][4];                                              \
-        _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++)                               \
+        VT_UNROLL(4) for (int r = 0; r < nr; r++)                                          \
             for (int k = 0; k < 4; k++) acc[r][k] = vdupq_n_f32(0.0f);                     \
         int64_t i = 0;                                                                     \
         for (; i + 16 <= n; i += 16) {                                                     \
             float32x4_t xa[2], xb[2];                                                      \
             load8_##name(x, i, xa);                                                        \
             load8_##name(x, i + 8, xb);                                                    \
-            _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) {                         \
+            VT_UNROLL(4) for (int r = 0; r < nr; r++) {                                    \
                 const void *wr = w + (size_t)r * ws;                                       \
                 float32x4_t wa[2], wb[2];                                                  \
                 load8_##name(wr, i, wa);                                                   \
@@ -53,7 +54,7 @@ VT_INLINE float load1_bf16(const void *p, int64_t i) { return bf16_to_f32(((cons
                 acc[r][3] = vfmaq_f32(acc[r][3], wb[1], xb[1]);                            \
             }                                                                              \
         }                                                                                  \
-        _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) {                             \
+        VT_UNROLL(4) for (int r = 0; r < nr; r++) {                                        \
             const void *wr = w + (size_t)r * ws;                                           \
             const float32x4_t a = vaddq_f32(vaddq_f32(acc[r][0], acc[r][1]),               \
                                             vaddq_f32(acc[r][2], acc[r][3]));              \

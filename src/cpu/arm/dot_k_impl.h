@@ -16,6 +16,7 @@
  * (sli/sri) to merge the high bits in one instruction. */
 #include "cpu/arm/arm_kernels.h"
 #include "cpu/arm/neon_common.h"
+#include "cpu/unroll.h"
 #include "quant/blocks.h"
 
 #include <math.h>
@@ -94,7 +95,7 @@ VT_INLINE void q4_K_block(const block_q4_K *w, const block_q8_K *x, float *acc, 
     const uint8x16_t qv[8] = {q0.val[0], q0.val[1], q0.val[2], q0.val[3],
                               q1.val[0], q1.val[1], q1.val[2], q1.val[3]};
     int32x4_t p[8];
-    _Pragma("GCC unroll 8") for (int j = 0; j < 4; j++) {
+    VT_UNROLL(8) for (int j = 0; j < 4; j++) {
         /* 32 bytes: low nibbles are sub-block 2j, high nibbles sub-block 2j + 1 */
         const int8x16x4_t xv = vld1q_s8_x4(x->qs + 64 * j);
         const uint8x16_t a = qv[2 * j], b = qv[2 * j + 1];
@@ -117,7 +118,7 @@ VT_INLINE void q5_K_block(const block_q5_K *w, const block_q8_K *x, float *acc, 
     /* bit 2j of qh[l] is the fifth bit of element 64j + l, bit 2j + 1 of 64j + 32 + l */
     uint8x16_t h0 = vld1q_u8(w->qh), h1 = vld1q_u8(w->qh + 16);
     int32x4_t p[8];
-    _Pragma("GCC unroll 8") for (int j = 0; j < 4; j++) {
+    VT_UNROLL(8) for (int j = 0; j < 4; j++) {
         const int8x16x4_t xv = vld1q_s8_x4(x->qs + 64 * j);
         const uint8x16_t a = qv[2 * j], b = qv[2 * j + 1];
         /* low: (h << 4) | (q & 0x0f), keep 5 bits; high: (q >> 4) | ((h << 3) & 0xf0), 5 bits */
@@ -140,13 +141,13 @@ VT_INLINE void q6_K_block(const block_q6_K *w, const block_q8_K *x, float *acc, 
     const uint8x16_t m6 = vdupq_n_u8(0x3f);
     const int8x16_t sc8 = vld1q_s8(w->scales);
     int32x4_t p[16];
-    _Pragma("GCC unroll 8") for (int h = 0; h < 2; h++) {
+    VT_UNROLL(8) for (int h = 0; h < 2; h++) {
         const uint8x16x4_t ql = vld1q_u8_x4(w->ql + 64 * h);
         const uint8x16x2_t qh = vld1q_u8_x2(w->qh + 32 * h);
         const int8x16x4_t x0 = vld1q_s8_x4(x->qs + 128 * h), x1 = vld1q_s8_x4(x->qs + 128 * h + 64);
         const int8x16_t xv[8] = {x0.val[0], x0.val[1], x0.val[2], x0.val[3],
                                  x1.val[0], x1.val[1], x1.val[2], x1.val[3]};
-        _Pragma("GCC unroll 8") for (int g = 0; g < 2; g++) {
+        VT_UNROLL(8) for (int g = 0; g < 2; g++) {
             /* elements 32c + 16g + i of this half, c = 0..3: ql[16g + i] (c = 0, 2: low,
              * high nibble), ql[32 + 16g + i] (c = 1, 3), and qh[16g + i] bits 2c, 2c + 1 */
             const uint8x16_t la = ql.val[g], lb = ql.val[2 + g], hb = qh.val[g];
@@ -190,13 +191,13 @@ VT_INLINE void q3_K_block(const block_q3_K *w, const block_q8_K *x, float *acc, 
     /* element 128h + 32k + l: bits 2k of qs[32h + l], bit 4h + k of hmask[l] */
     uint8x16_t hm[2] = {vld1q_u8(w->hmask), vld1q_u8(w->hmask + 16)};
     int32x4_t p[16];
-    _Pragma("GCC unroll 8") for (int h = 0; h < 2; h++) {
+    VT_UNROLL(8) for (int h = 0; h < 2; h++) {
         uint8x16_t qs[2] = {vld1q_u8(w->qs + 32 * h), vld1q_u8(w->qs + 32 * h + 16)};
         const int8x16x4_t x0 = vld1q_s8_x4(x->qs + 128 * h), x1 = vld1q_s8_x4(x->qs + 128 * h + 64);
         const int8x16_t xv[8] = {x0.val[0], x0.val[1], x0.val[2], x0.val[3],
                                  x1.val[0], x1.val[1], x1.val[2], x1.val[3]};
-        _Pragma("GCC unroll 8") for (int k = 0; k < 4; k++) {
-            _Pragma("GCC unroll 8") for (int g = 0; g < 2; g++) {
+        VT_UNROLL(8) for (int k = 0; k < 4; k++) {
+            VT_UNROLL(8) for (int g = 0; g < 2; g++) {
                 /* (hm << 2) | (qs & 3), 3 bits */
                 const uint8x16_t q = vandq_u8(vsliq_n_u8(qs[g], hm[g], 2), m3);
                 p[8 * h + 2 * k + g] = i8dot16(vreinterpretq_s8_u8(q), xv[2 * k + g]);
@@ -219,13 +220,13 @@ VT_INLINE void q2_K_block(const block_q2_K *w, const block_q8_K *x, float *acc, 
     const uint8x16_t m2 = vdupq_n_u8(3);
     const uint8x16_t sc8 = vld1q_u8(w->scales);
     int32x4_t p[16];
-    _Pragma("GCC unroll 8") for (int h = 0; h < 2; h++) {
+    VT_UNROLL(8) for (int h = 0; h < 2; h++) {
         uint8x16_t qs[2] = {vld1q_u8(w->qs + 32 * h), vld1q_u8(w->qs + 32 * h + 16)};
         const int8x16x4_t x0 = vld1q_s8_x4(x->qs + 128 * h), x1 = vld1q_s8_x4(x->qs + 128 * h + 64);
         const int8x16_t xv[8] = {x0.val[0], x0.val[1], x0.val[2], x0.val[3],
                                  x1.val[0], x1.val[1], x1.val[2], x1.val[3]};
-        _Pragma("GCC unroll 8") for (int k = 0; k < 4; k++) {
-            _Pragma("GCC unroll 8") for (int g = 0; g < 2; g++) {
+        VT_UNROLL(8) for (int k = 0; k < 4; k++) {
+            VT_UNROLL(8) for (int g = 0; g < 2; g++) {
                 const uint8x16_t q = k == 3 ? qs[g] : vandq_u8(qs[g], m2);
                 p[8 * h + 2 * k + g] = i8dot16(vreinterpretq_s8_u8(q), xv[2 * k + g]);
                 qs[g] = vshrq_n_u8(qs[g], 2);
@@ -250,13 +251,13 @@ VT_INLINE void iq4_xs_block(const block_iq4_xs *w, const block_q8_K *x, float *a
     uint32_t lo4;
     memcpy(&lo4, w->scales_l, 4);
     int32_t ls[8];
-    _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++)
+    VT_UNROLL(8) for (int ib = 0; ib < 8; ib++)
         ls[ib] = (int32_t)((((lo4 >> (4 * ib)) & 0x0f) | (((w->scales_h >> (2 * ib)) & 3) << 4)) - 32);
     const uint8x16x4_t q0 = vld1q_u8_x4(w->qs), q1 = vld1q_u8_x4(w->qs + 64);
     const uint8x16_t qv[8] = {q0.val[0], q0.val[1], q0.val[2], q0.val[3],
                               q1.val[0], q1.val[1], q1.val[2], q1.val[3]};
     int32x4_t p[8];
-    _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {
+    VT_UNROLL(8) for (int ib = 0; ib < 8; ib++) {
         /* 16 bytes: low nibbles elements 0..15 of the sub-block, high nibbles 16..31 */
         const int8x16x2_t xv = vld1q_s8_x2(x->qs + 32 * ib);
         const int8x16_t a = vqtbl1q_s8(grid, vandq_u8(qv[ib], m4));

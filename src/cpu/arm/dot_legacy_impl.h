@@ -16,6 +16,7 @@
  * result is the same as the ref's unscaled product). */
 #include "cpu/arm/arm_kernels.h"
 #include "cpu/arm/neon_common.h"
+#include "cpu/unroll.h"
 #include "quant/blocks.h"
 
 #include <math.h>
@@ -125,7 +126,7 @@ VT_INLINE float32x4_t e8m0x4_strided(const uint8_t *p, size_t stride, int count)
 #define GROUP_STEP(name, block_t, k)                                                       \
     do {                                                                                   \
         const int8x16_t x0 = vld1q_s8(x[b + k].qs), x1 = vld1q_s8(x[b + k].qs + 16);       \
-        _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++)                               \
+        VT_UNROLL(4) for (int r = 0; r < nr; r++)                                          \
             acc[r][k & 1] = vfmaq_laneq_f32(acc[r][k & 1], BLOCK_DOT(name, block_t, b + k, r, x0, x1), \
                                             d4[r], k);                                     \
     } while (0)
@@ -133,10 +134,10 @@ VT_INLINE float32x4_t e8m0x4_strided(const uint8_t *p, size_t stride, int count)
 #define GROUP_TAIL(name, block_t)                                                          \
     do {                                                                                   \
         float dl[CPU_DOT_ROWS_MAX][4];                                                     \
-        _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) vst1q_f32(dl[r], d4[r]);      \
+        VT_UNROLL(4) for (int r = 0; r < nr; r++) vst1q_f32(dl[r], d4[r]);                 \
         for (int k = 0; k < cnt; k++) {                                                    \
             const int8x16_t x0 = vld1q_s8(x[b + k].qs), x1 = vld1q_s8(x[b + k].qs + 16);   \
-            _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) {                         \
+            VT_UNROLL(4) for (int r = 0; r < nr; r++) {                                    \
                 const float32x4_t p = BLOCK_DOT(name, block_t, b + k, r, x0, x1);          \
                 if (k & 1) acc[r][1] = vfmaq_n_f32(acc[r][1], p, dl[r][k]);                \
                 else acc[r][0] = vfmaq_n_f32(acc[r][0], p, dl[r][k]);                      \
@@ -152,13 +153,13 @@ VT_INLINE float32x4_t e8m0x4_strided(const uint8_t *p, size_t stride, int count)
                                float *s, const int nr) {                                   \
         const int64_t nb = n / QK8_0;                                                      \
         float32x4_t acc[CPU_DOT_ROWS_MAX][2];                                              \
-        _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++)                               \
+        VT_UNROLL(4) for (int r = 0; r < nr; r++)                                          \
             acc[r][0] = acc[r][1] = vdupq_n_f32(0.0f);                                     \
         for (int64_t b = 0; b < nb; b += 4) {                                              \
             const int cnt = nb - b < 4 ? (int)(nb - b) : 4;                                \
             const float32x4_t dx4 = f16x4_strided((const uint8_t *)&x[b].d, sizeof *x, cnt); \
             float32x4_t d4[CPU_DOT_ROWS_MAX];                                              \
-            _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) {                         \
+            VT_UNROLL(4) for (int r = 0; r < nr; r++) {                                    \
                 const block_t *wb = (const block_t *)(w + (size_t)r * ws) + b;             \
                 d4[r] = vmulq_f32(scale4(wb, cnt), dx4);                                   \
             }                                                                              \
@@ -171,7 +172,7 @@ VT_INLINE float32x4_t e8m0x4_strided(const uint8_t *p, size_t stride, int count)
                 GROUP_TAIL(name, block_t);                                                 \
             }                                                                              \
         }                                                                                  \
-        _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++)                               \
+        VT_UNROLL(4) for (int r = 0; r < nr; r++)                                          \
             s[r] = vaddvq_f32(vaddq_f32(acc[r][0], acc[r][1])) * (unit);                   \
     }
 
@@ -182,14 +183,14 @@ VT_INLINE float32x4_t e8m0x4_strided(const uint8_t *p, size_t stride, int count)
                                float *s, const int nr) {                                   \
         const int64_t nb = n / QK8_1;                                                      \
         float32x4_t acc[CPU_DOT_ROWS_MAX][2], summ[CPU_DOT_ROWS_MAX];                      \
-        _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++)                               \
+        VT_UNROLL(4) for (int r = 0; r < nr; r++)                                          \
             acc[r][0] = acc[r][1] = summ[r] = vdupq_n_f32(0.0f);                           \
         for (int64_t b = 0; b < nb; b += 4) {                                              \
             const int cnt = nb - b < 4 ? (int)(nb - b) : 4;                                \
             const float32x4_t dx4 = f16x4_strided((const uint8_t *)&x[b].d, sizeof *x, cnt); \
             const float32x4_t sx4 = f16x4_strided((const uint8_t *)&x[b].s, sizeof *x, cnt); \
             float32x4_t d4[CPU_DOT_ROWS_MAX];                                              \
-            _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++) {                         \
+            VT_UNROLL(4) for (int r = 0; r < nr; r++) {                                    \
                 const block_t *wb = (const block_t *)(w + (size_t)r * ws) + b;             \
                 d4[r] = vmulq_f32(f16x4_strided((const uint8_t *)&wb->d, sizeof *wb, cnt), dx4); \
                 summ[r] = vfmaq_f32(summ[r], f16x4_strided((const uint8_t *)&wb->m, sizeof *wb, cnt), sx4); \
@@ -203,7 +204,7 @@ VT_INLINE float32x4_t e8m0x4_strided(const uint8_t *p, size_t stride, int count)
                 GROUP_TAIL(name, block_t);                                                 \
             }                                                                              \
         }                                                                                  \
-        _Pragma("GCC unroll 4") for (int r = 0; r < nr; r++)                               \
+        VT_UNROLL(4) for (int r = 0; r < nr; r++)                                          \
             s[r] = vaddvq_f32(vaddq_f32(acc[r][0], acc[r][1])) + vaddvq_f32(summ[r]);      \
     }
 

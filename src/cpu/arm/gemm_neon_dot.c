@@ -19,10 +19,27 @@
  * vector registers never spill. */
 #include "cpu/arm/arm_kernels.h"
 #include "cpu/arm/neon_common.h"
+#include "cpu/unroll.h"
 #include "quant/blocks.h"
 
 #define CHUNK_VEC (4 * PACK_ROWS)
-#define UNROLL _Pragma("GCC unroll 16")
+#define UNROLL VT_UNROLL(16)
+/* vdotq_laneq_s32 with a lane that the unrolled loops make a constant; not
+ * optimizing (a Debug build), nothing is unrolled and the lane goes through a
+ * switch, which the intrinsic's constant-immediate rule needs. */
+#ifdef __OPTIMIZE__
+#define DOT_LANE(acc, w, x, lane) vdotq_laneq_s32(acc, w, x, lane)
+#else
+static inline int32x4_t dot_lane_unoptimized(int32x4_t acc, int8x16_t w, int8x16_t x, int lane) {
+    switch (lane & 3) {
+    case 0: return vdotq_laneq_s32(acc, w, x, 0);
+    case 1: return vdotq_laneq_s32(acc, w, x, 1);
+    case 2: return vdotq_laneq_s32(acc, w, x, 2);
+    default: return vdotq_laneq_s32(acc, w, x, 3);
+    }
+}
+#define DOT_LANE(acc, w, x, lane) dot_lane_unoptimized(acc, w, x, lane)
+#endif
 
 /* Rows 4 * q0 .. 4 * (q0 + nq) - 1 of one group (nq row quads), nt tokens. */
 VT_INLINE void q8_0_tile(int64_t nb, const uint8_t *g, const block_q8_0 *const *xr, float *y,
@@ -44,8 +61,8 @@ VT_INLINE void q8_0_tile(int64_t nb, const uint8_t *g, const block_q8_0 *const *
             UNROLL for (int q = 0; q < nq; q++) {
                 const int8x16_t wq = vld1q_s8((const int8_t *)(v + k * CHUNK_VEC + 16 * (q0 + q)));
                 UNROLL for (int t = 0; t < nt; t++) {
-                    if (k < 4) p[t][q] = vdotq_laneq_s32(p[t][q], wq, x0[t], k & 3);
-                    else p[t][q] = vdotq_laneq_s32(p[t][q], wq, x1[t], k & 3);
+                    if (k < 4) p[t][q] = DOT_LANE(p[t][q], wq, x0[t], k & 3);
+                    else p[t][q] = DOT_LANE(p[t][q], wq, x1[t], k & 3);
                 }
             }
         }
@@ -84,8 +101,8 @@ VT_INLINE void q4_0_tile(int64_t nb, const uint8_t *g, const block_q8_0 *const *
                 const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(raw, m4));
                 const int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(raw, 4));
                 UNROLL for (int t = 0; t < nt; t++) {
-                    p[t][q] = vdotq_laneq_s32(p[t][q], lo, x0[t], k);
-                    p[t][q] = vdotq_laneq_s32(p[t][q], hi, x1[t], k);
+                    p[t][q] = DOT_LANE(p[t][q], lo, x0[t], k);
+                    p[t][q] = DOT_LANE(p[t][q], hi, x1[t], k);
                 }
             }
         }
@@ -289,8 +306,8 @@ VT_INLINE void q4_K_q5_K_tile(int64_t nb, const uint8_t *g, const block_q8_K *co
                     }
                     const int8x16_t lo = vreinterpretq_s8_u8(ulo), hi = vreinterpretq_s8_u8(uhi);
                     UNROLL for (int t = 0; t < nt; t++) {
-                        plo[t][q] = vdotq_laneq_s32(plo[t][q], lo, xlo[t], c & 3);
-                        phi[t][q] = vdotq_laneq_s32(phi[t][q], hi, xhi[t], c & 3);
+                        plo[t][q] = DOT_LANE(plo[t][q], lo, xlo[t], c & 3);
+                        phi[t][q] = DOT_LANE(phi[t][q], hi, xhi[t], c & 3);
                     }
                 }
             }
@@ -389,8 +406,8 @@ VT_INLINE void q6_K_tile(int64_t nb, const uint8_t *g, const block_q8_K *const *
                         const int8x16_t qa = vreinterpretq_s8_u8(vsliq_n_u8(l[q], hm, 4));
                         const int8x16_t qb = vreinterpretq_s8_u8(vsriq_n_u8(hm, l[q], 4));
                         UNROLL for (int t = 0; t < nt; t++) {
-                            pa[t][q] = vdotq_laneq_s32(pa[t][q], qa, xa[t], c4);
-                            pb[t][q] = vdotq_laneq_s32(pb[t][q], qb, xb[t], c4);
+                            pa[t][q] = DOT_LANE(pa[t][q], qa, xa[t], c4);
+                            pb[t][q] = DOT_LANE(pb[t][q], qb, xb[t], c4);
                         }
                     }
                 }
@@ -520,8 +537,8 @@ VT_INLINE void mxfp4_tile(int64_t nb, const uint8_t *g, const block_q8_0 *const 
                 const int8x16_t lo = vqtbl1q_s8(grid, vandq_u8(raw, m4));
                 const int8x16_t hi = vqtbl1q_s8(grid, vshrq_n_u8(raw, 4));
                 UNROLL for (int t = 0; t < nt; t++) {
-                    p[t][q] = vdotq_laneq_s32(p[t][q], lo, x0[t], k);
-                    p[t][q] = vdotq_laneq_s32(p[t][q], hi, x1[t], k);
+                    p[t][q] = DOT_LANE(p[t][q], lo, x0[t], k);
+                    p[t][q] = DOT_LANE(p[t][q], hi, x1[t], k);
                 }
             }
         }

@@ -32,10 +32,11 @@
  * x 4 tokens), not enough to carry a second kernel unmeasured. */
 #include "cpu/arm/arm_kernels.h"
 #include "cpu/arm/neon_common.h"
+#include "cpu/unroll.h"
 #include "quant/blocks.h"
 
 #define CHUNK_VEC (4 * PACK_ROWS)
-#define UNROLL _Pragma("GCC unroll 16")
+#define UNROLL VT_UNROLL(16)
 
 VT_INLINE int8x16_t zip_lo32(int8x16_t a, int8x16_t b) {
     return vreinterpretq_s8_s32(vzip1q_s32(vreinterpretq_s32_s8(a), vreinterpretq_s32_s8(b)));

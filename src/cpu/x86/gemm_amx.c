@@ -27,6 +27,7 @@
  * permission for the tile state is taken at feature detection (cpu_features).
  * Each call saves the thread's tile configuration and puts it back at the end. */
 #include "base/status.h"
+#include "cpu/unroll.h"
 #include "cpu/x86/simd_avx512.h"
 #include "cpu/x86/x86_kernels.h"
 #include "quant/blocks.h"
@@ -38,7 +39,7 @@
 /* Most 32-element blocks per row (the wide kernels' n_in bound, cpu/pack.h):
  * the activation scales of a call are precomputed on the stack. */
 #define AMX_NB_MAX (PACK_WIDE_N_IN_MAX / 32)
-#define UNROLL _Pragma("GCC unroll 16")
+#define UNROLL VT_UNROLL(16)
 /* Token rows of one A / C tile. */
 #define AMX_TILE_TOK 16
 _Static_assert(PACK_TOK_WIDE == 2 * AMX_TILE_TOK, "a wide call is two token tiles");

@@ -12,6 +12,7 @@
  * float steps those of the _ref twins, so results are bit-identical with them
  * (and with the AVX-512 kernels). */
 #include "cpu/pack.h"
+#include "cpu/unroll.h"
 #include "cpu/x86/simd_avx2.h"
 #include "cpu/x86/x86_kernels.h"
 #include "quant/blocks.h"
@@ -22,7 +23,7 @@
 #define TILE_Q5_K (PACK_ROWS * sizeof(block_q5_K))
 /* Register tiles: every small loop fully unrolled, so arrays of vectors stay in
  * registers (GCC at -O2 would otherwise keep them on the stack). */
-#define UNROLL _Pragma("GCC unroll 16")
+#define UNROLL VT_UNROLL(16)
 /* Software prefetch, issued by the first of the two passes over a group: one
  * linear stream over every layout, about PF_DIST bytes ahead (see
  * gemm_avx512.c). On the Zen 5 VM with this file's kernels (one token, 256 MiB

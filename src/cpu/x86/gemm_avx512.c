@@ -14,6 +14,7 @@
  * the tile (up to PACK_TOK_MAX), which is what makes prefill compute-bound
  * rather than unpack-bound. The integer math is exact and the float steps are
  * those of the _ref twins in pack.c, so results are bit-identical with them. */
+#include "cpu/unroll.h"
 #include "cpu/x86/simd_avx512.h"
 #include "cpu/x86/x86_kernels.h"
 #include "quant/blocks.h"
@@ -26,7 +27,7 @@
 #define TILE_Q5_K (PACK_ROWS * sizeof(block_q5_K))
 /* Register tiles: every small loop fully unrolled, so arrays of vectors stay in
  * registers (GCC at -O2 would otherwise keep them on the stack). */
-#define UNROLL _Pragma("GCC unroll 16")
+#define UNROLL VT_UNROLL(16)
 /* Software prefetch. The hardware prefetcher alone leaves decode at ~50% of
  * the bandwidth a plain read loop gets (Q4_K at 25%: its regions restart every
  * 18 KiB), so every kernel also prefetches the group ahead of the block being
