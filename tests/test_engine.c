@@ -468,10 +468,11 @@ static void test_output_room_and_no_logprobs(void) {
         }
         int guard = 0;
         double lp_sum = 0;
+        test_requests c = {ids, 2, res, sizeof *res};
         while (vt_engine_has_work(e) && guard++ < 1000) {
             CHECK_OK(vt_engine_step(e, &outs, &n));
             for (int32_t i = 0; i < n; i++) {
-                collect(&outs[i], res, 2, ids);
+                collect(&outs[i], &c);
                 if (outs[i].token < 0) continue;
                 CHECK(pass ? outs[i].logprob == 0.0f : outs[i].logprob <= 0.0f);
                 CHECK_EQ_INT(outs[i].n_top, 0);
