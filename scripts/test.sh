@@ -2,7 +2,7 @@
 # The whole test suite, as CI runs it (.ci/run calls exactly this):
 #   1. set-up (apt packages, the reference llama.cpp from npm, npm test clients)
 #   2. release build + every test (ctest)
-#   3. the same suite under ASan + UBSan
+#   3. the same suite under ASan + UBSan (clang; the same build holds the fuzz targets)
 #   4. threadpool, engine and server tests under TSan
 #   5. each libFuzzer target for a bounded time over its corpus
 #   6. the aarch64 cross build, tested under qemu (plain NEON, dotprod, i8mm, cortex-a53)
@@ -35,9 +35,18 @@ job_release() {
     ctest --test-dir build --output-on-failure -j"$jobs"
 }
 
+# The ASan+UBSan build is also the fuzz build: clang, libvt instrumented for
+# libFuzzer as well (coverage counters, which the tests' sanitizer runtime
+# accepts), -O1 with line tables (what a sanitizer report needs, and half the
+# compile time of -O2 -g). One sanitized build of the library instead of two.
+asan_configure() {
+  cmake -S . -B build-asan -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+    -DVT_SANITIZE=address,undefined -DVT_FUZZ=ON -DVT_BENCH=OFF >/dev/null
+}
+
 job_asan() {
-  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVT_SANITIZE=address,undefined -DVT_BENCH=OFF >/dev/null &&
-    cmake --build build-asan -j"$jobs" &&
+  asan_configure && cmake --build build-asan -j"$jobs" &&
     # test_parity's and test_qwen35_llama's F16 rows only: each family's forward
     # pass under the sanitizers; the quantized rows add kernels that test_kernels
     # and test_matmul already run here, and would take most of the job. Left to
@@ -87,19 +96,15 @@ fuzz_one() { # binary
 }
 
 job_fuzz() {
-  # Only the fuzz targets: in this build libvt is instrumented for libFuzzer, which
-  # only the fuzz targets link.
+  # The fuzz targets of the ASan build (built there by job_asan; built here
+  # alone when this job runs without it).
   local targets=() src
   for src in fuzz/fuzz_*.c; do targets+=("$(basename "$src" .c)"); done
-  # -O1 with line tables: what libFuzzer wants to report a crash, and the
-  # sanitized build compiles in much less time than at -O2 -g
-  CC=clang cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DVT_FUZZ=ON -DVT_BENCH=OFF >/dev/null &&
-    cmake --build build-fuzz -j"$jobs" --target "${targets[@]}" || return 1
+  asan_configure && cmake --build build-asan -j"$jobs" --target "${targets[@]}" || return 1
   # one target per core at a time; each report printed whole when it ends
   local ok=0 f logs pids=() i
   logs=$(mktemp -d)
-  for f in build-fuzz/fuzz_*; do
+  for f in build-asan/fuzz_*; do
     [ -x "$f" ] || continue
     while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
     fuzz_one "$f" >"$logs/$(basename "$f")" 2>&1 &
