@@ -14,7 +14,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     oai_request r;
     if (oai_parse_request(kind, (const char *)data + 1, size - 1, &r) != VT_OK) return 0;
     if (r.n < 1 || r.n > OAI_MAX_N || r.n_stop > OAI_MAX_STOP) abort();
-    if (r.sampling.n_logprobs < 0 || r.sampling.n_logprobs > OAI_MAX_LOGPROBS) abort();
+    /* -1: no logprobs asked (the engine then computes none) */
+    if (r.sampling.n_logprobs < -1 || r.sampling.n_logprobs > OAI_MAX_LOGPROBS) abort();
     if (kind == OAI_COMPLETION && (r.n_prompts < 1 || (!r.prompts[0].text && !r.prompts[0].n_tokens))) abort();
     for (int32_t i = 0; i < r.n_stop; i++) {
         if (!r.stop[i] || strlen(r.stop[i]) > OAI_MAX_STOP_LEN) abort();
