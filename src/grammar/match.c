@@ -312,6 +312,17 @@ static bool grow_table(void **p, size_t elem, int bits) {
 /* The set built at sets[base, n_sets) as a state: an existing one (the new
  * nodes and the scratch are dropped) or a new one. -1 for an empty set, -2 on
  * error. */
+/* Node t's element matched: its stack moves past it (to the parent at a rule's
+ * end, else to the next element) and is expanded into the set at base. False
+ * when the node store is full. */
+static bool advance(gcache *c, const grammar *g, int64_t base, int32_t t) {
+    const int32_t pos = c->nodes[t].pos, rest = c->nodes[t].parent;
+    const int32_t next = gelem_is_end(&g->el[pos + 1]) ? rest : push_node(c, rest, pos + 1);
+    if (next == -2) return false;
+    expand(c, g, base, next, 0);
+    return true;
+}
+
 static int32_t intern(gcache *c, const grammar *g, int64_t base, int32_t node_mark) {
     if (c->err != VT_OK) return -2;
     const int32_t n = (int32_t)(c->n_sets - base);
@@ -393,10 +404,7 @@ static int32_t step(gcache *c, const grammar *g, int32_t st, uint8_t b) {
         if (t < 0) continue;
         const int32_t pos = c->nodes[t].pos;
         if (g->el[pos].type != GE_SET || !gset_has(&g->sets[g->el[pos].v], b)) continue;
-        const int32_t rest = c->nodes[t].parent;
-        const int32_t next = gelem_is_end(&g->el[pos + 1]) ? rest : push_node(c, rest, pos + 1);
-        if (next == -2) break;
-        expand(c, g, base, next, 0);
+        if (!advance(c, g, base, t)) break;
     }
     const int32_t to = intern(c, g, base, node_mark);
     if (to == -2) {
@@ -547,10 +555,7 @@ static int32_t token_step(gcache *c, const grammar *g, int32_t st, int32_t t, co
     for (int32_t k = 0; k < c->states[st].n && c->err == VT_OK; k++) {
         const int32_t x = c->sets[c->states[st].set + k];
         if (x < 0 || !gelem_is_token(&g->el[c->nodes[x].pos]) || !tok_admits(&g->el[c->nodes[x].pos], t)) continue;
-        const int32_t pos = c->nodes[x].pos, rest = c->nodes[x].parent;
-        const int32_t next = gelem_is_end(&g->el[pos + 1]) ? rest : push_node(c, rest, pos + 1);
-        if (next == -2) break;
-        expand(c, g, base, next, 0);
+        if (!advance(c, g, base, x)) break;
     }
     const int32_t to = intern(c, g, base, node_mark);
     if (to == -2) {
