@@ -682,6 +682,22 @@ static void test_preserved_markers(const char *vocab) {
         samples_free(out);
     }
 
+    /* a preserved id outside the vocabulary is refused */
+    vt_engine_params ep = vt_engine_default_params();
+    ep.n_threads = 1;
+    ep.n_ctx = 256;
+    vt_engine *e = NULL;
+    CHECK_OK(vt_engine_create(m, &ep, &e));
+    if (e) {
+        const int32_t bad_id = n_vocab;
+        vt_request_params q = {.prompt = g_prompt, .n_prompt = g_n_prompt, .max_tokens = 1, .preserve = &bad_id,
+                               .n_preserve = 1};
+        q.sampling = vt_sampling_default();
+        uint64_t id;
+        CHECK(vt_engine_add(e, &q, &id) == VT_E_INVALID && strstr(vt_last_error(), "preserved token 0"));
+        vt_engine_free(e);
+    }
+
     /* a forced glm call: the grammar names the marker tokens, not their text */
     json_t *tools = json_loads(tools_text, 0, NULL);
     strbuf gb = {0};
