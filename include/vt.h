@@ -199,6 +199,8 @@ typedef enum vt_pooling {
     VT_POOLING_TOKENS = 16,
 } vt_pooling;
 
+#define VT_MAX_PRESERVE 64 /* vt_request_params.n_preserve */
+
 typedef struct vt_request_params {
     const int32_t *prompt;    /* prompt token ids, or NULL to tokenize prompt_text */
     int64_t n_prompt;
@@ -217,6 +219,14 @@ typedef struct vt_request_params {
      * VT_E_INVALID naming the problem; with one, ignore_eos has no effect. */
     const char *grammar;
     size_t grammar_len;
+    /* Control tokens whose text the output keeps (n_preserve ids, copied; at most
+     * VT_MAX_PRESERVE): the markers of a chat format (<tool_call>, [TOOL_CALLS],
+     * <think>, ...) that are single control tokens in the vocabulary, which the
+     * server's parsers must see, as llama.cpp's preserved_tokens. Every other
+     * control token gives no text. An id outside the vocabulary fails
+     * vt_engine_add with VT_E_INVALID. */
+    const int32_t *preserve;
+    int32_t n_preserve;
     void *user;               /* handed back in every output of this request */
     vt_pooling pooling;       /* != VT_POOLING_NONE: an embedding request: the prompt is
                                  evaluated (no sampling; sampling, max_tokens and stop are

@@ -1,4 +1,5 @@
-/* Helpers the engine tests share (test_engine*, test_kv_groups, test_layer_kind):
+/* Helpers the engine tests share (test_engine*, test_kv_groups, test_layer_kind,
+ * test_server_grammar, llama/test_embed_llama):
  * a synthetic model written and loaded, vt_context's greedy tokens as the
  * reference, and an engine stepped until it is done. Checks count in test.h. */
 #ifndef VT_TESTS_ENGINE_UTIL_H
@@ -21,8 +22,9 @@ static inline int32_t test_argmax(const float *l, int32_t n) {
 }
 
 /* The model sp describes, written to a temporary file, edited there by `edit`
- * (where not NULL: a test that corrupts a tensor) and loaded; the file is
- * removed. NULL, after a failed check, where a step fails. */
+ * (where not NULL: a test that corrupts a tensor, or one that loads the same
+ * file into llama.cpp) and loaded; the file is removed. NULL, after a failed
+ * check, where a step fails. */
 static inline vt_model *test_synth_load(const synth_params *sp, void (*edit)(const char *path)) {
     char path[] = "/tmp/vt_test_synth_XXXXXX";
     const int fd = mkstemp(path);

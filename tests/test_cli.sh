@@ -45,6 +45,10 @@ expect "synth gpt-oss without a window" "gpt-oss needs a sliding window" "$vt" s
   --experts 4 -o /nonexistent/x.gguf
 expect "synth gpt-oss tied" "gpt-oss has no tied head" "$vt" synth -q --arch gpt-oss --experts 4 --swa 8 \
   --tied -o /nonexistent/x.gguf
+# vt synth --control-tokens: a text that is a token already, or an empty one, is refused
+expect "synth control token twice" "control token '<s>' is token 1 of the vocabulary already" "$vt" synth -q \
+  --control-tokens '<x>,<s>' -o /nonexistent/x.gguf
+expect "synth empty control token" "empty texts" "$vt" synth -q --control-tokens '<x>,,<y>' -o /nonexistent/x.gguf
 oss=$(mktemp /tmp/vt_cli_oss_XXXXXX)
 if "$vt" synth -q --arch gpt-oss --layers 2 --embd 64 --heads 4 --kv-heads 2 --ff 64 --experts 4 \
      --experts-used 2 --swa 8 --yarn-factor 4 --yarn-orig-ctx 16 --type q8_0 --expert-type mxfp4 -o "$oss" &&

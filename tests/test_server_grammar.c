@@ -9,12 +9,18 @@
  * outputs each are sentences of the grammar. A forced tool call's grammar
  * (every format: hermes, qwen3_coder, glm, harmony, llama3, mistral in both
  * styles, deepseek) likewise gives 100 calls each that the tool-call parser
- * reads back and that validate against the tool's schema. */
+ * reads back and that validate against the tool's schema. Last, format markers
+ * that are control tokens (test_preserved_markers): kept in the output only
+ * where the request preserves them, and written as tokens by a forced call's
+ * grammar. */
 #include "grammar/grammar.h"
+#include "model/model.h"
 #include "model/synth.h"
 #include "server/json_schema.h"
 #include "server/toolcall.h"
+#include "tokenizer/tokenizer.h"
 
+#include "engine_util.h"
 #include "jcheck.h"
 #include "test.h"
 
@@ -191,11 +197,16 @@ static bool validate(json_t *v, json_t *s, json_t *root) {
 static vt_model *g_model;
 static int32_t *g_prompt;
 static int64_t g_n_prompt;
+static int g_n_samples = N_SAMPLES;  /* sample_many's count */
+static const int32_t *g_preserve;     /* sample_many's preserved tokens */
+static int32_t g_n_preserve;
 
 typedef struct sample {
     char *text;
     size_t len;
     vt_finish finish;
+    int32_t tokens[MAX_TOKENS]; /* the generated ids */
+    int32_t n_tokens;
 } sample;
 
 /* N_SAMPLES outputs of the model under gbnf at temperature 1 (distinct seeds);
@@ -210,9 +221,10 @@ static void sample_many(const char *gbnf, const vt_logit_bias *bias, int32_t n_b
     CHECK_OK(vt_engine_create(g_model, &ep, &e));
     if (!e) return;
     memset(out, 0, sizeof(sample) * N_SAMPLES);
-    for (int i = 0; i < N_SAMPLES; i++) {
+    for (int i = 0; i < g_n_samples; i++) {
         vt_request_params q = {.prompt = g_prompt, .n_prompt = g_n_prompt, .max_tokens = MAX_TOKENS,
-                               .grammar = gbnf, .grammar_len = strlen(gbnf), .user = &out[i]};
+                               .grammar = gbnf, .grammar_len = strlen(gbnf), .user = &out[i],
+                               .preserve = g_preserve, .n_preserve = g_n_preserve};
         q.sampling = vt_sampling_default();
         q.sampling.temperature = 1.0f;
         q.sampling.seed = 1000 + (uint64_t)i;
@@ -222,12 +234,13 @@ static void sample_many(const char *gbnf, const vt_logit_bias *bias, int32_t n_b
         CHECK_OK(vt_engine_add(e, &q, &id));
     }
     int done = 0;
-    while (done < N_SAMPLES && vt_engine_has_work(e)) {
+    while (done < g_n_samples && vt_engine_has_work(e)) {
         const vt_output *outs;
         int32_t n;
         CHECK_OK(vt_engine_step(e, &outs, &n));
         for (int32_t i = 0; i < n; i++) {
             sample *s = outs[i].user;
+            if (outs[i].token >= 0 && s->n_tokens < MAX_TOKENS) s->tokens[s->n_tokens++] = outs[i].token;
             if (outs[i].text_len) {
                 s->text = realloc(s->text, s->len + outs[i].text_len + 1);
                 memcpy(s->text + s->len, outs[i].text, outs[i].text_len);
@@ -371,7 +384,7 @@ static const char *const tools_text =
 
 static int tool_calls_sampled(tc_format f, bool args_style, json_t *tools) {
     strbuf g = {0}, pre = {0};
-    CHECK_OK(jschema_tool_call_gbnf(f, args_style, tools, NULL, &g));
+    CHECK_OK(jschema_tool_call_gbnf(f, args_style, tools, NULL, NULL, &g));
     tc_prefill(f, args_style, NULL, &pre);
     static sample out[N_SAMPLES];
     vt_logit_bias bias[2] = {{vt_model_eos(g_model), 12.0f}, {one_token("\""), 5.0f}};
@@ -432,7 +445,7 @@ static int tool_calls_sampled(tc_format f, bool args_style, json_t *tools) {
 static bool tool_accepts(tc_format f, json_t *tools, const char *name, const char *text) {
     strbuf g = {0};
     grammar *gr = NULL;
-    bool ok = jschema_tool_call_gbnf(f, false, tools, name, &g) == VT_OK &&
+    bool ok = jschema_tool_call_gbnf(f, false, tools, name, NULL, &g) == VT_OK &&
               grammar_parse(g.ptr, g.len, NULL, &gr) == VT_OK;
     CHECK_MSG(ok, "%s: %s", tc_format_name(f), vt_last_error());
     ok = ok && grammar_accepts(gr, text, strlen(text));
@@ -495,7 +508,7 @@ static void test_tool_call_grammars(void) {
     json_t *bad = json_loads("[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": "
                              "\"object\", \"properties\": {\"a>b\": {\"type\": \"string\"}}}}}]", 0, NULL);
     strbuf x = {0};
-    CHECK(jschema_tool_call_gbnf(TC_QWEN3_CODER, false, bad, NULL, &x) == VT_E_INVALID && strstr(vt_last_error(), "a>b"));
+    CHECK(jschema_tool_call_gbnf(TC_QWEN3_CODER, false, bad, NULL, NULL, &x) == VT_E_INVALID && strstr(vt_last_error(), "a>b"));
     sb_free(&x);
     json_decref(bad);
     json_decref(free_text);
@@ -517,7 +530,7 @@ static void test_tool_call_sampling(void) {
                                  "{\"type\": \"object\", \"properties\": {\"d\": {\"type\": \"string\", "
                                  "\"format\": \"date\"}}, \"required\": [\"d\"]}}}]", 0, NULL);
     strbuf lg = {0};
-    CHECK_OK(jschema_tool_call_gbnf(TC_HERMES, false, lenient, "f", &lg));
+    CHECK_OK(jschema_tool_call_gbnf(TC_HERMES, false, lenient, "f", NULL, &lg));
     grammar *lgr = NULL;
     CHECK_OK(grammar_parse(lg.ptr, lg.len, NULL, &lgr));
     CHECK(acc(lgr, "{\"d\": \"x\"}}") && acc(lgr, "{\"d\": \"x\"}}\n</tool_call>") && !acc(lgr, "{\"d\": 1}}"));
@@ -525,7 +538,7 @@ static void test_tool_call_sampling(void) {
     sb_free(&lg);
     /* a format without a grammar says so */
     strbuf x = {0};
-    CHECK(jschema_tool_call_gbnf(TC_NONE, false, lenient, NULL, &x) == VT_E_UNSUPPORTED);
+    CHECK(jschema_tool_call_gbnf(TC_NONE, false, lenient, NULL, NULL, &x) == VT_E_UNSUPPORTED);
     sb_free(&x);
     json_decref(lenient);
 }
@@ -561,6 +574,179 @@ static void test_token_refs(void) {
     vt_engine_free(e);
 }
 
+/* ---- markers that are control tokens ------------------------------------------------ */
+
+/* No vocabulary of ../shared/models/vocab holds a tool-call marker (qwen35's,
+ * like qwen2's, has <|endoftext|>, <|im_start|> and <|im_end|> as its control
+ * tokens and [PAD...] padding after them), while real ones hold many as control
+ * tokens, which a detokenizer drops. So vt synth renames the qwen35
+ * vocabulary's last eight padding tokens to glm's markers and <think>,
+ * </think>, as control tokens (synth_params.control_tokens). */
+static const char glm_control[] = "<tool_call>,</tool_call>,<arg_key>,</arg_key>,<arg_value>,</arg_value>,<think>,</think>";
+
+/* The server's test (server.c marker_token): one special token, not an
+ * end-of-generation one. */
+static int32_t marker_token(void *ud, const char *text) {
+    const tokenizer *t = ud;
+    const int32_t id = tok_special_id(t, text);
+    return id >= 0 && !tok_is_eog(t, id) ? id : -1;
+}
+
+static bool has_token(const sample *s, int32_t id) {
+    for (int32_t i = 0; i < s->n_tokens; i++)
+        if (s->tokens[i] == id) return true;
+    return false;
+}
+
+/* The call's arguments validate against its tool's parameters. */
+static bool call_valid(json_t *tools, const tc_call *c) {
+    json_t *args = json_loadb(c->args.ptr ? c->args.ptr : "", c->args.len, 0, NULL);
+    bool ok = false;
+    size_t k;
+    json_t *t;
+    json_array_foreach(tools, k, t) {
+        json_t *fn = json_object_get(t, "function");
+        if (strcmp(json_string_value(json_object_get(fn, "name")), c->name.ptr ? c->name.ptr : "")) continue;
+        json_t *schema = json_object_get(fn, "parameters");
+        ok = json_is_object(args) && (schema ? validate(args, schema, schema) : json_object_size(args) == 0);
+    }
+    json_decref(args);
+    return ok;
+}
+
+/* The format's markers that are control tokens are found (tc_tokens_collect as
+ * the server calls it); a control marker reaches the output text only where the
+ * request preserves it; and a forced glm call's grammar writes the markers as
+ * their tokens, so every call is made of the model's marker tokens, rendered
+ * for the parser, which reads the call back whole (8 calls at temperature 1). */
+static void test_preserved_markers(const char *vocab) {
+    synth_params sp = synth_default_params();
+    sp.n_layer = 1;
+    sp.n_embd = 32;
+    sp.n_head = 2;
+    sp.n_head_kv = 1;
+    sp.n_ff = 64;
+    sp.n_ctx = 2048;
+    sp.vocab_path = vocab;
+    sp.control_tokens = glm_control;
+    sp.type = VT_DTYPE_F16;
+    sp.n_threads = 2;
+    vt_model *m = test_synth_load(&sp, NULL);
+    if (!m) return;
+    const tokenizer *tok = m->tok;
+    const int32_t n_vocab = vt_model_n_vocab(m);
+    tc_tokens tk, th, tx;
+    tc_tokens_collect(TC_GLM, marker_token, (void *)tok, &tk);
+    tc_tokens_collect(TC_HERMES, marker_token, (void *)tok, &th);
+    tc_tokens_collect(TC_HARMONY, marker_token, (void *)tok, &tx);
+    CHECK_EQ_INT(tk.n, 8);
+    CHECK_EQ_INT(th.n, 4); /* <tool_call> </tool_call> <think> </think> */
+    CHECK_EQ_INT(tx.n, 2); /* the reasoning markers only */
+    for (int32_t i = 0; i < tk.n; i++)
+        CHECK_MSG(tok_is_control(tok, tk.id[i]) && tk.id[i] >= n_vocab - 8 && !strcmp(tok_text(tok, tk.id[i]), tk.text[i]),
+                  "%s: id %d", tk.text[i], tk.id[i]);
+    /* the vocabulary's own control tokens that are no marker stay out */
+    CHECK(tc_tokens_find(&tk, "<|im_end|>", 10) < 0);
+    const int32_t open = tc_tokens_find(&tk, "<tool_call>", 11), close = tc_tokens_find(&tk, "</tool_call>", 12);
+    const int32_t key = tc_tokens_find(&tk, "<arg_key>", 9), key_end = tc_tokens_find(&tk, "</arg_key>", 10);
+
+    vt_model *saved_model = g_model;
+    int32_t *saved_prompt = g_prompt;
+    const int64_t saved_n = g_n_prompt;
+    g_model = m;
+    g_prompt = NULL;
+    const char *pre = "<|im_start|>user\nThe weather in Paris?<|im_end|>\n<|im_start|>assistant\n<tool_call>";
+    CHECK_OK(vt_tokenize(m, pre, strlen(pre), true, true, &g_prompt, &g_n_prompt));
+    CHECK(g_n_prompt > 0 && g_prompt[g_n_prompt - 1] == open);
+
+    /* detokenizing: <arg_key> "ab" </arg_key> by token references */
+    static sample out[N_SAMPLES];
+    char gbnf[96];
+    snprintf(gbnf, sizeof gbnf, "root ::= <[%d]> \"ab\" <[%d]>", key, key_end);
+    const int32_t only_key[1] = {key};
+    const struct {
+        const int32_t *ids;
+        int32_t n;
+        const char *want;
+    } cases[] = {{NULL, 0, "ab"}, {only_key, 1, "<arg_key>ab"}, {tk.id, tk.n, "<arg_key>ab</arg_key>"}};
+    g_n_samples = 1;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        g_preserve = cases[k].ids;
+        g_n_preserve = cases[k].n;
+        sample_many(gbnf, NULL, 0, out);
+        const sample *o = &out[0];
+        CHECK_MSG(o->finish == VT_FINISH_STOP && o->n_tokens >= 3 && o->tokens[0] == key &&
+                      o->tokens[o->n_tokens - 1] == key_end && !strcmp(o->text ? o->text : "", cases[k].want),
+                  "preserving %d tokens: finish %d, %d tokens, text '%s', want '%s'", cases[k].n, o->finish,
+                  o->n_tokens, o->text ? o->text : "", cases[k].want);
+        samples_free(out);
+    }
+
+    /* a preserved id outside the vocabulary is refused */
+    vt_engine_params ep = vt_engine_default_params();
+    ep.n_threads = 1;
+    ep.n_ctx = 256;
+    vt_engine *e = NULL;
+    CHECK_OK(vt_engine_create(m, &ep, &e));
+    if (e) {
+        const int32_t bad_id = n_vocab;
+        vt_request_params q = {.prompt = g_prompt, .n_prompt = g_n_prompt, .max_tokens = 1, .preserve = &bad_id,
+                               .n_preserve = 1};
+        q.sampling = vt_sampling_default();
+        uint64_t id;
+        CHECK(vt_engine_add(e, &q, &id) == VT_E_INVALID && strstr(vt_last_error(), "preserved token 0"));
+        vt_engine_free(e);
+    }
+
+    /* a forced glm call: the grammar names the marker tokens, not their text */
+    json_t *tools = json_loads(tools_text, 0, NULL);
+    strbuf gb = {0};
+    CHECK_OK(jschema_tool_call_gbnf(TC_GLM, false, tools, NULL, &tk, &gb));
+    char ref[24];
+    snprintf(ref, sizeof ref, "<[%d]>", close);
+    CHECK_MSG(gb.ptr && strstr(gb.ptr, ref) && !strstr(gb.ptr, "\"</tool_call>\"") && !strstr(gb.ptr, "\"<arg_key>\""),
+              "%s", gb.ptr ? gb.ptr : "");
+    enum { N_CALLS = 8 };
+    g_n_samples = N_CALLS;
+    g_preserve = tk.id;
+    g_n_preserve = tk.n;
+    sample_many(gb.ptr ? gb.ptr : "root ::= \"\"", NULL, 0, out);
+    int good = 0, with_args = 0;
+    for (int i = 0; i < N_CALLS; i++) {
+        strbuf all = {0};
+        sb_add(&all, "<tool_call>");
+        if (out[i].text) sb_add(&all, out[i].text);
+        tc_options o = {.format = TC_GLM, .string_arg = jschema_string_arg, .string_arg_ud = tools};
+        tc_result r;
+        tc_parse(&o, all.ptr, all.len, true, &r);
+        const bool args = r.n_calls == 1 && r.calls[0].args.len > 2;
+        const bool ok = out[i].finish == VT_FINISH_STOP && r.n_calls == 1 && r.calls[0].done && !r.content.len &&
+                        call_valid(tools, &r.calls[0]) && all.len >= 12 &&
+                        !memcmp(all.ptr + all.len - 12, "</tool_call>", 12) &&
+                        out[i].n_tokens > 0 && out[i].tokens[out[i].n_tokens - 1] == close && (!args || has_token(&out[i], key));
+        CHECK_MSG(ok, "glm call %d with control markers (finish %d, %d tokens): %s", i, out[i].finish,
+                  out[i].n_tokens, all.ptr);
+        good += ok;
+        with_args += ok && args;
+        tc_result_free(&r);
+        sb_free(&all);
+    }
+    CHECK_MSG(with_args >= 1, "%d of %d calls with arguments", with_args, N_CALLS);
+    printf("glm calls with control-token markers: %d of %d parse and validate, %d with arguments\n", good, N_CALLS,
+           with_args);
+    samples_free(out);
+    sb_free(&gb);
+    json_decref(tools);
+    g_n_samples = N_SAMPLES;
+    g_preserve = NULL;
+    g_n_preserve = 0;
+    free(g_prompt);
+    g_model = saved_model;
+    g_prompt = saved_prompt;
+    g_n_prompt = saved_n;
+    vt_model_free(m);
+}
+
 int main(void) {
     test_conversion();
     test_tool_call_grammars();
@@ -593,5 +779,7 @@ int main(void) {
             vt_model_free(g_model);
         }
     }
+    const char *qwen35 = test_model_path("vocab/ggml-vocab-qwen35.gguf");
+    if (qwen35) test_preserved_markers(qwen35);
     return test_finish();
 }

@@ -238,9 +238,38 @@ static void check_detect(void) {
     }
 }
 
+/* A vocabulary where a text is a token when it is in ids[] (id: its index + 100). */
+static int32_t fake_token(void *ud, const char *text) {
+    const char *const *ids = ud;
+    for (int32_t i = 0; ids[i]; i++)
+        if (!strcmp(ids[i], text)) return 100 + i;
+    return -1;
+}
+
+/* Each format declares its markers; the ones that are tokens are collected in
+ * the format's order, then the reasoning markers, each once. */
+static void check_markers(void) {
+    for (int f = TC_HERMES; f < TC_FORMAT_COUNT; f++) CHECK_MSG(tc_markers((tc_format)f)[0] != NULL, "%d", f);
+    CHECK(tc_markers(TC_NONE)[0] == NULL && tc_markers(TC_FORMAT_COUNT)[0] == NULL);
+    static const char *const vocab[] = {"</think>", "<arg_value>", "<tool_call>", "[TOOL_CALLS]", "<think>", NULL};
+    tc_tokens t;
+    tc_tokens_collect(TC_GLM, fake_token, (void *)vocab, &t);
+    CHECK_EQ_INT(t.n, 4);
+    CHECK(t.n == 4 && !strcmp(t.text[0], "<tool_call>") && t.id[0] == 102 && !strcmp(t.text[1], "<arg_value>") &&
+          t.id[1] == 101 && !strcmp(t.text[2], "<think>") && t.id[2] == 104 && !strcmp(t.text[3], "</think>") &&
+          t.id[3] == 100);
+    CHECK(tc_tokens_find(&t, "<arg_value>", 11) == 101 && tc_tokens_find(&t, "<arg_value", 10) < 0 &&
+          tc_tokens_find(&t, "[TOOL_CALLS]", 12) < 0 && tc_tokens_find(NULL, "<think>", 7) < 0);
+    tc_tokens_collect(TC_MISTRAL, fake_token, (void *)vocab, &t);
+    CHECK(t.n == 3 && t.id[0] == 103);
+    tc_tokens_collect(TC_NONE, fake_token, (void *)vocab, &t);
+    CHECK(t.n == 2); /* reasoning only */
+}
+
 int main(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
     check_partial();
     check_detect();
+    check_markers();
     return test_finish();
 }

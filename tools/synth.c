@@ -148,6 +148,8 @@ int cmd_synth(int argc, char **argv) {
          .help = "context_length (default 256)"},
         {.name = {"--vocab-from"}, .kind = OPT_STR, .dst = &p.vocab_path, .arg = "F",
          .help = "copy the tokenizer.* keys of GGUF F (vocab size from it)"},
+        {.name = {"--control-tokens"}, .kind = OPT_STR, .dst = &p.control_tokens, .arg = "LIST",
+         .help = "comma-separated texts that replace the vocabulary's last\ntokens as control tokens (a chat format's markers)"},
         {.name = {"--vocab"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.n_vocab, .arg = "N",
          .help = "generated SentencePiece vocabulary of N tokens (default 512)"},
         {.name = {"--type"}, .kind = OPT_FN, .fn = opt_type, .dst = &p.type, .arg = "T",

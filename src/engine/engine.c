@@ -65,6 +65,7 @@ static void request_free(request *r) {
     sampler_free(r->smp);
     grammar_matcher_free(r->gm);
     free(r->gtext);
+    free(r->preserve);
     for (int32_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->stop);
     free(r->stop_len);
@@ -248,6 +249,13 @@ static vt_status request_create(vt_engine *e, const vt_request_params *q, reques
     if (q->pooling == VT_POOLING_NONE) VT_TRY(sampling_check(&q->sampling, &sp));
     if (q->n_stop < 0 || q->n_stop > ENGINE_MAX_STOP || (q->n_stop > 0 && !q->stop))
         return vt_errorf(VT_E_INVALID, "%d stop strings (at most %d)", q->n_stop, ENGINE_MAX_STOP);
+    if (q->n_preserve < 0 || q->n_preserve > VT_MAX_PRESERVE || (q->n_preserve > 0 && !q->preserve))
+        return vt_errorf(VT_E_INVALID, "%d preserved tokens (at most %d)", q->n_preserve, VT_MAX_PRESERVE);
+    for (int32_t i = 0; i < q->n_preserve; i++) {
+        if (q->preserve[i] < 0 || q->preserve[i] >= e->n_vocab)
+            return vt_errorf(VT_E_INVALID, "preserved token %d: id %d is outside the vocabulary [0, %d)", i,
+                             q->preserve[i], e->n_vocab);
+    }
     for (int32_t i = 0; i < q->n_stop; i++) {
         if (!q->stop[i]) return vt_errorf(VT_E_INVALID, "stop string %d is NULL", i);
         const size_t n = strlen(q->stop[i]);
@@ -316,6 +324,12 @@ static vt_status request_create(vt_engine *e, const vt_request_params *q, reques
             memcpy(r->stop[r->n_stop], q->stop[i], n + 1);
             r->stop_len[r->n_stop++] = n;
         }
+    }
+    if (q->n_preserve > 0) {
+        r->preserve = malloc(sizeof(int32_t) * (size_t)q->n_preserve);
+        if (!r->preserve) goto oom;
+        memcpy(r->preserve, q->preserve, sizeof(int32_t) * (size_t)q->n_preserve);
+        r->n_preserve = q->n_preserve;
     }
     r->pooling = q->pooling;
     if (r->pooling != VT_POOLING_NONE) { /* an embedding: no sampler */
@@ -760,23 +774,26 @@ static bool pending_put(request *r, const char *s, size_t n) {
 }
 
 /* Append the text of the newly generated token. The first generated piece loses
- * the leading space SPM puts before a word, as llama.cpp's detokenizer does. */
+ * the leading space SPM puts before a word, as llama.cpp's detokenizer does. A
+ * control token gives no text unless the request preserves it. */
 static bool append_piece(vt_engine *e, request *r, int32_t token) {
     char small[128];
+    bool special = false;
+    for (int32_t i = 0; i < r->n_preserve && !special; i++) special = r->preserve[i] == token;
     if (r->n_generated == 1) {
         char *t = NULL;
         size_t n = 0;
-        if (tok_decode(e->tok, &token, 1, false, &t, &n) != VT_OK) return false;
+        if (tok_decode(e->tok, &token, 1, special, &t, &n) != VT_OK) return false;
         const bool ok = pending_put(r, t, n);
         free(t);
         return ok;
     }
-    int64_t n = tok_piece(e->tok, token, false, small, sizeof small);
+    int64_t n = tok_piece(e->tok, token, special, small, sizeof small);
     if (n < 0) return false;
     if ((size_t)n <= sizeof small) return pending_put(r, small, (size_t)n);
     char *big = malloc((size_t)n);
     if (!big) return false;
-    tok_piece(e->tok, token, false, big, (size_t)n);
+    tok_piece(e->tok, token, special, big, (size_t)n);
     const bool ok = pending_put(r, big, (size_t)n);
     free(big);
     return ok;

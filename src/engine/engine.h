@@ -58,6 +58,8 @@ typedef struct request {
     sampler *smp;
     char *gtext;            /* the request's GBNF (owned), or NULL */
     size_t gtext_len;
+    int32_t *preserve;      /* (n_preserve) control tokens rendered as their text (owned) */
+    int32_t n_preserve;
     grammar *gram;          /* its compiled form, shared in e->grammars (engine loop only) */
     grammar_matcher *gm;    /* its state over the engine's gvocab, made at the first sample */
     int32_t n_logprobs;

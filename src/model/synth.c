@@ -320,6 +320,80 @@ static vt_status copy_vocab(gguf_writer *w, const gguf_file *f, const char *path
     return VT_OK;
 }
 
+/* synth_params.control_tokens: the last tokens of the vocabulary (vf's, else
+ * gv's) renamed to the given texts, as control tokens; the token and type
+ * arrays are written anew (scores and merges stay: the renamed tokens are
+ * padding, reserved or generated pieces that no merge makes). */
+static vt_status set_control_tokens(gguf_writer *w, const char *list, const gguf_file *vf, const gen_vocab *gv,
+                                    int64_t n) {
+    char *texts[SYNTH_MAX_CONTROL];
+    int k = 0;
+    vt_status s = VT_OK;
+    char **toks = NULL;
+    int32_t *types = NULL;
+    const gguf_kv *tk = NULL, *ty = NULL;
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        const size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == 0 || k == SYNTH_MAX_CONTROL) {
+            s = vt_errorf(VT_E_INVALID, "synth: control tokens '%s': empty texts, or more than %d", list,
+                          SYNTH_MAX_CONTROL);
+            goto done;
+        }
+        if (!(texts[k] = strndup(p, len))) goto nomem;
+        k++;
+        p += len + (e != NULL);
+    }
+    if (n - k < 259) {
+        s = vt_errorf(VT_E_INVALID, "synth: %d control tokens in a vocabulary of %lld", k, (long long)n);
+        goto done;
+    }
+    if (vf) {
+        if ((s = gguf_get_arr(vf, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &tk)) != VT_OK) goto done;
+        if (gguf_get_arr(vf, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, &ty) != VT_OK || ty->v.arr.n != (uint64_t)n)
+            ty = NULL;
+    }
+    toks = calloc((size_t)n, sizeof *toks);
+    types = malloc(sizeof(int32_t) * (size_t)n);
+    if (!toks || !types) goto nomem;
+    for (int64_t i = 0; i < n; i++) {
+        toks[i] = vf ? strndup(tk->v.arr.strs[i].ptr, (size_t)tk->v.arr.strs[i].len) : strdup(gv->tokens[i]);
+        if (!toks[i]) goto nomem;
+        if (vf) {
+            types[i] = 1;
+            if (ty) memcpy(&types[i], (const char *)ty->v.arr.data + (size_t)i * 4, 4);
+        } else {
+            types[i] = gv->types[i];
+        }
+    }
+    for (int j = 0; j < k; j++) {
+        for (int64_t i = 0; i < n - k; i++) {
+            if (!strcmp(toks[i], texts[j])) {
+                s = vt_errorf(VT_E_INVALID, "synth: control token '%s' is token %lld of the vocabulary already",
+                              texts[j], (long long)i);
+                goto done;
+            }
+        }
+        const int64_t at = n - k + j;
+        free(toks[at]);
+        toks[at] = texts[j];
+        texts[j] = NULL;
+        types[at] = 3;
+    }
+    if ((s = gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)toks, (uint64_t)n)) != VT_OK)
+        goto done;
+    s = gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, (uint64_t)n);
+    goto done;
+nomem:
+    s = vt_errorf(VT_E_NOMEM, "synth: out of memory renaming control tokens");
+done:
+    for (int j = 0; j < k; j++) free(texts[j]);
+    for (int64_t i = 0; toks && i < n; i++) free(toks[i]);
+    free(toks);
+    free(types);
+    return s;
+}
+
 /* ---- writing --------------------------------------------------------------------- */
 
 static vt_status plan_add(synth_tensor *ts, int *n, uint64_t seed, const char *name, int64_t ne0,
@@ -459,6 +533,9 @@ vt_status synth_write(const synth_params *p, const char *path) {
         if ((s = gen_vocab_make(n_vocab, &gv)) != VT_OK) goto done;
         if ((s = set_gen_vocab(w, &gv)) != VT_OK) goto done;
     }
+    if (p->control_tokens && *p->control_tokens &&
+        (s = set_control_tokens(w, p->control_tokens, p->vocab_path ? &vf : NULL, &gv, n_vocab)) != VT_OK)
+        goto done;
 
     /* metadata */
     char key[128];

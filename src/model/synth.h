@@ -83,7 +83,11 @@
  *
  * The tokenizer comes from a vocabulary GGUF (every tokenizer.* key is copied)
  * or, without one, is a generated SentencePiece vocabulary of n_vocab tokens:
- * <unk> <s> </s>, the 256 byte tokens <0x00>..<0xFF>, then "▁t<i>" pieces. */
+ * <unk> <s> </s>, the 256 byte tokens <0x00>..<0xFF>, then "▁t<i>" pieces.
+ * control_tokens then renames the last tokens of either (padding and reserved
+ * tokens in the real vocabularies of ../shared/models/vocab) to control tokens
+ * with the given texts: at most SYNTH_MAX_CONTROL, none that is already a token,
+ * and none over the first 259. */
 #ifndef VT_MODEL_SYNTH_H
 #define VT_MODEL_SYNTH_H
 
@@ -92,6 +96,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+
+#define SYNTH_MAX_CONTROL 64
 
 typedef struct synth_params {
     const char *arch;       /* "llama", "qwen2", "qwen3", "qwen3moe", "gemma2", "gemma3", "olmo2", "smollm3",
@@ -109,6 +115,9 @@ typedef struct synth_params {
     int64_t n_ctx;          /* context_length */
     int64_t n_vocab;        /* generated vocabulary size (>= 259); ignored with vocab_path */
     const char *vocab_path; /* GGUF to copy tokenizer.* from, or NULL */
+    const char *control_tokens; /* comma-separated texts that replace the last tokens of the
+                                   vocabulary as control tokens (a chat format's markers, as
+                                   real vocabularies have them), or NULL */
     vt_dtype type;          /* the matrices */
     vt_dtype embd_type;     /* token_embd.weight; VT_DTYPE_COUNT: same as type */
     vt_dtype output_type;   /* output.weight; VT_DTYPE_COUNT: same as type */

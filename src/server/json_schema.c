@@ -33,6 +33,7 @@ typedef struct conv {
     bool no_lt;     /* JSON strings without a raw '<' (\u003c instead): the call's text
                      * ends at a marker that starts with '<' */
     int32_t raw_rule; /* the marker-free raw text rule of a tool grammar, -1 until made */
+    const tc_tokens *tk; /* tool grammars: markers that are tokens (NULL: none) */
 } conv;
 
 /* GBNF literal text for bytes s[0..n): quotes and backslashes escaped, control
@@ -623,6 +624,19 @@ static vt_status xml_value_rule(conv *c, tc_format f, json_t *ps, const char *pa
     return st;
 }
 
+/* A marker of the call's format, spaced on both sides: its token (<[id]>)
+ * where it is one token of the vocabulary (tk), else its text. */
+static void mark(strbuf *b, const tc_tokens *tk, const char *m) {
+    const int32_t id = tc_tokens_find(tk, m, strlen(m));
+    if (id >= 0) {
+        sb_printf(b, " <[%d]> ", id);
+    } else {
+        sb_add(b, " ");
+        lit(b, m, strlen(m));
+        sb_add(b, " ");
+    }
+}
+
 /* A name the format can hold: no '<', '>' or newline (they end it). */
 static vt_status xml_name_ok(const char *name, const char *path, tc_format f) {
     if (strpbrk(name, "<>\n") || !*name)
@@ -669,13 +683,20 @@ static vt_status xml_args_rule(conv *c, tc_format f, json_t *params, const char 
         kv[k] = new_rule(c);
         sb_printf(&c->rules, "s%d ::= ", kv[k]);
         if (f == TC_GLM) {
-            sb_add(&c->rules, "\"<arg_key>\" ");
+            mark(&c->rules, c->tk, "<arg_key>");
             lit(&c->rules, key, strlen(key));
-            sb_printf(&c->rules, " \"</arg_key>\\n<arg_value>\" s%d \"</arg_value>\\n\"\n", vr);
+            mark(&c->rules, c->tk, "</arg_key>");
+            sb_add(&c->rules, "\"\\n\"");
+            mark(&c->rules, c->tk, "<arg_value>");
+            sb_printf(&c->rules, "s%d", vr);
+            mark(&c->rules, c->tk, "</arg_value>");
+            sb_add(&c->rules, "\"\\n\"\n");
         } else {
-            sb_add(&c->rules, "\"<parameter=\" ");
+            mark(&c->rules, c->tk, "<parameter=");
             lit(&c->rules, key, strlen(key));
-            sb_printf(&c->rules, " \">\\n\" s%d \"\\n</parameter>\\n\"\n", vr);
+            sb_printf(&c->rules, " \">\\n\" s%d \"\\n\"", vr);
+            mark(&c->rules, c->tk, "</parameter>");
+            sb_add(&c->rules, "\"\\n\"\n");
         }
         k++;
     }
@@ -700,12 +721,13 @@ done:
     return st;
 }
 
-vt_status jschema_tool_call_gbnf(tc_format f, bool args_style, json_t *tools, const char *name, strbuf *out) {
+vt_status jschema_tool_call_gbnf(tc_format f, bool args_style, json_t *tools, const char *name, const tc_tokens *tk,
+                                 strbuf *out) {
     if (f != TC_HERMES && f != TC_LLAMA3 && f != TC_MISTRAL && f != TC_DEEPSEEK && f != TC_QWEN3_CODER &&
         f != TC_GLM && f != TC_HARMONY)
         return vt_errorf(VT_E_UNSUPPORTED, "no tool-call grammar for the %s format", tc_format_name(f));
     const bool xml = f == TC_QWEN3_CODER || f == TC_GLM;
-    conv c = {.lenient = true, .no_lt = xml || f == TC_HARMONY, .raw_rule = -1};
+    conv c = {.lenient = true, .no_lt = xml || f == TC_HARMONY, .raw_rule = -1, .tk = tk};
     strbuf alts = {0};
     vt_status st = VT_OK;
     size_t i;
@@ -742,19 +764,22 @@ vt_status jschema_tool_call_gbnf(tc_format f, bool args_style, json_t *tools, co
             switch (f) {
             case TC_HERMES:
             case TC_MISTRAL:
-                if (f == TC_MISTRAL && args_style) sb_add(&alts, " \"[ARGS]\"");
+                if (f == TC_MISTRAL && args_style) mark(&alts, tk, "[ARGS]");
                 else sb_add(&alts, " \"\\\", \\\"arguments\\\": \"");
                 break;
             case TC_LLAMA3: sb_add(&alts, " \"\\\", \\\"parameters\\\": \""); break;
             case TC_DEEPSEEK: {
-                static const char sep[] = "<\xef\xbd\x9ctool\xe2\x96\x81" "sep\xef\xbd\x9c>";
-                sb_add(&alts, " ");
-                lit(&alts, sep, strlen(sep));
+                mark(&alts, tk, "<\xef\xbd\x9ctool\xe2\x96\x81" "sep\xef\xbd\x9c>");
                 break;
             }
             case TC_QWEN3_CODER: sb_add(&alts, " \">\\n\""); break;
             case TC_GLM: sb_add(&alts, " \"\\n\""); break;
-            case TC_HARMONY: sb_add(&alts, " \" <|constrain|>json<|message|>\""); break;
+            case TC_HARMONY:
+                sb_add(&alts, " \" \"");
+                mark(&alts, tk, "<|constrain|>");
+                sb_add(&alts, "\"json\"");
+                mark(&alts, tk, "<|message|>");
+                break;
             default: break;
             }
             sb_add(&alts, " ");
@@ -766,15 +791,31 @@ vt_status jschema_tool_call_gbnf(tc_format f, bool args_style, json_t *tools, co
         c.used |= USE_WS;
         sb_printf(out, "root ::= (%s)", alts.ptr);
         switch (f) {
-        case TC_HERMES: sb_add(out, " \"}\" (\"\\n</tool_call>\")?\n"); break;
+        case TC_HERMES:
+            sb_add(out, " \"}\" (\"\\n\"");
+            mark(out, tk, "</tool_call>");
+            sb_add(out, ")?\n");
+            break;
         case TC_LLAMA3: sb_add(out, " \"}\"\n"); break;
         case TC_MISTRAL: sb_add(out, args_style ? "\n" : " \"}]\"\n"); break;
         case TC_DEEPSEEK: sb_add(out, "\n"); break;
-        case TC_QWEN3_CODER: sb_add(out, " \"</function>\\n</tool_call>\"\n"); break;
-        case TC_GLM: sb_add(out, " \"</tool_call>\"\n"); break;
+        case TC_QWEN3_CODER:
+            mark(out, tk, "</function>");
+            sb_add(out, "\"\\n\"");
+            mark(out, tk, "</tool_call>");
+            sb_add(out, "\n");
+            break;
+        case TC_GLM:
+            mark(out, tk, "</tool_call>");
+            sb_add(out, "\n");
+            break;
         /* <|call|> ends the generation where it is one such token (gpt-oss): then the
          * complete arguments let it come; else it is written out */
-        case TC_HARMONY: sb_add(out, " (\"<|call|>\")?\n"); break;
+        case TC_HARMONY:
+            sb_add(out, " (");
+            mark(out, tk, "<|call|>");
+            sb_add(out, ")?\n");
+            break;
         default: break;
         }
         sb_addn(out, c.rules.ptr, c.rules.len);

@@ -55,8 +55,12 @@ void jschema_any_object_gbnf(strbuf *out);
  * text ends at a marker that starts with '<' (qwen3_coder, glm, harmony), JSON
  * strings write '<' as \u003c. VT_E_INVALID for a tool or property name
  * the XML-style formats cannot hold (a '<', '>' or newline in it);
- * VT_E_UNSUPPORTED for a format without a grammar (TC_NONE). */
-vt_status jschema_tool_call_gbnf(tc_format f, bool args_style, json_t *tools, const char *name, strbuf *out);
+ * VT_E_UNSUPPORTED for a format without a grammar (TC_NONE).
+ * A marker that tk holds (one token of the model's vocabulary, see tc_tokens)
+ * is written as that token, <[id]>, not as its text; tk NULL: every marker is
+ * text. */
+vt_status jschema_tool_call_gbnf(tc_format f, bool args_style, json_t *tools, const char *name, const tc_tokens *tk,
+                                 strbuf *out);
 
 /* Whether the XML-style formats write parameter `key` of tool `name` as raw
  * text: its schema is a string (type "string", or a const or an enum of strings

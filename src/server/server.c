@@ -214,7 +214,7 @@ vt_status job_prepare(job *j) {
             j->tc.starts_in_reasoning = false;
             strbuf g = {0};
             vt_status gs = jschema_tool_call_gbnf(s->tool_format, s->tool_args_style, json_object_get(r->root, "tools"),
-                                                  name, &g);
+                                                  name, &s->markers, &g);
             if (gs == VT_OK) {
                 r->grammar = g.ptr;
                 r->grammar_len = g.len;
@@ -287,6 +287,10 @@ vt_status job_submit(job *j) {
         p.pooling = j->pooling;
         p.grammar = r->grammar;
         p.grammar_len = r->grammar_len;
+        if (r->kind == OAI_CHAT) { /* the parsers see the format's markers, control tokens or not */
+            p.preserve = s->markers.id;
+            p.n_preserve = s->markers.n;
+        }
         p.user = c;
         job_ref(j); /* the engine's reference, dropped at this choice's finish */
         st = vt_engine_add(s->engine, &p, &c->id);
@@ -483,6 +487,15 @@ static vt_status warm_up(server *s) {
     return st;
 }
 
+/* tc_tokens_collect's test: a marker that is one special token of the
+ * vocabulary, and not an end-of-generation one (those end the answer: the
+ * parsers never see them, and a grammar admits them only where it ends). */
+static int32_t marker_token(void *ud, const char *text) {
+    const tokenizer *t = ud;
+    const int32_t id = tok_special_id(t, text);
+    return id >= 0 && !tok_is_eog(t, id) ? id : -1;
+}
+
 static vt_status load_model(server *s) {
     vt_model_params mp = vt_model_default_params();
     mp.progress = s->params.progress;
@@ -528,6 +541,13 @@ static vt_status load_model(server *s) {
     }
     if (!s->jinja && s->tmpl == CHAT_TMPL_UNKNOWN) s->tmpl = CHAT_TMPL_CHATML;
     if (!s->chat_template_file && !s->jinja && s->tool_format == TC_NONE) detect_output_format(s, NULL, 0);
+    tc_tokens_collect(s->tool_format, marker_token, (void *)m->tok, &s->markers);
+    if (s->markers.n > 0) {
+        char list[512] = "";
+        for (int32_t i = 0, k = 0; i < s->markers.n && k >= 0 && (size_t)k < sizeof list; i++)
+            k += snprintf(list + k, sizeof list - (size_t)k, "%s%s", i ? " " : "", s->markers.text[i]);
+        server_log("%s markers that are tokens of the vocabulary: %s", tc_format_name(s->tool_format), list);
+    }
     if (s->jinja) {
         /* bos_token / eos_token: the texts of those tokens, control tokens included */
         char piece[256];

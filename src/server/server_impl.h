@@ -112,6 +112,8 @@ struct server {
     tc_format tool_format;    /* what the template teaches (tc_detect), found once at load */
     bool tool_args_style;     /* mistral: name[ARGS]{...} */
     bool tmpl_think;          /* the template knows <think> blocks: split reasoning out */
+    tc_tokens markers;        /* the format's and the reasoning markers that are special tokens of
+                                 the vocabulary: kept in chat output, tokens in forced-call grammars */
     bool reasoning_none;      /* --reasoning-format none */
     int pooling_flag;         /* --pooling: a vt_pooling; -1: the model's (embeddings.c) */
     char *canned;             /* VT_TEST_CANNED_OUTPUT (tests only): every answer's text */

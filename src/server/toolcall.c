@@ -9,13 +9,62 @@
 
 #include <string.h>
 
-static const char *const format_names[TC_FORMAT_COUNT] = {
-    [TC_NONE] = "none",     [TC_HERMES] = "hermes",   [TC_QWEN3_CODER] = "qwen3_coder",
-    [TC_GLM] = "glm",       [TC_LLAMA3] = "llama3",   [TC_MISTRAL] = "mistral",
-    [TC_DEEPSEEK] = "deepseek", [TC_HARMONY] = "harmony",
+#define DS_CALLS_BEGIN "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>"
+#define DS_CALLS_END "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "end\xef\xbd\x9c>"
+#define DS_CALL_BEGIN "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "begin\xef\xbd\x9c>"
+#define DS_CALL_END "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "end\xef\xbd\x9c>"
+#define DS_SEP "<\xef\xbd\x9ctool\xe2\x96\x81" "sep\xef\xbd\x9c>"
+
+/* One row a format: its name and the markers its parser and grammar use. */
+typedef struct tc_format_row {
+    const char *name;
+    const char *markers[TC_MAX_MARKERS + 1]; /* NULL-terminated */
+} tc_format_row;
+
+static const tc_format_row formats[TC_FORMAT_COUNT] = {
+    [TC_NONE] = {.name = "none"},
+    [TC_HERMES] = {.name = "hermes", .markers = {"<tool_call>", "</tool_call>"}},
+    [TC_QWEN3_CODER] = {.name = "qwen3_coder",
+                        .markers = {"<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=",
+                                    "</parameter>"}},
+    [TC_GLM] = {.name = "glm",
+                .markers = {"<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"}},
+    [TC_LLAMA3] = {.name = "llama3", .markers = {"<|python_tag|>"}},
+    [TC_MISTRAL] = {.name = "mistral", .markers = {"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"}},
+    [TC_DEEPSEEK] = {.name = "deepseek", .markers = {DS_CALLS_BEGIN, DS_CALLS_END, DS_CALL_BEGIN, DS_CALL_END, DS_SEP}},
+    [TC_HARMONY] = {.name = "harmony",
+                    .markers = {"<|start|>", "<|channel|>", "<|message|>", "<|constrain|>", "<|end|>", "<|call|>",
+                                "<|return|>"}},
 };
 
-const char *tc_format_name(tc_format f) { return (unsigned)f < TC_FORMAT_COUNT ? format_names[f] : "?"; }
+static const char *const reasoning_markers[] = {"<think>", "</think>", NULL};
+
+const char *tc_format_name(tc_format f) { return (unsigned)f < TC_FORMAT_COUNT ? formats[f].name : "?"; }
+
+const char *const *tc_markers(tc_format f) {
+    return (unsigned)f < TC_FORMAT_COUNT ? formats[f].markers : formats[TC_NONE].markers;
+}
+
+const char *const *tc_reasoning_markers(void) { return reasoning_markers; }
+
+void tc_tokens_collect(tc_format f, int32_t (*token_of)(void *ud, const char *text), void *ud, tc_tokens *out) {
+    memset(out, 0, sizeof *out);
+    const char *const *lists[2] = {tc_markers(f), reasoning_markers};
+    for (int l = 0; l < 2; l++) {
+        for (const char *const *m = lists[l]; *m && out->n < TC_MAX_TOKENS; m++) {
+            const int32_t id = token_of(ud, *m);
+            if (id < 0 || tc_tokens_find(out, *m, strlen(*m)) >= 0) continue;
+            out->text[out->n] = *m;
+            out->id[out->n++] = id;
+        }
+    }
+}
+
+int32_t tc_tokens_find(const tc_tokens *t, const char *s, size_t n) {
+    for (int32_t i = 0; t && i < t->n; i++)
+        if (strlen(t->text[i]) == n && !memcmp(t->text[i], s, n)) return t->id[i];
+    return -1;
+}
 
 static const char *find(const char *p, const char *end, const char *lit) {
     size_t n = strlen(lit);
@@ -555,12 +604,6 @@ static void parse_mistral(const pstate *s, const char *p) {
 }
 
 /* ---- deepseek ------------------------------------------------------------------------- */
-
-#define DS_CALLS_BEGIN "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "begin\xef\xbd\x9c>"
-#define DS_CALLS_END "<\xef\xbd\x9ctool\xe2\x96\x81" "calls\xe2\x96\x81" "end\xef\xbd\x9c>"
-#define DS_CALL_BEGIN "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "begin\xef\xbd\x9c>"
-#define DS_CALL_END "<\xef\xbd\x9ctool\xe2\x96\x81" "call\xe2\x96\x81" "end\xef\xbd\x9c>"
-#define DS_SEP "<\xef\xbd\x9ctool\xe2\x96\x81" "sep\xef\xbd\x9c>"
 
 static const char *ds_call(const pstate *s, const char *p) {
     static const char *const sep[] = {DS_SEP};

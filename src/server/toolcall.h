@@ -59,8 +59,15 @@ typedef enum tc_format {
 } tc_format;
 
 #define TC_MAX_CALLS 128 /* calls parsed from one answer; more stay content */
+#define TC_MAX_MARKERS 8 /* marker strings of one format */
 
 const char *tc_format_name(tc_format f);
+/* The marker strings that give format f its structure (NULL-terminated): in real
+ * vocabularies many are single special tokens, often control tokens that a
+ * detokenizer drops (see tc_tokens). TC_NONE has none. */
+const char *const *tc_markers(tc_format f);
+/* The reasoning parser's markers: <think> and </think> (NULL-terminated). */
+const char *const *tc_reasoning_markers(void);
 /* The format a template's source teaches; TC_HERMES when it names none (the
  * most common, and what an unknown model most likely emits). */
 tc_format tc_detect(const char *tmpl, size_t len);
@@ -105,6 +112,29 @@ bool tc_result_failed(const tc_result *r);
  * name[ARGS]{...} form (else [{"name": ...}]). Appends nothing for TC_NONE. The
  * parser is then fed this text before the model's output. */
 void tc_prefill(tc_format f, bool args_style, const char *name, strbuf *out);
+
+/* ---- markers that are tokens ------------------------------------------------- */
+
+/* The markers of a format (and the reasoning markers) that are single tokens of
+ * the model's vocabulary, found once per model, as llama.cpp's chat layer keeps
+ * its "preserved_tokens": the engine renders them as their text in the output
+ * the parsers read (vt_request_params.preserve: a control token is otherwise
+ * dropped, and the call with it), and a forced call's grammar writes each as
+ * its token (<[id]>), so that the model's own token, not a spelling of its text
+ * in other tokens, is what the constraint allows. */
+#define TC_MAX_TOKENS 16
+typedef struct tc_tokens {
+    int32_t n;
+    const char *text[TC_MAX_TOKENS]; /* static strings of tc_markers / tc_reasoning_markers */
+    int32_t id[TC_MAX_TOKENS];
+} tc_tokens;
+
+/* Fill *out with the markers of format f and the reasoning markers for which
+ * token_of(ud, text) gives a token id (>= 0): the caller's vocabulary decides
+ * (the server: a special token, not an end-of-generation one). */
+void tc_tokens_collect(tc_format f, int32_t (*token_of)(void *ud, const char *text), void *ud, tc_tokens *out);
+/* The token of marker s[0..n), or -1 (also for t NULL). */
+int32_t tc_tokens_find(const tc_tokens *t, const char *s, size_t n);
 
 /* ---- streaming --------------------------------------------------------------- */
 

@@ -844,6 +844,11 @@ bool tok_is_control(const tokenizer *t, int32_t id) {
 
 int32_t tok_find(const tokenizer *t, const char *text) { return find_cstr(t, text); }
 
+int32_t tok_special_id(const tokenizer *t, const char *text) {
+    const int32_t id = find_cstr(t, text);
+    return id >= 0 && (t->attr[id] & (TOK_ATTR_CONTROL | TOK_ATTR_USER_DEFINED | TOK_ATTR_UNKNOWN)) ? id : -1;
+}
+
 const char *tok_text(const tokenizer *t, int32_t id) {
     return id >= 0 && id < t->n_vocab ? str_ptr(&t->str, id) : NULL;
 }

@@ -75,6 +75,10 @@ vt_status tok_decode(const tokenizer *t, const int32_t *ids, int64_t n, bool ren
 
 /* Id of a token text (exact bytes, NUL-terminated), or -1. */
 int32_t tok_find(const tokenizer *t, const char *text);
+/* Id of the special token (control, user-defined or unknown: the ones tok_encode
+ * splits out of a text whole) whose text is exactly text, or -1: how a chat
+ * format's marker such as <tool_call> is one token of the vocabulary. */
+int32_t tok_special_id(const tokenizer *t, const char *text);
 /* Raw vocab text of a token (NUL-terminated), NULL for an invalid id. */
 const char *tok_text(const tokenizer *t, int32_t id);
 
