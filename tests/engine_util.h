@@ -85,6 +85,24 @@ static inline void *test_result_of(const test_requests *r, const vt_output *o) {
     return NULL;
 }
 
+/* The tokens one request generated (TEST_GEN_MAX at most) and the n_cached of
+ * its last output. */
+#define TEST_GEN_MAX 64
+typedef struct test_gen {
+    int32_t tok[TEST_GEN_MAX];
+    int32_t n, n_cached;
+} test_gen;
+
+/* test_engine_drain's on_output where the results are test_gens: arg is the
+ * test_requests (or a struct that begins with one). */
+static inline void test_collect_tokens(const vt_output *o, void *arg) {
+    test_gen *g = test_result_of(arg, o);
+    if (g && o->token >= 0 && g->n < TEST_GEN_MAX) {
+        g->tok[g->n++] = o->token;
+        g->n_cached = o->n_cached;
+    }
+}
+
 /* Step e until it has no work left (at most 100000 steps): every output to
  * on_output(o, arg), and after each step on_step(e, step, arg) where on_step
  * is not NULL (step counts from 1). */

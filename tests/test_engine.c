@@ -491,6 +491,54 @@ static void test_output_room_and_no_logprobs(void) {
     free(pt);
 }
 
+/* The room for a step's text cannot be had (the first step's growth of it
+ * fails): that step does nothing and says VT_E_NOMEM, and the request's text is
+ * whole, never silently shortened: the tokens and bytes of an undisturbed run,
+ * which are its tokens detokenized. With max_tokens 1 that step's output is the
+ * finishing one, whose text cannot wait for a later output. */
+static void test_text_room(void) {
+    const char *prompt = "Once upon a time";
+    static const int32_t max_tokens[2] = {1, 12};
+    for (int t = 0; t < 2; t++) {
+        result want, got;
+        for (int pass = 0; pass < 2; pass++) {
+            vt_engine_params p = small_params();
+            vt_engine *e = NULL;
+            CHECK_OK(vt_engine_create(g_model, &p, &e));
+            if (!e) return;
+            result *res = pass ? &got : &want;
+            memset(res, 0, sizeof *res);
+            vt_request_params q = {.prompt_text = prompt, .prompt_text_len = strlen(prompt),
+                                   .sampling = vt_sampling_default(), .max_tokens = max_tokens[t],
+                                   .ignore_eos = true};
+            uint64_t id;
+            CHECK_OK(vt_engine_add(e, &q, &id));
+            test_requests c = {&id, 1, res, sizeof *res};
+            if (pass) {
+                const vt_output *outs;
+                int32_t n;
+                e->test_fail_text = 1;
+                CHECK_EQ_INT(vt_engine_step(e, &outs, &n), VT_E_NOMEM);
+                for (int32_t i = 0; i < n; i++) collect(&outs[i], &c);
+                CHECK_EQ_INT(n, 0);
+                CHECK(vt_engine_has_work(e));
+            }
+            test_engine_drain(e, collect, NULL, &c);
+            vt_engine_free(e);
+        }
+        CHECK(want.n == max_tokens[t] && same_tokens(&want, &got) && got.finish == VT_FINISH_LENGTH);
+        CHECK_EQ_INT(got.text_len, want.text_len);
+        CHECK(!memcmp(got.text, want.text, want.text_len));
+        char *dec = NULL;
+        size_t dec_len = 0;
+        CHECK_OK(tok_decode(g_model->tok, want.tokens, want.n, false, &dec, &dec_len));
+        CHECK_MSG(dec && dec_len > 0 && dec_len == got.text_len && !memcmp(dec, got.text, dec_len),
+                  "max_tokens %d: text '%.*s' of %zu bytes, the tokens say '%s'", max_tokens[t], (int)got.text_len,
+                  got.text, got.text_len, dec ? dec : "");
+        free(dec);
+    }
+}
+
 static void test_abort(void) {
     vt_engine_params p = small_params();
     vt_engine *e = NULL;
@@ -893,6 +941,7 @@ int main(void) {
     test_logprobs_and_sampling();
     test_abort();
     test_output_room_and_no_logprobs();
+    test_text_room();
     test_threads();
     test_kv_types();
     test_eos();

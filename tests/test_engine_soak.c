@@ -5,13 +5,12 @@
  * every block is free again: free + cached == total, no reference but the
  * cache's, and after evicting the cache no reference at all. Run under ASan it
  * also shows that nothing leaks. VT_SOAK_REQUESTS overrides the count. */
+#include "engine_util.h"
 #include "test.h"
 #include "vt.h"
 
 #include "engine/engine.h"
 #include "model/synth.h"
-
-#include <unistd.h>
 
 #include <stdint.h>
 
@@ -211,11 +210,6 @@ int main(void) {
      * window 20 on layers 0 and 1 of 3, Gemma 3's pattern cut short): two
      * groups of blocks, SWA blocks released as windows pass, prefix hits that
      * must hold in both; every block of both free at the end. */
-    char tmp[] = "/tmp/vt_test_soak_XXXXXX";
-    const int fd = mkstemp(tmp);
-    CHECK(fd >= 0);
-    if (fd < 0) return test_finish();
-    close(fd);
     synth_params sp = synth_default_params();
     sp.n_layer = 3;
     sp.n_embd = 64;
@@ -229,9 +223,7 @@ int main(void) {
     sp.rope_freq_base_swa = 10000.0f;
     sp.n_swa = 20;
     sp.swa_pattern = 3;
-    CHECK_OK(synth_write(&sp, tmp));
-    CHECK_OK(vt_model_load(tmp, NULL, &m));
-    unlink(tmp);
+    m = test_synth_load(&sp, NULL);
     if (!m) return test_finish();
     rng_state = 0x5a1d; /* its own draw of engines, whatever the first part consumed */
     int64_t swa_steps = 0, swa_preempt = 0, swa_hits = 0;

@@ -177,10 +177,8 @@ static void context_generate(vt_model *m, const int32_t *prompt, int32_t n, int3
     vt_context_free(c);
 }
 
-typedef struct gen {
-    int32_t tok[N_GEN];
-    int32_t n, n_cached;
-} gen;
+typedef test_gen gen; /* N_GEN tokens of it */
+_Static_assert(N_GEN <= TEST_GEN_MAX, "a request's tokens fit a test_gen");
 
 static vt_engine_params engine_params(int32_t max_seqs) {
     vt_engine_params p = vt_engine_default_params();
@@ -213,17 +211,9 @@ static void check_held(const vt_engine *e, int64_t *last_n) {
 
 /* The tokens of requests ids[0..n) into out[0..n); after each step, check_held. */
 typedef struct run_state {
-    test_requests req; /* first: collect's arg is also a test_requests */
+    test_requests req; /* first: test_collect_tokens' arg is also a test_requests */
     int64_t last_n[64];
 } run_state;
-
-static void collect(const vt_output *o, void *arg) {
-    gen *g = test_result_of(arg, o);
-    if (g && o->token >= 0 && g->n < N_GEN) {
-        g->tok[g->n++] = o->token;
-        g->n_cached = o->n_cached;
-    }
-}
 
 static void after_step(vt_engine *e, int step, void *arg) { check_held(e, ((run_state *)arg)->last_n); }
 
@@ -242,7 +232,7 @@ static vt_engine *engine_run(vt_model *m, vt_engine *e, const vt_engine_params *
         CHECK_OK(vt_engine_add(e, &q, &ids[k]));
     }
     run_state rs = {.req = {ids, n, out, sizeof *out}};
-    test_engine_drain(e, collect, after_step, &rs);
+    test_engine_drain(e, test_collect_tokens, after_step, &rs);
     if (keep) return e;
     vt_engine_stats st;
     vt_engine_stats_get(e, &st);
@@ -256,7 +246,7 @@ static vt_engine *engine_run(vt_model *m, vt_engine *e, const vt_engine_params *
 }
 
 static bool same(const gen *g, const int32_t *want) {
-    return g->n == N_GEN && !memcmp(g->tok, want, sizeof g->tok);
+    return g->n == N_GEN && !memcmp(g->tok, want, sizeof(int32_t) * N_GEN);
 }
 
 /* Prompt a after prompt b on an engine that still holds a's cached blocks:

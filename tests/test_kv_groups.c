@@ -222,26 +222,16 @@ static void context_generate(vt_model *m, const int32_t *prompt, int32_t n, int3
 }
 
 enum { N_PROMPTS = 5, N_GEN = 24 };
-typedef struct gen {
-    int32_t tok[N_GEN];
-    int32_t n, n_cached;
-} gen;
+typedef test_gen gen; /* N_GEN tokens of it */
+_Static_assert(N_GEN <= TEST_GEN_MAX, "a request's tokens fit a test_gen");
 
 /* The tokens of requests ids[0..n) into out[0..n); after each step, the
  * sliding-window groups' bound (check_swa_held). */
 typedef struct run_state {
-    test_requests req; /* first: collect's arg is also a test_requests */
+    test_requests req; /* first: test_collect_tokens' arg is also a test_requests */
     const vt_engine_params *p;
     int64_t *swa_held_max;
 } run_state;
-
-static void collect(const vt_output *o, void *arg) {
-    gen *g = test_result_of(arg, o);
-    if (g && o->token >= 0 && g->n < N_GEN) {
-        g->tok[g->n++] = o->token;
-        g->n_cached = o->n_cached;
-    }
-}
 
 /* Each running request holds every block of a full group, and of a
  * sliding-window group no more than its window and one step's tokens span. */
@@ -300,7 +290,7 @@ static void engine_generate(vt_model *m, const vt_engine_params *p, int32_t *con
             CHECK_OK(vt_engine_add(e, &q, &ids[k]));
         }
         run_state rs = {.req = {ids, n, out, sizeof *out}, .p = p, .swa_held_max = swa_held_max};
-        test_engine_drain(e, collect, check_swa_held, &rs);
+        test_engine_drain(e, test_collect_tokens, check_swa_held, &rs);
         if (!one_by_one) break;
     }
     vt_engine_stats st;
@@ -346,7 +336,7 @@ static void test_engine_windows(const char *arch, int64_t n_layer, int64_t n_swa
     /* batched, with room for all */
     engine_generate(m, &p, prompts, np, N_PROMPTS, false, got, &st, &held_max);
     for (int k = 0; k < N_PROMPTS; k++)
-        CHECK_MSG(got[k].n == N_GEN && !memcmp(got[k].tok, want[k].tok, sizeof want[k].tok),
+        CHECK_MSG(got[k].n == N_GEN && !memcmp(got[k].tok, want[k].tok, sizeof(int32_t) * N_GEN),
                   "swa %lld pattern %lld: prompt %d batched differs from vt_context", (long long)n_swa,
                   (long long)pattern, k);
     if (n_swa > 0) CHECK(held_max > 0 && held_max < (200 + N_GEN) / BS);
@@ -356,7 +346,7 @@ static void test_engine_windows(const char *arch, int64_t n_layer, int64_t n_swa
     engine_generate(m, &p, prompts, np, N_PROMPTS, false, got, &st, &held_max);
     CHECK(st.preemptions > 0 || (n_swa > 0 && pattern == 0)); /* a SWA-only model may fit */
     for (int k = 0; k < N_PROMPTS; k++)
-        CHECK_MSG(got[k].n == N_GEN && !memcmp(got[k].tok, want[k].tok, sizeof want[k].tok),
+        CHECK_MSG(got[k].n == N_GEN && !memcmp(got[k].tok, want[k].tok, sizeof(int32_t) * N_GEN),
                   "swa %lld pattern %lld: prompt %d with preemption differs", (long long)n_swa,
                   (long long)pattern, k);
 
@@ -369,7 +359,7 @@ static void test_engine_windows(const char *arch, int64_t n_layer, int64_t n_swa
     CHECK_EQ_INT(got[4].n_cached, 112); /* 7 whole blocks of the 120 shared tokens */
     CHECK(st.prefix_hits >= 7);
     for (int k = 0; k < N_PROMPTS; k++)
-        CHECK_MSG(got[k].n == N_GEN && !memcmp(got[k].tok, want[k].tok, sizeof want[k].tok),
+        CHECK_MSG(got[k].n == N_GEN && !memcmp(got[k].tok, want[k].tok, sizeof(int32_t) * N_GEN),
                   "swa %lld pattern %lld: prompt %d one by one (prefix cache) differs", (long long)n_swa,
                   (long long)pattern, k);
     /* the same prompt again: every whole block but the last token's */
@@ -377,7 +367,7 @@ static void test_engine_windows(const char *arch, int64_t n_layer, int64_t n_swa
     const int32_t np_again[2] = {np[0], np[0]};
     engine_generate(m, &p, again, np_again, 2, true, got, &st, &held_max);
     CHECK_EQ_INT(got[1].n_cached, (200 - 1) / BS * BS);
-    CHECK(!memcmp(got[1].tok, want[0].tok, sizeof want[0].tok));
+    CHECK(!memcmp(got[1].tok, want[0].tok, sizeof(int32_t) * N_GEN));
     printf("%s swa %lld pattern %lld: most SWA blocks held by a sequence %lld\n", arch, (long long)n_swa,
            (long long)pattern, (long long)held_max);
     for (int k = 0; k < N_PROMPTS; k++) free(prompts[k]);

@@ -11,6 +11,7 @@
  * layer that is skipped): the same bits in one chunk, in chunks of 5 or token by token
  * on 2 threads, and with two sequences interleaved as each alone. */
 #include "base/status.h"
+#include "engine_util.h"
 #include "gguf/gguf.h"
 #include "model/qwen35.h"
 #include "model/synth.h"
@@ -317,7 +318,8 @@ static void test_synth(void) {
 
 /* ---- the model in a vt_context ---- */
 
-static void write_model_arch(const char *arch, const char *path, int64_t interval, int64_t n_layer) {
+/* A synthetic arch model of n_layer layers, every interval-th attending fully. */
+static synth_params model_params(const char *arch, int64_t interval, int64_t n_layer) {
     synth_params sp = synth_default_params();
     sp.arch = arch;
     if (!strcmp(arch, "qwen35moe")) { /* 8 experts of 32 rows, 2 per token, a shared expert of 64 */
@@ -335,11 +337,7 @@ static void write_model_arch(const char *arch, const char *path, int64_t interva
     sp.n_ff = 96;
     sp.full_attn_interval = interval;
     sp.n_threads = 1;
-    CHECK_OK(synth_write(&sp, path));
-}
-
-static void write_model(const char *path, int64_t interval, int64_t n_layer) {
-    write_model_arch("qwen35", path, interval, n_layer);
+    return sp;
 }
 
 /* Logits of every token of the batch (n_seq sequences, tokens interleaved as given). */
@@ -372,13 +370,8 @@ static void run_batches(vt_model *m, int n_seq, int n_threads, const int32_t *to
 
 /* arch: qwen35, or qwen35moe (experts, a shared expert, an MTP layer that is skipped) */
 static void test_context(const char *arch) {
-    char path[] = "/tmp/vt_qwen35_ctx_XXXXXX";
-    const int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    close(fd);
-    write_model_arch(arch, path, 4, 4);
-    vt_model *m = NULL;
-    CHECK_OK(vt_model_load(path, NULL, &m));
+    const synth_params sp = model_params(arch, 4, 4);
+    vt_model *m = test_synth_load(&sp, NULL);
     if (m) {
         const int32_t nv = vt_model_n_vocab(m), n = 40;
         int32_t tok[80], seq[80], seq0[40] = {0};
@@ -424,7 +417,6 @@ static void test_context(const char *arch) {
         free(alone0), free(alone1), free(mixed), free(again);
     }
     vt_model_free(m);
-    unlink(path);
 }
 
 /* A layer pattern that makes a layer linear whose file has attention tensors there. */
@@ -433,7 +425,8 @@ static void test_bad_pattern(void) {
     const int fd = mkstemp(path);
     CHECK(fd >= 0);
     close(fd);
-    write_model(path, 2, 4); /* layers 1 and 3 attend fully */
+    const synth_params sp = model_params("qwen35", 2, 4); /* layers 1 and 3 attend fully */
+    CHECK_OK(synth_write(&sp, path));
     /* rewrite the interval: 4 makes layer 1 linear, and it has no attn_qkv */
     FILE *fp = fopen(path, "rb");
     fseek(fp, 0, SEEK_END);

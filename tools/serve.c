@@ -36,7 +36,7 @@ int cmd_serve(int argc, char **argv) {
               max_seqs = p.engine.max_seqs, batch = p.engine.max_batch_tokens, ubatch = batch,
               kv_tokens = p.engine.kv_tokens, max_queue = p.engine.max_queue, max_body = (long long)p.max_body_bytes,
               max_conns = p.max_connections, max_conns_peer = p.max_connections_per_peer,
-              read_timeout = p.read_timeout_s, idle_timeout = p.idle_timeout_s,
+              read_timeout = p.read_timeout_s, body_timeout = p.body_timeout_s, idle_timeout = p.idle_timeout_s,
               state_snapshots = p.engine.state_snapshots, state_interval = p.engine.state_snapshot_interval;
     bool no_prefix_cache = false;
     enum { ROW_CTX = 4, ROW_BATCH = 6, ROW_UBATCH = 7 };
@@ -103,6 +103,9 @@ int cmd_serve(int argc, char **argv) {
          .hi = 1 << 16, .help = "open connections of one client address (default 64; 0: no limit)"},
         {.name = {"--read-timeout"}, .kind = OPT_INT, .dst = &read_timeout, .arg = "S", .lo = 1, .hi = 3600,
          .help = "seconds a client may stay silent while sending a request (default 10)"},
+        {.name = {"--body-timeout"}, .kind = OPT_INT, .dst = &body_timeout, .arg = "S", .lo = 1, .hi = 86400,
+         .help = "seconds a request body may take in all, however it trickles in\n"
+                 "(default 60; past it the connection is closed, logged 408)"},
         {.name = {"--idle-timeout"}, .kind = OPT_INT, .dst = &idle_timeout, .arg = "S", .lo = 1, .hi = 3600,
          .help = "seconds a keep-alive connection may idle between requests (default 5)"},
         {.name = {"--grace-ms"}, .kind = OPT_INT, .dst = &grace_ms, .arg = "N", .lo = 0, .hi = 3600 * 1000,
@@ -135,6 +138,7 @@ int cmd_serve(int argc, char **argv) {
     p.max_connections = (int)max_conns;
     p.max_connections_per_peer = (int)max_conns_peer;
     p.read_timeout_s = (int)read_timeout;
+    p.body_timeout_s = (int)body_timeout;
     p.idle_timeout_s = (int)idle_timeout;
     if (!p.model_path) {
         fprintf(stderr, "vt serve: no model (-m FILE)\n");

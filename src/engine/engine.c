@@ -506,6 +506,10 @@ vt_status vt_engine_create(vt_model *model, const vt_engine_params *params, vt_e
     pthread_mutex_init(&e->mu, NULL);
     e->model = model;
     e->tok = model->tok;
+    for (int32_t i = 0; e->tok && i < tok_n_vocab(e->tok); i++) {
+        const int64_t n = tok_piece(e->tok, i, false, NULL, 0);
+        if (n > 0 && (size_t)n > e->max_piece) e->max_piece = (size_t)n;
+    }
     e->p = p;
     e->n_vocab = (int32_t)hp->n_vocab;
     /* A request alone must always fit the pool, or it could wait forever. */
@@ -625,13 +629,42 @@ void vt_engine_stats_get(vt_engine *e, vt_engine_stats *out) {
 
 /* ---- outputs ------------------------------------------------------------------- */
 
-static bool text_put(vt_engine *e, const char *s, size_t n) {
+/* Bytes an error message takes at most in the step's text, its NUL included
+ * (as vt_errorf's messages; a longer one is cut). */
+#define OUT_ERROR_MAX 1024
+
+/* Room in the step's text for n more bytes and a NUL. */
+static bool text_reserve(vt_engine *e, size_t n) {
+    const size_t need = e->n_text + n + 1;
+    if (need <= e->cap_text) return true;
+    if (e->test_fail_text > 0) {
+        e->test_fail_text--;
+        return false;
+    }
     int64_t cap = (int64_t)e->cap_text;
-    if (!grow((void **)&e->text, &cap, (int64_t)(e->n_text + n + 1), 1)) return false;
+    if (!grow((void **)&e->text, &cap, (int64_t)need, 1)) return false;
     e->cap_text = (size_t)cap;
+    return true;
+}
+
+static bool text_put(vt_engine *e, const char *s, size_t n) {
+    if (!text_reserve(e, n)) return false;
     if (n) memcpy(e->text + e->n_text, s, n);
     e->n_text += n;
     return true;
+}
+
+/* Room in the step's text for all its outputs may carry, made before the step
+ * touches a request (as outs_reserve does for the outputs): each request's
+ * pending bytes, one token's piece for each request it may sample and an error
+ * message for each. So the text of an output is never lost to a failed growth:
+ * the client gets all of it or, when this room cannot be had, the step does
+ * nothing and says VT_E_NOMEM. */
+static bool text_reserve_step(vt_engine *e) {
+    size_t need = (size_t)e->p.max_seqs * (e->max_piece + OUT_ERROR_MAX + 1);
+    for (int32_t i = 0; i < e->n_running; i++) need += e->running[i]->n_pending;
+    for (int32_t i = 0; i < e->n_waiting; i++) need += e->waiting[i]->n_pending;
+    return text_reserve(e, need);
 }
 
 /* Room for n more outputs in this step. The step reserves, before it touches a
@@ -677,21 +710,31 @@ static vt_output *out_new(vt_engine *e, const request *r, int32_t token) {
     return o;
 }
 
-/* Emit the first n pending bytes of r as the text of output o. */
+static void out_error(vt_engine *e, vt_output *o, const char *msg) {
+    const int32_t i = (int32_t)(o - e->outs);
+    size_t n = strlen(msg);
+    if (n > OUT_ERROR_MAX - 1) n = tok_utf8_complete_prefix(msg, OUT_ERROR_MAX - 1);
+    e->out_err_off[i] = (int64_t)e->n_text;
+    if (text_put(e, msg, n)) e->text[e->n_text++] = 0; /* text_put left room for the NUL */
+    else e->out_err_off[i] = -1;                     /* outs_fixup says "out of memory" */
+    o->finish = VT_FINISH_ERROR;
+}
+
+/* Emit the first n pending bytes of r as the text of output o (its finish set
+ * already). text_reserve_step made the room; should it not suffice and the
+ * text not grow, nothing is silently dropped: an unfinished output keeps the
+ * bytes pending for the next one, a finishing output becomes an error. */
 static void emit_pending(vt_engine *e, request *r, vt_output *o, size_t n) {
     const int32_t i = (int32_t)(o - e->outs);
     e->out_text_off[i] = e->n_text;
-    if (!text_put(e, r->pending, n)) n = 0; /* OOM: the text is lost, the tokens are not */
+    if (!text_put(e, r->pending, n)) {
+        o->text_len = 0;
+        if (o->finish != VT_FINISH_NONE) out_error(e, o, "out of memory for the text of the output");
+        return;
+    }
     o->text_len = n;
     if (r->n_pending > n) memmove(r->pending, r->pending + n, r->n_pending - n);
     r->n_pending -= n;
-}
-
-static void out_error(vt_engine *e, vt_output *o, const char *msg) {
-    const int32_t i = (int32_t)(o - e->outs);
-    e->out_err_off[i] = (int64_t)e->n_text;
-    if (!text_put(e, msg, strlen(msg) + 1)) e->out_err_off[i] = -1;
-    o->finish = VT_FINISH_ERROR;
 }
 
 /* Pointers into the text and tops buffers, once they stop moving. */
@@ -958,8 +1001,8 @@ static bool sample_one(vt_engine *e, request *r, const float *l) {
     }
     const int64_t m = stop_match(r);
     if (m >= 0) {
-        emit_pending(e, r, o, (size_t)m);
         o->finish = VT_FINISH_STOP;
+        emit_pending(e, r, o, (size_t)m);
         return true;
     }
     if (eos || (r->gm && grammar_matcher_done(r->gm))) o->finish = VT_FINISH_STOP;
@@ -1066,7 +1109,7 @@ vt_status vt_engine_step(vt_engine *e, const vt_output **outs, int32_t *n_outs) 
     uint64_t *abort_ids;
     int32_t n_abort_ids;
     bool oom = false;
-    if (!take_inbox(e, &abort_ids, &n_abort_ids, &oom)) {
+    if (!text_reserve_step(e) || !take_inbox(e, &abort_ids, &n_abort_ids, &oom)) {
         publish_stats(e);
         return vt_errorf(VT_E_NOMEM, "engine step: out of memory for the step's outputs (nothing was done; "
                                      "the requests wait for the next step)");

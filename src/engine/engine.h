@@ -86,6 +86,7 @@ typedef struct sched_item {
 struct vt_engine {
     vt_model *model;
     const tokenizer *tok;
+    size_t max_piece;           /* bytes of the longest token's text: what one token adds to an output */
     vt_engine_params p;
     int32_t n_ctx;              /* effective: min(n_ctx, KV capacity) */
     int64_t max_blocks_per_seq;
@@ -124,6 +125,7 @@ struct vt_engine {
     vt_output *outs;
     int32_t n_outs, cap_outs;   /* cap_outs: reserved at the step's start (outs_reserve) */
     int32_t test_fail_outs;     /* tests: the next n growths of the outputs fail as out of memory */
+    int32_t test_fail_text;     /* tests: the next n growths of the step's text fail as out of memory */
     size_t *out_text_off;       /* (cap_outs) offsets into text until the step ends */
     int64_t *out_top_off;       /* (cap_outs) offsets into tops, -1: none */
     int64_t *out_err_off;       /* (cap_outs) offsets into text of an error, -1: none */

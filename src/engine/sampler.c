@@ -178,29 +178,38 @@ static void top_k_sort(cand *c, int32_t n, int32_t k) {
  * so that they compute the same floats. */
 static inline float soft_num(float logit, float mx, float temp) { return expf((logit - mx) / temp); }
 
-/* p = softmax(logit / temp) over c[0..n), returns nothing; c sorted desc. */
-static void softmax(cand *c, int32_t n, float temp) {
-    const float mx = c[0].logit;
+/* c[i].p = the numerator of each of c[0..n) (max logit mx); returns their sum,
+ * added in c's order. */
+static double soft_nums(cand *c, int32_t n, float mx, float temp) {
     double sum = 0;
     for (int32_t i = 0; i < n; i++) {
         c[i].p = soft_num(c[i].logit, mx, temp);
         sum += c[i].p;
     }
+    return sum;
+}
+
+/* The first i where the running sum of c[0..n).p (in c's order) passes u; n - 1
+ * where rounding leaves the total at or below u. */
+static int32_t cum_pick(const cand *c, int32_t n, double u) {
+    double cum = 0;
+    for (int32_t i = 0; i < n; i++) {
+        cum += c[i].p;
+        if (u < cum) return i;
+    }
+    return n - 1;
+}
+
+/* p = softmax(logit / temp) over c[0..n), returns nothing; c sorted desc. */
+static void softmax(cand *c, int32_t n, float temp) {
+    const double sum = soft_nums(c, n, c[0].logit, temp);
     for (int32_t i = 0; i < n; i++) c[i].p = (float)(c[i].p / sum);
 }
 
 /* Draw with u in [0, 1) from softmax(logit / temp) over the sorted c[0..n). */
 static int32_t draw_sorted(cand *c, int32_t n, float temp, double u, float *logprob) {
     softmax(c, n, temp);
-    double cum = 0;
-    int32_t pick = n - 1;
-    for (int32_t i = 0; i < n; i++) {
-        cum += c[i].p;
-        if (u < cum) {
-            pick = i;
-            break;
-        }
-    }
+    const int32_t pick = cum_pick(c, n, u);
     if (logprob) *logprob = logf(c[pick].p);
     return c[pick].id;
 }
@@ -519,21 +528,8 @@ static int32_t sample_impl(sampler *s, const float *logits, const uint32_t *allo
         /* nothing truncates: draw over the allowed tokens as they are, unsorted */
         float mx = c[0].logit;
         for (int32_t i = 1; i < n_c; i++) mx = c[i].logit > mx ? c[i].logit : mx;
-        double sum = 0;
-        for (int32_t i = 0; i < n_c; i++) {
-            c[i].p = expf((c[i].logit - mx) / p->temperature);
-            sum += c[i].p;
-        }
-        const double us = u * sum;
-        double cum = 0;
-        int32_t pick = n_c - 1;
-        for (int32_t i = 0; i < n_c; i++) {
-            cum += c[i].p;
-            if (us < cum) {
-                pick = i;
-                break;
-            }
-        }
+        const double sum = soft_nums(c, n_c, mx, p->temperature);
+        int32_t pick = cum_pick(c, n_c, u * sum);
         while (pick > 0 && c[pick].p == 0.0f) pick--; /* rounding past the end: never a zero */
         if (logprob) *logprob = logf((float)(c[pick].p / sum));
         return c[pick].id;

@@ -13,7 +13,13 @@
  * request (header or body) may pause --read-timeout seconds between bytes, a
  * keep-alive connection may idle --idle-timeout seconds between requests, and
  * while a request generates there is no timeout (a streamed answer gets the
- * read timeout back once generation ends, for the client to read the rest). */
+ * read timeout back once generation ends, for the client to read the rest).
+ * A body that trickles in, each byte inside the read timeout, is bounded in all
+ * by --body-timeout from the end of its header: libmicrohttpd 0.9.75 neither
+ * tells a chunk's declared size (a chunk of 2^64-1 bytes fed a byte at a time
+ * would otherwise hold its connection for ever) nor lets a response be queued
+ * in the middle of an upload, so past that deadline the connection is closed
+ * and the request logged and counted as 408. */
 #include "server/server_impl.h"
 
 #include "base/status.h"
@@ -42,6 +48,7 @@ typedef struct http_req {
     server *srv;
     strbuf body;
     bool started;     /* the first callback (complete header) has been seen */
+    double t_header;  /* server_now() at that callback: the body's deadline counts from here */
     bool bad_target;  /* the request target holds a NUL byte (raw or %00) */
     const char *raw_uri; /* the raw target in MHD's line buffer, for the NUL check */
     size_t raw_uri_len;
@@ -603,6 +610,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     }
     if (!h->started) {
         h->started = true;
+        h->t_header = server_now();
         /* libmicrohttpd parses the request line in place: the raw target ends
          * one byte before the HTTP version, and a NUL byte inside the target cut
          * the string it hands over short of that. (Checked only where the version
@@ -621,6 +629,16 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         return first_call(h, conn, url, method);
     }
     if (*upload_size) {
+        if (server_now() - h->t_header > (double)s->params.body_timeout_s) {
+            /* still uploading past --body-timeout: a trickle (see the top) */
+            conn_ctx *cx = ctx_of(conn);
+            if (cx)
+                snprintf(cx->reason, sizeof cx->reason,
+                         "the body was not whole %d s after the header (--body-timeout); %llu bytes came",
+                         s->params.body_timeout_s, (unsigned long long)h->seen);
+            h->status = 408;
+            return MHD_NO;
+        }
         /* MHD cannot queue a response in the middle of an upload, so a chunked body
          * past the limit is read and dropped (memory stays bounded) and answered
          * 413 when it ends; past a hard cap the connection is simply closed. */

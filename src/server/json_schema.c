@@ -98,6 +98,29 @@ static void repeat(strbuf *b, long long min, long long max) {
     else sb_printf(b, "{%lld,%lld}", min, max);
 }
 
+/* The arrays of an object's property rules, n properties: kv (n + 1 rule ids,
+ * for the caller to fill) and required (n + 1 flags: each property, in the
+ * schema's order, that req names). Both NULL on failure. */
+static vt_status props_alloc(json_t *props, json_t *req, size_t n, int32_t **kv, bool **required) {
+    *kv = malloc(sizeof(int32_t) * (n + 1));
+    *required = calloc(n + 1, 1);
+    if (!*kv || !*required) {
+        free(*kv);
+        free(*required);
+        *kv = NULL;
+        *required = NULL;
+        return vt_errorf(VT_E_NOMEM, "out of memory");
+    }
+    size_t k = 0; /* the order of json_object_foreach */
+    for (void *it = n ? json_object_iter(props) : NULL; it; it = json_object_iter_next(props, it), k++) {
+        const char *key = json_object_iter_key(it);
+        size_t i;
+        json_t *r;
+        json_array_foreach(req, i, r) (*required)[k] |= json_is_string(r) && !strcmp(json_string_value(r), key);
+    }
+    return VT_OK;
+}
+
 static vt_status object_rule(conv *c, json_t *s, const char *path, int depth, strbuf *b) {
     json_t *props = json_object_get(s, "properties");
     json_t *req = json_object_get(s, "required");
@@ -128,20 +151,15 @@ static vt_status object_rule(conv *c, json_t *s, const char *path, int depth, st
     const size_t n = json_object_size(props);
     if (n > JSCHEMA_MAX_ITEMS) return vt_errorf(VT_E_INVALID, "%s.properties: more than %d", path, JSCHEMA_MAX_ITEMS);
     /* kv rules, then tails: tail(i, first) = the properties from i on */
-    int32_t *kv = malloc(sizeof(int32_t) * (n + 1));
-    bool *required = calloc(n + 1, 1);
-    if (!kv || !required) {
-        free(kv);
-        free(required);
-        return vt_errorf(VT_E_NOMEM, "out of memory");
-    }
+    int32_t *kv;
+    bool *required;
+    VT_TRY(props_alloc(props, req, n, &kv, &required));
     vt_status st = VT_OK;
     const char *key;
     json_t *ps;
     size_t k = 0;
     strbuf sub = {0};
     json_object_foreach(props, key, ps) {
-        json_array_foreach(req, i, r) required[k] |= !strcmp(json_string_value(r), key);
         sb_free(&sub);
         sb_printf(&sub, "%s.properties.%.64s", path, key);
         int32_t vr;
@@ -152,18 +170,11 @@ static vt_status object_rule(conv *c, json_t *s, const char *path, int depth, st
         }
         kv[k] = new_rule(c);
         sb_printf(&c->rules, "s%d ::= ", kv[k]);
-        strbuf name = {0};
-        json_t *kj = json_string(key);
-        char *kt = kj ? json_dumps(kj, JSON_ENCODE_ANY) : NULL;
+        json_t *kj = json_string(key); /* the key as JSON text, as a literal */
+        st = kj ? lit_json(&c->rules, kj) : vt_errorf(VT_E_NOMEM, "out of memory");
         json_decref(kj);
-        if (!kt) {
-            st = vt_errorf(VT_E_NOMEM, "out of memory");
-            goto done;
-        }
-        lit(&name, kt, strlen(kt));
-        free(kt);
-        sb_printf(&c->rules, "%s ws \":\" ws s%d\n", name.ptr, vr);
-        sb_free(&name);
+        if (st != VT_OK) goto done;
+        sb_printf(&c->rules, " ws \":\" ws s%d\n", vr);
         k++;
     }
     c->used |= USE_WS;
@@ -654,22 +665,15 @@ static vt_status xml_args_rule(conv *c, tc_format f, json_t *params, const char 
     const size_t n = json_is_object(props) ? json_object_size(props) : 0;
     if (n > JSCHEMA_MAX_ITEMS) return vt_errorf(VT_E_INVALID, "%s.properties: more than %d", path, JSCHEMA_MAX_ITEMS);
     if (c->n_rules + 2 * (int64_t)n + 2 >= JSCHEMA_MAX_RULES) return too_many(path);
-    int32_t *kv = malloc(sizeof(int32_t) * (n + 1));
-    bool *required = calloc(n + 1, 1);
-    if (!kv || !required) {
-        free(kv);
-        free(required);
-        return vt_errorf(VT_E_NOMEM, "out of memory");
-    }
+    int32_t *kv;
+    bool *required;
+    VT_TRY(props_alloc(props, req, n, &kv, &required));
     vt_status st = VT_OK;
     strbuf sub = {0};
     const char *key;
     json_t *ps;
     size_t k = 0;
     json_object_foreach(n ? props : NULL, key, ps) {
-        size_t i;
-        json_t *r;
-        json_array_foreach(req, i, r) required[k] |= json_is_string(r) && !strcmp(json_string_value(r), key);
         sb_free(&sub);
         sb_printf(&sub, "%s.properties.%.64s", path, key);
         const char *where = sub.ptr ? sub.ptr : path;

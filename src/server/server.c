@@ -45,6 +45,7 @@ void server_default_params(server_params *p) {
     p->max_connections = 256;
     p->max_connections_per_peer = 64;
     p->read_timeout_s = 10;
+    p->body_timeout_s = 60;
     p->idle_timeout_s = 5;
 }
 
@@ -675,6 +676,7 @@ vt_status server_start(const server_params *p, server **out) {
     if (s->params.max_connections <= 0) s->params.max_connections = 256;
     if (s->params.max_connections_per_peer < 0) s->params.max_connections_per_peer = 0;
     if (s->params.read_timeout_s <= 0) s->params.read_timeout_s = 10;
+    if (s->params.body_timeout_s <= 0) s->params.body_timeout_s = 60;
     if (s->params.idle_timeout_s <= 0) s->params.idle_timeout_s = 5;
     s->host = strdup(p->host ? p->host : "127.0.0.1");
     s->model_path = strdup(p->model_path);

@@ -34,6 +34,7 @@ typedef struct server_params {
     int max_connections;       /* open connections, all peers (default 256; conns.h) */
     int max_connections_per_peer; /* open connections of one peer address (default 64; 0: no limit) */
     int read_timeout_s;        /* silence allowed while a request is read (default 10) */
+    int body_timeout_s;        /* a request body must be whole this long after its header (default 60) */
     int idle_timeout_s;        /* silence allowed between keep-alive requests (default 5) */
     int threads_hint;          /* unused by the server; kept for the CLI's report */
     bool progress;             /* draw the model's load progress bar on stderr */
