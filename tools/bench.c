@@ -909,6 +909,10 @@ int cmd_bench(int argc, char **argv) {
            " per measurement; A/A %s; llama.cpp %s (flash attention %s, mmap %s)\n",
            c.n_ctx, c.n_batch, c.reps, c.do_aa ? "on" : "off", c.do_llama ? c.llama_dir : "missing",
            flash_attn_name(c.flash_attn), c.llama_mmap ? "on" : "off");
+    if (c.rope_params)
+        printf("rope: overridden by --rope-* (type %d, freq_scale %g, freq_base %g, yarn_orig_ctx %d), both engines\n",
+               (int)c.rope_params->scaling_type, (double)c.rope_params->freq_scale, (double)c.rope_params->freq_base,
+               (int)c.rope_params->yarn_orig_ctx);
     if (load[0] > 0.5) printf("warning: the machine is not idle (load %.2f): figures are noisy\n", load[0]);
 
     double bw[MAX_LIST] = {0};
