@@ -22,6 +22,22 @@
 #   gemma3  Gemma 3 4B's layer shape (n_embd 2560, 8 query / 4 KV heads of 256,
 #           n_ff 10240, window 1024 on 5 of every 6 layers; gemma-4's vocabulary),
 #           12 of its 34 layers, in Q4_K_M and Q4_0
+#   muse-glimmer  Muse Glimmer 30B's layer shape (n_embd 6656, 32 query / 2 KV heads
+#           of 128, n_ff 19968, a window of 2048 on 3 of every 4 layers with rope
+#           base 500000 there, the 4th without rope; logits soft-capped at 20;
+#           llama-bpe's vocabulary, 128256 tokens, standing in for its 202048; its
+#           context 131072), 4 of its 52 layers (one period: 3 sliding, 1 full;
+#           about 2.3 GiB in Q4_K_M, so both engines' copies, the page cache and
+#           the F16 file quantized from fit a 24 GiB machine, and pp512 on one
+#           thread takes about a minute), in Q4_K_M and Q4_0. The shape: the
+#           52 layers are llama.cpp's LLM_TYPE_30B for this architecture
+#           (.cache/llama/src/src/models/muse-glimmer.cpp), the rest the
+#           checkpoint's config.json text_config (meta-models/Muse-Glimmer-30B:
+#           hidden_size, intermediate_size, num_attention_heads,
+#           num_key_value_heads, head_dim, vocab_size, sliding_window,
+#           layer_types, layer_rope_theta, final_logit_softcapping,
+#           max_position_embeddings), as public serving code's config tests
+#           reproduce it; vt's own tests know the architecture, not the size
 # The quantized files that are compared come from llama.cpp's own quantizer
 # (llama_model_quantize, through build/quantize_llama) run on an F16 synth, as
 # users' files do; without the reference llama.cpp, from vt quantize.
@@ -96,7 +112,12 @@ for set in $sets; do
       mixes synth-gemma3-12l --arch gemma3 --layers 12 --embd 2560 --heads 8 --kv-heads 4 --head-dim 256 \
         --ff 10240 --swa 1024 --swa-pattern 6 --swa-rope-base 10000 --rope-base 1000000 --ctx 8192 \
         --vocab-from "$vocabs/ggml-vocab-gemma-4.gguf" -- Q4_K_M Q4_0 ;;
-    *) echo "make-models: unknown set '$set' (llama, moe, gptoss, qwen35moe, qwen35, gemma3)" >&2; exit 2 ;;
+    muse-glimmer)
+      mixes synth-muse-glimmer-4l --arch muse-glimmer --layers 4 --embd 6656 --heads 32 --kv-heads 2 --head-dim 128 \
+        --ff 19968 --swa 2048 --swa-pattern 4 --rope-base 500000 --final-softcap 20 \
+        --ctx 131072 --vocab-from "$vocabs/ggml-vocab-llama-bpe.gguf" -- Q4_K_M Q4_0 ;;
+    *) echo "make-models: unknown set '$set' (llama, moe, gptoss, qwen35moe, qwen35, gemma3, muse-glimmer)" >&2
+       exit 2 ;;
   esac
 done
 ls -la "$dir"

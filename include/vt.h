@@ -39,9 +39,53 @@ const char *vt_status_str(vt_status s);
 
 typedef struct vt_model vt_model;
 
+/* Rope scaling types: llama.cpp's llama_rope_scaling_type, same values. */
+typedef enum vt_rope_scaling {
+    VT_ROPE_SCALING_UNSPECIFIED = -1, /* the file's rope.scaling.type (linear where absent) */
+    VT_ROPE_SCALING_NONE = 0,         /* never scaled, whatever the factor */
+    VT_ROPE_SCALING_LINEAR = 1,       /* positions times freq_scale */
+    VT_ROPE_SCALING_YARN = 2,         /* YaRN: the low-frequency pairs interpolated, the high ones
+                                         kept, a ramp between, and its magnitude correction */
+} vt_rope_scaling;
+
+/* Overrides of the file's rope, as llama.cpp's llama_context_params fields of the
+ * same names override its hparams (src/llama-context.cpp), and as its flags set
+ * them: --rope-scaling (scaling_type), --rope-scale N (freq_scale = 1 / N),
+ * --rope-freq-scale, --rope-freq-base, --yarn-orig-ctx, --yarn-ext-factor,
+ * --yarn-attn-factor, --yarn-beta-fast, --yarn-beta-slow (vt's run, chat, serve and
+ * bench take the same flags). Start from vt_rope_default_params(), where every
+ * field means "the file's". vt applies them when the model loads (one rope per
+ * model: its contexts and engines share it), to the layers with global attention;
+ * sliding-window layers keep the file's base and scale, as in llama.cpp.
+ *
+ * A context past the training context (vt_context_params.n_ctx) is allowed as far
+ * as the scaling reaches: the original context times 1 / freq_scale, where the
+ * file declares rope.scaling.original_context_length or the override gives
+ * freq_scale or yarn_orig_ctx (the original context is then yarn_orig_ctx, the
+ * file's original_context_length, or its context_length). vt_model_load refuses
+ * a value out of range with VT_E_INVALID naming the field, and YaRN (a non-zero
+ * extrapolation mix) asked of a model whose sliding-window layers rope on another
+ * base or scale with VT_E_UNSUPPORTED. */
+typedef struct vt_rope_params {
+    vt_rope_scaling scaling_type; /* UNSPECIFIED: the file's; NONE makes freq_scale 1 */
+    float freq_base;        /* 0: the file's rope.freq_base; else > 0 */
+    float freq_scale;       /* 1 / the context scale factor; 0: the file's (1 / rope.scaling.factor) */
+    int32_t yarn_orig_ctx;  /* YaRN's original context; 0: rope.scaling.original_context_length,
+                               else context_length; else 1..2^24 */
+    float yarn_ext_factor;  /* YaRN's extrapolation mix, >= 0 (0: full interpolation); < 0:
+                               1 under YaRN, 0 otherwise */
+    float yarn_attn_factor; /* > 0, the rope's magnitude where the mix is 0 (with a mix, llama.cpp
+                               computes it from the scale and ignores this); < 0: 1 */
+    float yarn_beta_fast;   /* > 0, the ramp's low correction dimension; < 0: the file's or 32 */
+    float yarn_beta_slow;   /* > 0, below beta_fast, its high end; < 0: the file's or 1 */
+} vt_rope_params;
+
+vt_rope_params vt_rope_default_params(void);
+
 typedef struct vt_model_params {
     bool progress;  /* draw a load progress bar on stderr */
     bool use_mlock; /* lock the weights in memory */
+    const vt_rope_params *rope; /* NULL: the file's rope as it is (read during vt_model_load only) */
 } vt_model_params;
 
 vt_model_params vt_model_default_params(void);
@@ -52,6 +96,9 @@ void vt_model_free(vt_model *model);
 
 int32_t vt_model_n_vocab(const vt_model *model);
 int32_t vt_model_n_ctx_train(const vt_model *model);
+/* The largest n_ctx its contexts and engines accept: the training context, or as
+ * far as its rope scaling (the file's, or vt_model_params.rope's) reaches. */
+int32_t vt_model_n_ctx_max(const vt_model *model);
 int32_t vt_model_bos(const vt_model *model); /* -1 if none */
 int32_t vt_model_eos(const vt_model *model);
 bool vt_model_is_eog(const vt_model *model, int32_t token);
@@ -86,8 +133,9 @@ typedef enum vt_kv_type {
 
 typedef struct vt_context_params {
     int32_t n_ctx;      /* max tokens per sequence (0: the model's training context; past
-                           it only as far as the model's rope scaling reaches, else
-                           VT_E_RANGE from vt_context_create, naming the keys) */
+                           it only as far as the model's rope scaling reaches, the
+                           file's or vt_model_params.rope's (vt_model_n_ctx_max), else
+                           VT_E_RANGE from vt_context_create, naming the keys and flags) */
     int32_t n_seq;      /* max concurrent sequences (default 1) */
     int32_t n_batch;    /* max tokens per vt_decode call (default 512) */
     int32_t n_threads;  /* 0: physical cores */

@@ -36,6 +36,37 @@ if "$vt" serve --help >/dev/null 2>&1; then
   if [ $rc -eq 1 ] && grep -qF "$past" <<<"$out" && grep -qF "use a context of at most 2048 (-c 2048)" <<<"$out"; then
     pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL serve -c past the training context: rc=$rc: $out"; fi
 fi
+# ... and names llama.cpp's flags that would extend it; with them run and chat
+# accept it (YaRN x2 from 2048 reaches 4096)
+expect "run -c past: the flags named" "(--rope-scaling yarn --rope-scale 2, or linear)" \
+  "$vt" run -m "$m" -c 4096 -p Once -n 1
+if out=$("$vt" run -m "$m" -c 4096 --rope-scaling yarn --rope-scale 2 -p Once -n 1 --temp 0 2>&1); then
+  pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL run -c 4096 --rope-scaling yarn --rope-scale 2: $out"; fi
+if ! "$vt" serve --help >/dev/null 2>&1; then :
+elif out=$("$vt" chat -m "$m" -c 4096 --rope-freq-scale 0.5 --yarn-orig-ctx 2048 </dev/null 2>&1); then
+  pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL chat -c 4096 --rope-freq-scale 0.5: $out"; fi
+expect "run -c past the override's reach" "past what the overridden rope scaling reaches" \
+  "$vt" run -m "$m" -c 8193 --rope-scaling linear --rope-scale 4 -p Once -n 1
+# The rope flags' bad values (one parse for run, chat, serve, bench): name | wanted | flags
+while IFS='|' read -r name want args; do
+  for c in run chat bench serve; do
+    case $c in chat | serve) "$vt" serve --help >/dev/null 2>&1 || continue ;; esac # the server libraries
+    expect "$c $name" "$want" "$vt" $c -m "$m" $args </dev/null
+  done
+done <<'CASES'
+unknown type|unknown rope scaling type 'bogus' (none, linear, yarn)|--rope-scaling bogus
+scale 0|--rope-scale: '0' is not a positive number|--rope-scale 0
+scale NaN|--rope-scale: 'nan' is not a positive number|--rope-scale nan
+negative freq scale|--rope-freq-scale: '-1' is not a positive number|--rope-freq-scale -1
+both scales|--rope-scale and --rope-freq-scale both set the rope scale|--rope-scale 2 --rope-freq-scale 0.5
+infinite base|--rope-freq-base: 'inf' is not a positive number|--rope-freq-base inf
+original context 0|--yarn-orig-ctx: '0' is not an integer in [1, 16777216]|--yarn-orig-ctx 0
+negative mix|--yarn-ext-factor: '-1' is not a finite non-negative number|--yarn-ext-factor -1
+magnitude 0|--yarn-attn-factor: '0' is not a positive number|--yarn-attn-factor 0
+beta NaN|--yarn-beta-fast: 'nan' is not a positive number|--yarn-beta-fast nan
+CASES
+expect "beta_fast below beta_slow" "yarn_beta_fast 0.5 is not above yarn_beta_slow 1" \
+  "$vt" run -m "$m" --rope-scaling yarn --rope-scale 2 --yarn-beta-fast 0.5 -p Once -n 1
 expect "corrupt gguf" "bad magic" "$vt" run -m "$src/tests/data/corrupt/bad_magic.gguf"
 expect "vocab-only gguf" "the file has 0" "$vt" run -m "$models/vocab/ggml-vocab-llama-spm.gguf"
 expect "unknown command" "unknown command 'frobnicate'" "$vt" frobnicate

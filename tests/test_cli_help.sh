@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `vt <cmd> --help`, the parser and the README agree (issue 30, item 17):
 #   - every spelling in a command's option table (the `.name = {...}` rows of
-#     tools/<cmd>.c, which the parser reads) appears in `vt <cmd> --help` and is
+#     tools/<cmd>.c, and of tools/rope_opts.c where the command appends its rope
+#     rows; the parser reads them) appears in `vt <cmd> --help` and is
 #     accepted by the binary (no "unknown option");
 #   - every option `vt <cmd> --help` lists is in that table (or -h, --help,
 #     --version);
@@ -23,7 +24,9 @@ declare -A helps
 for c in $cmds; do
   help=$("$vt" "$c" --help 2>&1) || { bad "vt $c --help exits non-zero"; continue; }
   helps[$c]=$help
-  table=$(grep -oE '\.name = \{[^}]*\}' "$src/tools/$c.c" | grep -oE '"-[^"]*"' | tr -d '"' | sort -u)
+  files=("$src/tools/$c.c") # a command that appends the shared rope rows (tools/rope_opts.c) has those too
+  grep -q 'rope_opts_table' "$src/tools/$c.c" && files+=("$src/tools/rope_opts.c")
+  table=$(cat "${files[@]}" | grep -oE '\.name = \{[^}]*\}' | grep -oE '"-[^"]*"' | tr -d '"' | sort -u)
   [ -n "$table" ] && ok || { bad "no option table found in tools/$c.c"; continue; }
   for o in $table; do
     has_opt "$help" "$o" && ok || bad "vt $c: $o is in the table but not in --help"

@@ -71,6 +71,9 @@ req "models with key" 200 "b.object === 'list' && b.data[0].id === 'stories260K.
 req "unknown path" 404 "$(err_is 404 invalid_request_error '/v1/nothing')" "${K[@]}" "$B/v1/nothing"
 req "GET on a POST endpoint" 405 "$(err_is 405 invalid_request_error 'takes POST')" "${K[@]}" "$B/v1/completions"
 req "POST on a GET endpoint" 405 "$(err_is 405 invalid_request_error 'takes GET')" "${K[@]}" -X POST "$B/v1/models"
+req "props without key" 401 "$(err_is '"invalid_api_key"' authentication_error 'API key')" "$B/props"
+req "props" 200 "b.n_ctx === 64 && b.default_generation_settings.n_ctx === 64 && b.n_ctx_train === 2048 &&
+  b.n_ctx_max === 2048 && b.total_slots === 16 && b.model_alias === 'stories260K.gguf'" "${K[@]}" "$B/props"
 req "bad JSON" 400 "$(err_is 400 invalid_request_error 'not valid JSON')" "${K[@]}" "${J[@]}" \
   "$B/v1/completions" -d '{"prompt": "x",'
 req "body not an object" 400 "$(err_is 400 invalid_request_error 'expected a JSON object')" "${K[@]}" \
@@ -293,6 +296,19 @@ for i in 1 2 3 4; do
 done
 [ "$n_cut" -ge 1 ] && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: no stream was cut by the shutdown"; }
 grep -q 'aborting' "$tmp/c.log" && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: no abort logged"; }
+
+# ---- /props and /v1/models' meta: the context, and the largest one the model
+# allows with its rope scaling (stories260K: 2048, none; with llama.cpp's flags
+# --rope-scaling yarn --rope-scale 4 the server runs -c 8192 and says so)
+start_server "$tmp/p.log" -m "$model" -t 1 -np 2 -c 8192 --rope-scaling yarn --rope-scale 4 || exit 1
+wait_ready || exit 1
+req "props with rope scaling" 200 "b.n_ctx === 8192 && b.default_generation_settings.n_ctx === 8192 &&
+  b.n_ctx_train === 2048 && b.n_ctx_max === 8192 && b.total_slots === 2 && b.model_path.endsWith('stories260K.gguf')" \
+  "$BASE/props"
+req "models meta with rope scaling" 200 "b.data[0].meta.n_ctx === 8192 && b.data[0].meta.n_ctx_max === 8192" \
+  "$BASE/v1/models"
+req "POST on /props" 405 "$(err_is 405 invalid_request_error 'takes GET')" -X POST "$BASE/props"
+stop_server
 
 # Under ASan/UBSan/TSan a report in any server's log is a failure, whatever its exit code.
 if grep -l 'Sanitizer\|runtime error:' "$tmp"/*.log >/dev/null 2>&1; then

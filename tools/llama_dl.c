@@ -42,8 +42,9 @@ bool llama_dl_probe(const char *dir, char *why, size_t why_len) {
 #ifndef VT_HAVE_LLAMA_H
 
 llama_dl *llama_dl_open(const char *dir, const char *model, int32_t n_ctx, int32_t n_batch,
-                        int32_t n_threads, int flash_attn, bool use_mmap, char *err, size_t err_len) {
-    (void)dir, (void)model, (void)n_ctx, (void)n_batch, (void)n_threads, (void)flash_attn, (void)use_mmap;
+                        int32_t n_threads, int flash_attn, bool use_mmap, const vt_rope_params *rope, char *err,
+                        size_t err_len) {
+    (void)dir, (void)model, (void)n_ctx, (void)n_batch, (void)n_threads, (void)flash_attn, (void)use_mmap, (void)rope;
     llama_dl_probe(dir, err, err_len);
     return NULL;
 }
@@ -110,8 +111,15 @@ static void *open_lib(const char *dir, const char *name, char *err, size_t err_l
     return h;
 }
 
+_Static_assert((int)VT_ROPE_SCALING_UNSPECIFIED == (int)LLAMA_ROPE_SCALING_TYPE_UNSPECIFIED &&
+                   (int)VT_ROPE_SCALING_NONE == (int)LLAMA_ROPE_SCALING_TYPE_NONE &&
+                   (int)VT_ROPE_SCALING_LINEAR == (int)LLAMA_ROPE_SCALING_TYPE_LINEAR &&
+                   (int)VT_ROPE_SCALING_YARN == (int)LLAMA_ROPE_SCALING_TYPE_YARN,
+               "vt_rope_scaling mirrors llama_rope_scaling_type");
+
 llama_dl *llama_dl_open(const char *dir, const char *model, int32_t n_ctx, int32_t n_batch,
-                        int32_t n_threads, int flash_attn, bool use_mmap, char *err, size_t err_len) {
+                        int32_t n_threads, int flash_attn, bool use_mmap, const vt_rope_params *rope, char *err,
+                        size_t err_len) {
     if (!llama_dl_probe(dir, err, err_len)) return NULL;
     llama_dl *l = calloc(1, sizeof *l);
     if (!l) {
@@ -157,6 +165,16 @@ llama_dl *llama_dl_open(const char *dir, const char *model, int32_t n_ctx, int32
     cp.no_perf = true;
     if (flash_attn == 0) cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     if (flash_attn == 1) cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED;
+    if (rope) {
+        cp.rope_scaling_type = (enum llama_rope_scaling_type)rope->scaling_type;
+        cp.rope_freq_base = rope->freq_base;
+        cp.rope_freq_scale = rope->freq_scale;
+        cp.yarn_orig_ctx = (uint32_t)rope->yarn_orig_ctx;
+        cp.yarn_ext_factor = rope->yarn_ext_factor;
+        cp.yarn_attn_factor = rope->yarn_attn_factor;
+        cp.yarn_beta_fast = rope->yarn_beta_fast;
+        cp.yarn_beta_slow = rope->yarn_beta_slow;
+    }
     l->ctx = l->llama_init_from_model(l->model, cp);
     if (!l->ctx) {
         snprintf(err, err_len, "%s: llama.cpp could not create a context of %d tokens", model, n_ctx);

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vt.h"
+
 typedef struct llama_dl llama_dl;
 
 /* The default library directory (compile-time VT_LLAMA_DEFAULT_DIR), or NULL. */
@@ -27,10 +29,12 @@ bool llama_dl_probe(const char *dir, char *why, size_t why_len);
 /* Load the library and the model; create a context of n_ctx tokens, n_batch
  * (= n_ubatch) tokens per decode, n_threads threads. flash_attn: -1 auto (the
  * llama.cpp default), 0 off, 1 on. use_mmap: weights read through a map of the
- * file (the llama.cpp default), or read into memory of its own. NULL on
- * failure, reason in err. */
+ * file (the llama.cpp default), or read into memory of its own. rope: the
+ * context's rope overrides (vt_rope_params mirrors llama_context_params' fields),
+ * NULL for the file's. NULL on failure, reason in err. */
 llama_dl *llama_dl_open(const char *dir, const char *model, int32_t n_ctx, int32_t n_batch,
-                        int32_t n_threads, int flash_attn, bool use_mmap, char *err, size_t err_len);
+                        int32_t n_threads, int flash_attn, bool use_mmap, const vt_rope_params *rope, char *err,
+                        size_t err_len);
 void llama_dl_close(llama_dl *l);
 
 int32_t llama_dl_n_vocab(const llama_dl *l);

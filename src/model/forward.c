@@ -485,9 +485,9 @@ static void rope_table(const model_hparams *hp, const float *freq_factors, float
         const float ff = freq_factors ? freq_factors[i] : 1.0f;
         const float extrap = theta / ff;
         float t = freq_scale * extrap;
-        if (hp->rope_yarn) { /* ggml's rope_yarn, ext_factor 1 */
+        if (hp->rope_yarn) { /* ggml's rope_yarn: the ramp times ext_factor */
             const float y = ((float)i - hp->yarn_low) / fmaxf(0.001f, hp->yarn_high - hp->yarn_low);
-            const float ramp = 1 - fminf(1, fmaxf(0, y));
+            const float ramp = (1 - fminf(1, fmaxf(0, y))) * hp->yarn_ext;
             t = t * (1 - ramp) + extrap * ramp;
         }
         cs[2 * i] = cosf(t) * ms;

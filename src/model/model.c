@@ -154,13 +154,19 @@ static vt_status yarn_mistral3_keys(model *m, float beta[2], float *log_mul) {
  * ends from the original context and the rope base, and the magnitude
  * correction mscale = attn_factor * get_mscale(factor) / (1 + 0.1 ln factor)
  * * (1 + 0.1 ln(1 / freq_scale)). */
-static vt_status yarn_params(model *m) {
+static vt_status yarn_params(model *m, const vt_rope_params *rp) {
     model_hparams *hp = &m->hp;
-    const int64_t orig = hp->n_ctx_orig;
+    const int64_t orig = hp->n_ctx_orig_yarn;
     const float freq_scale = hp->rope_freq_scale, factor = 1.0f / freq_scale;
     float beta[2] = {32.0f, 1.0f}; /* beta_fast, beta_slow */
     float log_mul = 0.0f;
     if (hp->arch == MODEL_ARCH_MISTRAL3) VT_TRY(yarn_mistral3_keys(m, beta, &log_mul));
+    if (rp && rp->yarn_beta_fast >= 0.0f) beta[0] = rp->yarn_beta_fast; /* the override's, as llama.cpp's cparams */
+    if (rp && rp->yarn_beta_slow >= 0.0f) beta[1] = rp->yarn_beta_slow;
+    if (!(beta[0] > beta[1]))
+        return vt_errorf(VT_E_INVALID, "rope override: yarn_beta_fast %g is not above yarn_beta_slow %g "
+                                       "(--yarn-beta-fast, --yarn-beta-slow)",
+                         beta[0], beta[1]);
     float attn = factor <= 1.0f ? 1.0f : 0.1f * logf(factor) + 1.0f;
     if (log_mul != 0.0f) /* llama.cpp: get_mscale(factor, 1) / get_mscale(factor, log_mul) */
         attn /= factor <= 1.0f ? 1.0f : 0.1f * log_mul * logf(factor) + 1.0f;
@@ -173,6 +179,92 @@ static vt_status yarn_params(model *m) {
         corr[i] = n_dims * logf(n_ctx_orig / (beta[i] * 2 * (float)M_PI)) / (2 * logf(hp->rope_freq_base));
     hp->yarn_low = fmaxf(0.0f, floorf(corr[0]));
     hp->yarn_high = fminf((float)(n_dims - 1), ceilf(corr[1]));
+    return VT_OK;
+}
+
+/* vt_rope_params' ranges (vt.h); VT_E_INVALID naming the field and its flag. */
+static vt_status rope_check(const vt_rope_params *rp) {
+    if (rp->scaling_type < VT_ROPE_SCALING_UNSPECIFIED || rp->scaling_type > VT_ROPE_SCALING_YARN)
+        return vt_errorf(VT_E_INVALID, "rope override: scaling_type %d is not none, linear or yarn (--rope-scaling)",
+                         (int)rp->scaling_type);
+    static const struct {
+        const char *field, *flag;
+        bool unset_below_zero; /* < 0 means the default; else 0 does */
+        bool zero_ok;
+    } rows[] = {
+        {"freq_base", "--rope-freq-base", false, false},
+        {"freq_scale", "--rope-freq-scale, or --rope-scale as its inverse", false, false},
+        {"yarn_ext_factor", "--yarn-ext-factor", true, true},
+        {"yarn_attn_factor", "--yarn-attn-factor", true, false},
+        {"yarn_beta_fast", "--yarn-beta-fast", true, false},
+        {"yarn_beta_slow", "--yarn-beta-slow", true, false},
+    };
+    const float v[] = {rp->freq_base, rp->freq_scale, rp->yarn_ext_factor, rp->yarn_attn_factor, rp->yarn_beta_fast,
+                       rp->yarn_beta_slow};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        if (rows[i].unset_below_zero ? v[i] < 0.0f : v[i] == 0.0f) continue; /* the file's */
+        if (!(isfinite(v[i]) && v[i] < 1e30f && (v[i] > 0.0f || (rows[i].zero_ok && v[i] == 0.0f))))
+            return vt_errorf(VT_E_INVALID, "rope override: %s = %g is not a %s number (%s)", rows[i].field,
+                             (double)v[i], rows[i].zero_ok ? "finite non-negative" : "positive", rows[i].flag);
+    }
+    if (rp->yarn_orig_ctx < 0 || rp->yarn_orig_ctx > MODEL_MAX_CTX)
+        return vt_errorf(VT_E_INVALID, "rope override: yarn_orig_ctx %d is outside 1..%d (--yarn-orig-ctx)",
+                         (int)rp->yarn_orig_ctx, MODEL_MAX_CTX);
+    return VT_OK;
+}
+
+/* The caller's rope override (vt_model_params.rope) over the file's hparams, as
+ * llama.cpp's llama_context sets its cparams: the scaling type (the file's where
+ * unspecified, linear where the file has none; none never scales), the base, the
+ * scale (the file's factor where not given), the extrapolation mix (1 under
+ * YaRN, else 0: rope_yarn is a non-zero mix), YaRN's original context, the
+ * magnitude where the mix is 0 (times the file's attn_factor). The sliding-window
+ * layers keep the file's base and scale (llama.cpp's get_rope_freq_base/scale);
+ * YaRN's magnitude and ramp are one per model in vt, so YaRN with sliding layers
+ * that rope otherwise is refused. Without an override: the file's YaRN (mix 1),
+ * its original context, and a reach declared where the file names that context. */
+static vt_status rope_override(model *m, const vt_rope_params *rp) {
+    model_hparams *hp = &m->hp;
+    hp->yarn_ext = hp->rope_yarn ? 1.0f : 0.0f;
+    hp->n_ctx_orig_yarn = hp->n_ctx_orig;
+    hp->rope_reach_declared = gguf_find(&m->gguf, arch_key(m, "rope.scaling.original_context_length")) != NULL;
+    hp->rope_scale_given = hp->rope_orig_given = false;
+    if (!rp) return VT_OK;
+    VT_TRY(rope_check(rp));
+    const bool any = rp->scaling_type != VT_ROPE_SCALING_UNSPECIFIED || rp->freq_base != 0.0f ||
+                     rp->freq_scale != 0.0f || rp->yarn_orig_ctx != 0 || rp->yarn_ext_factor >= 0.0f ||
+                     rp->yarn_attn_factor >= 0.0f || rp->yarn_beta_fast >= 0.0f || rp->yarn_beta_slow >= 0.0f;
+    if (!any) return VT_OK;
+    vt_rope_scaling type = rp->scaling_type;
+    gguf_str stype;
+    const bool has_type = gguf_get_str(&m->gguf, arch_key(m, "rope.scaling.type"), &stype) == VT_OK;
+    if (type == VT_ROPE_SCALING_UNSPECIFIED)
+        type = has_type && gguf_str_eq(stype, "none")   ? VT_ROPE_SCALING_NONE
+               : has_type && gguf_str_eq(stype, "yarn") ? VT_ROPE_SCALING_YARN
+                                                        : VT_ROPE_SCALING_LINEAR; /* linear, longrope, absent */
+    if (rp->freq_base != 0.0f) hp->rope_freq_base = rp->freq_base;
+    if (rp->freq_scale != 0.0f || rp->scaling_type != VT_ROPE_SCALING_UNSPECIFIED) {
+        float factor = 0.0f; /* the file's rope_freq_scale_train, whatever its type */
+        VT_TRY(get_f32_opt(m, "rope.scaling.factor", 0.0f, &factor));
+        if (factor == 0.0f) VT_TRY(get_f32_opt(m, "rope.scale_linear", 0.0f, &factor));
+        hp->rope_freq_scale = rp->freq_scale != 0.0f ? rp->freq_scale : factor == 0.0f ? 1.0f : 1.0f / factor;
+        if (type == VT_ROPE_SCALING_NONE) hp->rope_freq_scale = 1.0f;
+    }
+    hp->yarn_ext = rp->yarn_ext_factor >= 0.0f ? rp->yarn_ext_factor : type == VT_ROPE_SCALING_YARN ? 1.0f : 0.0f;
+    hp->rope_yarn = hp->yarn_ext != 0.0f;
+    if (!hp->rope_yarn && rp->yarn_attn_factor >= 0.0f) hp->rope_mscale *= rp->yarn_attn_factor;
+    if (rp->yarn_orig_ctx > 0) hp->n_ctx_orig_yarn = rp->yarn_orig_ctx;
+    hp->rope_scale_given = rp->freq_scale != 0.0f;
+    hp->rope_orig_given = rp->yarn_orig_ctx > 0;
+    hp->rope_reach_declared = hp->rope_reach_declared || hp->rope_scale_given || hp->rope_orig_given;
+    if (hp->rope_yarn && hp->n_swa > 0 &&
+        (hp->rope_freq_base_swa != hp->rope_freq_base || hp->rope_freq_scale_swa != hp->rope_freq_scale))
+        return vt_errorf(VT_E_UNSUPPORTED,
+                         "rope override: YaRN (--rope-scaling yarn, --yarn-ext-factor) on a model whose "
+                         "sliding-window layers rope on their own base or scale (%g, %g; the others %g, %g) is "
+                         "not supported; --rope-scaling linear is",
+                         (double)hp->rope_freq_base_swa, (double)hp->rope_freq_scale_swa,
+                         (double)hp->rope_freq_base, (double)hp->rope_freq_scale);
     return VT_OK;
 }
 
@@ -350,7 +442,7 @@ static vt_status muse_hparams(model *m) {
     return VT_OK;
 }
 
-static vt_status load_hparams(model *m) {
+static vt_status load_hparams(model *m, const vt_rope_params *rope) {
     gguf_str arch;
     vt_status s = gguf_get_str(&m->gguf, "general.architecture", &arch);
     if (s == VT_E_NOT_FOUND)
@@ -543,16 +635,17 @@ static vt_status load_hparams(model *m) {
         return vt_errorf(VT_E_RANGE, "key '%s' = %g is not a positive number", arch_key(m, "rope.scaling.attn_factor"),
                          attn_factor);
     hp->rope_mscale = attn_factor;
-    if (hp->rope_yarn) VT_TRY(yarn_params(m));
+    VT_TRY(rope_override(m, rope));
+    if (hp->rope_yarn) VT_TRY(yarn_params(m, rope));
     if (hp->arch == MODEL_ARCH_QWEN35 || hp->arch == MODEL_ARCH_QWEN35MOE) VT_TRY(q35_model_hparams(m));
     /* gpt-oss's sliding-window layers rotate with rope.freq_base_swa where
      * present (llama.cpp's get_rope_freq_base); for gpt-oss vt takes one base for all layers */
-    float base_swa = hp->rope_freq_base;
-    if (gpt_oss) VT_TRY(get_f32_opt(m, "rope.freq_base_swa", hp->rope_freq_base, &base_swa));
-    if (base_swa != hp->rope_freq_base)
+    float base_swa = hp->rope_freq_base_swa; /* the file's rope.freq_base (an override's is not) */
+    if (gpt_oss) VT_TRY(get_f32_opt(m, "rope.freq_base_swa", hp->rope_freq_base_swa, &base_swa));
+    if (base_swa != hp->rope_freq_base_swa)
         return vt_errorf(VT_E_UNSUPPORTED, "key '%s' = %g: a rope base of the sliding-window layers other than "
                                            "rope.freq_base (%g) is not supported",
-                         arch_key(m, "rope.freq_base_swa"), base_swa, hp->rope_freq_base);
+                         arch_key(m, "rope.freq_base_swa"), base_swa, hp->rope_freq_base_swa);
     return VT_OK;
 }
 
@@ -1061,6 +1154,14 @@ vt_status model_load_mat(model *m, const char *name, int64_t n_in, int64_t n_out
 vt_status model_load_ffn(model *m, int64_t il, layer_weights *L) { return load_ffn(m, il, L); }
 vt_status model_own_buffer(model *m, void *p) { return model_own(m, p); }
 
+vt_rope_params vt_rope_default_params(void) {
+    return (vt_rope_params){.scaling_type = VT_ROPE_SCALING_UNSPECIFIED,
+                            .yarn_ext_factor = -1.0f,
+                            .yarn_attn_factor = -1.0f,
+                            .yarn_beta_fast = -1.0f,
+                            .yarn_beta_slow = -1.0f};
+}
+
 vt_model_params vt_model_default_params(void) {
     vt_model_params p = {.progress = false, .use_mlock = false};
     return p;
@@ -1076,7 +1177,7 @@ vt_status vt_model_load(const char *path, const vt_model_params *params, vt_mode
     s = gguf_parse(m->map.data, m->map.size, path, &m->gguf);
     if (s != VT_OK) goto fail_noprefix;
     m->path = strdup(path);
-    if ((s = load_hparams(m)) != VT_OK) goto fail;
+    if ((s = load_hparams(m, params ? params->rope : NULL)) != VT_OK) goto fail;
     if ((s = load_weights(m, params && params->progress)) != VT_OK) goto fail;
     if ((s = layer_kind_fill(m)) != VT_OK) goto fail;
     if ((s = tok_load(&m->gguf, &m->tok)) != VT_OK) goto fail;
@@ -1196,13 +1297,13 @@ void model_embed_rows(const model *m, const int32_t *tokens, int64_t n, float *o
                         m->hp.n_embd);
 }
 
-/* The scaled reach (model.h): original_context_length / freq_scale, where the
- * file declares both; 0 where it does not. */
+/* The scaled reach (model.h): the original context / freq_scale, where the file
+ * declares both or the rope override gives the scale or the original context;
+ * 0 otherwise. */
 static int64_t rope_scaled_ctx(const model *m) {
     const model_hparams *hp = &m->hp;
-    if (!(hp->rope_freq_scale < 1.0f) || !gguf_find(&m->gguf, arch_key(m, "rope.scaling.original_context_length")))
-        return 0;
-    const double reach = (double)hp->n_ctx_orig / (double)hp->rope_freq_scale + 0.5;
+    if (!(hp->rope_freq_scale < 1.0f) || !hp->rope_reach_declared) return 0;
+    const double reach = (double)hp->n_ctx_orig_yarn / (double)hp->rope_freq_scale + 0.5;
     return reach >= (double)MODEL_MAX_CTX ? MODEL_MAX_CTX : (int64_t)reach;
 }
 
@@ -1218,28 +1319,38 @@ vt_status model_check_n_ctx(const model *m, int64_t n_ctx) {
     char ctx_key[256], orig_key[256];
     snprintf(ctx_key, sizeof ctx_key, "%s", arch_key(m, "context_length"));
     snprintf(orig_key, sizeof orig_key, "%s", arch_key(m, "rope.scaling.original_context_length"));
-    if (ext > 0)
+    /* the factor that would reach n_ctx from the original context, for the hint */
+    const long long need = (long long)((n_ctx + hp->n_ctx_orig_yarn - 1) / hp->n_ctx_orig_yarn);
+    if (ext > 0) {
+        const bool file_orig = !hp->rope_orig_given && gguf_find(&m->gguf, orig_key);
         return vt_errorf(VT_E_RANGE,
-                         "n_ctx %lld is past what the model's rope scaling reaches (%s %lld x factor %g = %lld "
-                         "tokens; %s = %lld): use a context of at most %lld (-c %lld)",
-                         (long long)n_ctx, orig_key, (long long)hp->n_ctx_orig, 1.0 / hp->rope_freq_scale,
-                         (long long)ext, ctx_key, (long long)hp->n_ctx_train, (long long)max, (long long)max);
+                         "n_ctx %lld is past what the %s rope scaling reaches (%s %lld x factor %g%s = %lld "
+                         "tokens; %s = %lld): use a context of at most %lld (-c %lld), or scale further "
+                         "(--rope-scale %lld)",
+                         (long long)n_ctx, hp->rope_scale_given || hp->rope_orig_given ? "overridden" : "model's",
+                         hp->rope_orig_given ? "--yarn-orig-ctx" : file_orig ? orig_key : ctx_key,
+                         (long long)hp->n_ctx_orig_yarn, 1.0 / hp->rope_freq_scale,
+                         hp->rope_scale_given ? " (--rope-scale)" : "", (long long)ext, ctx_key,
+                         (long long)hp->n_ctx_train, (long long)max, (long long)max, need);
+    }
     if (hp->rope_freq_scale < 1.0f)
         return vt_errorf(VT_E_RANGE,
                          "n_ctx %lld is past the model's training context (%s = %lld): its rope scaling (factor %g) "
                          "has no '%s', so the context_length is the scaled context; use a context of at most %lld "
-                         "(-c %lld)",
+                         "(-c %lld), or give the original context it scales (--yarn-orig-ctx N)",
                          (long long)n_ctx, ctx_key, (long long)hp->n_ctx_train, 1.0 / hp->rope_freq_scale, orig_key,
                          (long long)max, (long long)max);
     return vt_errorf(VT_E_RANGE,
                      "n_ctx %lld is past the model's training context (%s = %lld) and the model declares no rope "
                      "scaling that extends it (rope.scaling.type yarn or linear, with a factor and "
-                     "original_context_length); vt does not extrapolate: use a context of at most %lld (-c %lld)",
-                     (long long)n_ctx, ctx_key, (long long)hp->n_ctx_train, (long long)max, (long long)max);
+                     "original_context_length); vt does not extrapolate: use a context of at most %lld (-c %lld), "
+                     "or ask for rope scaling as llama.cpp does (--rope-scaling yarn --rope-scale %lld, or linear)",
+                     (long long)n_ctx, ctx_key, (long long)hp->n_ctx_train, (long long)max, (long long)max, need);
 }
 
 int32_t vt_model_n_vocab(const vt_model *m) { return (int32_t)m->hp.n_vocab; }
 int32_t vt_model_n_ctx_train(const vt_model *m) { return (int32_t)m->hp.n_ctx_train; }
+int32_t vt_model_n_ctx_max(const vt_model *m) { return (int32_t)model_n_ctx_max(m); }
 int32_t vt_model_bos(const vt_model *m) { return tok_bos(m->tok); }
 int32_t vt_model_eos(const vt_model *m) { return tok_eos(m->tok); }
 bool vt_model_is_eog(const vt_model *m, int32_t t) { return tok_is_eog(m->tok, t); }

@@ -121,6 +121,16 @@ typedef struct model_hparams {
      * LongRoPE takes its long factors in contexts longer than this, the short
      * ones otherwise (llama.cpp's get_rope_factors on n_ctx_seq) */
     int64_t n_ctx_orig;
+    /* vt_model_params.rope (llama.cpp's context overrides, model.c rope_override):
+     * YaRN's extrapolation mix (rope_yarn is yarn_ext != 0; 1 for a YaRN file), the
+     * original context its ramp and the scaled reach start from (llama.cpp's
+     * n_ctx_orig_yarn: the override's, else n_ctx_orig), whether that reach is
+     * declared (the file's original_context_length, or an override of the scale or
+     * of the original context), and which of those the override gave (messages) */
+    float yarn_ext;
+    int64_t n_ctx_orig_yarn;
+    bool rope_reach_declared;
+    bool rope_scale_given, rope_orig_given;
     /* mistral3 (llama 4's temperature tuning): queries times
      * 1 + attn_temp_scale * ln(floor(pos / n_ctx_orig) + 1); 0: none */
     float attn_temp_scale;
@@ -263,7 +273,10 @@ vt_status model_own_buffer(model *m, void *p);
  * the factor if it reaches further (gpt-oss: 4096 x 32; Qwen3 with YaRN: 32768 x 4
  * past a context_length of 40960). Scaling without the original length adds
  * nothing: context_length is then the scaled context already (HF's
- * max_position_embeddings of Gemma 3 or LLaMA-2-32K). model_n_ctx_max gives that
+ * max_position_embeddings of Gemma 3 or LLaMA-2-32K). The caller's rope override
+ * (vt_model_params.rope: a scale or an original context) declares a reach of its
+ * own, from that original context (or the file's) times its factor, as llama.cpp's
+ * --rope-scale / --yarn-orig-ctx extend a model. model_n_ctx_max gives that
  * length (at most MODEL_MAX_CTX); model_check_n_ctx is VT_OK for an n_ctx within
  * it and otherwise VT_E_RANGE with a message that names n_ctx, the keys and the
  * largest context allowed: vt never extrapolates rope silently. */

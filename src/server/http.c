@@ -209,6 +209,7 @@ static enum MHD_Result handle_models(server *s, struct MHD_Connection *conn, int
     json_object_set_new(meta, "n_vocab", json_integer(vt_model_n_vocab(s->model)));
     json_object_set_new(meta, "n_ctx_train", json_integer(vt_model_n_ctx_train(s->model)));
     json_object_set_new(meta, "n_ctx", json_integer(s->n_ctx));
+    json_object_set_new(meta, "n_ctx_max", json_integer(vt_model_n_ctx_max(s->model)));
     json_object_set_new(meta, "size", json_integer((json_int_t)vt_model_weight_bytes(s->model)));
     json_object_set_new(meta, "desc", oai_json_string_lossy(vt_model_desc(s->model), strlen(vt_model_desc(s->model))));
     json_object_set_new(meta, "chat_template", json_string(chat_template_name(s->tmpl)));
@@ -218,6 +219,31 @@ static enum MHD_Result handle_models(server *s, struct MHD_Connection *conn, int
     json_t *o = json_object();
     json_object_set_new(o, "object", json_string("list"));
     json_object_set_new(o, "data", data);
+    *status = 200;
+    return http_send_json(s, conn, 200, o);
+}
+
+/* GET /props, llama-server's shape where vt has the field: the context of each
+ * sequence (default_generation_settings.n_ctx, and n_ctx), the slots, the model's
+ * path and alias, the chat template's name; and vt's n_ctx_train and n_ctx_max
+ * (the largest context the model allows with its rope scaling, the file's or
+ * --rope-*'s: what -c may be). */
+static enum MHD_Result handle_props(server *s, struct MHD_Connection *conn, int *status) {
+    if (atomic_load(&s->state) != SERVER_READY) {
+        *status = 503;
+        return send_loading(s, conn);
+    }
+    json_t *gen = json_object();
+    json_object_set_new(gen, "n_ctx", json_integer(s->n_ctx));
+    json_t *o = json_object();
+    json_object_set_new(o, "default_generation_settings", gen);
+    json_object_set_new(o, "total_slots", json_integer(s->params.engine.max_seqs));
+    json_object_set_new(o, "model_alias", oai_json_string_lossy(s->model_id, strlen(s->model_id)));
+    json_object_set_new(o, "model_path", oai_json_string_lossy(s->model_path, strlen(s->model_path)));
+    json_object_set_new(o, "chat_template", json_string(chat_template_name(s->tmpl)));
+    json_object_set_new(o, "n_ctx", json_integer(s->n_ctx));
+    json_object_set_new(o, "n_ctx_train", json_integer(vt_model_n_ctx_train(s->model)));
+    json_object_set_new(o, "n_ctx_max", json_integer(vt_model_n_ctx_max(s->model)));
     *status = 200;
     return http_send_json(s, conn, 200, o);
 }
@@ -399,6 +425,7 @@ typedef enum route_id {
     ROUTE_HEALTH,
     ROUTE_METRICS,
     ROUTE_MODELS,
+    ROUTE_PROPS,
     ROUTE_COMPLETIONS,
     ROUTE_CHAT,
     ROUTE_TOKENIZE,
@@ -417,6 +444,7 @@ static const struct {
     {"/metrics", "GET", ROUTE_METRICS},
     {"/v1/models", "GET", ROUTE_MODELS},
     {"/models", "GET", ROUTE_MODELS},
+    {"/props", "GET", ROUTE_PROPS},
     {"/v1/completions", "POST", ROUTE_COMPLETIONS},
     {"/completions", "POST", ROUTE_COMPLETIONS},
     {"/v1/chat/completions", "POST", ROUTE_CHAT},
@@ -533,12 +561,14 @@ static enum MHD_Result first_call(http_req *h, struct MHD_Connection *conn, cons
         h->too_large = true;
         REFUSE(413, NULL, "request body larger than %zu bytes", s->params.max_body_bytes);
     }
-    if (has_body && cx) cx->close_after = id == ROUTE_HEALTH || id == ROUTE_METRICS || id == ROUTE_MODELS;
+    if (has_body && cx)
+        cx->close_after = id == ROUTE_HEALTH || id == ROUTE_METRICS || id == ROUTE_MODELS || id == ROUTE_PROPS;
     h->answered = true;
     switch (id) {
     case ROUTE_HEALTH: return handle_health(s, conn, &h->status);
     case ROUTE_METRICS: return handle_metrics(s, conn, &h->status);
     case ROUTE_MODELS: return handle_models(s, conn, &h->status);
+    case ROUTE_PROPS: return handle_props(s, conn, &h->status);
     default: break;
     }
     if (atomic_load(&s->state) != SERVER_READY) {

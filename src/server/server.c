@@ -41,6 +41,7 @@ void server_default_params(server_params *p) {
     p->host = "127.0.0.1";
     p->port = 8080;
     p->engine = vt_engine_default_params();
+    p->rope = vt_rope_default_params();
     p->max_body_bytes = DEFAULT_MAX_BODY;
     p->max_connections = 256;
     p->max_connections_per_peer = 64;
@@ -500,6 +501,7 @@ static int32_t marker_token(void *ud, const char *text) {
 static vt_status load_model(server *s) {
     vt_model_params mp = vt_model_default_params();
     mp.progress = s->params.progress;
+    mp.rope = &s->params.rope;
     double t0 = server_now();
     server_log("loading %s", s->model_path);
     VT_TRY(vt_model_load(s->model_path, &mp, &s->model));

@@ -22,6 +22,7 @@ typedef struct server_params {
     const char *host;          /* address to bind (default 127.0.0.1) */
     int port;                  /* 0: any free port (see server_port) */
     vt_engine_params engine;   /* engine.n_ctx < 0: the training context capped at -n_ctx */
+    vt_rope_params rope;       /* overrides of the model's rope (vt_model_params.rope; default: none) */
     const char *api_key;       /* NULL: no authentication */
     const char *cors_origins;  /* comma-separated origins or "*"; NULL: no CORS headers */
     const char *chat_template; /* family name to force; NULL: from the model's metadata */

@@ -12,6 +12,8 @@
 
 #include <llama.h>
 
+#include "vt.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,6 +33,9 @@ bool llama_ref_init(void);
 /* Load a model and create a context of n_ctx tokens (and n_batch = n_ctx) that
  * runs on n_threads threads. NULL on failure, with the reason on stderr. */
 llama_ref *llama_ref_open(const char *path, int32_t n_ctx, int32_t n_threads);
+/* The same with the context's rope overrides (llama_context_params' rope_scaling_type,
+ * rope_freq_base, rope_freq_scale, yarn_*: vt_rope_params mirrors them), NULL: the file's. */
+llama_ref *llama_ref_open_rope(const char *path, int32_t n_ctx, int32_t n_threads, const vt_rope_params *rope);
 void llama_ref_close(llama_ref *r);
 
 int32_t llama_ref_n_vocab(const llama_ref *r);
