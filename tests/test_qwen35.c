@@ -8,8 +8,11 @@
  * (tests/test_deltanet.c says why the chunked form is looser).
  *
  * In a context, qwen35 and qwen35moe (8 experts, 2 per token, a shared expert, one MTP
- * layer that is skipped): the same bits in one chunk, in chunks of 5 or token by token
- * on 2 threads, and with two sequences interleaved as each alone. */
+ * layer that is skipped; once more with Q8_0 experts beside the F32 shared expert, which
+ * then runs apart from them): the same bits in one chunk, in chunks of 5 or token by
+ * token on 2 threads (every pass on both threads: VT_SOLO_KIB=0, so the linear layers'
+ * (sequence, k-head group) items and the shared expert's slices among the experts' items
+ * are claimed by both), and with two sequences interleaved as each alone. */
 #include "base/status.h"
 #include "gguf/gguf.h"
 #include "model/qwen35.h"
@@ -317,9 +320,13 @@ static void test_synth(void) {
 
 /* ---- the model in a vt_context ---- */
 
+/* The experts' type in the qwen35moe files (VT_DTYPE_COUNT: the file's). */
+static vt_dtype exp_type = VT_DTYPE_COUNT;
+
 static void write_model_arch(const char *arch, const char *path, int64_t interval, int64_t n_layer) {
     synth_params sp = synth_default_params();
     sp.arch = arch;
+    sp.exp_type = exp_type;
     if (!strcmp(arch, "qwen35moe")) { /* 8 experts of 32 rows, 2 per token, a shared expert of 64 */
         sp.n_expert = 8;
         sp.n_expert_used = 2;
@@ -379,6 +386,7 @@ static void test_context(const char *arch) {
     write_model_arch(arch, path, 4, 4);
     vt_model *m = NULL;
     CHECK_OK(vt_model_load(path, NULL, &m));
+    setenv("VT_SOLO_KIB", "0", 1);
     if (m) {
         const int32_t nv = vt_model_n_vocab(m), n = 40;
         int32_t tok[80], seq[80], seq0[40] = {0};
@@ -423,6 +431,7 @@ static void test_context(const char *arch) {
         vt_context_free(c);
         free(alone0), free(alone1), free(mixed), free(again);
     }
+    unsetenv("VT_SOLO_KIB");
     vt_model_free(m);
     unlink(path);
 }
@@ -477,6 +486,9 @@ int main(void) {
     test_synth();
     test_context("qwen35");
     test_context("qwen35moe");
+    exp_type = VT_DTYPE_Q8_0;
+    test_context("qwen35moe");
+    exp_type = VT_DTYPE_COUNT;
     test_bad_pattern();
     test_core();
     return test_finish();
