@@ -114,7 +114,7 @@ int main(int argc, char **argv) {
                                                        0.1f, state + h * d * d, out + h * d, H * d, scratch);
                         }
                     else if (kind == 2)
-                        dk->conv1d_silu(x, C, n, C, cw, 4, cst, out, C);
+                        dk->conv1d_silu(x, C, n, C, cw, 4, cst, C, out, C);
                     else
                         for (int64_t t = 0; t < n; t++)
                             for (int64_t h = 0; h < H; h++)

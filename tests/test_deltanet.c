@@ -78,7 +78,7 @@ static void test_conv(void) {
         for (int64_t i = 0; i < ns * n_ch; i++) st0[i] = 2 * rng_uniform();
 
         memcpy(st, st0, sizeof(float) * ns * n_ch);
-        dn_conv1d_silu_ref(x, n_ch, n_tok, n_ch, w, kernel, st, out, n_ch);
+        dn_conv1d_silu_ref(x, n_ch, n_tok, n_ch, w, kernel, st, n_ch, out, n_ch);
         conv_f64(x, n_tok, n_ch, w, kernel, st0, ref);
         const double e = nmse_f(out, ref, n_tok * n_ch);
         CHECK_MSG(e <= 1e-10, "conv kernel %lld nmse %g", (long long)kernel, e);
@@ -94,7 +94,7 @@ static void test_conv(void) {
         memcpy(out2, x, sizeof(float) * n_tok * n_ch);
         for (int64_t t = 0, len = 1; t < n_tok; t += len, len = len * 2 + 1) {
             const int64_t m = n_tok - t < len ? n_tok - t : len;
-            dn_conv1d_silu_ref(out2 + t * n_ch, n_ch, m, n_ch, w, kernel, st, out2 + t * n_ch, n_ch);
+            dn_conv1d_silu_ref(out2 + t * n_ch, n_ch, m, n_ch, w, kernel, st, n_ch, out2 + t * n_ch, n_ch);
         }
         CHECK_MSG(memcmp(out, out2, sizeof(float) * n_tok * n_ch) == 0,
                   "conv kernel %lld split/in-place differs", (long long)kernel);
@@ -274,7 +274,9 @@ static void test_delta_rule_alias(void) {
 
 /* Each tier this CPU runs (cpu_kernels_build caps at the hardware), once:
  *  - conv1d+silu: <= 1e-12 (the polynomial exp and fused multiply-adds, ~1 ulp per
- *    output), its final state bit-identical (copies), split runs and in place the same bits;
+ *    output), its final state bit-identical (copies), split runs and in place the same bits,
+ *    and the channels split among calls at odd boundaries the same bits (a kernel of 10
+ *    taps takes the path without the register window);
  *  - l2 norm and output gate: <= 1e-12;
  *  - the recurrent rule: <= 1e-10 against the ref over up to 100 tokens at head dims 64 and
  *    128 and odd ones (vector tails), from a warm state; split across calls (the state
@@ -285,9 +287,9 @@ static void test_delta_rule_alias(void) {
 static int n_tiers_tested;
 
 static void tier_conv(const dn_kernels *dk, const char *name) {
-    const int64_t chs[] = {37, 160}, kernels[] = {1, 2, 4, 5}, n_tok = 29;
+    const int64_t chs[] = {37, 160}, kernels[] = {1, 2, 4, 5, 10}, n_tok = 29;
     for (int ci = 0; ci < 2; ci++)
-        for (int ki = 0; ki < 4; ki++) {
+        for (int ki = 0; ki < 5; ki++) {
             const int64_t n_ch = chs[ci], kernel = kernels[ki], ns = kernel - 1;
             float *x = malloc(sizeof(float) * n_tok * n_ch), *w = malloc(sizeof(float) * kernel * n_ch);
             float *st0 = malloc(sizeof(float) * (ns + 1) * n_ch), *st_r = malloc(sizeof(float) * (ns + 1) * n_ch);
@@ -298,8 +300,8 @@ static void tier_conv(const dn_kernels *dk, const char *name) {
             for (int64_t i = 0; i < ns * n_ch; i++) st0[i] = 2 * rng_uniform();
             memcpy(st_r, st0, sizeof(float) * ns * n_ch);
             memcpy(st, st0, sizeof(float) * ns * n_ch);
-            dn_conv1d_silu_ref(x, n_ch, n_tok, n_ch, w, kernel, st_r, out_r, n_ch);
-            dk->conv1d_silu(x, n_ch, n_tok, n_ch, w, kernel, st, out, n_ch);
+            dn_conv1d_silu_ref(x, n_ch, n_tok, n_ch, w, kernel, st_r, n_ch, out_r, n_ch);
+            dk->conv1d_silu(x, n_ch, n_tok, n_ch, w, kernel, st, n_ch, out, n_ch);
             const double e = nmse_ff(out, out_r, n_tok * n_ch);
             CHECK_MSG(e <= 1e-12, "%s conv ch %lld kernel %lld nmse %g", name, (long long)n_ch, (long long)kernel, e);
             CHECK_MSG(memcmp(st, st_r, sizeof(float) * ns * n_ch) == 0, "%s conv state", name);
@@ -307,9 +309,21 @@ static void tier_conv(const dn_kernels *dk, const char *name) {
             memcpy(out2, x, sizeof(float) * n_tok * n_ch);
             for (int64_t t = 0, len = 1; t < n_tok; t += len, len = len * 2 + 1) {
                 const int64_t m = n_tok - t < len ? n_tok - t : len;
-                dk->conv1d_silu(out2 + t * n_ch, n_ch, m, n_ch, w, kernel, st, out2 + t * n_ch, n_ch);
+                dk->conv1d_silu(out2 + t * n_ch, n_ch, m, n_ch, w, kernel, st, n_ch, out2 + t * n_ch, n_ch);
             }
             CHECK_MSG(memcmp(out, out2, sizeof(float) * n_tok * n_ch) == 0, "%s conv split/in-place differs", name);
+            /* the channels split among calls at odd boundaries (the forward pass gives each
+             * thread a head's channels): the same bits, tails included */
+            memcpy(st, st0, sizeof(float) * ns * n_ch);
+            const int64_t cuts[] = {0, 5, 13, 30, n_ch};
+            for (int p = 0; p + 1 < 5; p++) {
+                const int64_t c0 = cuts[p], c1 = cuts[p + 1];
+                dk->conv1d_silu(x + c0, n_ch, n_tok, c1 - c0, w + c0, kernel, st + c0, n_ch, out2 + c0, n_ch);
+            }
+            CHECK_MSG(memcmp(out, out2, sizeof(float) * n_tok * n_ch) == 0 &&
+                          memcmp(st, st_r, sizeof(float) * ns * n_ch) == 0,
+                      "%s conv ch %lld kernel %lld: split by channel differs", name, (long long)n_ch,
+                      (long long)kernel);
             free(x), free(w), free(st0), free(st_r), free(st), free(out_r), free(out), free(out2);
         }
 }

@@ -7,6 +7,8 @@
  *   - preemption under a tiny KV budget, recompute from the tokens: the same;
  *   - prefix-cache hits restore a state snapshot and the KV blocks: the same bits as
  *     a cold run, the hit counted; evicted snapshots fall back to a shorter prefix;
+ *     snapshots are taken inside a prefill pass, so a prompt takes no more passes
+ *     than its token budget asks;
  *   - a soak of random requests (aborts, sampling, random budgets and snapshot
  *     capacities): the accounting adds up after every few steps, and at the end every
  *     KV block and state slot is free;
@@ -284,6 +286,10 @@ static void test_prefix_cache(void) {
     vt_engine_stats_get(e, &st);
     CHECK_EQ_INT(st.state_snapshots, 3); /* 32, 64, 96 */
     CHECK_EQ_INT(st.state_restores, 0);
+    /* the prefill in two passes, as the budget of 256 allows, not one per snapshot point:
+     * 0-64 (32's snapshot taken inside the pass, 64's after it), then 64-100 (96's inside);
+     * then a decode step per token after the first */
+    CHECK_EQ_INT(st.steps, 2 + n_gen - 1);
     /* A again: everything up to 96 from the cache, state included */
     run_one(e, a, n, n_gen, &hit);
     CHECK_EQ_INT(hit.n_cached, 96);

@@ -1,6 +1,8 @@
 /* Layer kinds (model/layer_kind.h): on a small synthetic model of every family,
  * each layer's descriptor, as layer_kind_str prints it, is the one its row below
- * says; a QK-norm on K alone is refused. */
+ * says (gpt-oss's experts split, a qwen35moe shared expert of another activation
+ * type than its experts apart); a QK-norm on K alone is refused; moe_split follows
+ * the expert biases. */
 #include "engine_util.h"
 #include "test.h"
 #include "vt.h"
@@ -23,6 +25,7 @@ typedef struct kind_case {
 #define DENSE "norms=pre ffn=dense out=add/add"
 #define SANDWICH "norms=sandwich ffn=dense out=post_norm/post_norm"
 #define SHARED "norms=pre ffn=moe_shared out=add/moe_shared"
+#define APART "norms=pre ffn=moe_shared apart out=add/moe_shared"
 
 static void setup_moe(synth_params *sp) {
     sp->n_expert = 4;
@@ -36,6 +39,11 @@ static void setup_gpt_oss(synth_params *sp) {
 static void setup_shexp(synth_params *sp) {
     setup_moe(sp);
     sp->n_ff_shexp = 32;
+}
+/* experts in Q8_0 beside an F32 shared expert: two activation types */
+static void setup_shexp_apart(synth_params *sp) {
+    setup_shexp(sp);
+    sp->exp_type = VT_DTYPE_Q8_0;
 }
 /* sliding layers 0 and 2, rotating with a base of their own */
 static void setup_swa(synth_params *sp) {
@@ -78,7 +86,7 @@ static const kind_case k_cases[] = {
     {.arch = "granite", .kinds = ALL4("attn rope=base qk=none gate=none norms=pre ffn=dense out=scaled/scaled")},
     {.arch = "gpt-oss",
      .setup = setup_gpt_oss,
-     .kinds = ALL4("attn rope=base qk=none gate=none qkv_bias norms=pre ffn=moe out=bias/moe")},
+     .kinds = ALL4("attn rope=base qk=none gate=none qkv_bias norms=pre ffn=moe split out=bias/moe")},
     {.arch = "phi3", .kinds = ALL4("attn rope=base qk=none gate=none " DENSE)},
     {.arch = "glm4", .setup = setup_glm4, .kinds = ALL4("attn rope=base qk=none gate=none qkv_bias " SANDWICH)},
     {.arch = "mistral3", .kinds = ALL4("attn rope=base qk=none gate=none q_temp " DENSE)},
@@ -92,6 +100,9 @@ static const kind_case k_cases[] = {
      .setup = setup_shexp,
      .kinds = {"deltanet " SHARED, "deltanet " SHARED, "deltanet " SHARED,
                "attn rope=base qk=head gate=in_q " SHARED}},
+    {.arch = "qwen35moe",
+     .setup = setup_shexp_apart,
+     .kinds = {"deltanet " APART, "deltanet " APART, "deltanet " APART, "attn rope=base qk=head gate=in_q " APART}},
 };
 
 static vt_model *load_case(const kind_case *c) {
@@ -138,8 +149,26 @@ static void test_half_qk_norm(void) {
     vt_model_free(m);
 }
 
+/* moe_split follows the experts' biases, decided at load: a qwen3moe layer given
+ * gate biases becomes split, and plain again without them. */
+static void test_moe_split(void) {
+    vt_model *m = load_case(&k_cases[4]); /* qwen3moe */
+    if (!m) return;
+    layer_weights *L = &m->layers[2];
+    layer_kind k;
+    CHECK_OK(layer_kind_decide(m, 2, &k));
+    CHECK(!k.moe_split && !k.shexp_apart);
+    static const float bias[4 * 32];
+    L->exp_gate_b = bias;
+    CHECK_OK(layer_kind_decide(m, 2, &k));
+    CHECK(k.moe_split);
+    L->exp_gate_b = NULL;
+    vt_model_free(m);
+}
+
 int main(void) {
     test_kinds();
     test_half_qk_norm();
+    test_moe_split();
     return test_finish();
 }

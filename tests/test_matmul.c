@@ -20,7 +20,9 @@
  * - Fused gate/up (mm_compute_glu): the bytes of mm_compute_multi on {gate, up},
  *   silu_mul and mm_quantize, for 1..4 threads, h blocks of Q8_0, Q8_K and F16,
  *   partial row groups, token blocks and tiles with tails, file-layout weights,
- *   and a decode step long enough for claimed units.
+ *   and a decode step long enough for claimed units; and the same bytes in
+ *   pieces on one thread (mm_compute_glu_act_cols by columns, mm_compute_rows
+ *   by rows), as the MoE step runs a shared expert.
  * - Arena (mm_arena): weights packed into one arena give the bytes of weights
  *   packed alone, take exactly mm_weight_packed_size each (0 for the file
  *   layout), and an arena short by a byte refuses the last one with
@@ -303,6 +305,24 @@ static void check_glu(vt_dtype type, vt_dtype down_type, int64_t n_in, int64_t f
     CHECK_MSG(bad == 0, "%s -> %s, n_in %lld, ff %lld, %lld tokens: %d rows of h differ from the unfused steps",
               tr->name, quant_traits_get(down_type)->name, (long long)n_in, (long long)ff,
               (long long)n_tok, bad);
+    /* in pieces of 1, 2, 3, ... units on the calling thread: h by columns
+     * (mm_compute_glu_act_cols), up by rows (mm_compute_rows); the same bytes */
+    memset(got, 0xa5, n_tok * hs);
+    const int64_t unit = mm_glu_unit(down_type);
+    for (int64_t c0 = 0, k = 1; c0 < ff; c0 += k * unit, k++)
+        mm_compute_glu_act_cols(&w[0], &w[1], cpu_kernels_get()->silu_mul, down_type, xq, n_tok, got, c0,
+                                c0 + k * unit < ff ? c0 + k * unit : ff);
+    bad = 0;
+    for (int64_t t = 0; t < n_tok; t++)
+        if (memcmp(want + t * hs, got + t * hs, hmin)) bad++;
+    float *u2 = malloc(n_tok * ff * sizeof(float));
+    for (int64_t r0 = 0, k = 1; r0 < ff; r0 += k * 16, k++)
+        mm_compute_rows(&w[1], xq, n_tok, u2, ff, r0, r0 + k * 16 < ff ? r0 + k * 16 : ff);
+    CHECK_MSG(bad == 0 && memcmp(u2, u, n_tok * ff * sizeof(float)) == 0,
+              "%s -> %s, ff %lld, %lld tokens: in pieces, %d rows of h differ (up's rows %s)", tr->name,
+              quant_traits_get(down_type)->name, (long long)ff, (long long)n_tok, bad,
+              memcmp(u2, u, n_tok * ff * sizeof(float)) ? "differ" : "agree");
+    free(u2);
     for (int i = 0; i < 2; i++) mm_weight_free(&w[i]), free(wd[i]);
     free(f), free(x), free(xq), free(want), free(got), free(g), free(u);
 }

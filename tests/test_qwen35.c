@@ -8,8 +8,11 @@
  * (tests/test_deltanet.c says why the chunked form is looser).
  *
  * In a context, qwen35 and qwen35moe (8 experts, 2 per token, a shared expert, one MTP
- * layer that is skipped): the same bits in one chunk, in chunks of 5 or token by token
- * on 2 threads, and with two sequences interleaved as each alone. */
+ * layer that is skipped; once more with Q8_0 experts beside the F32 shared expert, which
+ * then runs apart from them): the same bits in one chunk, in chunks of 5 or token by
+ * token on 2 threads (every pass on both threads: VT_SOLO_KIB=0, so the linear layers'
+ * (sequence, k-head group) items and the shared expert's slices among the experts' items
+ * are claimed by both), and with two sequences interleaved as each alone. */
 #include "base/status.h"
 #include "engine_util.h"
 #include "gguf/gguf.h"
@@ -318,10 +321,14 @@ static void test_synth(void) {
 
 /* ---- the model in a vt_context ---- */
 
+/* The experts' type in the qwen35moe files (VT_DTYPE_COUNT: the file's). */
+static vt_dtype exp_type = VT_DTYPE_COUNT;
+
 /* A synthetic arch model of n_layer layers, every interval-th attending fully. */
 static synth_params model_params(const char *arch, int64_t interval, int64_t n_layer) {
     synth_params sp = synth_default_params();
     sp.arch = arch;
+    sp.exp_type = exp_type;
     if (!strcmp(arch, "qwen35moe")) { /* 8 experts of 32 rows, 2 per token, a shared expert of 64 */
         sp.n_expert = 8;
         sp.n_expert_used = 2;
@@ -372,6 +379,7 @@ static void run_batches(vt_model *m, int n_seq, int n_threads, const int32_t *to
 static void test_context(const char *arch) {
     const synth_params sp = model_params(arch, 4, 4);
     vt_model *m = test_synth_load(&sp, NULL);
+    setenv("VT_SOLO_KIB", "0", 1);
     if (m) {
         const int32_t nv = vt_model_n_vocab(m), n = 40;
         int32_t tok[80], seq[80], seq0[40] = {0};
@@ -416,6 +424,7 @@ static void test_context(const char *arch) {
         vt_context_free(c);
         free(alone0), free(alone1), free(mixed), free(again);
     }
+    unsetenv("VT_SOLO_KIB");
     vt_model_free(m);
 }
 
@@ -470,6 +479,9 @@ int main(void) {
     test_synth();
     test_context("qwen35");
     test_context("qwen35moe");
+    exp_type = VT_DTYPE_Q8_0;
+    test_context("qwen35moe");
+    exp_type = VT_DTYPE_COUNT;
     test_bad_pattern();
     test_core();
     return test_finish();

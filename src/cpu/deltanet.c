@@ -6,7 +6,7 @@
 #include <string.h>
 
 void dn_conv1d_silu_ref(const float *x, int64_t x_stride, int64_t n_tokens, int64_t n_ch,
-                        const float *w, int64_t kernel, float *state, float *out,
+                        const float *w, int64_t kernel, float *state, int64_t ld, float *out,
                         int64_t out_stride) {
     const int64_t n_state = kernel - 1;
     for (int64_t t = 0; t < n_tokens; t++) {
@@ -16,10 +16,10 @@ void dn_conv1d_silu_ref(const float *x, int64_t x_stride, int64_t n_tokens, int6
             const float xc = xt[c];
             /* ssm_conv sums the window oldest first, in float */
             float sum = 0.0f;
-            for (int64_t i = 0; i < n_state; i++) sum += state[i * n_ch + c] * w[i * n_ch + c];
-            sum += xc * w[n_state * n_ch + c];
-            for (int64_t i = 0; i + 1 < n_state; i++) state[i * n_ch + c] = state[(i + 1) * n_ch + c];
-            if (n_state > 0) state[(n_state - 1) * n_ch + c] = xc;
+            for (int64_t i = 0; i < n_state; i++) sum += state[i * ld + c] * w[i * ld + c];
+            sum += xc * w[n_state * ld + c];
+            for (int64_t i = 0; i + 1 < n_state; i++) state[i * ld + c] = state[(i + 1) * ld + c];
+            if (n_state > 0) state[(n_state - 1) * ld + c] = xc;
             ot[c] = sum / (1.0f + expf(-sum));
         }
     }

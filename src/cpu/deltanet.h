@@ -59,13 +59,17 @@
 /* Causal conv1d with state, then silu, for n_tokens tokens of n_ch channels.
  * x: (n_tokens, n_ch), row stride x_stride floats; out: the same shape, row stride
  * out_stride; out may be x (each input is read before its slot is written).
- * w: (kernel, n_ch), time-major: w[i * n_ch + c] multiplies the input i - (kernel - 1)
- * steps from the current one (the file holds it channel-major, (n_ch, kernel): the
- * model transposes it once at load). state: (kernel - 1, n_ch), the last kernel - 1
- * inputs oldest first (zeros for a new sequence); updated to the last kernel - 1 inputs
- * seen. kernel >= 1. */
+ * w: (kernel, n_ch), time-major, row stride ld: w[i * ld + c] multiplies the input
+ * i - (kernel - 1) steps from the current one (the file holds it channel-major,
+ * (n_ch, kernel): the model transposes it once at load). state: (kernel - 1, n_ch), row
+ * stride ld, the last kernel - 1 inputs oldest first (zeros for a new sequence); updated
+ * to the last kernel - 1 inputs seen. kernel >= 1, ld >= n_ch. Channels are independent,
+ * and a channel's bits do not depend on where it falls in a call (every tier: a SIMD
+ * tier's tail channels run the vector formula on padded lanes), so a caller may split
+ * the channels among calls (threads) at any boundary: ld is the row stride of the whole,
+ * w, state, x and out point at the first channel of the part. */
 void dn_conv1d_silu_ref(const float *x, int64_t x_stride, int64_t n_tokens, int64_t n_ch,
-                        const float *w, int64_t kernel, float *state, float *out,
+                        const float *w, int64_t kernel, float *state, int64_t ld, float *out,
                         int64_t out_stride);
 
 /* x[i] *= 1 / max(sqrt(sum x^2), eps) over n floats, in place (ggml_l2_norm). */
@@ -118,7 +122,7 @@ void dn_gated_norm_ref(const float *x, const float *z, const float *w, int64_t n
  *  - delta_rule_chunked needs dn_chunk_scratch_floats(d_k, d_v) floats of scratch. */
 typedef struct dn_kernels {
     void (*conv1d_silu)(const float *x, int64_t x_stride, int64_t n_tokens, int64_t n_ch,
-                        const float *w, int64_t kernel, float *state, float *out,
+                        const float *w, int64_t kernel, float *state, int64_t ld, float *out,
                         int64_t out_stride);
     void (*l2_norm)(float *x, int64_t n, float eps);
     void (*delta_rule)(int64_t n_tokens, int64_t d_k, int64_t d_v, const float *q,

@@ -13,8 +13,9 @@
  *   vf_exp_neg(v)           exp for v <= 0 (the Cephes polynomial, about 1 ulp)
  *   vf_silu(v)              v / (1 + exp(-v)), from vf_exp_neg
  *
- * Every loop over a vector dimension has a scalar tail, so any d_k, d_v and channel
- * count works; the tails compute the same formula lane by lane.
+ * Every loop over a vector dimension has a tail, so any d_k, d_v and channel count
+ * works; the tails compute the same formula lane by lane (the conv's runs the vector
+ * formula itself on padded lanes, so that callers may split the channels anywhere).
  *
  * Recurrent rule (dn_delta_rule_<sfx>). Rows of S are independent: row j (value j) needs
  * only itself, k_t, q_t, v_t[j], g_t and beta_t. So the kernel walks the state once per
@@ -50,33 +51,78 @@ static inline float dn_silu_f(float x) { return x / (1.0f + expf(-x)); }
 
 /* ---- conv1d + silu ------------------------------------------------------------------- */
 
+#define DN_CONV_REG 8 /* kernels of up to this many taps keep their window in registers */
+
+/* Channels [0, VF_W) of the pointers through all tokens, the window of the last NS
+ * inputs and the NS + 1 taps in registers (NS a constant after inlining for the usual
+ * kernel of 4, NS < DN_CONV_REG): per token the sum oldest first, one fma per tap, as
+ * the ref; the state written back once at the end. */
+static inline __attribute__((always_inline)) void DN_FN(dn_conv_lanes)(const int NS, const float *x, int64_t x_stride,
+                                                                       int64_t n_tokens, const float *w, float *state,
+                                                                       int64_t ld, float *out, int64_t out_stride) {
+    vf wv[DN_CONV_REG], win[DN_CONV_REG];
+    for (int i = 0; i <= NS; i++) wv[i] = vf_load(w + i * ld);
+    for (int i = 0; i < NS; i++) win[i] = vf_load(state + i * ld);
+    for (int64_t t = 0; t < n_tokens; t++) {
+        const vf xc = vf_load(x + t * x_stride); /* read before out (which may be x) is written */
+        vf sum = vf_zero();
+        for (int i = 0; i < NS; i++) sum = vf_fma(win[i], wv[i], sum);
+        sum = vf_fma(xc, wv[NS], sum);
+        for (int i = 0; i + 1 < NS; i++) win[i] = win[i + 1];
+        if (NS > 0) win[NS - 1] = xc;
+        vf_store(out + t * out_stride, vf_silu(sum));
+    }
+    for (int i = 0; i < NS; i++) vf_store(state + i * ld, win[i]);
+}
+
+/* The first n < VF_W floats at p as a vector (zeros above), and back. */
+static inline vf DN_FN(dn_load_part)(const float *p, int64_t n) {
+    float b[VF_W] = {0};
+    memcpy(b, p, sizeof(float) * (size_t)n);
+    return vf_load(b);
+}
+static inline void DN_FN(dn_store_part)(float *p, vf v, int64_t n) {
+    float b[VF_W];
+    vf_store(b, v);
+    memcpy(p, b, sizeof(float) * (size_t)n);
+}
+
 void DN_FN(dn_conv1d_silu)(const float *x, int64_t x_stride, int64_t n_tokens, int64_t n_ch, const float *w,
-                           int64_t kernel, float *state, float *out, int64_t out_stride) {
+                           int64_t kernel, float *state, int64_t ld, float *out, int64_t out_stride) {
     const int64_t ns = kernel - 1;
     int64_t c = 0;
-    /* a channel vector at a time, through all tokens: its state rows stay in L1 */
+    /* a channel vector at a time, through all tokens */
     for (; c + VF_W <= n_ch; c += VF_W) {
-        const vf w_last = vf_load(w + ns * n_ch + c);
-        for (int64_t t = 0; t < n_tokens; t++) {
-            const vf xc = vf_load(x + t * x_stride + c);
-            vf sum = vf_zero();
-            for (int64_t i = 0; i < ns; i++) sum = vf_fma(vf_load(state + i * n_ch + c), vf_load(w + i * n_ch + c), sum);
-            sum = vf_fma(xc, w_last, sum);
-            for (int64_t i = 0; i + 1 < ns; i++) vf_store(state + i * n_ch + c, vf_load(state + (i + 1) * n_ch + c));
-            if (ns > 0) vf_store(state + (ns - 1) * n_ch + c, xc);
-            vf_store(out + t * out_stride + c, vf_silu(sum));
-        }
+        if (ns == 3)
+            DN_FN(dn_conv_lanes)(3, x + c, x_stride, n_tokens, w + c, state + c, ld, out + c, out_stride);
+        else if (ns < DN_CONV_REG)
+            DN_FN(dn_conv_lanes)((int)ns, x + c, x_stride, n_tokens, w + c, state + c, ld, out + c, out_stride);
+        else
+            for (int64_t t = 0; t < n_tokens; t++) {
+                const vf xc = vf_load(x + t * x_stride + c);
+                vf sum = vf_zero();
+                for (int64_t i = 0; i < ns; i++) sum = vf_fma(vf_load(state + i * ld + c), vf_load(w + i * ld + c), sum);
+                sum = vf_fma(xc, vf_load(w + ns * ld + c), sum);
+                for (int64_t i = 0; i + 1 < ns; i++) vf_store(state + i * ld + c, vf_load(state + (i + 1) * ld + c));
+                vf_store(state + (ns - 1) * ld + c, xc);
+                vf_store(out + t * out_stride + c, vf_silu(sum));
+            }
     }
-    for (; c < n_ch; c++)
-        for (int64_t t = 0; t < n_tokens; t++) {
-            const float xc = x[t * x_stride + c];
-            float sum = 0.0f;
-            for (int64_t i = 0; i < ns; i++) sum = fmaf(state[i * n_ch + c], w[i * n_ch + c], sum);
-            sum = fmaf(xc, w[ns * n_ch + c], sum);
-            for (int64_t i = 0; i + 1 < ns; i++) state[i * n_ch + c] = state[(i + 1) * n_ch + c];
-            if (ns > 0) state[(ns - 1) * n_ch + c] = xc;
-            out[t * out_stride + c] = dn_silu_f(sum);
-        }
+    /* the tail: the same vector formula on padded lanes, so that a channel's bits do
+     * not depend on where it falls in the call (callers split the channels) */
+    const int64_t nt = n_ch - c;
+    if (nt == 0) return;
+    for (int64_t t = 0; t < n_tokens; t++) {
+        const vf xc = DN_FN(dn_load_part)(x + t * x_stride + c, nt);
+        vf sum = vf_zero();
+        for (int64_t i = 0; i < ns; i++)
+            sum = vf_fma(DN_FN(dn_load_part)(state + i * ld + c, nt), DN_FN(dn_load_part)(w + i * ld + c, nt), sum);
+        sum = vf_fma(xc, DN_FN(dn_load_part)(w + ns * ld + c, nt), sum);
+        for (int64_t i = 0; i + 1 < ns; i++)
+            memcpy(state + i * ld + c, state + (i + 1) * ld + c, sizeof(float) * (size_t)nt);
+        if (ns > 0) DN_FN(dn_store_part)(state + (ns - 1) * ld + c, xc, nt);
+        DN_FN(dn_store_part)(out + t * out_stride + c, vf_silu(sum), nt);
+    }
 }
 
 /* ---- small ops ----------------------------------------------------------------------- */

@@ -564,10 +564,15 @@ void mm_compute_glu(const mm_weight *gate, const mm_weight *up, vt_dtype down_ty
     mm_compute_glu_act(gate, up, cpu_kernels_get()->silu_mul, down_type, xq, n_tok, hq, pool, ith);
 }
 
-void mm_compute_glu_act(const mm_weight *gate, const mm_weight *up,
-                        void (*act_mul)(float *g, const float *u, int64_t n), vt_dtype down_type,
-                        const void *xq, int64_t n_tok, void *hq, tp_pool *pool, int ith) {
-    if (n_tok <= 0) return;
+int64_t mm_glu_unit(vt_dtype down_type) {
+    const quant_traits *ht = quant_traits_get(quant_traits_get(down_type)->dot_type);
+    return ht->block_elems > MM_ROW_TILE ? ht->block_elems : MM_ROW_TILE;
+}
+
+/* mm_compute_glu_act's job for these arguments. */
+static glu_job glu_job_of(const mm_weight *gate, const mm_weight *up,
+                          void (*act_mul)(float *g, const float *u, int64_t n), vt_dtype down_type,
+                          const void *xq, int64_t n_tok, void *hq) {
     VT_ASSERT(quant_traits_get(up->type)->dot_type == quant_traits_get(gate->type)->dot_type &&
               gate->n_in == up->n_in && gate->n_out == up->n_out);
     const vt_dtype h_type = quant_traits_get(down_type)->dot_type;
@@ -575,9 +580,9 @@ void mm_compute_glu_act(const mm_weight *gate, const mm_weight *up,
     const cpu_kernels *k = cpu_kernels_get();
     VT_ASSERT(ht && k->quantize_act[h_type]);
     /* a unit: whole groups of rows and whole blocks of h; both are powers of two */
-    const int64_t uc = ht->block_elems > MM_ROW_TILE ? ht->block_elems : MM_ROW_TILE;
+    const int64_t uc = mm_glu_unit(down_type);
     VT_ASSERT(uc % MM_ROW_TILE == 0 && uc % ht->block_elems == 0 && uc * PACK_TOK_WIDE <= MM_GLU_TILE);
-    const glu_job job = {
+    return (glu_job){
         .gate = gate,
         .up = up,
         .xq = xq,
@@ -590,8 +595,37 @@ void mm_compute_glu_act(const mm_weight *gate, const mm_weight *up,
         .quantize = k->quantize_act[h_type],
         .silu_mul = act_mul,
     };
+}
+
+void mm_compute_glu_act(const mm_weight *gate, const mm_weight *up,
+                        void (*act_mul)(float *g, const float *u, int64_t n), vt_dtype down_type,
+                        const void *xq, int64_t n_tok, void *hq, tp_pool *pool, int ith) {
+    if (n_tok <= 0) return;
+    const glu_job job = glu_job_of(gate, up, act_mul, down_type, xq, n_tok, hq);
+    const int64_t uc = job.unit_cols;
     split_units((gate->n_out + uc - 1) / uc, (size_t)uc * (gate->row_bytes + up->row_bytes), n_tok,
                 pool, ith, glu_units, &job);
+}
+
+void mm_compute_glu_act_cols(const mm_weight *gate, const mm_weight *up,
+                             void (*act_mul)(float *g, const float *u, int64_t n), vt_dtype down_type,
+                             const void *xq, int64_t n_tok, void *hq, int64_t c0, int64_t c1) {
+    if (n_tok <= 0 || c1 <= c0) return;
+    const glu_job job = glu_job_of(gate, up, act_mul, down_type, xq, n_tok, hq);
+    const int64_t uc = job.unit_cols;
+    VT_ASSERT(c0 % uc == 0 && (c1 % uc == 0 || c1 == gate->n_out) && c1 <= gate->n_out);
+    glu_units(&job, c0 / uc, (c1 + uc - 1) / uc);
+}
+
+void mm_compute_rows(const mm_weight *w, const void *xq, int64_t n_tok, float *y, int64_t ldy, int64_t r0,
+                     int64_t r1) {
+    if (n_tok <= 0 || r1 <= r0) return;
+    VT_ASSERT(r0 % MM_ROW_TILE == 0 && (r1 % MM_ROW_TILE == 0 || r1 == w->n_out) && r1 <= w->n_out);
+    const mm_weight *ws[1] = {w};
+    float *ys[1] = {y};
+    const int64_t ldys[1] = {ldy};
+    const multi_job job = {ws, ys, ldys, 1, xq, mm_act_row_bytes(w->type, w->n_in), n_tok};
+    multi_units(&job, r0 / MM_ROW_TILE, (r1 + MM_ROW_TILE - 1) / MM_ROW_TILE);
 }
 
 void mm_compute(const mm_weight *w, const void *xq, int64_t n_tok, float *y, int64_t ldy,

@@ -123,6 +123,23 @@ void mm_compute_glu_act(const mm_weight *gate, const mm_weight *up,
                         void (*act_mul)(float *g, const float *u, int64_t n), vt_dtype down_type,
                         const void *xq, int64_t n_tok, void *hq, tp_pool *pool, int ith);
 
+/* Pieces of the calls above, computed by the calling thread alone, for callers
+ * that hand out their own work items (the forward pass's MoE step runs a shared
+ * expert's slices among the routed experts' items). The same bytes as the whole
+ * call gives for those outputs. mm_compute_rows: rows [r0, r1) of w into y (the
+ * whole output: row o of token t at y[t * ldy + o]); r0 a multiple of 16, r1 too
+ * or w->n_out. mm_compute_glu_act_cols: columns [c0, c1) of h into hq (whole rows
+ * of mm_act_row_bytes(down_type, gate->n_out)); c0 a multiple of
+ * mm_glu_unit(down_type), c1 too or gate->n_out. */
+void mm_compute_rows(const mm_weight *w, const void *xq, int64_t n_tok, float *y, int64_t ldy, int64_t r0,
+                     int64_t r1);
+void mm_compute_glu_act_cols(const mm_weight *gate, const mm_weight *up,
+                             void (*act_mul)(float *g, const float *u, int64_t n), vt_dtype down_type,
+                             const void *xq, int64_t n_tok, void *hq, int64_t c0, int64_t c1);
+/* The columns of h per work unit of mm_compute_glu_act for down projections of
+ * down_type: whole 16-row groups and whole activation blocks (a power of two). */
+int64_t mm_glu_unit(vt_dtype down_type);
+
 /* Whether decode steps (up to PACK_TOK_MAX tokens) with w use the GEMMs with
  * software prefetch (true, the default) or, where the tier has them
  * (cpu/kernels.h gemm_nopf), those that leave the streaming to the hardware

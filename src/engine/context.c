@@ -234,6 +234,7 @@ vt_status vt_decode(vt_context *c, const vt_batch *b) {
         for (int32_t q = 0; q < n_seq; q++) {
             for (int32_t g = 0; g < c->n_groups; g++) c->seqs[q].blocks[g] = table_of(c, g, q);
             c->seqs[q].n_blocks = c->n_blocks[q];
+            c->seqs[q].snap_pos = 0; /* no prefix-cache snapshots here */
         }
         fwd_batch fb = {.n_tokens = n, .token = b->token + i0, .pos = b->pos + i0,
                         .seq = b->seq + i0, .seqs = c->seqs, .n_seqs = n_seq,

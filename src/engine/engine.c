@@ -1120,6 +1120,8 @@ vt_status vt_engine_step(vt_engine *e, const vt_output **outs, int32_t *n_outs) 
     sched_plan(e);
     if (e->n_items > 0) {
         e->st.steps++;
+        if (e->state_group >= 0)
+            for (int32_t k = 0; k < e->n_items; k++) sched_snapshot_begin(e, &e->items[k]);
         /* the batch: each item's tokens in order, logits for rows that complete it */
         int64_t nt = 0;
         int32_t n_rows = 0, n_erows = 0;
@@ -1150,7 +1152,9 @@ vt_status vt_engine_step(vt_engine *e, const vt_output **outs, int32_t *n_outs) 
             }
             if (r->n_computed + n == r->n_tokens && r->pooling == VT_POOLING_NONE)
                 e->b_rows[n_rows++] = (int32_t)(nt - 1);
-            e->b_seqs[k] = (fwd_seq){.n_blocks = r->n_blocks};
+            e->b_seqs[k] = (fwd_seq){.n_blocks = r->n_blocks,
+                                     .snap_pos = e->items[k].snap_pos,
+                                     .snap_slot = e->items[k].snap_slot};
             for (int32_t g = 0; g < e->kv.n_groups; g++) e->b_seqs[k].blocks[g] = r->blocks[g];
         }
         fwd_batch fb = {.n_tokens = nt, .token = e->b_token, .pos = e->b_pos, .seq = e->b_seq,
@@ -1165,6 +1169,7 @@ vt_status vt_engine_step(vt_engine *e, const vt_output **outs, int32_t *n_outs) 
             snprintf(msg, sizeof msg, "%s", vt_last_error());
             for (int32_t k = 0; k < e->n_items; k++) {
                 request *r = e->items[k].req;
+                sched_snapshot_end(e, &e->items[k], false);
                 out_error(e, out_new(e, r, -1), msg);
                 retire(e, r);
             }
@@ -1187,6 +1192,7 @@ vt_status vt_engine_step(vt_engine *e, const vt_output **outs, int32_t *n_outs) 
                             pcache_insert(&e->pc[g], r->blocks[g][b], parent, r->block_hash[b], t);
                     r->n_hashed++;
                 }
+                sched_snapshot_end(e, &e->items[k], true);
                 if (e->state_group >= 0 && e->pc[0].enabled) sched_snapshot(e, r);
                 if (r->n_computed == r->n_tokens && r->pooling != VT_POOLING_NONE) {
                     finish_embedding(e, r);

@@ -16,7 +16,8 @@
  * recomputed from its tokens, the state with it). The state's pool has max_seqs
  * slots for running requests plus the prefix cache's snapshots: copies of a
  * request's state when its n_computed stood at chosen block boundaries of its
- * prompt (a step's chunk is cut to end there), indexed by the chain hash of the
+ * prompt (taken by the forward pass inside a step's chunk, or after a chunk that
+ * ends there: sched_snapshot_begin), indexed by the chain hash of the
  * block that ends there. A prefix hit needs the KV blocks (every attention group)
  * and the snapshot at its end: it is the longest such prefix, so when snapshots
  * were evicted a hit falls back to a shorter prefix that has one. */
@@ -81,6 +82,10 @@ typedef struct request {
 typedef struct sched_item {
     request *req;
     int64_t n;
+    /* hybrids: a snapshot the forward pass takes inside this chunk (sched_snapshot_begin):
+     * r's state after its first snap_pos tokens into STATE slot snap_slot; snap_pos 0: none */
+    int64_t snap_pos;
+    int32_t snap_slot;
 } sched_item;
 
 struct vt_engine {
@@ -98,6 +103,7 @@ struct vt_engine {
     int32_t state_group;        /* the STATE group, -1: none (not a hybrid) */
     int64_t snapshot_interval;  /* tokens, a multiple of kv_block */
     int64_t max_snapshots;      /* state snapshots kept at most (the pool has max_seqs more slots) */
+    int64_t snap_in_flight;     /* snapshot slots taken by this step's items, not indexed yet */
     size_t state_seq_bytes;     /* one slot, all layers of the STATE group */
     fwd_ctx *fwd;
 
@@ -168,6 +174,19 @@ void sched_release_blocks(vt_engine *e, request *r);
  * one a repeat of the prompt can reuse), keep a snapshot of its state there in the
  * prefix cache (its block hashes must be up to date). No-op otherwise. */
 void sched_snapshot(vt_engine *e, request *r);
+
+/* Hybrids: a chunk need not end at a snapshot point. sched_plan cuts a chunk so that
+ * it passes at most one point before its end; where item it passes one, before its
+ * last token, sched_snapshot_begin takes a state slot for the forward pass to copy
+ * the state into there (fwd_seq's snap_pos and snap_slot: the linear layers run the
+ * chunk in two pieces, the same bits) and sets it->snap_pos and it->snap_slot (-1:
+ * none, also where the snapshots' room cannot be made); a point at the chunk's end
+ * is sched_snapshot's, after the step. So a prompt prefills in as few passes as the
+ * token budget allows, not one per snapshot point. After the step (its block hashes
+ * up to date), sched_snapshot_end indexes the copy in the prefix cache, or frees the
+ * slot where the pass failed (ok false) or that prefix is kept already. */
+void sched_snapshot_begin(vt_engine *e, sched_item *it);
+void sched_snapshot_end(vt_engine *e, sched_item *it, bool ok);
 
 /* The KV blocks of the engine's cache: all attention groups together (the
  * STATE group's slots are not blocks). */

@@ -28,9 +28,10 @@
  *
  * A hybrid's STATE group is no pool of blocks: a request takes one slot on
  * admission (a copy of the snapshot its prefix hit ends at, or a slot the
- * forward pass zeroes at position 0), and a prefill chunk is cut to end at the
- * request's next snapshot point, so that the state there can be copied after the
- * step (engine.h). Its pool has a slot for every running request beyond the
+ * forward pass zeroes at position 0), and a prefill chunk passes at most one of
+ * the request's snapshot points before its end, where the forward pass copies the
+ * state (sched_snapshot_begin; one at the chunk's end is copied after the step,
+ * engine.h). Its pool has a slot for every running request beyond the
  * snapshots, so a slot is always there for an admission (evicting the least
  * recently used snapshot when none is free). */
 #include "engine/engine.h"
@@ -63,6 +64,50 @@ static int64_t next_snapshot(const vt_engine *e, const request *r, int64_t n) {
     return m < last ? m : last;
 }
 
+/* The tokens of a chunk of n from r's first `from`, cut so that it passes at most
+ * one snapshot point before its end (the forward pass copies the state at one; a
+ * point at the end is copied after the step). */
+static int64_t snapshot_cut(const vt_engine *e, const request *r, int64_t from, int64_t n) {
+    const int64_t stop = next_snapshot(e, r, from);
+    const int64_t stop2 = stop ? next_snapshot(e, r, stop) : 0;
+    return stop2 && from + n > stop2 ? stop2 - from : n;
+}
+
+void sched_snapshot_begin(vt_engine *e, sched_item *it) {
+    request *r = it->req;
+    it->snap_pos = 0;
+    it->snap_slot = -1;
+    const int64_t stop = next_snapshot(e, r, r->n_computed);
+    if (stop == 0 || stop >= r->n_computed + it->n) return; /* none inside the chunk */
+    pcache *pc = &e->pc[e->state_group];
+    /* the room of max_snapshots, counting the slots this step has taken already */
+    while (pc->n_indexed + e->snap_in_flight >= e->max_snapshots && pcache_evict_lru(pc)) {}
+    if (pc->n_indexed + e->snap_in_flight >= e->max_snapshots) return;
+    const int32_t slot = pcache_alloc(pc);
+    if (slot < 0) return;
+    e->snap_in_flight++;
+    it->snap_pos = stop;
+    it->snap_slot = slot;
+}
+
+void sched_snapshot_end(vt_engine *e, sched_item *it, bool ok) {
+    if (it->snap_pos <= 0) return; /* none (sched_plan's items start with 0) */
+    pcache *pc = &e->pc[e->state_group];
+    request *r = it->req;
+    const int64_t bs = e->p.kv_block, b = it->snap_pos / bs - 1;
+    if (ok) {
+        VT_ASSERT(r->n_hashed > b);
+        const uint64_t parent = b ? r->block_hash[b - 1] : 0;
+        const int32_t *t = r->tokens + b * bs;
+        if (pcache_lookup(pc, parent, r->block_hash[b], t) < 0)
+            pcache_insert(pc, it->snap_slot, parent, r->block_hash[b], t);
+    }
+    pcache_release(pc, it->snap_slot); /* indexed: the cache's reference alone (cached); else free */
+    e->snap_in_flight--;
+    it->snap_pos = 0;
+    it->snap_slot = -1;
+}
+
 /* Copy one slot's state (every layer of the STATE group) to another. */
 static void state_copy(vt_engine *e, int32_t dst, int32_t src) {
     const size_t bytes = e->kv.groups[e->state_group].spec.state_bytes;
@@ -80,10 +125,11 @@ void sched_snapshot(vt_engine *e, request *r) {
     const uint64_t parent = b ? r->block_hash[b - 1] : 0;
     const int32_t *t = r->tokens + b * bs;
     if (pcache_lookup(pc, parent, r->block_hash[b], t) >= 0) return; /* kept already */
-    /* at most max_snapshots: the least recently used one makes room (snapshots
-     * are only ever held for a moment, in admit) */
-    while (pc->n_indexed >= e->max_snapshots && pcache_evict_lru(pc)) {}
-    if (pc->n_indexed >= e->max_snapshots) return;
+    /* at most max_snapshots, counting those the step's pass took and not yet indexed:
+     * the least recently used one makes room (snapshots are only ever held for a
+     * moment, in admit) */
+    while (pc->n_indexed + e->snap_in_flight >= e->max_snapshots && pcache_evict_lru(pc)) {}
+    if (pc->n_indexed + e->snap_in_flight >= e->max_snapshots) return;
     const int32_t slot = pcache_alloc(pc);
     if (slot < 0) return;
     state_copy(e, slot, r->blocks[e->state_group][0]);
@@ -270,9 +316,7 @@ static bool admit(vt_engine *e, request *r, int64_t budget, int64_t *n_sched) {
     int32_t snap;
     const int64_t hits = lookup_prefix(e, r, &n_queried, &snap);
     const int64_t cached = hits * e->p.kv_block;
-    int64_t n = r->n_tokens - cached < budget ? r->n_tokens - cached : budget;
-    const int64_t stop = next_snapshot(e, r, cached);
-    if (stop && cached + n > stop) n = stop - cached;
+    int64_t n = snapshot_cut(e, r, cached, r->n_tokens - cached < budget ? r->n_tokens - cached : budget);
     /* Hits that sit on the LRU stop being available once we hold them. */
     const int64_t need = blocks_for(e, cached + n) - hits;
     for (int32_t g = 0; g < e->kv.n_groups; g++) {
@@ -324,9 +368,7 @@ void sched_plan(vt_engine *e) {
         request *r = e->running[i];
         const int64_t left = r->n_tokens - r->n_computed;
         VT_ASSERT(left > 0);
-        int64_t n = left < budget ? left : budget;
-        const int64_t stop = next_snapshot(e, r, r->n_computed);
-        if (stop && r->n_computed + n > stop) n = stop - r->n_computed;
+        int64_t n = snapshot_cut(e, r, r->n_computed, left < budget ? left : budget);
         release_passed(e, r);
         bool fits = true;
         while (!grow_blocks(e, r, r->n_computed + n)) {

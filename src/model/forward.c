@@ -131,7 +131,7 @@ struct fwd_ctx {
     uint8_t *hs;       /* (nth_max, T * hs_stride) per-thread rows of one gate/up slice */
     size_t hs_stride;
     float *gu;         /* (nth_max, 2, T, moe_ff_slice) per-thread gate and up of one slice
-                          (experts with biases or another activation: moe_split), or NULL */
+                          (experts with biases or another activation: layer_kind's moe_split), or NULL */
     float *ye;         /* (T * n_expert_used, n_embd) expert outputs, grouped */
     float *shg;        /* (T) sigmoid of the shared expert's gate per token (n_ff_shexp > 0), or NULL */
     q35_fwd *hy;       /* qwen35's linear layers and gated attention (model/qwen35.h), or NULL */
@@ -152,12 +152,6 @@ int fwd_barriers_per_layer(void) { return 9; }
 void fwd_stats_get(const fwd_ctx *f, fwd_stats *out) { *out = f->st; }
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
-
-/* Whether layer L's experts need gate and up as floats (biases, or an
- * activation mm_compute_glu does not fuse). */
-static bool moe_split(const model_hparams *hp, const layer_weights *L) {
-    return hp->act != MOE_ACT_SILU || L->exp_gate_b || L->exp_up_b;
-}
 
 
 /* The piece of `bytes` at *off from base (NULL while only sizing), and *off
@@ -331,7 +325,7 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
             act = max_sz(act, mm_act_row_bytes(L->exp_gate[0].type, hp->n_embd));
             he = max_sz(he, mm_act_row_bytes(L->exp_down[0].type, hp->n_ff_exp));
             hs = max_sz(hs, mm_act_row_bytes(L->exp_down[0].type, m->moe_ff_slice));
-            split = split || moe_split(hp, L);
+            split = split || L->kind.moe_split;
             if (hp->n_ff_shexp > 0) {
                 act = max_sz(act, mm_act_row_bytes(L->shexp_gate.type, hp->n_embd));
                 act = max_sz(act, mm_act_row_bytes(L->shexp_down.type, hp->n_ff_shexp));
@@ -706,7 +700,7 @@ static void moe_gate_up_item(fwd_ctx *f, const layer_weights *L, int64_t i, int 
 }
 
 /* Gate/up item i where the layer has expert biases or another activation
- * (moe_split): gate and up of slice s for the expert's tokens as floats into
+ * (layer_kind's moe_split): gate and up of slice s for the expert's tokens as floats into
  * the thread's gu, the biases added, activated, each row quantized into its
  * columns of he. */
 static void moe_gate_up_item_split(fwd_ctx *f, const layer_weights *L, int64_t i, int ith) {
@@ -757,6 +751,42 @@ static void moe_down_item(fwd_ctx *f, const layer_weights *L, int64_t i) {
     }
 }
 
+/* qwen35moe's shared expert gate of tokens [this thread's share of T): each token's
+ * normed row again from x (the same bits as step 7's), sigmoid(row . shexp_gate_inp)
+ * into shg (a float dot, as llama.cpp's F32 mat-vec). In the router's step. */
+static void shexp_gates(fwd_ctx *f, const layer_weights *L, int64_t T, int ith, int nth) {
+    const model_hparams *hp = &f->m->hp;
+    const int64_t d = hp->n_embd;
+    float *scratch = f->norm + (size_t)ith * (size_t)(d > hp->head_dim ? d : hp->head_dim);
+    int64_t i0, i1;
+    tp_range(T, 1, ith, nth, &i0, &i1);
+    for (int64_t t = i0; t < i1; t++) {
+        f->rms_norm(f->x + t * d, L->ffn_norm, d, hp->rms_eps, scratch);
+        float g = 0.0f;
+        for (int64_t j = 0; j < d; j++) g += scratch[j] * L->shexp_gate_inp[j];
+        f->shg[t] = 1.0f / (1.0f + expf(-g));
+    }
+}
+
+/* The shared expert as one more expert of every token, beside the routed ones (its input
+ * is xq: the experts' activation type, layer_kind's shexp_apart false). Gate/up item i:
+ * columns [i, i + 1) x moe_ff_slice of SiLU(gate) * up for all T tokens, quantized into
+ * hq; down item i: rows [i, i + 1) x moe_down_slice of its output into tmp, which the
+ * next step_norm_quant scales by shg and adds after the routed sum (LAYER_OUT_MOE_SHARED).
+ * The same bytes as the whole matrices on the pool (cpu/matmul.h). */
+static void shexp_gate_up_item(fwd_ctx *f, const layer_weights *L, int64_t i, int64_t T) {
+    const int64_t n = f->m->hp.n_ff_shexp, c0 = i * f->m->moe_ff_slice;
+    const int64_t c1 = c0 + f->m->moe_ff_slice < n ? c0 + f->m->moe_ff_slice : n;
+    mm_compute_glu_act_cols(&L->shexp_gate, &L->shexp_up, cpu_kernels_get()->silu_mul, L->shexp_down.type, f->xq, T,
+                            f->hq, c0, c1);
+}
+
+static void shexp_down_item(fwd_ctx *f, const layer_weights *L, int64_t i, int64_t T) {
+    const int64_t d = f->m->hp.n_embd, r0 = i * f->m->moe_down_slice;
+    const int64_t r1 = r0 + f->m->moe_down_slice < d ? r0 + f->m->moe_down_slice : d;
+    mm_compute_rows(&L->shexp_down, f->hq, T, f->tmp, d, r0, r1);
+}
+
 /* The MoE FFN of layer L for the T tokens whose normed rows are in xq (for
  * the experts) and xr (for the router): router, routing, the grouped inputs,
  * gate/up items, down items, each step ending in a barrier; the weighted sum
@@ -768,6 +798,7 @@ static void moe_ffn(fwd_ctx *f, const layer_weights *L, const uint8_t *xr, int64
     const model *m = f->m;
     const int64_t ne = m->hp.n_expert;
     mm_compute(&L->router, xr, T, f->router, ne, f->run, ith);
+    if (L->kind.ffn == LAYER_FFN_MOE_SHARED) shexp_gates(f, L, T, ith, nth);
     tp_barrier(f->run);
     if (T >= MOE_SELECT_SHARED_MIN && nth > 1) {
         int64_t t0, t1;
@@ -795,29 +826,29 @@ static void moe_ffn(fwd_ctx *f, const layer_weights *L, const uint8_t *xr, int64
             memcpy(f->xe + (size_t)r * xs, f->xq + (size_t)f->row_tok[r] * xs, xs);
         tp_barrier(f->run);
     }
-    const int64_t n_ff_items = f->n_active * m->moe_n_ff_slices;
+    /* the shared expert's slices (layer_kind's shexp_apart false) first: the most tokens */
+    const bool sh = L->kind.ffn == LAYER_FFN_MOE_SHARED && !L->kind.shexp_apart;
+    const int64_t n_sh_ff = sh ? (m->hp.n_ff_shexp + m->moe_ff_slice - 1) / m->moe_ff_slice : 0;
+    const int64_t n_sh_down = sh ? m->moe_n_down_slices : 0;
+    const int64_t n_ff_items = n_sh_ff + f->n_active * m->moe_n_ff_slices;
     void (*gate_up)(fwd_ctx *, const layer_weights *, int64_t, int) =
-        moe_split(&m->hp, L) ? moe_gate_up_item_split : moe_gate_up_item;
-    if (nth == 1) {
-        for (int64_t i = 0; i < n_ff_items; i++) gate_up(f, L, i, ith);
-    } else {
-        for (int64_t i; (i = tp_claim(f->run, 1)) < n_ff_items;) gate_up(f, L, i, ith);
-    }
+        L->kind.moe_split ? moe_gate_up_item_split : moe_gate_up_item;
+    for (int64_t i = nth > 1 ? tp_claim(f->run, 1) : 0; i < n_ff_items; i = nth > 1 ? tp_claim(f->run, 1) : i + 1)
+        if (i < n_sh_ff) shexp_gate_up_item(f, L, i, T);
+        else gate_up(f, L, i - n_sh_ff, ith);
     tp_barrier(f->run);
-    const int64_t n_down_items = f->n_active * m->moe_n_down_slices;
-    if (nth == 1) {
-        for (int64_t i = 0; i < n_down_items; i++) moe_down_item(f, L, i);
-    } else {
-        for (int64_t i; (i = tp_claim(f->run, 1)) < n_down_items;) moe_down_item(f, L, i);
-    }
+    const int64_t n_down_items = n_sh_down + f->n_active * m->moe_n_down_slices;
+    for (int64_t i = nth > 1 ? tp_claim(f->run, 1) : 0; i < n_down_items; i = nth > 1 ? tp_claim(f->run, 1) : i + 1)
+        if (i < n_sh_down) shexp_down_item(f, L, i, T);
+        else moe_down_item(f, L, i - n_sh_down);
     tp_barrier(f->run);
 }
 
-/* qwen35moe's shared expert of layer L for the T tokens, once moe_ffn is done (xq and
- * hq are free again): each token's normed row again from x (the same bits as step
- * 7's), its gate sigmoid(row . shexp_gate_inp) into shg (a float dot, as llama.cpp's
- * F32 mat-vec), the row quantized for shexp_gate; then SiLU(gate) * up and down into
- * tmp, which the next step_norm_quant scales by shg and adds beside the routed sum
+/* qwen35moe's shared expert of layer L for the T tokens where its activation type is
+ * not the experts' (layer_kind's shexp_apart), once moe_ffn is done (xq and hq are
+ * free again; shg holds its gates): each token's normed row again from x (the same
+ * bits as step 7's), quantized for shexp_gate; then SiLU(gate) * up and down into tmp,
+ * which the next step_norm_quant scales by shg and adds beside the routed sum
  * (LAYER_OUT_MOE_SHARED). Three barriers. */
 static void shexp_ffn(fwd_ctx *f, const layer_weights *L, int64_t T, int ith, int nth) {
     const model_hparams *hp = &f->m->hp;
@@ -828,9 +859,6 @@ static void shexp_ffn(fwd_ctx *f, const layer_weights *L, int64_t T, int ith, in
     tp_range(T, 1, ith, nth, &i0, &i1);
     for (int64_t t = i0; t < i1; t++) {
         f->rms_norm(f->x + t * d, L->ffn_norm, d, hp->rms_eps, scratch);
-        float g = 0.0f;
-        for (int64_t j = 0; j < d; j++) g += scratch[j] * L->shexp_gate_inp[j];
-        f->shg[t] = 1.0f / (1.0f + expf(-g));
         mm_quantize(L->shexp_gate.type, scratch, d, 1, d, f->xq + (size_t)t * rb, 0, 1);
     }
     tp_barrier(f->run);
@@ -1042,7 +1070,7 @@ static void forward_worker(void *arg, int ith, int nth) {
             PROF_MARK(f, ith, 7, t_prof);
             moe_ffn(f, L, own ? f->hq : f->xq, T, ith, nth);
             PROF_MARK(f, ith, 8, t_prof);
-            if (K->ffn == LAYER_FFN_MOE_SHARED) shexp_ffn(f, L, T, ith, nth);
+            if (K->ffn == LAYER_FFN_MOE_SHARED && K->shexp_apart) shexp_ffn(f, L, T, ith, nth);
             PROF_MARK(f, ith, 9, t_prof);
             continue;
         }

@@ -17,8 +17,11 @@
  * rows together (when an expert has several tokens); gate/up items, then down
  * items, (expert, row slice) pairs claimed by the threads one at a time; the
  * weighted sum of a token's experts is added in the next step's residual add.
- * qwen35moe's shared expert then runs as a dense SwiGLU FFN (its gate, gate/up,
- * down: three barriers more), and its output times the gate is added beside it.
+ * qwen35moe's shared expert runs as one more expert of every token: its gate in
+ * the router's step, its slices among the gate/up and down items (no barrier
+ * more; where its activation type is not the experts', as a dense SwiGLU FFN
+ * after them, three barriers more), and its output times the gate is added
+ * after the routed sum.
  * A pass too small to share (a tiny model's decode) runs on the calling thread
  * alone, without waking the pool (FWD_SOLO_KIB_DEFAULT in forward.c). */
 #ifndef VT_MODEL_FORWARD_H
@@ -34,6 +37,12 @@
 typedef struct fwd_seq {
     const int32_t *blocks[KV_MAX_GROUPS];
     int64_t n_blocks;
+    /* Hybrids: snap_pos > 0: the linear layers copy the sequence's state after its
+     * first snap_pos tokens (a position after the first and at or before the last of
+     * its tokens in the batch) into STATE slot snap_slot, the engine's prefix-cache
+     * snapshot (engine.h); 0: none. */
+    int64_t snap_pos;
+    int32_t snap_slot;
 } fwd_seq;
 
 typedef struct fwd_batch {

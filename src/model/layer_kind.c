@@ -3,6 +3,7 @@
 #include "model/layer_kind.h"
 
 #include "model/model.h"
+#include "quant/quant.h"
 
 #include <stdio.h>
 
@@ -46,6 +47,10 @@ vt_status layer_kind_decide(const model *m, int64_t il, layer_kind *out) {
     k.ffn = hp->n_expert == 0    ? LAYER_FFN_DENSE
             : hp->n_ff_shexp > 0 ? LAYER_FFN_MOE_SHARED
                                  : LAYER_FFN_MOE;
+    if (k.ffn != LAYER_FFN_DENSE)
+        k.moe_split = hp->act != MOE_ACT_SILU || L->exp_gate_b != NULL || L->exp_up_b != NULL;
+    if (k.ffn == LAYER_FFN_MOE_SHARED)
+        k.shexp_apart = quant_traits_get(L->shexp_gate.type)->dot_type != quant_traits_get(L->exp_gate[0].type)->dot_type;
     k.ffn_out = k.ffn == LAYER_FFN_MOE          ? LAYER_OUT_MOE
                 : k.ffn == LAYER_FFN_MOE_SHARED ? LAYER_OUT_MOE_SHARED
                                                 : out_of(hp, L->ffn_post_norm, NULL);
@@ -79,7 +84,8 @@ const char *layer_kind_str(const layer_kind *k, char *out, size_t cap) {
     if (k->mixer == LAYER_MIXER_ATTN)
         snprintf(attn, sizeof attn, " rope=%s qk=%s gate=%s%s%s", rope[k->rope], qk[k->qk_norm], gate[k->gate],
                  k->qkv_bias ? " qkv_bias" : "", k->q_temp ? " q_temp" : "");
-    snprintf(out, cap, "%s%s norms=%s ffn=%s out=%s/%s", k->mixer == LAYER_MIXER_ATTN ? "attn" : "deltanet", attn,
-             norms, ffn[k->ffn], out_names[k->attn_out], out_names[k->ffn_out]);
+    snprintf(out, cap, "%s%s norms=%s ffn=%s%s%s out=%s/%s", k->mixer == LAYER_MIXER_ATTN ? "attn" : "deltanet",
+             attn, norms, ffn[k->ffn], k->moe_split ? " split" : "", k->shexp_apart ? " apart" : "",
+             out_names[k->attn_out], out_names[k->ffn_out]);
     return out;
 }

@@ -25,6 +25,8 @@
  *                                                               dense       add/add
  *   qwen35moe     as qwen35                                     moe_shared  add/moe_shared
  *
+ * gpt-oss's experts have biases and a clamped SwiGLU: ffn=moe split (moe_split).
+ *
  * How an attention layer attends (window, sinks, soft-cap) stays in
  * layer_weights' attn (cpu/attention.h), which the kernels read. */
 #ifndef VT_MODEL_LAYER_KIND_H
@@ -95,6 +97,13 @@ typedef struct layer_kind {
                            pass hands step_norm_quant the weights, NULL where there are none) */
     layer_out attn_out; /* how the mixer's output joins x */
     layer_ffn ffn;
+    /* MoE layers only: */
+    bool moe_split;     /* the experts need gate and up as floats: biases, or an activation
+                           mm_compute_glu does not fuse (gpt-oss) */
+    bool shexp_apart;   /* LAYER_FFN_MOE_SHARED: the shared expert's activation type is not the
+                           routed experts', so it cannot read their input and runs after them
+                           as its own dense FFN (three barriers more) instead of among their
+                           work items */
     layer_out ffn_out;  /* how the FFN's output joins x (in the next layer's first step) */
 } layer_kind;
 
@@ -113,7 +122,8 @@ vt_status layer_kind_fill(struct vt_model *m);
 
 /* A short line for messages and tests: "attn rope=swa qk=head gate=matrix
  * norms=sandwich ffn=dense out=post_norm/post_norm", the attention fields only
- * for attention layers. Returns out. */
+ * for attention layers, " split" and " apart" after the ffn where moe_split and
+ * shexp_apart are set. Returns out. */
 const char *layer_kind_str(const layer_kind *k, char *out, size_t cap);
 
 #endif

@@ -125,18 +125,6 @@ int64_t q35_core_scratch_floats(const q35_hparams *hp) {
     return dn_chunk_scratch_floats(hp->d_state, hp->d_state);
 }
 
-void q35_linear_prep(const q35_hparams *hp, const q35_linear_weights *w, float eps, int64_t n_tokens, float *qkv,
-                     int64_t qkv_stride, float *alpha, float *beta, int64_t ab_stride, float *state) {
-    const dn_kernels *dk = &cpu_kernels_get()->dn;
-    dk->conv1d_silu(qkv, qkv_stride, n_tokens, hp->conv_ch, w->conv_w, hp->conv_kernel, state, qkv, qkv_stride);
-    for (int64_t t = 0; t < n_tokens; t++) {
-        float *row = qkv + t * qkv_stride;
-        for (int64_t h = 0; h < 2 * hp->n_k_heads; h++) dk->l2_norm(row + h * hp->d_state, hp->d_state, eps);
-        dn_gates_ref(alpha + t * ab_stride, beta + t * ab_stride, w->dt_bias, w->a, hp->n_v_heads, alpha + t * ab_stride,
-                     beta + t * ab_stride);
-    }
-}
-
 void q35_linear_head(const q35_hparams *hp, const q35_linear_weights *w, float eps, int64_t h, int64_t n_tokens,
                      const float *qkv, int64_t qkv_stride, const float *z, int64_t z_stride, const float *alpha,
                      const float *beta, int64_t ab_stride, float *state, float *out, int64_t out_stride, bool chunked,
@@ -160,14 +148,67 @@ void q35_linear_head(const q35_hparams *hp, const q35_linear_weights *w, float e
     }
 }
 
+void q35_linear_group_reset(const q35_hparams *hp, int64_t kh, float *state) {
+    const int64_t ds = hp->d_state, nk = hp->n_k_heads, C = hp->conv_ch;
+    for (int64_t i = 0; i + 1 < hp->conv_kernel; i++) {
+        float *row = state + i * C;
+        memset(row + kh * ds, 0, sizeof(float) * (size_t)ds);
+        memset(row + hp->key_dim + kh * ds, 0, sizeof(float) * (size_t)ds);
+        for (int64_t h = kh; h < hp->n_v_heads; h += nk)
+            memset(row + 2 * hp->key_dim + h * ds, 0, sizeof(float) * (size_t)ds);
+    }
+    float *S = state + (hp->conv_kernel - 1) * C;
+    for (int64_t h = kh; h < hp->n_v_heads; h += nk) memset(S + h * ds * ds, 0, sizeof(float) * (size_t)(ds * ds));
+}
+
+void q35_linear_group_copy(const q35_hparams *hp, int64_t kh, float *dst, const float *src) {
+    const int64_t ds = hp->d_state, nk = hp->n_k_heads, C = hp->conv_ch;
+    for (int64_t i = 0; i + 1 < hp->conv_kernel; i++) {
+        const int64_t row = i * C;
+        memcpy(dst + row + kh * ds, src + row + kh * ds, sizeof(float) * (size_t)ds);
+        memcpy(dst + row + hp->key_dim + kh * ds, src + row + hp->key_dim + kh * ds, sizeof(float) * (size_t)ds);
+        for (int64_t h = kh; h < hp->n_v_heads; h += nk)
+            memcpy(dst + row + 2 * hp->key_dim + h * ds, src + row + 2 * hp->key_dim + h * ds,
+                   sizeof(float) * (size_t)ds);
+    }
+    const int64_t s0 = (hp->conv_kernel - 1) * C;
+    for (int64_t h = kh; h < hp->n_v_heads; h += nk)
+        memcpy(dst + s0 + h * ds * ds, src + s0 + h * ds * ds, sizeof(float) * (size_t)(ds * ds));
+}
+
+void q35_linear_group(const q35_hparams *hp, const q35_linear_weights *w, float eps, int64_t kh, int64_t n_tokens,
+                      float *qkv, int64_t qkv_stride, const float *z, int64_t z_stride, float *alpha, float *beta,
+                      int64_t ab_stride, float *state, float *out, int64_t out_stride, bool chunked, float *scratch) {
+    const dn_kernels *dk = &cpu_kernels_get()->dn;
+    const int64_t ds = hp->d_state, C = hp->conv_ch, K = hp->conv_kernel;
+    /* the conv of the group's q and k channels, then their L2 norms; the state's conv part
+     * is (K - 1, conv_ch), row stride C like the weights */
+    const int64_t cq = kh * ds, ck = hp->key_dim + kh * ds;
+    dk->conv1d_silu(qkv + cq, qkv_stride, n_tokens, ds, w->conv_w + cq, K, state + cq, C, qkv + cq, qkv_stride);
+    dk->conv1d_silu(qkv + ck, qkv_stride, n_tokens, ds, w->conv_w + ck, K, state + ck, C, qkv + ck, qkv_stride);
+    for (int64_t t = 0; t < n_tokens; t++) {
+        dk->l2_norm(qkv + t * qkv_stride + cq, ds, eps);
+        dk->l2_norm(qkv + t * qkv_stride + ck, ds, eps);
+    }
+    for (int64_t h = kh; h < hp->n_v_heads; h += hp->n_k_heads) {
+        const int64_t cv = 2 * hp->key_dim + h * ds;
+        dk->conv1d_silu(qkv + cv, qkv_stride, n_tokens, ds, w->conv_w + cv, K, state + cv, C, qkv + cv, qkv_stride);
+        for (int64_t t = 0; t < n_tokens; t++) {
+            float *al = alpha + t * ab_stride + h, *be = beta + t * ab_stride + h;
+            dn_gates_ref(al, be, w->dt_bias + h, w->a + h, 1, al, be);
+        }
+        q35_linear_head(hp, w, eps, h, n_tokens, qkv, qkv_stride, z, z_stride, alpha, beta, ab_stride, state, out,
+                        out_stride, chunked, scratch);
+    }
+}
+
 void q35_linear_core(const q35_hparams *hp, const q35_linear_weights *w, float eps, int64_t n_tokens,
                      float *qkv, int64_t qkv_stride, const float *z, int64_t z_stride, float *alpha,
                      float *beta, int64_t ab_stride, float *state, float *out, int64_t out_stride,
                      bool chunked, float *scratch) {
-    q35_linear_prep(hp, w, eps, n_tokens, qkv, qkv_stride, alpha, beta, ab_stride, state);
-    for (int64_t h = 0; h < hp->n_v_heads; h++)
-        q35_linear_head(hp, w, eps, h, n_tokens, qkv, qkv_stride, z, z_stride, alpha, beta, ab_stride, state, out,
-                        out_stride, chunked, scratch);
+    for (int64_t kh = 0; kh < hp->n_k_heads; kh++)
+        q35_linear_group(hp, w, eps, kh, n_tokens, qkv, qkv_stride, z, z_stride, alpha, beta, ab_stride, state, out,
+                         out_stride, chunked, scratch);
 }
 
 /* ---- loading (model.c's hooks) ------------------------------------------------------ */
@@ -322,55 +363,58 @@ void q35_fwd_destroy(q35_fwd *h) {
     free(h);
 }
 
+/* q35_linear_group on tokens [t0, t0 + n) of the forward pass's buffers. */
+static void fwd_group(q35_fwd *h, const q35_hparams *q, const q35_linear_weights *w, float eps, int64_t kh, int64_t t0,
+                      int64_t n, float *state, float *scratch) {
+    const int64_t C = q->conv_ch, D = q->d_inner, nv = q->n_v_heads;
+    q35_linear_group(q, w, eps, kh, n, h->qkv + t0 * C, C, h->z + t0 * D, D, h->alpha + t0 * nv, h->beta + t0 * nv, nv,
+                     state, h->out + t0 * D, D, false, scratch);
+}
+
 void q35_fwd_linear(q35_fwd *h, const model *m, const layer_weights *L, int64_t il, const fwd_batch *b,
                     kv_cache *kv, uint8_t *xq, float *tmp, tp_pool *run, int ith, int nth) {
     const q35_hparams *q = m->q35;
     const q35_layer *lin = L->lin;
     const int64_t T = b->n_tokens, C = q->conv_ch, D = q->d_inner, nv = q->n_v_heads, d = m->hp.n_embd;
+    /* the input projections: one step where alpha/beta read xq too */
+    const bool one_input = DOT(lin->walpha) == DOT(lin->wqkv);
     {
-        const mm_weight *ws[2] = {&lin->wqkv, &lin->wz};
-        float *ys[2] = {h->qkv, h->z};
-        const int64_t ld[2] = {C, D};
-        mm_compute_multi(ws, ys, ld, 2, xq, T, run, ith);
+        const mm_weight *ws[4] = {&lin->wqkv, &lin->wz, &lin->walpha, &lin->wbeta};
+        float *ys[4] = {h->qkv, h->z, h->alpha, h->beta};
+        const int64_t ld[4] = {C, D, nv, nv};
+        mm_compute_multi(ws, ys, ld, one_input ? 4 : 2, xq, T, run, ith);
+        if (!one_input) {
+            tp_barrier(run);
+            mm_compute_multi(ws + 2, ys + 2, ld + 2, 2, h->xq2, T, run, ith);
+        }
     }
     tp_barrier(run);
-    {
-        const uint8_t *xa = DOT(lin->walpha) == DOT(lin->wqkv) ? xq : h->xq2;
-        const mm_weight *ws[2] = {&lin->walpha, &lin->wbeta};
-        float *ys[2] = {h->alpha, h->beta};
-        const int64_t ld[2] = {nv, nv};
-        mm_compute_multi(ws, ys, ld, 2, xa, T, run, ith);
-    }
-    tp_barrier(run);
-    /* The conv (and norms, gates), per run of consecutive tokens of one sequence; every
-     * run of a sequence on the same thread, in batch order. */
+    /* The core: items (sequence, k-head group), claimed one at a time (a prefill chunk's
+     * groups beside a batch's decodes: a static split would leave one thread all the
+     * prefill), each doing its sequence's runs of consecutive tokens in batch order: the
+     * conv of the group's channels, norms, gates, delta rule and output gate. Which thread
+     * runs an item changes nothing in its bits. The recurrent form whatever the run's
+     * length, so a prompt gives the same bits prefilled in one chunk or in many. */
     const int32_t grp = kv->layer_group[il];
+    const int64_t nk = q->n_k_heads, n_items = b->n_seqs * nk;
     float *scratch = h->scratch + (size_t)ith * (size_t)h->scratch_floats;
-    for (int64_t t0 = 0, t1; t0 < T; t0 = t1) {
-        for (t1 = t0 + 1; t1 < T && b->seq[t1] == b->seq[t0]; t1++) {}
-        const int32_t s = b->seq[t0];
-        if (s % nth != ith) continue;
-        float *state = (float *)kv_state_slot(kv, il, b->seqs[s].blocks[grp][0]);
-        if (b->pos[t0] == 0) memset(state, 0, q35_state_bytes(q));
-        q35_linear_prep(q, &lin->w, m->hp.rms_eps, t1 - t0, h->qkv + t0 * C, C, h->alpha + t0 * nv, h->beta + t0 * nv,
-                        nv, state);
-    }
-    tp_barrier(run);
-    /* The delta rule and the output gate: items (sequence, v-head), each doing its
-     * sequence's runs in batch order on one thread, so the bits do not depend on the
-     * thread count. The recurrent form whatever the run's length, so a prompt gives the
-     * same bits prefilled in one chunk or in many. */
-    int64_t i0, i1;
-    tp_range(b->n_seqs * nv, 1, ith, nth, &i0, &i1);
-    for (int64_t it = i0; it < i1; it++) {
-        const int32_t s = (int32_t)(it / nv);
-        const int64_t hh = it % nv;
+    for (int64_t it = nth > 1 ? tp_claim(run, 1) : 0; it < n_items; it = nth > 1 ? tp_claim(run, 1) : it + 1) {
+        const int32_t s = (int32_t)(it / nk);
+        const int64_t kh = it % nk;
+        const fwd_seq *sq = &b->seqs[s];
+        float *state = (float *)kv_state_slot(kv, il, sq->blocks[grp][0]);
         for (int64_t t0 = 0, t1; t0 < T; t0 = t1) {
             for (t1 = t0 + 1; t1 < T && b->seq[t1] == b->seq[t0]; t1++) {}
             if (b->seq[t0] != s) continue;
-            float *state = (float *)kv_state_slot(kv, il, b->seqs[s].blocks[grp][0]);
-            q35_linear_head(q, &lin->w, m->hp.rms_eps, hh, t1 - t0, h->qkv + t0 * C, C, h->z + t0 * D, D,
-                            h->alpha + t0 * nv, h->beta + t0 * nv, nv, state, h->out + t0 * D, D, false, scratch);
+            if (b->pos[t0] == 0) q35_linear_group_reset(q, kh, state);
+            /* a snapshot inside the run (fwd_seq): the run in two pieces, which give the
+             * bits of one (cpu/deltanet.h), the state copied between */
+            const int64_t p0 = b->pos[t0], n = t1 - t0;
+            const bool snap = sq->snap_pos > p0 && sq->snap_pos <= p0 + n;
+            const int64_t cut = snap ? sq->snap_pos - p0 : n;
+            fwd_group(h, q, &lin->w, m->hp.rms_eps, kh, t0, cut, state, scratch);
+            if (snap) q35_linear_group_copy(q, kh, (float *)kv_state_slot(kv, il, sq->snap_slot), state);
+            if (cut < n) fwd_group(h, q, &lin->w, m->hp.rms_eps, kh, t0 + cut, n - cut, state, scratch);
         }
     }
     tp_barrier(run);

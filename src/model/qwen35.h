@@ -110,11 +110,23 @@ void q35_linear_core(const q35_hparams *hp, const q35_linear_weights *w, float e
                      float *beta, int64_t ab_stride, float *state, float *out, int64_t out_stride,
                      bool chunked, float *scratch);
 
-/* q35_linear_core in two parts, for threads: the conv, norms and gates of the run (one
- * thread per sequence), then the delta rule and output gate of v-head h alone (heads are
- * independent). Same arguments; the same bits as the core. */
-void q35_linear_prep(const q35_hparams *hp, const q35_linear_weights *w, float eps, int64_t n_tokens, float *qkv,
-                     int64_t qkv_stride, float *alpha, float *beta, int64_t ab_stride, float *state);
+/* q35_linear_core for threads, by k-head group: group kh is k-head kh with the v-heads
+ * that read it (h = kh, kh + n_k_heads, ...). q35_linear_group runs the group's share of
+ * the core: the conv of its channels (q and k of k-head kh, v of its v-heads), the L2
+ * norms of its q and k, its v-heads' gates, delta rule and output gate. Groups touch
+ * disjoint channels, heads and state, so threads may run them in any order; a group's
+ * bits do not depend on which others run (the conv's channels are independent wherever a
+ * call splits them, cpu/deltanet.h). Same arguments as the core; the same bits.
+ * q35_linear_group_reset zeroes group kh's share of a new sequence's state. */
+void q35_linear_group(const q35_hparams *hp, const q35_linear_weights *w, float eps, int64_t kh, int64_t n_tokens,
+                      float *qkv, int64_t qkv_stride, const float *z, int64_t z_stride, float *alpha, float *beta,
+                      int64_t ab_stride, float *state, float *out, int64_t out_stride, bool chunked, float *scratch);
+void q35_linear_group_reset(const q35_hparams *hp, int64_t kh, float *state);
+/* Copy group kh's share of a state (src) into another (dst): with every group's, the
+ * whole state (a prefix-cache snapshot taken inside a pass). */
+void q35_linear_group_copy(const q35_hparams *hp, int64_t kh, float *dst, const float *src);
+/* The delta rule and output gate of v-head h alone, once its group's conv, norms and
+ * gates are done (q35_linear_group calls it per v-head). */
 void q35_linear_head(const q35_hparams *hp, const q35_linear_weights *w, float eps, int64_t h, int64_t n_tokens,
                      const float *qkv, int64_t qkv_stride, const float *z, int64_t z_stride, const float *alpha,
                      const float *beta, int64_t ab_stride, float *state, float *out, int64_t out_stride, bool chunked,
@@ -164,8 +176,12 @@ void q35_fwd_destroy(q35_fwd *h);
  * quantized for L->lin->wqkv (and h->xq2 for alpha/beta where their activation type
  * differs); on return tmp (T, n_embd) holds ssm_out's output. Each sequence's state is its
  * slot of kv's STATE group for layer il (b->seqs[s].blocks[group][0]), zeroed where the
- * sequence starts (position 0). xq is reused as scratch. Called by every thread of run;
- * ends with a barrier. */
+ * sequence starts (position 0), and copied into fwd_seq's snap_slot after snap_pos tokens
+ * where it asks. xq is reused as scratch. Called by every thread of run;
+ * ends with a barrier. Four barriers: the input projections (one step where qkv/z and
+ * alpha/beta share an activation type, two otherwise), the core as (sequence, k-head
+ * group) items claimed one at a time (q35_linear_group: conv, norms, gates, delta rule
+ * and output gate in one step), the quantization for ssm_out, ssm_out. */
 void q35_fwd_linear(q35_fwd *h, const struct vt_model *m, const struct layer_weights *L, int64_t il,
                     const struct fwd_batch *b, kv_cache *kv, uint8_t *xq, float *tmp, tp_pool *run, int ith,
                     int nth);
