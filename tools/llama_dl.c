@@ -9,6 +9,7 @@
 
 #ifdef VT_HAVE_LLAMA_H
 #include "llama.h"
+#include "llama_rope.h"
 #endif
 
 const char *llama_dl_default_dir(void) {
@@ -165,16 +166,7 @@ llama_dl *llama_dl_open(const char *dir, const char *model, int32_t n_ctx, int32
     cp.no_perf = true;
     if (flash_attn == 0) cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     if (flash_attn == 1) cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED;
-    if (rope) {
-        cp.rope_scaling_type = (enum llama_rope_scaling_type)rope->scaling_type;
-        cp.rope_freq_base = rope->freq_base;
-        cp.rope_freq_scale = rope->freq_scale;
-        cp.yarn_orig_ctx = (uint32_t)rope->yarn_orig_ctx;
-        cp.yarn_ext_factor = rope->yarn_ext_factor;
-        cp.yarn_attn_factor = rope->yarn_attn_factor;
-        cp.yarn_beta_fast = rope->yarn_beta_fast;
-        cp.yarn_beta_slow = rope->yarn_beta_slow;
-    }
+    llama_cparams_rope(&cp, rope);
     l->ctx = l->llama_init_from_model(l->model, cp);
     if (!l->ctx) {
         snprintf(err, err_len, "%s: llama.cpp could not create a context of %d tokens", model, n_ctx);

@@ -3,6 +3,7 @@
 
 #include "ggml-backend.h"
 #include "llama.h"
+#include "../../tools/llama_rope.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -107,16 +108,7 @@ llama_ref *llama_ref_open_rope(const char *path, int32_t n_ctx, int32_t n_thread
     const char *fa = getenv("VT_LLAMA_FLASH_ATTN");
     if (fa && !strcmp(fa, "on")) cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_ENABLED;
     if (fa && !strcmp(fa, "off")) cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-    if (rope) {
-        cp.rope_scaling_type = (enum llama_rope_scaling_type)rope->scaling_type; /* the same values */
-        cp.rope_freq_base = rope->freq_base;
-        cp.rope_freq_scale = rope->freq_scale;
-        cp.yarn_orig_ctx = (uint32_t)rope->yarn_orig_ctx;
-        cp.yarn_ext_factor = rope->yarn_ext_factor;
-        cp.yarn_attn_factor = rope->yarn_attn_factor;
-        cp.yarn_beta_fast = rope->yarn_beta_fast;
-        cp.yarn_beta_slow = rope->yarn_beta_slow;
-    }
+    llama_cparams_rope(&cp, rope);
     r->ctx = llama_init_from_model(r->model, cp);
     if (!r->ctx) {
         fprintf(stderr, "llama_ref: %s: llama.cpp could not create a context\n", path);
