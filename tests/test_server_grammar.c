@@ -752,10 +752,6 @@ int main(void) {
     test_tool_call_grammars();
     const char *vocab = test_model_path("stories260K.gguf");
     if (vocab) {
-        char path[] = "/tmp/vt_test_grammar_XXXXXX";
-        const int fd = mkstemp(path);
-        CHECK(fd >= 0);
-        close(fd);
         synth_params sp = synth_default_params();
         sp.n_layer = 1;
         sp.n_embd = 64;
@@ -766,9 +762,7 @@ int main(void) {
         sp.vocab_path = vocab;
         sp.type = VT_DTYPE_F16;
         sp.n_threads = 2;
-        CHECK_OK(synth_write(&sp, path));
-        CHECK_OK(vt_model_load(path, NULL, &g_model));
-        unlink(path);
+        g_model = test_synth_load(&sp, NULL);
         if (g_model) {
             CHECK_OK(vt_tokenize(g_model, "Answer in JSON:", 15, true, false, &g_prompt, &g_n_prompt));
             test_schema_sampling();
