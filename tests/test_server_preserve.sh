@@ -18,10 +18,7 @@ set -u
 . "${VT_SOURCE_DIR:-.}/tests/server/lib.sh"
 require_model vocab/ggml-vocab-qwen35.gguf
 tmpl="$models/../chat-templates/GLM-4.6.jinja"
-if [ ! -f "$tmpl" ]; then
-  if [ "${CI:-}" = true ]; then echo "FAIL: $tmpl missing"; echo "0 passed, 1 failed"; exit 1; fi
-  echo "skip: $tmpl missing"; echo "0 passed, 0 failed"; exit 0
-fi
+require_file "$tmpl"
 tmp=$(mktemp -d)
 trap 'stop_server >/dev/null 2>&1; rm -rf "$tmp"' EXIT
 pass=0 fail=0

@@ -7,15 +7,19 @@ models=${VT_TEST_MODELS:-../shared/models}
 vt=${VT_BIN:-./build/vt}
 src=${VT_SOURCE_DIR:-.}
 
+# missing WHAT: what a test needs is not there: a failure under CI=true, else a skip
+missing() {
+  if [ "${CI:-}" = true ]; then echo "FAIL: $1 (under CI=true)"; echo "0 passed, 1 failed"; exit 1; fi
+  echo "skip: $1"; echo "0 passed, 0 failed"; exit 0
+}
+
+require_file() { # path
+  [ -f "$1" ] || missing "$1 missing"
+}
+
 require_model() { # file
-  if [ ! -f "$models/$1" ]; then
-    if [ "${CI:-}" = true ]; then echo "FAIL: $models/$1 missing under CI=true"; echo "0 passed, 1 failed"; exit 1; fi
-    echo "skip: $models/$1 missing"; echo "0 passed, 0 failed"; exit 0
-  fi
-  if ! "$vt" serve --help >/dev/null 2>&1; then
-    if [ "${CI:-}" = true ]; then echo "FAIL: $vt has no serve command under CI=true"; echo "0 passed, 1 failed"; exit 1; fi
-    echo "skip: $vt was built without the server"; echo "0 passed, 0 failed"; exit 0
-  fi
+  require_file "$models/$1"
+  "$vt" serve --help >/dev/null 2>&1 || missing "$vt was built without the server (no serve command)"
 }
 
 start_server() { # log, args...
