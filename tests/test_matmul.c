@@ -28,6 +28,8 @@
  *   layout), and an arena short by a byte refuses the last one with
  *   VT_E_NOMEM and leaves it unpacked; mm_weight_free leaves arena memory to
  *   mm_arena_free (under ASan a free of it would be reported).
+ * - Mixed types in one mm_compute_multi decode step (Q4_0, Q8_0, MXFP4: one
+ *   activation type, three xblock offsets): each weight's bytes of mm_compute.
  * - Expert slices: mm_weights over the experts of one 3-D tensor, packed into
  *   an arena, compute the bytes of each expert's rows on their own.
  * - Prefetch choice (mm_probe_prefetch): it belongs to each weight: a probe of
@@ -458,6 +460,59 @@ static void check_expert_slices(vt_dtype type, tp_pool *pool) {
     free(xq);
 }
 
+/* Decode over weights of several types with one activation type (Q4_0, Q8_0
+ * and MXFP4 all take Q8_0 rows, each with its own xblocks: mm_compute_multi
+ * makes the first type's once per call and must never hand them to another
+ * type): mm_compute_multi gives each weight the bytes of its own mm_compute on
+ * one thread, for 1..4 tokens and 1..3 threads (long rows: claimed tails). */
+static void check_multi_types(tp_pool *const *pools) {
+    enum { N = 3 };
+    static const vt_dtype order[2][N] = {{VT_DTYPE_Q4_0, VT_DTYPE_Q8_0, VT_DTYPE_MXFP4},
+                                         {VT_DTYPE_MXFP4, VT_DTYPE_Q4_0, VT_DTYPE_Q8_0}};
+    const int64_t n_in = 8192, n_outs[N] = {387, 200, 150}, ld[N] = {387, 200, 150};
+    int bad = 0;
+    for (int o = 0; o < 2; o++) {
+        mm_weight w[N];
+        const mm_weight *wp[N];
+        uint8_t *wd[N];
+        for (int i = 0; i < N; i++) {
+            const quant_traits *tr = quant_traits_get(order[o][i]);
+            size_t rb;
+            VT_ASSERT(quant_row_bytes(order[o][i], n_in, &rb));
+            wd[i] = malloc(rb * n_outs[i]);
+            float *f = malloc(n_in * sizeof(float));
+            for (int64_t r = 0; r < n_outs[i]; r++) {
+                for (int64_t k = 0; k < n_in; k++) f[k] = rng_uniform();
+                tr->quant_ref(f, wd[i] + r * rb, n_in);
+            }
+            free(f);
+            CHECK_OK(mm_weight_init(&w[i], order[o][i], n_in, n_outs[i], wd[i]));
+            CHECK_OK(mm_weight_prepare(&w[i]));
+            wp[i] = &w[i];
+        }
+        for (int64_t n_tok = 1; n_tok <= 4; n_tok++) {
+            float *x = malloc(n_tok * n_in * sizeof(float));
+            for (int64_t k = 0; k < n_tok * n_in; k++) x[k] = rng_uniform() * 2;
+            void *xq = malloc(mm_act_row_bytes(order[o][0], n_in) * n_tok);
+            float *y[2][N];
+            for (int i = 0; i < N; i++)
+                for (int k = 0; k < 2; k++) y[k][i] = malloc(n_tok * ld[i] * sizeof(float));
+            step_ctx c0 = {wp, y[0], ld, N, x, n_in, n_tok, xq, pools[0], 0};
+            tp_run(pools[0], step_fn, &c0);
+            for (int p = 0; p < 3; p++) {
+                for (int i = 0; i < N; i++) memset(y[1][i], 0xff, n_tok * ld[i] * sizeof(float));
+                step_ctx c1 = {wp, y[1], ld, N, x, n_in, n_tok, xq, pools[p], 1};
+                tp_run(pools[p], step_fn, &c1);
+                for (int i = 0; i < N; i++) bad += memcmp(y[0][i], y[1][i], n_tok * ld[i] * sizeof(float)) != 0;
+            }
+            for (int i = 0; i < N; i++) free(y[0][i]), free(y[1][i]);
+            free(x), free(xq);
+        }
+        for (int i = 0; i < N; i++) mm_weight_free(&w[i]), free(wd[i]);
+    }
+    CHECK_MSG(bad == 0, "%d weights of mixed-type mm_compute_multi steps differ from mm_compute", bad);
+}
+
 /* Two "models" of two Q4_0 weights each in one process. */
 static void check_prefetch_choice(tp_pool *pool) {
     enum { N = 2 };
@@ -522,6 +577,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof glus / sizeof glus[0]; i++)
         check_glu(glus[i].type, glus[i].down, glus[i].n_in, glus[i].ff, glus[i].n_tok, pools);
     check_arena(pools[1]);
+    check_multi_types(pools);
     check_prefetch_choice(pools[1]);
     check_expert_slices(VT_DTYPE_MXFP4, pools[1]);
     check_expert_slices(VT_DTYPE_Q4_K, pools[1]);

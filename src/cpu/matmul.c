@@ -351,9 +351,10 @@ _Static_assert(PACK_WIDE_N_IN_MAX / 32 * (MM_WIDE_MIN - 1) <= MM_XBLOCKS_MAX,
                "the narrow rows beside wide tiles fit the xblock buffer");
 
 /* Point b at n_tok rows from x, and compute the xblocks of its narrow rows into
- * xs (room for MM_XBLOCKS_MAX) where the type has them. */
+ * xs (room for MM_XBLOCKS_MAX) where the type has them; where `made` is not
+ * NULL, b takes those instead (the xblocks of all n_tok rows for w's type). */
 static void tok_block_at(const mm_weight *w, tok_block *b, const uint8_t *x, int64_t n_tok,
-                         pack_xblock *xs) {
+                         pack_xblock *xs, const pack_xblock *made) {
     b->x = x;
     b->n_tok = n_tok;
     b->n_wide = b->wide ? wide_rows(n_tok) : 0;
@@ -361,6 +362,10 @@ static void tok_block_at(const mm_weight *w, tok_block *b, const uint8_t *x, int
     if (b->gemm && pack_needs_xblocks(w->type) && b->n_wide < n_tok) {
         const int64_t nb = w->n_in / 32;
         VT_ASSERT((n_tok - b->n_wide) * nb <= MM_XBLOCKS_MAX); /* tok_block_size, mm_weight_prepare */
+        if (made && b->n_wide == 0) {
+            b->xs = made;
+            return;
+        }
         pack_xblocks(w->type, x + (size_t)b->n_wide * b->x_stride, b->x_stride, n_tok - b->n_wide, nb, xs);
         b->xs = xs;
     }
@@ -421,15 +426,17 @@ static int64_t chunk_groups(const mm_weight *w, int64_t n_tok) {
 }
 
 /* Units [u0, u1) of one weight for n_tok tokens: blocks of tokens against
- * chunks of groups; y is the first output of unit u0 for token 0. */
+ * chunks of groups; y is the first output of unit u0 for token 0. `made`: the
+ * xblocks of all n_tok rows for w's type, already computed (decode), or NULL. */
 static void compute_span(const mm_weight *w, int64_t u0, int64_t u1, const uint8_t *xq,
-                         size_t x_stride, int64_t n_tok, float *y, int64_t ldy) {
+                         size_t x_stride, int64_t n_tok, float *y, int64_t ldy, const pack_xblock *made) {
     tok_block b = tok_kernels(w, x_stride, n_tok);
     pack_xblock xs[MM_XBLOCKS_MAX]; /* of the block's narrow rows */
     const int64_t tb = b.gemm ? tok_block_size(w, &b, MM_ACT_BLOCK_BYTES, 0) : n_tok;
     const int64_t chunk = chunk_groups(w, n_tok);
+    VT_ASSERT(!made || tb >= n_tok); /* one block: made covers it */
     for (int64_t t0 = 0; t0 < n_tok; t0 += tb) {
-        tok_block_at(w, &b, xq + (size_t)t0 * x_stride, n_tok - t0 < tb ? n_tok - t0 : tb, xs);
+        tok_block_at(w, &b, xq + (size_t)t0 * x_stride, n_tok - t0 < tb ? n_tok - t0 : tb, xs, made);
         block_run(w, &b, u0, u1, chunk, y + t0 * ldy, ldy);
     }
 }
@@ -463,6 +470,8 @@ typedef struct {
     const uint8_t *xq;
     size_t x_stride;
     int64_t n_tok;
+    const pack_xblock *xs; /* decode: the xblocks of xq for type xs_type, or NULL */
+    vt_dtype xs_type;
 } multi_job;
 
 /* Units [u0, u1) of the concatenated outputs of job->ws. */
@@ -475,7 +484,7 @@ static void multi_units(const void *ctx, int64_t u0, int64_t u1) {
         const int64_t hi = u1 < base + units ? u1 - base : units;
         if (hi > lo)
             compute_span(j->ws[i], lo, hi, j->xq, j->x_stride, j->n_tok, j->ys[i] + lo * MM_ROW_TILE,
-                         j->ldys[i]);
+                         j->ldys[i], j->xs && j->ws[i]->type == j->xs_type ? j->xs : NULL);
         base += units;
     }
 }
@@ -492,7 +501,15 @@ void mm_compute_multi(const mm_weight *const *ws, float *const *ys, const int64_
         VT_ASSERT(quant_traits_get(ws[i]->type)->dot_type == dot_type && ws[i]->n_in == n_in);
         total += (ws[i]->n_out + MM_ROW_TILE - 1) / MM_ROW_TILE;
     }
-    const multi_job job = {ws, ys, ldys, n, xq, mm_act_row_bytes(type, n_in), n_tok};
+    multi_job job = {ws, ys, ldys, n, xq, mm_act_row_bytes(type, n_in), n_tok, NULL, type};
+    /* Decode: the xblocks once per call (for the first weight's type), not per
+     * weight and per claimed piece of the tail; the same values either way. */
+    pack_xblock xs[MM_XBLOCKS_MAX];
+    if (n_tok <= PACK_TOK_MAX && cpu_kernels_get()->gemm[type] && pack_needs_xblocks(type) &&
+        n_tok * (n_in / 32) <= MM_XBLOCKS_MAX) {
+        pack_xblocks(type, xq, job.x_stride, n_tok, n_in / 32, xs);
+        job.xs = xs;
+    }
     split_units(total, MM_ROW_TILE * ws[0]->row_bytes, n_tok, pool, ith, multi_units, &job);
 }
 
@@ -542,9 +559,9 @@ static void glu_units(const void *ctx, int64_t u0, int64_t u1) {
     for (int64_t t0 = 0; t0 < n_tok; t0 += tb) {
         const int64_t nt = t0 + tb < n_tok ? tb : n_tok - t0;
         const uint8_t *xb = j->xq + (size_t)t0 * j->x_stride;
-        tok_block_at(j->gate, &kg, xb, nt, xs_g);
+        tok_block_at(j->gate, &kg, xb, nt, xs_g, NULL);
         if (shared) ku = kg;
-        else tok_block_at(j->up, &ku, xb, nt, xs_u);
+        else tok_block_at(j->up, &ku, xb, nt, xs_u, NULL);
         for (int64_t s0 = c_lo; s0 < c_hi; s0 += span) {
             const int64_t ns = s0 + span < c_hi ? span : c_hi - s0;
             const int64_t g0 = s0 / MM_ROW_TILE, g1 = (s0 + ns + MM_ROW_TILE - 1) / MM_ROW_TILE;
@@ -624,7 +641,7 @@ void mm_compute_rows(const mm_weight *w, const void *xq, int64_t n_tok, float *y
     const mm_weight *ws[1] = {w};
     float *ys[1] = {y};
     const int64_t ldys[1] = {ldy};
-    const multi_job job = {ws, ys, ldys, 1, xq, mm_act_row_bytes(w->type, w->n_in), n_tok};
+    const multi_job job = {ws, ys, ldys, 1, xq, mm_act_row_bytes(w->type, w->n_in), n_tok, NULL, w->type};
     multi_units(&job, r0 / MM_ROW_TILE, (r1 + MM_ROW_TILE - 1) / MM_ROW_TILE);
 }
 
