@@ -56,16 +56,15 @@ typedef enum vt_rope_scaling {
  * bench take the same flags). Start from vt_rope_default_params(), where every
  * field means "the file's". vt applies them when the model loads (one rope per
  * model: its contexts and engines share it), to the layers with global attention;
- * sliding-window layers keep the file's base and scale, as in llama.cpp.
+ * sliding-window layers keep the file's base and scale, as in llama.cpp (under
+ * YaRN, with the ramp and magnitude those give).
  *
  * A context past the training context (vt_context_params.n_ctx) is allowed as far
  * as the scaling reaches: the original context times 1 / freq_scale, where the
  * file declares rope.scaling.original_context_length or the override gives
  * freq_scale or yarn_orig_ctx (the original context is then yarn_orig_ctx, the
  * file's original_context_length, or its context_length). vt_model_load refuses
- * a value out of range with VT_E_INVALID naming the field, and YaRN (a non-zero
- * extrapolation mix) asked of a model whose sliding-window layers rope on another
- * base or scale with VT_E_UNSUPPORTED. */
+ * a value out of range with VT_E_INVALID naming the field. */
 typedef struct vt_rope_params {
     vt_rope_scaling scaling_type; /* UNSPECIFIED: the file's; NONE makes freq_scale 1 */
     float freq_base;        /* 0: the file's rope.freq_base; else > 0 */

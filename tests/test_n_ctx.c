@@ -14,8 +14,9 @@
  *   - type none with a factor: no scaling;
  *   - overrides on the unscaled file: YaRN x4 (from 64, and from 16), a scale
  *     alone (linear), type none with a scale, a type or a base alone (no reach);
- *     type none over the YaRN file; linear over a sliding-window llama (its
- *     window layers keep the file's rope) and YaRN there (refused);
+ *     type none over the YaRN file; linear and YaRN over a sliding-window llama
+ *     (its window layers keep the file's rope, and under YaRN take their ramp
+ *     and magnitude from it);
  *   - bad overrides, each refused by vt_model_load with VT_E_INVALID naming the
  *     field and its flag: an unknown type, a scale <= 0 or NaN, an infinite
  *     base, a negative original context, a NaN mix, a magnitude 0, beta_fast
@@ -206,8 +207,7 @@ static const nctx_case cases[] = {
     {"override none over yarn", F_YARN, {.type = "none"}, CTX_LEN + 1, "declares no rope scaling"},
     {"override linear x4 with a window", F_SWA, {.type = "linear", .freq_scale = 0.25f}, 4 * CTX_LEN, NULL, VT_OK,
      100},
-    {"override yarn x4 with a window", F_SWA, YARN_X4, 0, "sliding-window layers rope on their own base or scale",
-     VT_E_UNSUPPORTED},
+    {"override yarn x4 with a window", F_SWA, YARN_X4, 4 * CTX_LEN, NULL, VT_OK, 100},
     {"override mix 0 (yarn as linear)", F_PLAIN, {.type = "yarn", .freq_scale = 0.25f, .has_ext = true, .ext = 0},
      4 * CTX_LEN, NULL, VT_OK, 100},
     /* bad overrides */
