@@ -98,6 +98,11 @@ int32_t vt_model_n_ctx_train(const vt_model *model);
 /* The largest n_ctx its contexts and engines accept: the training context, or as
  * far as its rope scaling (the file's, or vt_model_params.rope's) reaches. */
 int32_t vt_model_n_ctx_max(const vt_model *model);
+/* The context a tool takes when none is asked for (vt run, chat, serve without
+ * -c; they cap it at 4096): the training context, or, where vt_model_params.rope
+ * gives a scale or an original context (--rope-scale, --yarn-orig-ctx: asking to
+ * extend the context), vt_model_n_ctx_max. */
+int32_t vt_model_n_ctx_default(const vt_model *model);
 int32_t vt_model_bos(const vt_model *model); /* -1 if none */
 int32_t vt_model_eos(const vt_model *model);
 bool vt_model_is_eog(const vt_model *model, int32_t token);

@@ -47,6 +47,12 @@ elif out=$("$vt" chat -m "$m" -c 4096 --rope-freq-scale 0.5 --yarn-orig-ctx 2048
   pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL chat -c 4096 --rope-freq-scale 0.5: $out"; fi
 expect "run -c past the override's reach" "past what the overridden rope scaling reaches" \
   "$vt" run -m "$m" -c 8193 --rope-scaling linear --rope-scale 4 -p Once -n 1
+# Without -c the context grows with --rope-scale (min(2048 x 2, 4096)): a prompt
+# of ~2400 tokens fits, and without the flag it does not
+long=$(printf 'Once upon a time %.0s' $(seq 600))
+if out=$("$vt" run -m "$m" --rope-scaling yarn --rope-scale 2 -p "$long" -n 1 --temp 0 2>&1 >/dev/null); then
+  pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL run --rope-scale 2 without -c: ${out:0:300}"; fi
+expect "run without -c or --rope-scale" "the context holds 2048" "$vt" run -m "$m" -p "$long" -n 1
 # The rope flags' bad values (one parse for run, chat, serve, bench): name | wanted | flags
 while IFS='|' read -r name want args; do
   for c in run chat bench serve; do

@@ -22,7 +22,11 @@
  *     base, a negative original context, a NaN mix, a magnitude 0, beta_fast
  *     below beta_slow.
  * And a sequence decodes past position 64 with finite logits under the file's
- * YaRN and under the override. */
+ * YaRN and under the override. vt_model_n_ctx_default (the tools' context
+ * without -c) is the training context, or with an override's scale or
+ * original context what they reach: 64, YaRN x4 256, from 16 64, a type or a
+ * base alone 64, the file's YaRN 64, an original context over the linear file
+ * without one 256. */
 #include "test.h"
 #include "vt.h"
 
@@ -272,6 +276,20 @@ static void run_case(const nctx_case *c, char paths[F_COUNT][512]) {
     vt_model_free(m);
 }
 
+/* vt_model_n_ctx_default of the file at path under the override r. */
+static void check_default(const char *path, const char *label, rope_spec r, int32_t want) {
+    bool any;
+    const vt_rope_params rp = rope_of(&r, &any);
+    vt_model_params mp = vt_model_default_params();
+    mp.rope = any ? &rp : NULL;
+    vt_model *m = NULL;
+    CHECK_MSG(vt_model_load(path, &mp, &m) == VT_OK, "%s: %s", label, vt_last_error());
+    if (!m) return;
+    CHECK_MSG(vt_model_n_ctx_default(m) == want, "%s: vt_model_n_ctx_default %d, want %d", label,
+              vt_model_n_ctx_default(m), want);
+    vt_model_free(m);
+}
+
 int main(void) {
     if (!mkdtemp(g_dir)) {
         perror("mkdtemp");
@@ -285,6 +303,17 @@ int main(void) {
                     rewrite(paths[F_YARN], paths[F_LINEAR_NO_ORIG], "linear", false) &&
                     rewrite(paths[F_YARN], paths[F_NONE], "none", true);
     for (size_t i = 0; ok && i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i], paths);
+    if (ok) {
+        check_default(paths[F_PLAIN], "default: no override", (rope_spec){0}, CTX_LEN);
+        check_default(paths[F_PLAIN], "default: yarn x4", (rope_spec)YARN_X4, 4 * CTX_LEN);
+        check_default(paths[F_PLAIN], "default: yarn x4 from 16",
+                      (rope_spec){.type = "yarn", .freq_scale = 0.25f, .orig = 16}, CTX_LEN);
+        check_default(paths[F_PLAIN], "default: type alone", (rope_spec){.type = "yarn"}, CTX_LEN);
+        check_default(paths[F_PLAIN], "default: base alone", (rope_spec){.freq_base = 5e5f}, CTX_LEN);
+        check_default(paths[F_YARN], "default: the file's yarn", (rope_spec){0}, CTX_LEN);
+        check_default(paths[F_LINEAR_NO_ORIG], "default: original length given", (rope_spec){.orig = 64},
+                      4 * CTX_LEN);
+    }
     for (int f = 0; f < F_COUNT; f++) unlink(paths[f]);
     rmdir(g_dir);
     return test_finish();

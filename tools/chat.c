@@ -124,7 +124,8 @@ int cmd_chat(int argc, char **argv) {
         {.name = {"-t", "--threads"}, .kind = OPT_INT, .dst = &n_threads, .arg = "N", .lo = 0, .hi = 1024,
          .help = "threads (default: the physical cores this process may use)"},
         {.name = {"-c", "--ctx-size"}, .kind = OPT_INT, .dst = &n_ctx, .arg = "N", .lo = 0, .hi = 1 << 24,
-         .help = "context size (default: min(training context, 4096))"},
+         .help = "context size (default: min(training context, 4096); with\n"
+                 "--rope-scale or --yarn-orig-ctx, the context they reach)"},
         {.name = {"--temp", "--temperature"}, .kind = OPT_FLOAT, .dst = &temp, .arg = "T", .flo = 0, .fhi = 100,
          .help = "temperature (default 0.8; 0 = greedy)"},
         {.name = {"--top-k"}, .kind = OPT_INT, .dst = &top_k, .arg = "K", .lo = 0, .hi = 1 << 24,
@@ -210,7 +211,7 @@ int cmd_chat(int argc, char **argv) {
     chat_jinja_env env = {.bos_token = bos ? bos : "", .eos_token = eos ? eos : "", .strip_bos = tok_add_bos(m->tok)};
 
     vt_context_params cp = vt_context_default_params();
-    cp.n_ctx = (int32_t)(n_ctx > 0 ? n_ctx : (vt_model_n_ctx_train(model) < 4096 ? vt_model_n_ctx_train(model) : 4096));
+    cp.n_ctx = (int32_t)(n_ctx > 0 ? n_ctx : (vt_model_n_ctx_default(model) < 4096 ? vt_model_n_ctx_default(model) : 4096));
     cp.n_threads = (int32_t)n_threads;
     hist = malloc(sizeof(int32_t) * (size_t)cp.n_ctx);
     if (!hist || vt_context_create(model, &cp, &ctx) != VT_OK) {

@@ -131,7 +131,8 @@ int cmd_run(int argc, char **argv) {
         {.name = {"-t", "--threads"}, .kind = OPT_INT, .dst = &n_threads, .arg = "N", .lo = 0, .hi = 1024,
          .help = "threads (default: the physical cores this process may use)"},
         {.name = {"-c", "--ctx-size"}, .kind = OPT_INT, .dst = &n_ctx, .arg = "N", .lo = 0, .hi = 1 << 24,
-         .help = "context size (default: min(training context, 4096))"},
+         .help = "context size (default: min(training context, 4096); with\n"
+                 "--rope-scale or --yarn-orig-ctx, the context they reach)"},
         [ROW_BATCH] = {.name = {"-b", "--batch-size"}, .kind = OPT_INT, .dst = &n_batch, .arg = "N", .lo = 1,
                        .hi = 1 << 16, .help = "prompt tokens per forward pass (default 512)"},
         [ROW_UBATCH] = {.name = {"-ub", "--ubatch-size"}, .kind = OPT_INT, .dst = &n_ubatch, .arg = "N", .lo = 1,
@@ -254,7 +255,7 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
     vt_context_params cp = vt_context_default_params();
-    cp.n_ctx = (int32_t)(n_ctx > 0 ? n_ctx : (vt_model_n_ctx_train(model) < 4096 ? vt_model_n_ctx_train(model) : 4096));
+    cp.n_ctx = (int32_t)(n_ctx > 0 ? n_ctx : (vt_model_n_ctx_default(model) < 4096 ? vt_model_n_ctx_default(model) : 4096));
     cp.n_batch = (int32_t)n_batch;
     cp.n_threads = (int32_t)n_threads;
     cp.type_k = tk;

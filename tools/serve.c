@@ -51,7 +51,9 @@ int cmd_serve(int argc, char **argv) {
         {.name = {"-t", "--threads"}, .kind = OPT_INT, .dst = &n_threads, .arg = "N", .lo = 0, .hi = 1024,
          .help = "compute threads (default: the physical cores this process may use)"},
         [ROW_CTX] = {.name = {"-c", "--ctx-size"}, .kind = OPT_INT, .dst = &n_ctx, .arg = "N", .lo = 0, .hi = 1 << 24,
-                     .help = "tokens per sequence (default: min(training context, 4096);\n0: the training context)"},
+                     .help = "tokens per sequence (default: min(training context, 4096);\n"
+                             "0: the training context; with --rope-scale or --yarn-orig-ctx,\n"
+                             "the context they reach)"},
         {.name = {"-np", "--parallel"}, .kind = OPT_INT, .dst = &max_seqs, .arg = "N", .lo = 1, .hi = 4096,
          .help = "sequences decoded at once (default 16)"},
         [ROW_BATCH] = {.name = {"-b", "--batch-size"}, .kind = OPT_INT, .dst = &batch, .arg = "N", .lo = 1,

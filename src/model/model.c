@@ -1354,6 +1354,10 @@ vt_status model_check_n_ctx(const model *m, int64_t n_ctx) {
 int32_t vt_model_n_vocab(const vt_model *m) { return (int32_t)m->hp.n_vocab; }
 int32_t vt_model_n_ctx_train(const vt_model *m) { return (int32_t)m->hp.n_ctx_train; }
 int32_t vt_model_n_ctx_max(const vt_model *m) { return (int32_t)model_n_ctx_max(m); }
+int32_t vt_model_n_ctx_default(const vt_model *m) {
+    const model_hparams *hp = &m->hp;
+    return (int32_t)(hp->rope_scale_given || hp->rope_orig_given ? model_n_ctx_max(m) : hp->n_ctx_train);
+}
 int32_t vt_model_bos(const vt_model *m) { return tok_bos(m->tok); }
 int32_t vt_model_eos(const vt_model *m) { return tok_eos(m->tok); }
 bool vt_model_is_eog(const vt_model *m, int32_t t) { return tok_is_eog(m->tok, t); }
