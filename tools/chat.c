@@ -144,14 +144,12 @@ int cmd_chat(int argc, char **argv) {
          .help = "report on stderr the tokens each turn prefilled and kept in the cache"},
     };
     rope_opts rope;
-    rope_opts_init(&rope);
-    opt all[sizeof table / sizeof table[0] + ROPE_OPTS_N];
+    ROPE_OPTS_TABLE(all, table, &rope);
     const opts_cmd cmd = {.name = "chat", .usage = "vt chat -m MODEL [-sys TEXT] [options]", .opts = all,
-                          .n_opts = rope_opts_table(table, (int)(sizeof table / sizeof table[0]), &rope, all)};
+                          .n_opts = all_n};
     const int prc = opts_parse(&cmd, argc, argv, NULL, NULL, NULL);
     if (prc >= 0) return prc;
-    const vt_rope_params *rope_params = NULL;
-    if (!rope_opts_finish("chat", &rope, &rope_params)) return 2;
+    if (!rope_opts_finish("chat", &rope)) return 2;
     if (!model_path) {
         fprintf(stderr, "vt chat: -m MODEL is required\n");
         opts_usage(&cmd, stderr);
@@ -170,7 +168,7 @@ int cmd_chat(int argc, char **argv) {
 
     vt_model_params mp = vt_model_default_params();
     mp.progress = isatty(STDERR_FILENO);
-    mp.rope = rope_params;
+    mp.rope = rope.params;
     if (vt_model_load(model_path, &mp, &model) != VT_OK) {
         fprintf(stderr, "vt chat: %s\n", vt_last_error());
         goto done;

@@ -196,15 +196,12 @@ int cmd_run(int argc, char **argv) {
         }
     }
     rope_opts rope;
-    rope_opts_init(&rope);
-    opt all[sizeof table / sizeof table[0] + ROPE_OPTS_N];
-    const opts_cmd cmd = {.name = "run", .usage = "vt run -m MODEL [options]", .opts = all,
-                          .n_opts = rope_opts_table(table, (int)(sizeof table / sizeof table[0]), &rope, all)};
+    ROPE_OPTS_TABLE(all, table, &rope);
+    const opts_cmd cmd = {.name = "run", .usage = "vt run -m MODEL [options]", .opts = all, .n_opts = all_n};
     int counts[sizeof all / sizeof all[0]];
     const int prc = opts_parse(&cmd, argc, argv, NULL, NULL, counts);
     if (prc >= 0) return prc;
-    const vt_rope_params *rope_params = NULL;
-    if (!rope_opts_finish("run", &rope, &rope_params)) return 2;
+    if (!rope_opts_finish("run", &rope)) return 2;
     if (counts[ROW_UBATCH] && (!counts[ROW_BATCH] || n_ubatch < n_batch)) n_batch = n_ubatch;
     if (log_disable) log_set_level(LOG_NONE);
     if (!model_path) {
@@ -249,7 +246,7 @@ int cmd_run(int argc, char **argv) {
     vt_model_params mp = vt_model_default_params();
     mp.progress = isatty(STDERR_FILENO) && !log_disable;
     mp.use_mlock = mlock;
-    mp.rope = rope_params;
+    mp.rope = rope.params;
     if (vt_model_load(model_path, &mp, &model) != VT_OK) {
         fprintf(stderr, "vt: %s\n", vt_last_error());
         goto done;
