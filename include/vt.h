@@ -103,6 +103,9 @@ int32_t vt_model_n_ctx_max(const vt_model *model);
  * gives a scale or an original context (--rope-scale, --yarn-orig-ctx: asking to
  * extend the context), vt_model_n_ctx_max. */
 int32_t vt_model_n_ctx_default(const vt_model *model);
+/* vt_model_n_ctx_max of the file at path under rope (NULL: the file's), from
+ * its header alone: no weight is read. Errors as vt_model_load's for the header. */
+vt_status vt_model_probe_n_ctx_max(const char *path, const vt_rope_params *rope, int32_t *n_ctx_max);
 int32_t vt_model_bos(const vt_model *model); /* -1 if none */
 int32_t vt_model_eos(const vt_model *model);
 bool vt_model_is_eog(const vt_model *model, int32_t token);

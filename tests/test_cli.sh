@@ -92,6 +92,16 @@ if "$vt" synth -q --arch gpt-oss --layers 2 --embd 64 --heads 4 --kv-heads 2 --f
    out=$("$vt" run -m "$oss" -p "t1 t2" -n 4 --temp 0 2>&1) && grep -q "gpt-oss" < <("$vt" inspect "$oss" 2>&1); then
   pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL synth gpt-oss mxfp4 + run: $out"; fi
 rm -f "$oss"
+# vt bench's default context on a file whose context_length (64) is below its
+# rounding (256): the workloads' need within what the model allows, and a
+# workload past it refused before anything is measured
+short=$(mktemp /tmp/vt_cli_short_XXXXXX)
+if "$vt" synth -q --layers 1 --embd 64 --heads 2 --kv-heads 2 --ff 64 --ctx 64 -o "$short" &&
+   out=$("$vt" bench -m "$short" --engine vt -w tg8 -t 1 -r 1 --no-aa 2>&1) && grep -q "protocol: n_ctx 64," <<<"$out"; then
+  pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL bench's default n_ctx on a 64-token file: ${out:0:400}"; fi
+expect "bench workloads past a short context" "the workloads need 128 tokens of context, past the 64 that" \
+  "$vt" bench -m "$short" --engine vt -w pp128,tg8 -t 1 -r 1 --no-aa
+rm -f "$short"
 # A good run still works after all that (and -n 0 generates nothing).
 if out=$("$vt" run -m "$m" -p "Once" -n 0 --temp 0 2>/dev/null) && [ "$out" = "Once" ]; then
   pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL -n 0: got '$out'"; fi

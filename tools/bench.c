@@ -513,7 +513,8 @@ static bool parse_args(int argc, char **argv, bench_cfg *c, int *exit_code) {
         {.name = {"-r"}, .kind = OPT_INT, .dst = &reps, .arg = "N", .lo = 1, .hi = MAX_REPS,
          .help = "counted pairs per workload (default 5, at least 1)"},
         {.name = {"-c", "--ctx-size"}, .kind = OPT_INT, .dst = &n_ctx, .arg = "N", .lo = 0, .hi = 1 << 20,
-         .help = "n_ctx for both engines (default: what the workloads need)"},
+         .help = "n_ctx for both engines (default: what the workloads need,\n"
+                 "rounded up to 256 within what the models allow)"},
         {.name = {"-b", "--batch-size"}, .kind = OPT_INT, .dst = &n_batch, .arg = "N", .lo = 1, .hi = 4096,
          .help = "batch size for both engines (default 512)"},
         {.name = {"--engine"}, .kind = OPT_STR, .dst = &engine, .arg = "E",
@@ -617,6 +618,21 @@ static bool parse_args(int argc, char **argv, bench_cfg *c, int *exit_code) {
         if (!c->do_vt) return false;
     }
     if (!c->do_llama || !c->do_vt) c->do_aa = c->do_aa && c->do_llama;
+    /* the default context within what each model allows vt (a file whose
+     * context_length is below the rounding); one it cannot read fails its
+     * measurements instead, with vt's message */
+    for (int i = 0; n_ctx == 0 && c->do_vt && i < c->n_models; i++) {
+        int32_t max = 0;
+        if (vt_model_probe_n_ctx_max(c->models[i], c->rope.params, &max) != VT_OK) continue;
+        if (need > max) {
+            fprintf(stderr,
+                    "vt bench: the workloads need %d tokens of context, past the %d that %s allows: shorten them "
+                    "(-w), or extend its context (--rope-scaling yarn --rope-scale N)\n",
+                    need, max, c->models[i]);
+            return false;
+        }
+        if (c->n_ctx > max) c->n_ctx = max;
+    }
     return true;
 }
 

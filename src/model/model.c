@@ -1170,17 +1170,34 @@ vt_model_params vt_model_default_params(void) {
     return p;
 }
 
-vt_status vt_model_load(const char *path, const vt_model_params *params, vt_model **out) {
+/* The file at path mapped, its header parsed and its hyperparameters read under
+ * rope into a new model (no weights yet), or an error naming the file. */
+static vt_status model_open_hparams(const char *path, const vt_rope_params *rope, model **out) {
     *out = NULL;
     model *m = calloc(1, sizeof *m);
     if (!m) return vt_errorf(VT_E_NOMEM, "out of memory");
     pthread_mutex_init(&m->scan_mu, NULL);
     vt_status s = mapfile_open(path, &m->map);
-    if (s != VT_OK) goto fail_noprefix;
+    if (s != VT_OK) goto fail;
     s = gguf_parse(m->map.data, m->map.size, path, &m->gguf);
-    if (s != VT_OK) goto fail_noprefix;
+    if (s != VT_OK) goto fail;
     m->path = strdup(path);
-    if ((s = load_hparams(m, params ? params->rope : NULL)) != VT_OK) goto fail;
+    if ((s = load_hparams(m, rope)) != VT_OK) {
+        vt_error_prefix(s, path);
+        goto fail;
+    }
+    *out = m;
+    return VT_OK;
+fail:
+    vt_model_free(m);
+    return s;
+}
+
+vt_status vt_model_load(const char *path, const vt_model_params *params, vt_model **out) {
+    *out = NULL;
+    model *m = NULL;
+    vt_status s = model_open_hparams(path, params ? params->rope : NULL, &m);
+    if (s != VT_OK) return s;
     if ((s = load_weights(m, params && params->progress)) != VT_OK) goto fail;
     if ((s = layer_kind_fill(m)) != VT_OK) goto fail;
     if ((s = tok_load(&m->gguf, &m->tok)) != VT_OK) goto fail;
@@ -1220,9 +1237,17 @@ vt_status vt_model_load(const char *path, const vt_model_params *params, vt_mode
     return VT_OK;
 fail:
     vt_error_prefix(s, path);
-fail_noprefix:
     vt_model_free(m);
     return s;
+}
+
+vt_status vt_model_probe_n_ctx_max(const char *path, const vt_rope_params *rope, int32_t *n_ctx_max) {
+    *n_ctx_max = 0;
+    model *m = NULL;
+    VT_TRY(model_open_hparams(path, rope, &m));
+    *n_ctx_max = (int32_t)model_n_ctx_max(m);
+    vt_model_free(m);
+    return VT_OK;
 }
 
 void vt_model_free(vt_model *m) {
