@@ -640,6 +640,9 @@ static vt_status load_hparams(model *m, const vt_rope_params *rope) {
     VT_TRY(rope_override(m, rope));
     hp->rope_mscale_swa = hp->rope_mscale; /* yarn_params gives the sliding layers their own */
     if (hp->rope_yarn) VT_TRY(yarn_params(m, rope));
+    /* after YaRN: nothing it reads enters yarn_params (n_rot is rope.dimension_count,
+     * read above; the rope sections only pick each pair's position, all one for
+     * text, as in ggml_rope_multi, whose ramp takes n_rot alone) */
     if (hp->arch == MODEL_ARCH_QWEN35 || hp->arch == MODEL_ARCH_QWEN35MOE) VT_TRY(q35_model_hparams(m));
     /* gpt-oss's sliding-window layers rotate with rope.freq_base_swa where
      * present (llama.cpp's get_rope_freq_base); for gpt-oss vt takes one base for all layers */
