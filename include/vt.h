@@ -56,16 +56,15 @@ typedef enum vt_rope_scaling {
  * bench take the same flags). Start from vt_rope_default_params(), where every
  * field means "the file's". vt applies them when the model loads (one rope per
  * model: its contexts and engines share it), to the layers with global attention;
- * sliding-window layers keep the file's base and scale, as in llama.cpp.
+ * sliding-window layers keep the file's base and scale, as in llama.cpp (under
+ * YaRN, with the ramp and magnitude those give).
  *
  * A context past the training context (vt_context_params.n_ctx) is allowed as far
  * as the scaling reaches: the original context times 1 / freq_scale, where the
  * file declares rope.scaling.original_context_length or the override gives
  * freq_scale or yarn_orig_ctx (the original context is then yarn_orig_ctx, the
  * file's original_context_length, or its context_length). vt_model_load refuses
- * a value out of range with VT_E_INVALID naming the field, and YaRN (a non-zero
- * extrapolation mix) asked of a model whose sliding-window layers rope on another
- * base or scale with VT_E_UNSUPPORTED. */
+ * a value out of range with VT_E_INVALID naming the field. */
 typedef struct vt_rope_params {
     vt_rope_scaling scaling_type; /* UNSPECIFIED: the file's; NONE makes freq_scale 1 */
     float freq_base;        /* 0: the file's rope.freq_base; else > 0 */
@@ -99,6 +98,14 @@ int32_t vt_model_n_ctx_train(const vt_model *model);
 /* The largest n_ctx its contexts and engines accept: the training context, or as
  * far as its rope scaling (the file's, or vt_model_params.rope's) reaches. */
 int32_t vt_model_n_ctx_max(const vt_model *model);
+/* The context a tool takes when none is asked for (vt run, chat, serve without
+ * -c; they cap it at 4096): the training context, or, where vt_model_params.rope
+ * gives a scale or an original context (--rope-scale, --yarn-orig-ctx: asking to
+ * extend the context), vt_model_n_ctx_max. */
+int32_t vt_model_n_ctx_default(const vt_model *model);
+/* vt_model_n_ctx_max of the file at path under rope (NULL: the file's), from
+ * its header alone: no weight is read. Errors as vt_model_load's for the header. */
+vt_status vt_model_probe_n_ctx_max(const char *path, const vt_rope_params *rope, int32_t *n_ctx_max);
 int32_t vt_model_bos(const vt_model *model); /* -1 if none */
 int32_t vt_model_eos(const vt_model *model);
 bool vt_model_is_eog(const vt_model *model, int32_t token);

@@ -6,17 +6,10 @@
 # message keeps all but its last token and gets the same answer; Ctrl-C at the
 # prompt drops the line and does not end the program; /exit ends it with 0.
 set -u
-models=${VT_TEST_MODELS:-../shared/models}
-vt=${VT_BIN:-./build/vt}
+. "${VT_SOURCE_DIR:-.}/tests/server/lib.sh" # models, vt; missing, require_file
 model="$models/stories260K.gguf"
-if [ ! -f "$model" ]; then
-  if [ "${CI:-}" = true ]; then echo "FAIL: $model missing under CI=true"; echo "0 passed, 1 failed"; exit 1; fi
-  echo "skip: $model missing"; echo "0 passed, 0 failed"; exit 0
-fi
-if ! "$vt" chat --help >/dev/null 2>&1; then
-  if [ "${CI:-}" = true ]; then echo "FAIL: $vt has no chat command under CI=true"; echo "0 passed, 1 failed"; exit 1; fi
-  echo "skip: $vt was built without the server libraries (no vt chat)"; echo "0 passed, 0 failed"; exit 0
-fi
+require_file "$model"
+"$vt" chat --help >/dev/null 2>&1 || missing "$vt was built without the server libraries (no vt chat)"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cat >"$tmp/t.jinja" <<'T'

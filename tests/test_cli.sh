@@ -47,6 +47,12 @@ elif out=$("$vt" chat -m "$m" -c 4096 --rope-freq-scale 0.5 --yarn-orig-ctx 2048
   pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL chat -c 4096 --rope-freq-scale 0.5: $out"; fi
 expect "run -c past the override's reach" "past what the overridden rope scaling reaches" \
   "$vt" run -m "$m" -c 8193 --rope-scaling linear --rope-scale 4 -p Once -n 1
+# Without -c the context grows with --rope-scale (min(2048 x 2, 4096)): a prompt
+# of ~2400 tokens fits, and without the flag it does not
+long=$(printf 'Once upon a time %.0s' $(seq 600))
+if out=$("$vt" run -m "$m" --rope-scaling yarn --rope-scale 2 -p "$long" -n 1 --temp 0 2>&1 >/dev/null); then
+  pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL run --rope-scale 2 without -c: ${out:0:300}"; fi
+expect "run without -c or --rope-scale" "the context holds 2048" "$vt" run -m "$m" -p "$long" -n 1
 # The rope flags' bad values (one parse for run, chat, serve, bench): name | wanted | flags
 while IFS='|' read -r name want args; do
   for c in run chat bench serve; do
@@ -86,6 +92,16 @@ if "$vt" synth -q --arch gpt-oss --layers 2 --embd 64 --heads 4 --kv-heads 2 --f
    out=$("$vt" run -m "$oss" -p "t1 t2" -n 4 --temp 0 2>&1) && grep -q "gpt-oss" < <("$vt" inspect "$oss" 2>&1); then
   pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL synth gpt-oss mxfp4 + run: $out"; fi
 rm -f "$oss"
+# vt bench's default context on a file whose context_length (64) is below its
+# rounding (256): the workloads' need within what the model allows, and a
+# workload past it refused before anything is measured
+short=$(mktemp /tmp/vt_cli_short_XXXXXX)
+if "$vt" synth -q --layers 1 --embd 64 --heads 2 --kv-heads 2 --ff 64 --ctx 64 -o "$short" &&
+   out=$("$vt" bench -m "$short" --engine vt -w tg8 -t 1 -r 1 --no-aa 2>&1) && grep -q "protocol: n_ctx 64," <<<"$out"; then
+  pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL bench's default n_ctx on a 64-token file: ${out:0:400}"; fi
+expect "bench workloads past a short context" "the workloads need 128 tokens of context, past the 64 that" \
+  "$vt" bench -m "$short" --engine vt -w pp128,tg8 -t 1 -r 1 --no-aa
+rm -f "$short"
 # A good run still works after all that (and -n 0 generates nothing).
 if out=$("$vt" run -m "$m" -p "Once" -n 0 --temp 0 2>/dev/null) && [ "$out" = "Once" ]; then
   pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL -n 0: got '$out'"; fi

@@ -25,7 +25,7 @@ for c in $cmds; do
   help=$("$vt" "$c" --help 2>&1) || { bad "vt $c --help exits non-zero"; continue; }
   helps[$c]=$help
   files=("$src/tools/$c.c") # a command that appends the shared rope rows (tools/rope_opts.c) has those too
-  grep -q 'rope_opts_table' "$src/tools/$c.c" && files+=("$src/tools/rope_opts.c")
+  grep -q 'ROPE_OPTS_TABLE' "$src/tools/$c.c" && files+=("$src/tools/rope_opts.c")
   table=$(cat "${files[@]}" | grep -oE '\.name = \{[^}]*\}' | grep -oE '"-[^"]*"' | tr -d '"' | sort -u)
   [ -n "$table" ] && ok || { bad "no option table found in tools/$c.c"; continue; }
   for o in $table; do

@@ -3,15 +3,12 @@
 # stories260K greedy from BOS, 200 tokens, must print exactly llama2.c's output,
 # for 1, 2 and 3 threads, and with the scalar kernels (VT_ISA=ref).
 set -u
-models=${VT_TEST_MODELS:-../shared/models}
-vt=${VT_BIN:-./build/vt}
+. "${VT_SOURCE_DIR:-.}/tests/server/lib.sh" # models, vt; require_file
 pass=0 fail=0
 model="$models/stories260K.gguf"
 golden="$models/stories260K.llama2c-expected-greedy.txt"
-if [ ! -f "$model" ] || [ ! -f "$golden" ]; then
-  if [ "${CI:-}" = true ]; then echo "FAIL: $model or $golden missing under CI=true"; echo "0 passed, 1 failed"; exit 1; fi
-  echo "skip: $model missing"; echo "0 passed, 0 failed"; exit 0
-fi
+require_file "$model"
+require_file "$golden"
 check() { # name, command...
   local name=$1; shift
   local out; out=$(mktemp)

@@ -14,14 +14,19 @@
  *   - type none with a factor: no scaling;
  *   - overrides on the unscaled file: YaRN x4 (from 64, and from 16), a scale
  *     alone (linear), type none with a scale, a type or a base alone (no reach);
- *     type none over the YaRN file; linear over a sliding-window llama (its
- *     window layers keep the file's rope) and YaRN there (refused);
+ *     type none over the YaRN file; linear and YaRN over a sliding-window llama
+ *     (its window layers keep the file's rope, and under YaRN take their ramp
+ *     and magnitude from it);
  *   - bad overrides, each refused by vt_model_load with VT_E_INVALID naming the
  *     field and its flag: an unknown type, a scale <= 0 or NaN, an infinite
  *     base, a negative original context, a NaN mix, a magnitude 0, beta_fast
  *     below beta_slow.
  * And a sequence decodes past position 64 with finite logits under the file's
- * YaRN and under the override. */
+ * YaRN and under the override. vt_model_n_ctx_default (the tools' context
+ * without -c) is the training context, or with an override's scale or
+ * original context what they reach: 64, YaRN x4 256, from 16 64, a type or a
+ * base alone 64, the file's YaRN 64, an original context over the linear file
+ * without one 256. */
 #include "test.h"
 #include "vt.h"
 
@@ -206,8 +211,7 @@ static const nctx_case cases[] = {
     {"override none over yarn", F_YARN, {.type = "none"}, CTX_LEN + 1, "declares no rope scaling"},
     {"override linear x4 with a window", F_SWA, {.type = "linear", .freq_scale = 0.25f}, 4 * CTX_LEN, NULL, VT_OK,
      100},
-    {"override yarn x4 with a window", F_SWA, YARN_X4, 0, "sliding-window layers rope on their own base or scale",
-     VT_E_UNSUPPORTED},
+    {"override yarn x4 with a window", F_SWA, YARN_X4, 4 * CTX_LEN, NULL, VT_OK, 100},
     {"override mix 0 (yarn as linear)", F_PLAIN, {.type = "yarn", .freq_scale = 0.25f, .has_ext = true, .ext = 0},
      4 * CTX_LEN, NULL, VT_OK, 100},
     /* bad overrides */
@@ -272,6 +276,20 @@ static void run_case(const nctx_case *c, char paths[F_COUNT][512]) {
     vt_model_free(m);
 }
 
+/* vt_model_n_ctx_default of the file at path under the override r. */
+static void check_default(const char *path, const char *label, rope_spec r, int32_t want) {
+    bool any;
+    const vt_rope_params rp = rope_of(&r, &any);
+    vt_model_params mp = vt_model_default_params();
+    mp.rope = any ? &rp : NULL;
+    vt_model *m = NULL;
+    CHECK_MSG(vt_model_load(path, &mp, &m) == VT_OK, "%s: %s", label, vt_last_error());
+    if (!m) return;
+    CHECK_MSG(vt_model_n_ctx_default(m) == want, "%s: vt_model_n_ctx_default %d, want %d", label,
+              vt_model_n_ctx_default(m), want);
+    vt_model_free(m);
+}
+
 int main(void) {
     if (!mkdtemp(g_dir)) {
         perror("mkdtemp");
@@ -285,6 +303,17 @@ int main(void) {
                     rewrite(paths[F_YARN], paths[F_LINEAR_NO_ORIG], "linear", false) &&
                     rewrite(paths[F_YARN], paths[F_NONE], "none", true);
     for (size_t i = 0; ok && i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i], paths);
+    if (ok) {
+        check_default(paths[F_PLAIN], "default: no override", (rope_spec){0}, CTX_LEN);
+        check_default(paths[F_PLAIN], "default: yarn x4", (rope_spec)YARN_X4, 4 * CTX_LEN);
+        check_default(paths[F_PLAIN], "default: yarn x4 from 16",
+                      (rope_spec){.type = "yarn", .freq_scale = 0.25f, .orig = 16}, CTX_LEN);
+        check_default(paths[F_PLAIN], "default: type alone", (rope_spec){.type = "yarn"}, CTX_LEN);
+        check_default(paths[F_PLAIN], "default: base alone", (rope_spec){.freq_base = 5e5f}, CTX_LEN);
+        check_default(paths[F_YARN], "default: the file's yarn", (rope_spec){0}, CTX_LEN);
+        check_default(paths[F_LINEAR_NO_ORIG], "default: original length given", (rope_spec){.orig = 64},
+                      4 * CTX_LEN);
+    }
     for (int f = 0; f < F_COUNT; f++) unlink(paths[f]);
     rmdir(g_dir);
     return test_finish();

@@ -299,13 +299,14 @@ grep -q 'aborting' "$tmp/c.log" && pass=$((pass + 1)) || { fail=$((fail + 1)); e
 
 # ---- /props and /v1/models' meta: the context, and the largest one the model
 # allows with its rope scaling (stories260K: 2048, none; with llama.cpp's flags
-# --rope-scaling yarn --rope-scale 4 the server runs -c 8192 and says so)
-start_server "$tmp/p.log" -m "$model" -t 1 -np 2 -c 8192 --rope-scaling yarn --rope-scale 4 || exit 1
+# --rope-scaling yarn --rope-scale 4 and no -c the server runs the 8192 they
+# reach, capped at 4096 as any default, and says so)
+start_server "$tmp/p.log" -m "$model" -t 1 -np 2 --rope-scaling yarn --rope-scale 4 || exit 1
 wait_ready || exit 1
-req "props with rope scaling" 200 "b.n_ctx === 8192 && b.default_generation_settings.n_ctx === 8192 &&
+req "props with rope scaling" 200 "b.n_ctx === 4096 && b.default_generation_settings.n_ctx === 4096 &&
   b.n_ctx_train === 2048 && b.n_ctx_max === 8192 && b.total_slots === 2 && b.model_path.endsWith('stories260K.gguf')" \
   "$BASE/props"
-req "models meta with rope scaling" 200 "b.data[0].meta.n_ctx === 8192 && b.data[0].meta.n_ctx_max === 8192" \
+req "models meta with rope scaling" 200 "b.data[0].meta.n_ctx === 4096 && b.data[0].meta.n_ctx_max === 8192" \
   "$BASE/v1/models"
 req "POST on /props" 405 "$(err_is 405 invalid_request_error 'takes GET')" -X POST "$BASE/props"
 stop_server

@@ -75,8 +75,7 @@ typedef struct bench_cfg {
     size_t bw_words;
     const char *json_path;
     const char *llama_dir;
-    rope_opts rope;                 /* --rope-* (rope_opts.h), for both engines */
-    const vt_rope_params *rope_params; /* &rope.p when any was given, else NULL */
+    rope_opts rope;                 /* --rope-* (rope_opts.h), for both engines: rope.params */
 } bench_cfg;
 
 /* One measurement, as the child reports it through a pipe. */
@@ -125,7 +124,7 @@ static bool engine_open(engine *e, engine_id id, const bench_cfg *c, const char 
     e->n_batch = c->n_batch;
     if (id == ENG_LLAMA) {
         e->llama = llama_dl_open(c->llama_dir, model, c->n_ctx, c->n_batch, threads, c->flash_attn, c->llama_mmap,
-                                 c->rope_params, m->err,
+                                 c->rope.params, m->err,
                                  sizeof m->err);
         if (!e->llama) return false;
         m->weight_bytes = llama_dl_model_bytes(e->llama);
@@ -133,7 +132,7 @@ static bool engine_open(engine *e, engine_id id, const bench_cfg *c, const char 
         return true;
     }
     vt_model_params mp = vt_model_default_params();
-    mp.rope = c->rope_params;
+    mp.rope = c->rope.params;
     if (vt_model_load(model, &mp, &e->vm) != VT_OK) goto vt_fail;
     vt_context_params cp = vt_context_default_params();
     cp.n_ctx = c->n_ctx;
@@ -514,7 +513,8 @@ static bool parse_args(int argc, char **argv, bench_cfg *c, int *exit_code) {
         {.name = {"-r"}, .kind = OPT_INT, .dst = &reps, .arg = "N", .lo = 1, .hi = MAX_REPS,
          .help = "counted pairs per workload (default 5, at least 1)"},
         {.name = {"-c", "--ctx-size"}, .kind = OPT_INT, .dst = &n_ctx, .arg = "N", .lo = 0, .hi = 1 << 20,
-         .help = "n_ctx for both engines (default: what the workloads need)"},
+         .help = "n_ctx for both engines (default: what the workloads need,\n"
+                 "rounded up to 256 within what the models allow)"},
         {.name = {"-b", "--batch-size"}, .kind = OPT_INT, .dst = &n_batch, .arg = "N", .lo = 1, .hi = 4096,
          .help = "batch size for both engines (default 512)"},
         {.name = {"--engine"}, .kind = OPT_STR, .dst = &engine, .arg = "E",
@@ -537,20 +537,18 @@ static bool parse_args(int argc, char **argv, bench_cfg *c, int *exit_code) {
         {.name = {"--json"}, .kind = OPT_STR, .dst = &c->json_path, .arg = "FILE",
          .help = "also write every figure as JSON (- for stdout)"},
     };
-    rope_opts_init(&c->rope);
-    opt all[sizeof table / sizeof table[0] + ROPE_OPTS_N];
-    const int n_all = rope_opts_table(table, (int)(sizeof table / sizeof table[0]), &c->rope, all);
+    ROPE_OPTS_TABLE(all, table, &c->rope);
     const opts_cmd cmd = {.name = "bench", .usage = "vt bench -m MODEL [-m MODEL ...] [options]",
                           .intro = "vt against the reference llama.cpp on the same file (../shared/BENCH.md):\n"
                                    "A/A calibration of llama.cpp for the noise band, then alternated A/B pairs;\n"
                                    "each measurement in a fresh child process with one warm-up run.\n",
-                          .opts = all, .n_opts = n_all, .more = more_help};
+                          .opts = all, .n_opts = all_n, .more = more_help};
     const int prc = opts_parse(&cmd, argc, argv, NULL, NULL, NULL);
     if (prc >= 0) {
         *exit_code = prc;
         return false;
     }
-    if (!rope_opts_finish("bench", &c->rope, &c->rope_params)) return false;
+    if (!rope_opts_finish("bench", &c->rope)) return false;
     c->reps = (int)reps;
     c->n_ctx = (int)n_ctx;
     c->n_batch = (int)n_batch;
@@ -620,6 +618,21 @@ static bool parse_args(int argc, char **argv, bench_cfg *c, int *exit_code) {
         if (!c->do_vt) return false;
     }
     if (!c->do_llama || !c->do_vt) c->do_aa = c->do_aa && c->do_llama;
+    /* the default context within what each model allows vt (a file whose
+     * context_length is below the rounding); one it cannot read fails its
+     * measurements instead, with vt's message */
+    for (int i = 0; n_ctx == 0 && c->do_vt && i < c->n_models; i++) {
+        int32_t max = 0;
+        if (vt_model_probe_n_ctx_max(c->models[i], c->rope.params, &max) != VT_OK) continue;
+        if (need > max) {
+            fprintf(stderr,
+                    "vt bench: the workloads need %d tokens of context, past the %d that %s allows: shorten them "
+                    "(-w), or extend its context (--rope-scaling yarn --rope-scale N)\n",
+                    need, max, c->models[i]);
+            return false;
+        }
+        if (c->n_ctx > max) c->n_ctx = max;
+    }
     return true;
 }
 
@@ -909,10 +922,10 @@ int cmd_bench(int argc, char **argv) {
            " per measurement; A/A %s; llama.cpp %s (flash attention %s, mmap %s)\n",
            c.n_ctx, c.n_batch, c.reps, c.do_aa ? "on" : "off", c.do_llama ? c.llama_dir : "missing",
            flash_attn_name(c.flash_attn), c.llama_mmap ? "on" : "off");
-    if (c.rope_params)
+    const vt_rope_params *rp = c.rope.params;
+    if (rp)
         printf("rope: overridden by --rope-* (type %d, freq_scale %g, freq_base %g, yarn_orig_ctx %d), both engines\n",
-               (int)c.rope_params->scaling_type, (double)c.rope_params->freq_scale, (double)c.rope_params->freq_base,
-               (int)c.rope_params->yarn_orig_ctx);
+               (int)rp->scaling_type, (double)rp->freq_scale, (double)rp->freq_base, (int)rp->yarn_orig_ctx);
     if (load[0] > 0.5) printf("warning: the machine is not idle (load %.2f): figures are noisy\n", load[0]);
 
     double bw[MAX_LIST] = {0};

@@ -124,7 +124,8 @@ int cmd_chat(int argc, char **argv) {
         {.name = {"-t", "--threads"}, .kind = OPT_INT, .dst = &n_threads, .arg = "N", .lo = 0, .hi = 1024,
          .help = "threads (default: the physical cores this process may use)"},
         {.name = {"-c", "--ctx-size"}, .kind = OPT_INT, .dst = &n_ctx, .arg = "N", .lo = 0, .hi = 1 << 24,
-         .help = "context size (default: min(training context, 4096))"},
+         .help = "context size (default: min(training context, 4096); with\n"
+                 "--rope-scale or --yarn-orig-ctx, the context they reach)"},
         {.name = {"--temp", "--temperature"}, .kind = OPT_FLOAT, .dst = &temp, .arg = "T", .flo = 0, .fhi = 100,
          .help = "temperature (default 0.8; 0 = greedy)"},
         {.name = {"--top-k"}, .kind = OPT_INT, .dst = &top_k, .arg = "K", .lo = 0, .hi = 1 << 24,
@@ -143,14 +144,12 @@ int cmd_chat(int argc, char **argv) {
          .help = "report on stderr the tokens each turn prefilled and kept in the cache"},
     };
     rope_opts rope;
-    rope_opts_init(&rope);
-    opt all[sizeof table / sizeof table[0] + ROPE_OPTS_N];
+    ROPE_OPTS_TABLE(all, table, &rope);
     const opts_cmd cmd = {.name = "chat", .usage = "vt chat -m MODEL [-sys TEXT] [options]", .opts = all,
-                          .n_opts = rope_opts_table(table, (int)(sizeof table / sizeof table[0]), &rope, all)};
+                          .n_opts = all_n};
     const int prc = opts_parse(&cmd, argc, argv, NULL, NULL, NULL);
     if (prc >= 0) return prc;
-    const vt_rope_params *rope_params = NULL;
-    if (!rope_opts_finish("chat", &rope, &rope_params)) return 2;
+    if (!rope_opts_finish("chat", &rope)) return 2;
     if (!model_path) {
         fprintf(stderr, "vt chat: -m MODEL is required\n");
         opts_usage(&cmd, stderr);
@@ -169,7 +168,7 @@ int cmd_chat(int argc, char **argv) {
 
     vt_model_params mp = vt_model_default_params();
     mp.progress = isatty(STDERR_FILENO);
-    mp.rope = rope_params;
+    mp.rope = rope.params;
     if (vt_model_load(model_path, &mp, &model) != VT_OK) {
         fprintf(stderr, "vt chat: %s\n", vt_last_error());
         goto done;
@@ -210,7 +209,7 @@ int cmd_chat(int argc, char **argv) {
     chat_jinja_env env = {.bos_token = bos ? bos : "", .eos_token = eos ? eos : "", .strip_bos = tok_add_bos(m->tok)};
 
     vt_context_params cp = vt_context_default_params();
-    cp.n_ctx = (int32_t)(n_ctx > 0 ? n_ctx : (vt_model_n_ctx_train(model) < 4096 ? vt_model_n_ctx_train(model) : 4096));
+    cp.n_ctx = (int32_t)(n_ctx > 0 ? n_ctx : (vt_model_n_ctx_default(model) < 4096 ? vt_model_n_ctx_default(model) : 4096));
     cp.n_threads = (int32_t)n_threads;
     hist = malloc(sizeof(int32_t) * (size_t)cp.n_ctx);
     if (!hist || vt_context_create(model, &cp, &ctx) != VT_OK) {

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void rope_opts_init(rope_opts *r) {
+static void rope_opts_init(rope_opts *r) {
     memset(r, 0, sizeof *r);
     r->p = vt_rope_default_params();
 }
@@ -63,6 +63,7 @@ static bool parse_mix(const char *spelling, const char *v, void *dst) {
 }
 
 int rope_opts_table(const opt *table, int n, rope_opts *r, opt *out) {
+    rope_opts_init(r);
     for (int i = 0; i < n; i++) out[i] = table[i];
     const opt rows[ROPE_OPTS_N] = {
         {.name = {"--rope-scaling"}, .kind = OPT_FN, .fn = parse_type, .dst = &r->p.scaling_type,
@@ -94,7 +95,7 @@ int rope_opts_table(const opt *table, int n, rope_opts *r, opt *out) {
     return n + ROPE_OPTS_N;
 }
 
-bool rope_opts_finish(const char *cmd, rope_opts *r, const vt_rope_params **params) {
+bool rope_opts_finish(const char *cmd, rope_opts *r) {
     if (r->scale > 0 && r->freq_scale > 0) {
         fprintf(stderr, "vt %s: --rope-scale and --rope-freq-scale both set the rope scale (one is the other's "
                         "inverse): give one\n", cmd);
@@ -115,6 +116,6 @@ bool rope_opts_finish(const char *cmd, rope_opts *r, const vt_rope_params **para
                      r->p.freq_scale != d.freq_scale || r->p.yarn_orig_ctx != d.yarn_orig_ctx ||
                      r->p.yarn_ext_factor != d.yarn_ext_factor || r->p.yarn_attn_factor != d.yarn_attn_factor ||
                      r->p.yarn_beta_fast != d.yarn_beta_fast || r->p.yarn_beta_slow != d.yarn_beta_slow;
-    *params = any ? &r->p : NULL;
+    r->params = any ? &r->p : NULL;
     return true;
 }

@@ -131,7 +131,8 @@ int cmd_run(int argc, char **argv) {
         {.name = {"-t", "--threads"}, .kind = OPT_INT, .dst = &n_threads, .arg = "N", .lo = 0, .hi = 1024,
          .help = "threads (default: the physical cores this process may use)"},
         {.name = {"-c", "--ctx-size"}, .kind = OPT_INT, .dst = &n_ctx, .arg = "N", .lo = 0, .hi = 1 << 24,
-         .help = "context size (default: min(training context, 4096))"},
+         .help = "context size (default: min(training context, 4096); with\n"
+                 "--rope-scale or --yarn-orig-ctx, the context they reach)"},
         [ROW_BATCH] = {.name = {"-b", "--batch-size"}, .kind = OPT_INT, .dst = &n_batch, .arg = "N", .lo = 1,
                        .hi = 1 << 16, .help = "prompt tokens per forward pass (default 512)"},
         [ROW_UBATCH] = {.name = {"-ub", "--ubatch-size"}, .kind = OPT_INT, .dst = &n_ubatch, .arg = "N", .lo = 1,
@@ -195,15 +196,12 @@ int cmd_run(int argc, char **argv) {
         }
     }
     rope_opts rope;
-    rope_opts_init(&rope);
-    opt all[sizeof table / sizeof table[0] + ROPE_OPTS_N];
-    const opts_cmd cmd = {.name = "run", .usage = "vt run -m MODEL [options]", .opts = all,
-                          .n_opts = rope_opts_table(table, (int)(sizeof table / sizeof table[0]), &rope, all)};
+    ROPE_OPTS_TABLE(all, table, &rope);
+    const opts_cmd cmd = {.name = "run", .usage = "vt run -m MODEL [options]", .opts = all, .n_opts = all_n};
     int counts[sizeof all / sizeof all[0]];
     const int prc = opts_parse(&cmd, argc, argv, NULL, NULL, counts);
     if (prc >= 0) return prc;
-    const vt_rope_params *rope_params = NULL;
-    if (!rope_opts_finish("run", &rope, &rope_params)) return 2;
+    if (!rope_opts_finish("run", &rope)) return 2;
     if (counts[ROW_UBATCH] && (!counts[ROW_BATCH] || n_ubatch < n_batch)) n_batch = n_ubatch;
     if (log_disable) log_set_level(LOG_NONE);
     if (!model_path) {
@@ -248,13 +246,13 @@ int cmd_run(int argc, char **argv) {
     vt_model_params mp = vt_model_default_params();
     mp.progress = isatty(STDERR_FILENO) && !log_disable;
     mp.use_mlock = mlock;
-    mp.rope = rope_params;
+    mp.rope = rope.params;
     if (vt_model_load(model_path, &mp, &model) != VT_OK) {
         fprintf(stderr, "vt: %s\n", vt_last_error());
         goto done;
     }
     vt_context_params cp = vt_context_default_params();
-    cp.n_ctx = (int32_t)(n_ctx > 0 ? n_ctx : (vt_model_n_ctx_train(model) < 4096 ? vt_model_n_ctx_train(model) : 4096));
+    cp.n_ctx = (int32_t)(n_ctx > 0 ? n_ctx : (vt_model_n_ctx_default(model) < 4096 ? vt_model_n_ctx_default(model) : 4096));
     cp.n_batch = (int32_t)n_batch;
     cp.n_threads = (int32_t)n_threads;
     cp.type_k = tk;

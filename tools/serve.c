@@ -51,7 +51,9 @@ int cmd_serve(int argc, char **argv) {
         {.name = {"-t", "--threads"}, .kind = OPT_INT, .dst = &n_threads, .arg = "N", .lo = 0, .hi = 1024,
          .help = "compute threads (default: the physical cores this process may use)"},
         [ROW_CTX] = {.name = {"-c", "--ctx-size"}, .kind = OPT_INT, .dst = &n_ctx, .arg = "N", .lo = 0, .hi = 1 << 24,
-                     .help = "tokens per sequence (default: min(training context, 4096);\n0: the training context)"},
+                     .help = "tokens per sequence (default: min(training context, 4096);\n"
+                             "0: the training context; with --rope-scale or --yarn-orig-ctx,\n"
+                             "the context they reach)"},
         {.name = {"-np", "--parallel"}, .kind = OPT_INT, .dst = &max_seqs, .arg = "N", .lo = 1, .hi = 4096,
          .help = "sequences decoded at once (default 16)"},
         [ROW_BATCH] = {.name = {"-b", "--batch-size"}, .kind = OPT_INT, .dst = &batch, .arg = "N", .lo = 1,
@@ -119,16 +121,13 @@ int cmd_serve(int argc, char **argv) {
          .arg = "on|off|auto", .help = "accepted: vt's attention is always fused (flash-style)"},
     };
     rope_opts rope;
-    rope_opts_init(&rope);
-    opt all[sizeof table / sizeof table[0] + ROPE_OPTS_N];
-    const opts_cmd cmd = {.name = "serve", .usage = "vt serve -m MODEL [options]", .opts = all,
-                          .n_opts = rope_opts_table(table, (int)(sizeof table / sizeof table[0]), &rope, all)};
+    ROPE_OPTS_TABLE(all, table, &rope);
+    const opts_cmd cmd = {.name = "serve", .usage = "vt serve -m MODEL [options]", .opts = all, .n_opts = all_n};
     int counts[sizeof all / sizeof all[0]];
     const int prc = opts_parse(&cmd, argc, argv, NULL, NULL, counts);
     if (prc >= 0) return prc;
-    const vt_rope_params *rope_params = NULL;
-    if (!rope_opts_finish("serve", &rope, &rope_params)) return 2;
-    p.rope = rope_params ? *rope_params : vt_rope_default_params();
+    if (!rope_opts_finish("serve", &rope)) return 2;
+    p.rope = rope.params ? *rope.params : vt_rope_default_params();
     const bool ctx_given = counts[ROW_CTX] > 0;
     if (counts[ROW_UBATCH] && (!counts[ROW_BATCH] || ubatch < batch)) batch = ubatch;
     p.port = (int)port;

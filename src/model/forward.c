@@ -469,18 +469,21 @@ static void rope_apply(float *x, const float *cs, int64_t n_rot, model_rope mode
 }
 
 /* cos/sin of each rotated pair for position pos, computed the way ggml does
- * (the angle advanced by repeated multiplication) so both engines agree. */
-static void rope_table(const model_hparams *hp, const float *freq_factors, float freq_base, float freq_scale,
-                       int32_t pos, float *cs) {
+ * (the angle advanced by repeated multiplication) so both engines agree; swa:
+ * with the sliding-window layers' base, scale, YaRN ramp and magnitude. */
+static void rope_table(const model_hparams *hp, const float *freq_factors, bool swa, int32_t pos, float *cs) {
+    const float freq_base = swa ? hp->rope_freq_base_swa : hp->rope_freq_base;
+    const float freq_scale = swa ? hp->rope_freq_scale_swa : hp->rope_freq_scale;
+    const float ms = swa ? hp->rope_mscale_swa : hp->rope_mscale;
+    const float low = swa ? hp->yarn_low_swa : hp->yarn_low, high = swa ? hp->yarn_high_swa : hp->yarn_high;
     const float theta_scale = powf(freq_base, -2.0f / (float)hp->n_rot);
     float theta = (float)pos;
-    const float ms = hp->rope_mscale;
     for (int64_t i = 0; i < hp->n_rot / 2; i++) {
         const float ff = freq_factors ? freq_factors[i] : 1.0f;
         const float extrap = theta / ff;
         float t = freq_scale * extrap;
         if (hp->rope_yarn) { /* ggml's rope_yarn: the ramp times ext_factor */
-            const float y = ((float)i - hp->yarn_low) / fmaxf(0.001f, hp->yarn_high - hp->yarn_low);
+            const float y = ((float)i - low) / fmaxf(0.001f, high - low);
             const float ramp = (1 - fminf(1, fmaxf(0, y))) * hp->yarn_ext;
             t = t * (1 - ramp) + extrap * ramp;
         }
@@ -894,10 +897,8 @@ static void forward_worker(void *arg, int ith, int nth) {
         }
     }
     for (int64_t t = i0; t < i1; t++) {
-        rope_table(hp, f->rope_factors, hp->rope_freq_base, hp->rope_freq_scale, b->pos[t], f->rope + t * hp->n_rot);
-        if (f->rope_swa)
-            rope_table(hp, f->rope_factors, hp->rope_freq_base_swa, hp->rope_freq_scale_swa, b->pos[t],
-                       f->rope_swa + t * hp->n_rot);
+        rope_table(hp, f->rope_factors, false, b->pos[t], f->rope + t * hp->n_rot);
+        if (f->rope_swa) rope_table(hp, f->rope_factors, true, b->pos[t], f->rope_swa + t * hp->n_rot);
     }
     tp_barrier(f->run);
     PROF_MARK(f, ith, 0, t_prof);

@@ -149,6 +149,17 @@ static vt_status yarn_mistral3_keys(model *m, float beta[2], float *log_mul) {
     return VT_OK;
 }
 
+/* ggml_rope_yarn_corr_dims: the ends of YaRN's ramp for the rope base `base`,
+ * in the same float steps. */
+static void yarn_corr_dims(const model_hparams *hp, float base, const float beta[2], float *low, float *high) {
+    const int n_dims = (int)hp->n_rot, n_ctx_orig = (int)hp->n_ctx_orig_yarn;
+    float corr[2];
+    for (int i = 0; i < 2; i++)
+        corr[i] = n_dims * logf(n_ctx_orig / (beta[i] * 2 * (float)M_PI)) / (2 * logf(base));
+    *low = fmaxf(0.0f, floorf(corr[0]));
+    *high = fminf((float)(n_dims - 1), ceilf(corr[1]));
+}
+
 /* YaRN as llama.cpp sets it up (llama_context's cparams, ggml's
  * ggml_rope_yarn_corr_dims and rope_yarn), in the same float steps: the ramp's
  * ends from the original context and the rope base, and the magnitude
@@ -156,7 +167,6 @@ static vt_status yarn_mistral3_keys(model *m, float beta[2], float *log_mul) {
  * * (1 + 0.1 ln(1 / freq_scale)). */
 static vt_status yarn_params(model *m, const vt_rope_params *rp) {
     model_hparams *hp = &m->hp;
-    const int64_t orig = hp->n_ctx_orig_yarn;
     const float freq_scale = hp->rope_freq_scale, factor = 1.0f / freq_scale;
     float beta[2] = {32.0f, 1.0f}; /* beta_fast, beta_slow */
     float log_mul = 0.0f;
@@ -172,13 +182,13 @@ static vt_status yarn_params(model *m, const vt_rope_params *rp) {
         attn /= factor <= 1.0f ? 1.0f : 0.1f * log_mul * logf(factor) + 1.0f;
     attn *= 1.0f / (1.0f + 0.1f * logf(factor));
     attn *= hp->rope_mscale;
+    /* ggml's rope takes each layer's own base and scale (llama.cpp's
+     * get_rope_freq_base/scale): the sliding-window layers' ramp and magnitude
+     * come from theirs */
     hp->rope_mscale = attn * (1.0f + 0.1f * logf(1.0f / freq_scale));
-    const int n_dims = (int)hp->n_rot, n_ctx_orig = (int)orig;
-    float corr[2];
-    for (int i = 0; i < 2; i++)
-        corr[i] = n_dims * logf(n_ctx_orig / (beta[i] * 2 * (float)M_PI)) / (2 * logf(hp->rope_freq_base));
-    hp->yarn_low = fmaxf(0.0f, floorf(corr[0]));
-    hp->yarn_high = fminf((float)(n_dims - 1), ceilf(corr[1]));
+    hp->rope_mscale_swa = attn * (1.0f + 0.1f * logf(1.0f / hp->rope_freq_scale_swa));
+    yarn_corr_dims(hp, hp->rope_freq_base, beta, &hp->yarn_low, &hp->yarn_high);
+    yarn_corr_dims(hp, hp->rope_freq_base_swa, beta, &hp->yarn_low_swa, &hp->yarn_high_swa);
     return VT_OK;
 }
 
@@ -219,10 +229,10 @@ static vt_status rope_check(const vt_rope_params *rp) {
  * scale (the file's factor where not given), the extrapolation mix (1 under
  * YaRN, else 0: rope_yarn is a non-zero mix), YaRN's original context, the
  * magnitude where the mix is 0 (times the file's attn_factor). The sliding-window
- * layers keep the file's base and scale (llama.cpp's get_rope_freq_base/scale);
- * YaRN's magnitude and ramp are one per model in vt, so YaRN with sliding layers
- * that rope otherwise is refused. Without an override: the file's YaRN (mix 1),
- * its original context, and a reach declared where the file names that context. */
+ * layers keep the file's base and scale (llama.cpp's get_rope_freq_base/scale;
+ * under YaRN their ramp and magnitude follow from those, yarn_params). Without
+ * an override: the file's YaRN (mix 1), its original context, and a reach
+ * declared where the file names that context. */
 static vt_status rope_override(model *m, const vt_rope_params *rp) {
     model_hparams *hp = &m->hp;
     hp->yarn_ext = hp->rope_yarn ? 1.0f : 0.0f;
@@ -257,14 +267,6 @@ static vt_status rope_override(model *m, const vt_rope_params *rp) {
     hp->rope_scale_given = rp->freq_scale != 0.0f;
     hp->rope_orig_given = rp->yarn_orig_ctx > 0;
     hp->rope_reach_declared = hp->rope_reach_declared || hp->rope_scale_given || hp->rope_orig_given;
-    if (hp->rope_yarn && hp->n_swa > 0 &&
-        (hp->rope_freq_base_swa != hp->rope_freq_base || hp->rope_freq_scale_swa != hp->rope_freq_scale))
-        return vt_errorf(VT_E_UNSUPPORTED,
-                         "rope override: YaRN (--rope-scaling yarn, --yarn-ext-factor) on a model whose "
-                         "sliding-window layers rope on their own base or scale (%g, %g; the others %g, %g) is "
-                         "not supported; --rope-scaling linear is",
-                         (double)hp->rope_freq_base_swa, (double)hp->rope_freq_scale_swa,
-                         (double)hp->rope_freq_base, (double)hp->rope_freq_scale);
     return VT_OK;
 }
 
@@ -636,7 +638,11 @@ static vt_status load_hparams(model *m, const vt_rope_params *rope) {
                          attn_factor);
     hp->rope_mscale = attn_factor;
     VT_TRY(rope_override(m, rope));
+    hp->rope_mscale_swa = hp->rope_mscale; /* yarn_params gives the sliding layers their own */
     if (hp->rope_yarn) VT_TRY(yarn_params(m, rope));
+    /* after YaRN: nothing it reads enters yarn_params (n_rot is rope.dimension_count,
+     * read above; the rope sections only pick each pair's position, all one for
+     * text, as in ggml_rope_multi, whose ramp takes n_rot alone) */
     if (hp->arch == MODEL_ARCH_QWEN35 || hp->arch == MODEL_ARCH_QWEN35MOE) VT_TRY(q35_model_hparams(m));
     /* gpt-oss's sliding-window layers rotate with rope.freq_base_swa where
      * present (llama.cpp's get_rope_freq_base); for gpt-oss vt takes one base for all layers */
@@ -1167,17 +1173,34 @@ vt_model_params vt_model_default_params(void) {
     return p;
 }
 
-vt_status vt_model_load(const char *path, const vt_model_params *params, vt_model **out) {
+/* The file at path mapped, its header parsed and its hyperparameters read under
+ * rope into a new model (no weights yet), or an error naming the file. */
+static vt_status model_open_hparams(const char *path, const vt_rope_params *rope, model **out) {
     *out = NULL;
     model *m = calloc(1, sizeof *m);
     if (!m) return vt_errorf(VT_E_NOMEM, "out of memory");
     pthread_mutex_init(&m->scan_mu, NULL);
     vt_status s = mapfile_open(path, &m->map);
-    if (s != VT_OK) goto fail_noprefix;
+    if (s != VT_OK) goto fail;
     s = gguf_parse(m->map.data, m->map.size, path, &m->gguf);
-    if (s != VT_OK) goto fail_noprefix;
+    if (s != VT_OK) goto fail;
     m->path = strdup(path);
-    if ((s = load_hparams(m, params ? params->rope : NULL)) != VT_OK) goto fail;
+    if ((s = load_hparams(m, rope)) != VT_OK) {
+        vt_error_prefix(s, path);
+        goto fail;
+    }
+    *out = m;
+    return VT_OK;
+fail:
+    vt_model_free(m);
+    return s;
+}
+
+vt_status vt_model_load(const char *path, const vt_model_params *params, vt_model **out) {
+    *out = NULL;
+    model *m = NULL;
+    vt_status s = model_open_hparams(path, params ? params->rope : NULL, &m);
+    if (s != VT_OK) return s;
     if ((s = load_weights(m, params && params->progress)) != VT_OK) goto fail;
     if ((s = layer_kind_fill(m)) != VT_OK) goto fail;
     if ((s = tok_load(&m->gguf, &m->tok)) != VT_OK) goto fail;
@@ -1217,9 +1240,17 @@ vt_status vt_model_load(const char *path, const vt_model_params *params, vt_mode
     return VT_OK;
 fail:
     vt_error_prefix(s, path);
-fail_noprefix:
     vt_model_free(m);
     return s;
+}
+
+vt_status vt_model_probe_n_ctx_max(const char *path, const vt_rope_params *rope, int32_t *n_ctx_max) {
+    *n_ctx_max = 0;
+    model *m = NULL;
+    VT_TRY(model_open_hparams(path, rope, &m));
+    *n_ctx_max = (int32_t)model_n_ctx_max(m);
+    vt_model_free(m);
+    return VT_OK;
 }
 
 void vt_model_free(vt_model *m) {
@@ -1351,6 +1382,10 @@ vt_status model_check_n_ctx(const model *m, int64_t n_ctx) {
 int32_t vt_model_n_vocab(const vt_model *m) { return (int32_t)m->hp.n_vocab; }
 int32_t vt_model_n_ctx_train(const vt_model *m) { return (int32_t)m->hp.n_ctx_train; }
 int32_t vt_model_n_ctx_max(const vt_model *m) { return (int32_t)model_n_ctx_max(m); }
+int32_t vt_model_n_ctx_default(const vt_model *m) {
+    const model_hparams *hp = &m->hp;
+    return (int32_t)(hp->rope_scale_given || hp->rope_orig_given ? model_n_ctx_max(m) : hp->n_ctx_train);
+}
 int32_t vt_model_bos(const vt_model *m) { return tok_bos(m->tok); }
 int32_t vt_model_eos(const vt_model *m) { return tok_eos(m->tok); }
 bool vt_model_is_eog(const vt_model *m, int32_t t) { return tok_is_eog(m->tok, t); }

@@ -117,6 +117,11 @@ typedef struct model_hparams {
      * interpolated above yarn_high (ggml's corr dims, beta_fast 32, beta_slow 1) */
     bool rope_yarn;
     float yarn_low, yarn_high;
+    /* the same for the sliding-window layers, from their own base and scale
+     * (rope_freq_base_swa, _scale_swa below), as ggml ropes each layer on
+     * llama.cpp's get_rope_freq_base/scale; rope_mscale_swa is rope_mscale
+     * without YaRN */
+    float yarn_low_swa, yarn_high_swa, rope_mscale_swa;
     /* rope.scaling.original_context_length (n_ctx_train where absent): phi3's
      * LongRoPE takes its long factors in contexts longer than this, the short
      * ones otherwise (llama.cpp's get_rope_factors on n_ctx_seq) */

@@ -505,8 +505,10 @@ static vt_status load_model(server *s) {
     double t0 = server_now();
     server_log("loading %s", s->model_path);
     VT_TRY(vt_model_load(s->model_path, &mp, &s->model));
-    /* n_ctx: > 0 as given; 0 the training context; < 0 the training context capped at -n_ctx */
-    int32_t train = vt_model_n_ctx_train(s->model), want = s->params.engine.n_ctx;
+    /* n_ctx: > 0 as given; 0 the model's context (the training context, or as far
+     * as --rope-scale / --yarn-orig-ctx reach: vt_model_n_ctx_default); < 0 that
+     * capped at -n_ctx */
+    int32_t train = vt_model_n_ctx_default(s->model), want = s->params.engine.n_ctx;
     s->n_ctx = want > 0 ? want : want == 0 ? train : (train > 0 && train < -want ? train : -want);
     s->params.engine.n_ctx = s->n_ctx;
     char piece[512];

@@ -21,7 +21,7 @@ typedef struct server_params {
     const char *model_path;
     const char *host;          /* address to bind (default 127.0.0.1) */
     int port;                  /* 0: any free port (see server_port) */
-    vt_engine_params engine;   /* engine.n_ctx < 0: the training context capped at -n_ctx */
+    vt_engine_params engine;   /* engine.n_ctx 0: vt_model_n_ctx_default; < 0: that capped at -n_ctx */
     vt_rope_params rope;       /* overrides of the model's rope (vt_model_params.rope; default: none) */
     const char *api_key;       /* NULL: no authentication */
     const char *cors_origins;  /* comma-separated origins or "*"; NULL: no CORS headers */

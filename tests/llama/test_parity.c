@@ -104,6 +104,14 @@
  * Swapping phi3's long factors for the short ones gives NMSE 0.9; dropping
  * mistral3's temperature 7e-3, its beta keys 0.7.
  *
+ * YaRN on sliding-window layers (F16, gpt-2's vocabulary for cost; held to
+ * PARITY_NMSE_POSTNORM): a context_length of 16, YaRN x4 from 16. llama.cpp
+ * ropes each layer on its own base and scale (get_rope_freq_base/scale), and
+ * ggml derives YaRN's ramp and magnitude from those: gemma3's sliding layers
+ * (base 10000, never scaled) keep the magnitude 1 while its full layers (base
+ * 1e6) take 1 + 0.1 ln 4; gemma2's sliding layers, on a base of 1e6 of their
+ * own (the full ones 10000), share the scale but not the ramp's ends.
+ *
  * muse-glimmer: 4 layers (windows of 8 on layers 0-2, with rope on base 10000
  * there; layer 3 attends fully, without rope), its attention gate, QK-norm, pre
  * and post norms, logits times 2 then capped at 5; gpt-2's vocabulary (for
@@ -629,6 +637,8 @@ int main(void) {
         {"muse-glimmer", "vocab/ggml-vocab-gpt-2.gguf", "q8_0", VT_DTYPE_Q8_0, false, true, 0},
         {"glm4", "vocab/ggml-vocab-gpt-2.gguf", "qkv-f16", VT_DTYPE_F16, false, true, 0},
         {"mistral3", "vocab/ggml-vocab-llama-spm.gguf", "q8_0", VT_DTYPE_Q8_0, false, false, 0},
+        {"gemma3", "vocab/ggml-vocab-gpt-2.gguf", "yarn-f16", VT_DTYPE_F16, false, true, 0},
+        {"gemma2", "vocab/ggml-vocab-gpt-2.gguf", "yarn-f16", VT_DTYPE_F16, false, true, 0},
     };
     for (size_t a = 0; a < sizeof d3 / sizeof d3[0]; a++) {
         g_nmse = d3[a].post_norms ? PARITY_NMSE_POSTNORM : PARITY_NMSE;
@@ -646,6 +656,17 @@ int main(void) {
         if (d3[a].orig_ctx > 0) {
             sp.n_ctx = 256;
             sp.yarn_orig_ctx = d3[a].orig_ctx;
+        }
+        if (strstr(d3[a].name, "yarn")) { /* YaRN x4 past a context_length of 16 */
+            sp.n_ctx = 16;
+            sp.yarn_factor = 4.0f;
+            sp.yarn_orig_ctx = 16;
+            if (!strcmp(d3[a].arch, "gemma2")) { /* sliding layers on a base of their own, scores not capped
+                                                   flat, attention sharp enough for the ramp to show */
+                sp.rope_freq_base_swa = 1e6f;
+                sp.attn_softcap = 50.0f;
+                sp.qk_std = 0.08f;
+            }
         }
         sp.seed = 6000 + 10 * a;
         sp.n_threads = N_THREADS;

@@ -1,5 +1,8 @@
-# Shared by tests/test_server_*.sh: start `vt serve` on a free loopback port,
-# wait until it is ready, stop it. Sourced, not run.
+# Sourced, not run (it starts nothing itself). For every test script: the
+# CI-fails-else-skips rule for what a test needs (missing, require_file). For
+# tests/test_server_*.sh also: start `vt serve` on a free loopback port, wait
+# until it is ready, stop it.
+#   require_model FILE         $models/FILE and a vt with the serve command
 #   start_server LOG ARGS...   sets SERVER_PID and PORT (from the "listening on" line)
 #   wait_ready                 polls /health until 200 (bounded: 10 s)
 #   stop_server                SIGTERM, wait (bounded), sets SERVER_RC
@@ -7,10 +10,15 @@ models=${VT_TEST_MODELS:-../shared/models}
 vt=${VT_BIN:-./build/vt}
 src=${VT_SOURCE_DIR:-.}
 
-# missing WHAT: what a test needs is not there: a failure under CI=true, else a skip
+# missing WHAT: what a test needs is not there: a failure under CI=true, else a
+# skip; ends the script with its tally (its pass and fail counts where it keeps
+# them), failing if anything failed
 missing() {
-  if [ "${CI:-}" = true ]; then echo "FAIL: $1 (under CI=true)"; echo "0 passed, 1 failed"; exit 1; fi
-  echo "skip: $1"; echo "0 passed, 0 failed"; exit 0
+  local p=${pass:-0} f=${fail:-0}
+  if [ "${CI:-}" = true ]; then echo "FAIL: $1 (under CI=true)"; f=$((f + 1)); else echo "skip: $1"; fi
+  echo "$p passed, $f failed"
+  [ "$f" -eq 0 ]
+  exit
 }
 
 require_file() { # path
