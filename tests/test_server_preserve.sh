@@ -136,9 +136,9 @@ echo "$body" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{
 stop_server
 
 # the alternatives: a generated vocabulary of 267 tokens, 20 alternatives a token
-"$vt" synth --vocab 267 --control-tokens "$markers" --layers 1 --embd 32 --heads 2 --kv-heads 1 --ff 64 --ctx 512 \
+"$vt" synth --vocab 267 --control-tokens "$markers" --layers 1 --embd 32 --heads 2 --kv-heads 1 --ff 64 --ctx 2048 \
   --type f16 -t 2 -q -o "$tmp/small.gguf" 2>"$tmp/synth.log" || bad "synth small: $(cat "$tmp/synth.log")"
-if start_server "$tmp/s2.log" -m "$tmp/small.gguf" -c 512 --chat-template-file "$tmpl" && wait_ready; then
+if start_server "$tmp/s2.log" -m "$tmp/small.gguf" -c 2048 --chat-template-file "$tmpl" && wait_ready; then
   alt() { # file, extra JSON fields
     curl -s "$BASE/v1/chat/completions" -d "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"max_tokens\": 48,
       \"ignore_eos\": true, \"temperature\": 1, \"seed\": 1, \"logprobs\": true, \"top_logprobs\": 20 $2}" >"$1"
