@@ -11,6 +11,7 @@
 #include "server/server_impl.h"
 
 #include "base/status.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <string.h>
@@ -35,10 +36,16 @@ static const char *finish_name(vt_finish f) {
 }
 
 /* A token's text as a JSON string, and optionally its bytes (a piece can be part of
- * a UTF-8 character, which only the bytes show exactly). */
-static json_t *piece_json(server *s, int32_t tok, json_t **bytes) {
+ * a UTF-8 character, which only the bytes show exactly): the text the content has
+ * for it, so a marker the request preserves (job.preserve) is its text, chosen or
+ * an alternative, and any other control token is "". (llama-server renders a
+ * preserved token as text where it is chosen, but "" among the alternatives
+ * unless it runs with --special, which renders every control token in both.) */
+static json_t *piece_json(server *s, const job *j, int32_t tok, json_t **bytes) {
     char buf[256];
-    int64_t n = vt_token_piece(s->model, tok, buf, sizeof buf);
+    bool special = false;
+    for (int32_t i = 0; i < j->preserve.n && !special; i++) special = j->preserve.id[i] == tok;
+    int64_t n = tok_piece(s->model->tok, tok, special, buf, sizeof buf);
     if (n < 0) n = 0;
     if (n > (int64_t)sizeof buf) n = sizeof buf;
     if (bytes) {
@@ -49,16 +56,16 @@ static json_t *piece_json(server *s, int32_t tok, json_t **bytes) {
 }
 
 /* chat: {"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]} */
-static json_t *chat_logprob_entry(server *s, const job_event *e) {
+static json_t *chat_logprob_entry(server *s, const job *j, const job_event *e) {
     json_t *bytes;
     json_t *o = json_object();
-    json_object_set_new(o, "token", piece_json(s, e->token, &bytes));
+    json_object_set_new(o, "token", piece_json(s, j, e->token, &bytes));
     json_object_set_new(o, "logprob", lp_json(e->logprob));
     json_object_set_new(o, "bytes", bytes);
     json_t *top = json_array();
     for (int32_t k = 0; k < e->n_top; k++) {
         json_t *t = json_object();
-        json_object_set_new(t, "token", piece_json(s, e->top[k].token, &bytes));
+        json_object_set_new(t, "token", piece_json(s, j, e->top[k].token, &bytes));
         json_object_set_new(t, "logprob", lp_json(e->top[k].logprob));
         json_object_set_new(t, "bytes", bytes);
         json_array_append_new(top, t);
@@ -77,12 +84,12 @@ static json_t *completion_logprobs_new(void) {
     return o;
 }
 
-static void completion_logprobs_add(server *s, json_t *lp, const job_event *e, size_t text_offset) {
-    json_array_append_new(json_object_get(lp, "tokens"), piece_json(s, e->token, NULL));
+static void completion_logprobs_add(server *s, const job *j, json_t *lp, const job_event *e, size_t text_offset) {
+    json_array_append_new(json_object_get(lp, "tokens"), piece_json(s, j, e->token, NULL));
     json_array_append_new(json_object_get(lp, "token_logprobs"), lp_json(e->logprob));
     json_t *top = json_object();
     for (int32_t k = 0; k < e->n_top; k++) {
-        json_t *key = piece_json(s, e->top[k].token, NULL);
+        json_t *key = piece_json(s, j, e->top[k].token, NULL);
         json_object_set_new(top, json_string_value(key), lp_json(e->top[k].logprob));
         json_decref(key);
     }
@@ -220,8 +227,8 @@ static enum MHD_Result respond_whole(server *s, struct MHD_Connection *conn, job
         for (int64_t k = 0; k < j->n_ev; k++) {
             const job_event *e = &j->ev[k];
             if (want_lp && e->token >= 0) {
-                if (chat) json_array_append_new(lp[e->choice], chat_logprob_entry(s, e));
-                else completion_logprobs_add(s, lp[e->choice], e, text[e->choice].len);
+                if (chat) json_array_append_new(lp[e->choice], chat_logprob_entry(s, j, e));
+                else completion_logprobs_add(s, j, lp[e->choice], e, text[e->choice].len);
             }
             sb_addn(&text[e->choice], e->text ? e->text : "", e->text_len);
         }
@@ -333,7 +340,7 @@ static json_t *choice_chunk(server *s, job *j, int32_t index, const char *role, 
         if (lp_event) {
             json_t *l = json_object();
             json_t *arr = json_array();
-            json_array_append_new(arr, chat_logprob_entry(s, lp_event));
+            json_array_append_new(arr, chat_logprob_entry(s, j, lp_event));
             json_object_set_new(l, "content", arr);
             json_object_set_new(c, "logprobs", l);
         } else {
@@ -343,7 +350,7 @@ static json_t *choice_chunk(server *s, job *j, int32_t index, const char *role, 
         json_object_set_new(c, "text", oai_json_string_lossy(text ? text : "", text ? len : 0));
         if (lp_event) {
             json_t *l = completion_logprobs_new();
-            completion_logprobs_add(s, l, lp_event, 0);
+            completion_logprobs_add(s, j, l, lp_event, 0);
             json_object_set_new(c, "logprobs", l);
         } else {
             json_object_set_new(c, "logprobs", json_null());

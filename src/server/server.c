@@ -178,6 +178,28 @@ static vt_status prepare_one(server *s, const char *where, const char *text, siz
 
 static void detect_output_format(server *s, const char *src, size_t len);
 
+/* The markers of s->markers a chat request keeps as text. A control token gives
+ * no text, and a marker that is one is kept only where something reads it, as
+ * vLLM keeps special tokens for its tool parsers only when tools are offered and
+ * tool_choice is not "none": a format's call markers where calls are parsed
+ * (tools), so that a call the model writes under "none" is not markup in the
+ * content; harmony's always (its channels are the answer: parsed, or the raw
+ * text under reasoning "none"); <think> and </think> where the template thinks
+ * (split out as reasoning_content, or kept in the content under reasoning
+ * "none", which llama-server documents as the thoughts left in the content).
+ * llama.cpp's chat layer (at .cache/llama/src) preserves a template's markers
+ * whatever the request. */
+static void preserved_markers(const server *s, bool tools, tc_tokens *out) {
+    memset(out, 0, sizeof *out);
+    for (int32_t i = 0; i < s->markers.n; i++) {
+        bool think = false;
+        for (const char *const *m = tc_reasoning_markers(); *m && !think; m++) think = !strcmp(*m, s->markers.text[i]);
+        if (think ? !s->tmpl_think : !tools && s->tool_format != TC_HARMONY) continue;
+        out->text[out->n] = s->markers.text[i];
+        out->id[out->n++] = s->markers.id[i];
+    }
+}
+
 vt_status job_prepare(job *j) {
     server *s = j->srv;
     oai_request *r = &j->req;
@@ -203,6 +225,7 @@ vt_status job_prepare(job *j) {
         }
         if (r->grammar) j->tc.reasoning = j->tc.starts_in_reasoning = false; /* the grammar's text, all of it */
         j->parse_output = tools || j->tc.reasoning || (harmony && !r->grammar);
+        preserved_markers(s, tools, &j->preserve);
         if (tools && (r->tool_choice == OAI_TOOLS_REQUIRED || r->tool_choice == OAI_TOOLS_NAMED)) {
             /* the call is forced by starting it: the format's opener (and the name),
              * and the rest by a grammar of the tools' parameter schemas */
@@ -289,10 +312,8 @@ vt_status job_submit(job *j) {
         p.pooling = j->pooling;
         p.grammar = r->grammar;
         p.grammar_len = r->grammar_len;
-        if (r->kind == OAI_CHAT) { /* the parsers see the format's markers, control tokens or not */
-            p.preserve = s->markers.id;
-            p.n_preserve = s->markers.n;
-        }
+        p.preserve = j->preserve.id; /* the parsers see the markers they read, control tokens or not */
+        p.n_preserve = j->preserve.n;
         p.user = c;
         job_ref(j); /* the engine's reference, dropped at this choice's finish */
         st = vt_engine_add(s->engine, &p, &c->id);

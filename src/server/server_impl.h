@@ -85,6 +85,8 @@ struct job {
     bool parse_output;
     tc_options tc;
     strbuf prefill;           /* appended to the prompt to force a call; fed to the parser first */
+    tc_tokens preserve;       /* chat: the markers (of srv->markers) its output keeps as text, in the
+                                 content and in logprobs (job_prepare); completions: none */
     tc_stream *tcs;           /* (n_choices) streaming parsers, or NULL */
 
     vt_pooling pooling;       /* embeddings (embeddings.c): the engine requests' pooling; else NONE */
@@ -113,7 +115,8 @@ struct server {
     bool tool_args_style;     /* mistral: name[ARGS]{...} */
     bool tmpl_think;          /* the template knows <think> blocks: split reasoning out */
     tc_tokens markers;        /* the format's and the reasoning markers that are special tokens of
-                                 the vocabulary: kept in chat output, tokens in forced-call grammars */
+                                 the vocabulary: kept in chat output where a request reads them
+                                 (job.preserve), tokens in forced-call grammars */
     bool reasoning_none;      /* --reasoning-format none */
     int pooling_flag;         /* --pooling: a vt_pooling; -1: the model's (embeddings.c) */
     char *canned;             /* VT_TEST_CANNED_OUTPUT (tests only): every answer's text */

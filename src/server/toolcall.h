@@ -118,10 +118,11 @@ void tc_prefill(tc_format f, bool args_style, const char *name, strbuf *out);
 /* The markers of a format (and the reasoning markers) that are single tokens of
  * the model's vocabulary, found once per model, as llama.cpp's chat layer keeps
  * its "preserved_tokens": the engine renders them as their text in the output
- * the parsers read (vt_request_params.preserve: a control token is otherwise
- * dropped, and the call with it), and a forced call's grammar writes each as
- * its token (<[id]>), so that the model's own token, not a spelling of its text
- * in other tokens, is what the constraint allows. */
+ * the parsers read (vt_request_params.preserve, per request those it reads: a
+ * control token is otherwise dropped, and the call with it), and a forced
+ * call's grammar writes each as its token (<[id]>), so that the model's own
+ * token, not a spelling of its text in other tokens, is what the constraint
+ * allows. */
 #define TC_MAX_TOKENS 16
 typedef struct tc_tokens {
     int32_t n;
