@@ -7,6 +7,7 @@
 #include "cpu/x86/x86_kernels.h"
 
 #define GEMM_SFX avx512_y
+#define GEMM_LEGACY_ONLY
 #define GEMM_LEGACY_NV(nt) ((nt) <= 2 ? 2 : 1)
 #define GEMM_SPLIT_SUMS 1
 #define GEMM_BIAS_IN_ACC 1

@@ -256,3 +256,361 @@ VT_INLINE void legacy_gemm(const int type, int64_t n_in, const void *w, int64_t 
         legacy_gemm(LEG, n_in, w, n_groups, x, x_stride, xs, n_tok, y, ldy, pf_on);               \
     }
 
+#ifndef GEMM_LEGACY_ONLY
+/* ---- Q4_K, Q5_K (x Q8_K) ----------------------------------------------------------------
+ *
+ * The including file also defines (gemm8_avx512.c, which takes only Q8_0, defines
+ * GEMM_LEGACY_ONLY instead):
+ *   vi_and vi_or(a, b) vi_srl vi_sll(a, n) (32-bit lanes) vi_bytes(c) (c in every byte)
+ *   k_scale(s, j)        byte j (0..3) of every lane of s as the scale operand of
+ *                        run_scaled: the int16 pair (v, v), or v as int32
+ *   run_scaled(run, sc)  a run's int32 lanes times a sub-block scale (madd of the
+ *                        int16 pair sums with (sc, sc), or mullo)
+ *   k_min_pair(s, j)     byte j of every lane as the int16 pair (v, v)
+ *   vi_dot16(acc, a, b)  acc + the sums of the 2 products of int16 pairs per lane
+ *   q5_quants(raw, qh, j, lo, hi)  the quants of sub-blocks 2j and 2j + 1 from a
+ *                        chunk of nibbles and its chunk of high bits, as dot
+ *                        operands; where GEMM_Q5_DOUBLED, hi is twice the quant
+ *                        (one shift of the high bits serves both nibbles) and the
+ *                        kernel doubles the low sub-block's scale to match and
+ *                        halves the super-block's integer sum at the end (exact:
+ *                        it is even, and |2 isum| < 2^27)
+ *   vf_fnma(a, b, c)     c - a * b, one rounding
+ * and the tiles:
+ *   GEMM_K_TOK           tokens a tile takes
+ *   GEMM_K_NV(nt)        row vectors a pass of nt tokens takes (<= GEMM_NVG)
+ *   GEMM_Q5_RUN          chunks a Q5_K run sums (quants up to 31: 4 in int16)
+ *   GEMM_PF_DIST_K, GEMM_PF_DIST_Q5_K   the prefetch distances
+ *
+ * Per 32-element sub-block the products sum in runs of chunks, each multiplied
+ * by the row's sub-block scale into the super-block's int32 sum; the mins come
+ * from the activation's bsums with int16 pairs of the rows' mins. Prefetches go
+ * out a quarter super-block at a time, as the work goes (one burst per
+ * super-block stalled on the fill buffers). */
+
+/* The 6-bit scales and mins of the row vector whose three scale words start at
+ * sp (a tile's scale vectors), a byte per sub-block in each row's lane: ks[0]
+ * scales of sub-blocks 0..3, ks[1] of 4..7, ks[2] mins of 0..3, ks[3] of 4..7. */
+VT_INLINE void k_scales(const uint8_t *sp, vi ks[4]) {
+    const vi u0 = vi_load(sp), u1 = vi_load(sp + CHUNK_VEC), u2 = vi_load(sp + 2 * CHUNK_VEC);
+    const vi k6 = vi_bytes(0x3f), k4 = vi_bytes(0x0f), k2 = vi_bytes(0x03);
+    ks[0] = vi_and(u0, k6);
+    ks[1] = vi_or(vi_and(u2, k4), vi_sll(vi_and(vi_srl(u0, 6), k2), 4));
+    ks[2] = vi_and(u1, k6);
+    ks[3] = vi_or(vi_and(vi_srl(u2, 4), k4), vi_sll(vi_and(vi_srl(u1, 6), k2), 4));
+}
+
+/* Rows of nv row vectors of one group from vector v0 on, nt tokens (q5: Q5_K). */
+VT_INLINE void k45_rows(const bool q5, int64_t nb, const uint8_t *g, const int v0, const int nv,
+                        const block_q8_K *const *xr, float *y, int64_t ldy, const int nt, const bool pf_on) {
+    const size_t tile = q5 ? TILE_Q5_K : TILE_Q4_K;
+    const size_t pfd = q5 ? GEMM_PF_DIST_Q5_K : GEMM_PF_DIST_K;
+    const int run = q5 ? GEMM_Q5_RUN : 8;
+    const bool doubled = q5 && GEMM_Q5_DOUBLED;
+    const uint8_t *dd = g, *scv = g + 4 * PACK_ROWS, *qs = scv + 3 * CHUNK_VEC; /* + b * tile */
+    const uint8_t *qhp = qs + 32 * CHUNK_VEC;
+    vf acc[PACK_TOK_MAX][GEMM_NV_MAX];
+    UNROLL
+    for (int t = 0; t < nt; t++)
+        UNROLL
+        for (int r = 0; r < nv; r++) acc[t][r] = vf_zero();
+    const uint8_t *pf = g + pfd;
+    for (int64_t b = 0; b < nb; b++) {
+        vi ks[GEMM_NV_MAX][4];
+        UNROLL
+        for (int r = 0; r < nv; r++) k_scales(scv + b * tile + vec_off(v0 + r, 0, 4), ks[r]);
+        vi isum[PACK_TOK_MAX][GEMM_NV_MAX], imin[PACK_TOK_MAX][GEMM_NV_MAX];
+        UNROLL
+        for (int t = 0; t < nt; t++)
+            UNROLL
+            for (int r = 0; r < nv; r++) isum[t][r] = imin[t][r] = vi_zero();
+        const uint8_t *v = qs + b * tile, *vh = qhp + b * tile;
+        UNROLL
+        for (int j = 0; j < 4; j++) {
+            /* a quarter of the super-block's lines per quarter of its work */
+            if (pf_on) prefetch_to(&pf, g + pfd + b * tile + (j + 1) * tile / 4);
+            /* the scales of sub-blocks 2j and 2j + 1 */
+            vi sa[GEMM_NV_MAX], sb[GEMM_NV_MAX];
+            UNROLL
+            for (int r = 0; r < nv; r++) {
+                sa[r] = k_scale(ks[r][j >= 2], (2 * j) & 3);
+                sb[r] = k_scale(ks[r][j >= 2], (2 * j + 1) & 3);
+                if (doubled) sa[r] = vi_sll(sa[r], 1);
+            }
+            UNROLL
+            for (int c0 = 0; c0 < 8; c0 += run) {
+                vi plo[PACK_TOK_MAX][GEMM_NV_MAX], phi[PACK_TOK_MAX][GEMM_NV_MAX];
+                UNROLL
+                for (int t = 0; t < nt; t++)
+                    UNROLL
+                    for (int r = 0; r < nv; r++) plo[t][r] = phi[t][r] = vi_zero();
+                UNROLL
+                for (int c = c0; c < c0 + run; c++) {
+                    vi lo[GEMM_NV_MAX], hi[GEMM_NV_MAX];
+                    UNROLL
+                    for (int r = 0; r < nv; r++) {
+                        const vi raw = vi_load(v + (8 * j + c) * CHUNK_VEC + vec_off(v0 + r, 0, 4));
+                        if (q5) {
+                            q5_quants(raw, vi_load(vh + c * CHUNK_VEC + vec_off(v0 + r, 0, 4)), j, &lo[r], &hi[r]);
+                        } else {
+                            lo[r] = nib_lo(raw);
+                            hi[r] = nib_hi(raw);
+                        }
+                    }
+                    UNROLL
+                    for (int t = 0; t < nt; t++) {
+                        const int8_t *xq = xr[t][b].qs + 64 * j + 4 * c;
+                        const vi xlo = vi_bcast32(xq), xhi = vi_bcast32(xq + 32);
+                        UNROLL
+                        for (int r = 0; r < nv; r++) {
+                            plo[t][r] = run_dot(plo[t][r], lo[r], xlo);
+                            phi[t][r] = run_dot(phi[t][r], hi[r], xhi);
+                            GEMM_KEEP(plo[t][r]);
+                            GEMM_KEEP(phi[t][r]);
+                        }
+                    }
+                }
+                UNROLL
+                for (int t = 0; t < nt; t++)
+                    UNROLL
+                    for (int r = 0; r < nv; r++)
+                        isum[t][r] = vi_add(isum[t][r], vi_add(run_scaled(plo[t][r], sa[r]), run_scaled(phi[t][r], sb[r])));
+            }
+        }
+        if (doubled) {
+            UNROLL
+            for (int t = 0; t < nt; t++)
+                UNROLL
+                for (int r = 0; r < nv; r++) isum[t][r] = vi_sra(isum[t][r], 1);
+        }
+        /* mins: sum_j m_j (bsum_2j + bsum_2j+1) with int16 pairs (m_j, m_j) */
+        UNROLL
+        for (int j = 0; j < 8; j++) {
+            UNROLL
+            for (int r = 0; r < nv; r++) {
+                const vi pair = k_min_pair(ks[r][2 + (j >= 4)], j & 3);
+                UNROLL
+                for (int t = 0; t < nt; t++) imin[t][r] = vi_dot16(imin[t][r], pair, vi_bcast32(xr[t][b].bsums + 2 * j));
+            }
+        }
+        UNROLL
+        for (int r = 0; r < nv; r++) {
+            const vf dw = vf_f16(dd + b * tile + vec_off(v0 + r, 0, 2));
+            const vf dmw = vf_f16(dd + b * tile + 2 * PACK_ROWS + vec_off(v0 + r, 0, 2));
+            UNROLL
+            for (int t = 0; t < nt; t++) {
+                const vf xd = vf_set1(xr[t][b].d);
+                acc[t][r] = vf_fma(vf_mul(dw, xd), vf_cvt(isum[t][r]), acc[t][r]);
+                acc[t][r] = vf_fnma(vf_mul(dmw, xd), vf_cvt(imin[t][r]), acc[t][r]);
+            }
+        }
+    }
+    UNROLL
+    for (int t = 0; t < nt; t++)
+        UNROLL
+        for (int r = 0; r < nv; r++) vf_store(y + t * ldy + vec_row(v0 + r), acc[t][r]);
+}
+
+/* ---- Q6_K (x Q8_K) -----------------------------------------------------------------------
+ *
+ * The including file also defines:
+ *   vi_sub(a, b)         int32 lanes
+ *   vi_i8(p)             GEMM_VL int8 at p as int32 lanes
+ *   q6_scale(p)          GEMM_VL int8 scales at p as run_scaled's operand
+ *   q6_quants(ls, hb, m) the 6-bit quants of run m of a quarter from its ql chunk
+ *                        (low nibbles for m < 2, high for m >= 2) and its qh chunk
+ *                        (bits 2m, 2m + 1), 0..63
+ *   GEMM_Q6_TOK          tokens a tile takes
+ *   GEMM_Q6_RUN(nt)      chunks a run sums (quants up to 63: 2 fit int16; 1 where
+ *                        the tile has no registers for runs), at most 4
+ *   GEMM_Q6_BY_CHUNK(nt) 1: a quarter's chunk vectors are read once and feed the
+ *                        runs of its four sub-blocks at once (four runs a token
+ *                        live; GEMM_Q6_RUN must be 4); 0: one sub-block after the
+ *                        other
+ * Quants are unsigned (0..63); the -32 offset comes from the activation's bsums:
+ * where GEMM_BIAS_IN_ACC, each sub-block's run starts at -32 * its bsum (exact, the
+ * run is then scaled as a whole), else it is taken out once per pair of
+ * sub-blocks by madd of int16 pairs of the rows' scales times 32 (|sc| * 32 <=
+ * 4096 fits int16) with the bsums. */
+
+/* The products of chunk c4 of sub-block run m of quarter qt (sub-block j) into
+ * the runs of nt tokens. */
+VT_INLINE void q6_chunk(const uint8_t *qt, const int v0, const int nv, const int m, const int c4, const int j,
+                        const block_q8_K *const *xr, int64_t b, vi run[PACK_TOK_MAX][GEMM_NV_MAX], const int nt) {
+    vi q[GEMM_NV_MAX];
+    UNROLL
+    for (int r = 0; r < nv; r++) {
+        const size_t off = vec_off(v0 + r, 0, 4);
+        q[r] = q6_quants(vi_load(qt + PACK_Q6_K_VEC(m & 1, c4) + off), vi_load(qt + PACK_Q6_K_VEC(2, c4) + off), m);
+    }
+    UNROLL
+    for (int t = 0; t < nt; t++) {
+        const vi x = vi_bcast32(xr[t][b].qs + 16 * j + 4 * c4);
+        UNROLL
+        for (int r = 0; r < nv; r++) {
+            run[t][r] = run_dot(run[t][r], q[r], x);
+            GEMM_KEEP(run[t][r]);
+        }
+    }
+}
+
+/* The scales of sub-block run m of quarter qt, as run_scaled's operands. */
+VT_INLINE void q6_scales(const uint8_t *qt, const int m, const int v0, const int nv, vi sc[GEMM_NV_MAX]) {
+    UNROLL
+    for (int r = 0; r < nv; r++) sc[r] = q6_scale(qt + PACK_Q6_K_SC(m) + vec_off(v0 + r, 0, 1));
+}
+
+/* A run's start: -32 * bsum_j where the offset goes into the runs, else 0. */
+VT_INLINE vi q6_run_start(const block_q8_K *x, const int j) {
+    return GEMM_BIAS_IN_ACC ? vi_set1(-32 * x->bsums[j]) : vi_zero();
+}
+
+/* Rows of nv row vectors of one group from vector v0 on, nt tokens. */
+VT_INLINE void q6_rows(int64_t nb, const uint8_t *g, const int v0, const int nv, const block_q8_K *const *xr,
+                       float *y, int64_t ldy, const int nt, const bool pf_on) {
+    const int run = GEMM_Q6_RUN(nt);
+    const uint8_t *pf = g + GEMM_PF_DIST_K;
+    vf acc[PACK_TOK_MAX][GEMM_NV_MAX];
+    UNROLL
+    for (int t = 0; t < nt; t++)
+        UNROLL
+        for (int r = 0; r < nv; r++) acc[t][r] = vf_zero();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *tile = g + pack_q6_K_tile(nb, b);
+        vi isum[PACK_TOK_MAX][GEMM_NV_MAX];
+        UNROLL
+        for (int t = 0; t < nt; t++)
+            UNROLL
+            for (int r = 0; r < nv; r++) isum[t][r] = vi_zero();
+        for (int h = 0; h < 2; h++) {
+            UNROLL
+            for (int u = 0; u < 2; u++) {
+                /* quarter (h, u): sub-blocks j = 8h + 2m + u, elements 128h + 32m + 16u .. + 16 */
+                const uint8_t *qt = tile + (2 * h + u) * PACK_Q6_K_QUARTER;
+                /* a quarter super-block per quarter of the work */
+                if (pf_on)
+                    prefetch_to(&pf, g + GEMM_PF_DIST_K + (size_t)(4 * b + 2 * h + u + 1) * PACK_ROWS * sizeof(block_q6_K) / 4);
+                if (GEMM_Q6_BY_CHUNK(nt)) {
+                    vi sc[4][GEMM_NV_MAX], s[4][PACK_TOK_MAX][GEMM_NV_MAX];
+                    UNROLL
+                    for (int m = 0; m < 4; m++) q6_scales(qt, m, v0, nv, sc[m]);
+                    UNROLL
+                    for (int m = 0; m < 4; m++)
+                        UNROLL
+                        for (int t = 0; t < nt; t++)
+                            UNROLL
+                            for (int r = 0; r < nv; r++) s[m][t][r] = q6_run_start(xr[t] + b, 8 * h + 2 * m + u);
+                    UNROLL
+                    for (int c4 = 0; c4 < 4; c4++)
+                        UNROLL
+                        for (int m = 0; m < 4; m++) q6_chunk(qt, v0, nv, m, c4, 8 * h + 2 * m + u, xr, b, s[m], nt);
+                    UNROLL
+                    for (int m = 0; m < 4; m++)
+                        UNROLL
+                        for (int t = 0; t < nt; t++)
+                            UNROLL
+                            for (int r = 0; r < nv; r++) isum[t][r] = vi_add(isum[t][r], run_scaled(s[m][t][r], sc[m][r]));
+                    continue;
+                }
+                UNROLL
+                for (int m = 0; m < 4; m++) {
+                    vi sc[GEMM_NV_MAX];
+                    q6_scales(qt, m, v0, nv, sc);
+                    UNROLL
+                    for (int c0 = 0; c0 < 4; c0 += run) {
+                        vi s[PACK_TOK_MAX][GEMM_NV_MAX];
+                        UNROLL
+                        for (int t = 0; t < nt; t++)
+                            UNROLL
+                            for (int r = 0; r < nv; r++) s[t][r] = q6_run_start(xr[t] + b, 8 * h + 2 * m + u);
+                        UNROLL
+                        for (int c4 = c0; c4 < c0 + run; c4++) q6_chunk(qt, v0, nv, m, c4, 8 * h + 2 * m + u, xr, b, s, nt);
+                        UNROLL
+                        for (int t = 0; t < nt; t++)
+                            UNROLL
+                            for (int r = 0; r < nv; r++) {
+                                isum[t][r] = vi_add(isum[t][r], run_scaled(s[t][r], sc[r]));
+                                GEMM_KEEP(isum[t][r]);
+                            }
+                    }
+                }
+            }
+            if (!GEMM_BIAS_IN_ACC) {
+                /* -32 * the sum over the pairs (j0, j0 + 1) = (8h + 2m, + 1), from
+                 * quarters (h, 0) and (h, 1), of sc_j * bsum_j */
+                const uint8_t *q0 = tile + 2 * h * PACK_Q6_K_QUARTER, *q1 = q0 + PACK_Q6_K_QUARTER;
+                UNROLL
+                for (int m = 0; m < 4; m++)
+                    UNROLL
+                    for (int r = 0; r < nv; r++) {
+                        const size_t off = PACK_Q6_K_SC(m) + vec_off(v0 + r, 0, 1);
+                        const vi sc32 = vi_or(vi_and(vi_sll(vi_i8(q0 + off), 5), vi_set1(0xffff)), vi_sll(vi_i8(q1 + off), 21));
+                        UNROLL
+                        for (int t = 0; t < nt; t++)
+                            isum[t][r] = vi_sub(isum[t][r], vi_dot16(vi_zero(), sc32, vi_bcast32(xr[t][b].bsums + 8 * h + 2 * m)));
+                    }
+            }
+        }
+        UNROLL
+        for (int r = 0; r < nv; r++) {
+            const vf dw = vf_f16(g + pack_q6_K_d(nb, b) + vec_off(v0 + r, 0, 2));
+            UNROLL
+            for (int t = 0; t < nt; t++) acc[t][r] = vf_fma(vf_mul(dw, vf_set1(xr[t][b].d)), vf_cvt(isum[t][r]), acc[t][r]);
+        }
+    }
+    UNROLL
+    for (int t = 0; t < nt; t++)
+        UNROLL
+        for (int r = 0; r < nv; r++) vf_store(y + t * ldy + vec_row(v0 + r), acc[t][r]);
+}
+
+/* ---- the K-quant GEMMs ------------------------------------------------------------------ */
+
+enum { KQ_Q4_K, KQ_Q5_K, KQ_Q6_K };
+
+/* One group, nt tokens, in passes of GEMM_K_NV(nt) row vectors (only the first
+ * prefetches: the others reread its lines from L1 / L2). */
+VT_INLINE void kq_group(const int type, int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y,
+                        int64_t ldy, const int nt, const bool pf_on) {
+    const int nv = GEMM_K_NV(nt);
+    for (int v0 = 0; v0 < GEMM_NVG; v0 += nv) {
+        if (type == KQ_Q6_K) q6_rows(nb, g, v0, nv, xr, y, ldy, nt, pf_on && v0 == 0);
+        else k45_rows(type == KQ_Q5_K, nb, g, v0, nv, xr, y, ldy, nt, pf_on && v0 == 0);
+    }
+}
+
+/* The tokens a tile takes: n, at most tok (so the cases past it fold). */
+#define K_TILE_NT(n, tok) ((n) < (tok) ? (n) : (tok))
+
+/* The body of an exported K-quant GEMM: each group in tiles of up to the tier's
+ * tokens. */
+VT_INLINE void kq_gemm(const int type, int64_t n_in, const void *w, int64_t n_groups, const void *x,
+                       size_t x_stride, int n_tok, float *y, int64_t ldy, const bool pf_on) {
+    const int tok = type == KQ_Q6_K ? GEMM_Q6_TOK : GEMM_K_TOK;
+    const int64_t nb = n_in / QK_K;
+    const size_t gb = (size_t)nb * (type == KQ_Q4_K ? TILE_Q4_K : type == KQ_Q5_K ? TILE_Q5_K : PACK_ROWS * sizeof(block_q6_K));
+    const block_q8_K *xr[PACK_TOK_MAX];
+    for (int t = 0; t < n_tok; t++) xr[t] = (const block_q8_K *)((const uint8_t *)x + (size_t)t * x_stride);
+    for (int64_t gi = 0; gi < n_groups; gi++) {
+        const uint8_t *g = (const uint8_t *)w + (size_t)gi * gb;
+        for (int t = 0; t < n_tok; t += tok) {
+            float *yg = y + t * ldy + gi * PACK_ROWS;
+            switch (K_TILE_NT(n_tok - t, tok)) {
+            case 4: kq_group(type, nb, g, xr + t, yg, ldy, K_TILE_NT(4, tok), pf_on); break;
+            case 3: kq_group(type, nb, g, xr + t, yg, ldy, K_TILE_NT(3, tok), pf_on); break;
+            case 2: kq_group(type, nb, g, xr + t, yg, ldy, 2, pf_on); break;
+            default: kq_group(type, nb, g, xr + t, yg, ldy, 1, pf_on); break;
+            }
+        }
+    }
+}
+
+/* gemm_<t>_<GEMM_SFX><var>: t q4_K, q5_K or q6_K, KQ its KQ_ constant */
+#define GEMM_KQUANT(t, KQ, var, pf_on)                                                            \
+    void GEMM_NAME(t, GEMM_SFX, var)(int64_t n_in, const void *w, int64_t n_groups, const void *x, \
+                                     size_t x_stride, const pack_xblock *xs, int n_tok, float *y,  \
+                                     int64_t ldy) {                                                \
+        (void)xs;                                                                                 \
+        kq_gemm(KQ, n_in, w, n_groups, x, x_stride, n_tok, y, ldy, pf_on);                        \
+    }
+#endif
