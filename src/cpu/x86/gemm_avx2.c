@@ -28,6 +28,7 @@ VT_INLINE vi vi_dot(vi acc, vi w, vi x) { return _mm256_add_epi32(acc, run_i32(_
 
 #define GEMM_K_TOK 2
 #define GEMM_K_NV(nt) ((nt) == 1 ? 2 : 1)
+#define GEMM_K_ROLL_J(nt) ((nt) == 1)
 #define GEMM_Q5_RUN 4
 #define GEMM_Q5_DOUBLED 0
 #define GEMM_PF_DIST_K PF_DIST

@@ -68,6 +68,7 @@ VT_INLINE vf vf_e8m0_half(const uint8_t *e) {
 
 #define GEMM_K_TOK 4
 #define GEMM_K_NV(nt) 1
+#define GEMM_K_ROLL_J(nt) 0
 #define GEMM_Q5_RUN 8
 #define GEMM_Q5_DOUBLED 1
 /* The K-quant streams: Q4_K's regions restart every 18 KiB, and Q5_K reads the

@@ -280,6 +280,8 @@ VT_INLINE void legacy_gemm(const int type, int64_t n_in, const void *w, int64_t 
  *   GEMM_K_TOK           tokens a tile takes
  *   GEMM_K_NV(nt)        row vectors a pass of nt tokens takes (<= GEMM_NVG)
  *   GEMM_Q5_RUN          chunks a Q5_K run sums (quants up to 31: 4 in int16)
+ *   GEMM_K_ROLL_J(nt)    1: a tile of nt tokens keeps a super-block's quarters as
+ *                        a loop (less code), 0: unrolled
  *   GEMM_PF_DIST_K, GEMM_PF_DIST_Q5_K   the prefetch distances
  *
  * Per 32-element sub-block the products sum in runs of chunks, each multiplied
@@ -300,12 +302,70 @@ VT_INLINE void k_scales(const uint8_t *sp, vi ks[4]) {
     ks[3] = vi_or(vi_and(vi_srl(u2, 4), k4), vi_sll(vi_and(vi_srl(u1, 6), k2), 4));
 }
 
+/* Quarter j of super-block b of k45_rows: sub-blocks 2j and 2j + 1 into isum. */
+VT_INLINE void k45_quarter(const bool q5, const int j, int64_t b, const uint8_t *g, const uint8_t *v, const uint8_t *vh,
+                           const int v0, const int nv, vi ks[GEMM_NV_MAX][4], const block_q8_K *const *xr,
+                           vi isum[PACK_TOK_MAX][GEMM_NV_MAX], const int nt, const uint8_t **pf, const bool pf_on) {
+    const size_t tile = q5 ? TILE_Q5_K : TILE_Q4_K;
+    const size_t pfd = q5 ? GEMM_PF_DIST_Q5_K : GEMM_PF_DIST_K;
+    const int run = q5 ? GEMM_Q5_RUN : 8;
+    const bool doubled = q5 && GEMM_Q5_DOUBLED;
+    /* a quarter of the super-block's lines per quarter of its work */
+    if (pf_on) prefetch_to(pf, g + pfd + b * tile + (j + 1) * tile / 4);
+    /* the scales of sub-blocks 2j and 2j + 1 */
+    vi sa[GEMM_NV_MAX], sb[GEMM_NV_MAX];
+    UNROLL
+    for (int r = 0; r < nv; r++) {
+        sa[r] = k_scale(ks[r][j >= 2], (2 * j) & 3);
+        sb[r] = k_scale(ks[r][j >= 2], (2 * j + 1) & 3);
+        if (doubled) sa[r] = vi_sll(sa[r], 1);
+    }
+    UNROLL
+    for (int c0 = 0; c0 < 8; c0 += run) {
+        vi plo[PACK_TOK_MAX][GEMM_NV_MAX], phi[PACK_TOK_MAX][GEMM_NV_MAX];
+        UNROLL
+        for (int t = 0; t < nt; t++)
+            UNROLL
+            for (int r = 0; r < nv; r++) plo[t][r] = phi[t][r] = vi_zero();
+        UNROLL
+        for (int c = c0; c < c0 + run; c++) {
+            vi lo[GEMM_NV_MAX], hi[GEMM_NV_MAX];
+            UNROLL
+            for (int r = 0; r < nv; r++) {
+                const vi raw = vi_load(v + (8 * j + c) * CHUNK_VEC + vec_off(v0 + r, 0, 4));
+                if (q5) {
+                    q5_quants(raw, vi_load(vh + c * CHUNK_VEC + vec_off(v0 + r, 0, 4)), j, &lo[r], &hi[r]);
+                } else {
+                    lo[r] = nib_lo(raw);
+                    hi[r] = nib_hi(raw);
+                }
+            }
+            UNROLL
+            for (int t = 0; t < nt; t++) {
+                const int8_t *xq = xr[t][b].qs + 64 * j + 4 * c;
+                const vi xlo = vi_bcast32(xq), xhi = vi_bcast32(xq + 32);
+                UNROLL
+                for (int r = 0; r < nv; r++) {
+                    plo[t][r] = run_dot(plo[t][r], lo[r], xlo);
+                    phi[t][r] = run_dot(phi[t][r], hi[r], xhi);
+                    GEMM_KEEP(plo[t][r]);
+                    GEMM_KEEP(phi[t][r]);
+                }
+            }
+        }
+        UNROLL
+        for (int t = 0; t < nt; t++)
+            UNROLL
+            for (int r = 0; r < nv; r++)
+                isum[t][r] = vi_add(isum[t][r], vi_add(run_scaled(plo[t][r], sa[r]), run_scaled(phi[t][r], sb[r])));
+    }
+}
+
 /* Rows of nv row vectors of one group from vector v0 on, nt tokens (q5: Q5_K). */
 VT_INLINE void k45_rows(const bool q5, int64_t nb, const uint8_t *g, const int v0, const int nv,
                         const block_q8_K *const *xr, float *y, int64_t ldy, const int nt, const bool pf_on) {
     const size_t tile = q5 ? TILE_Q5_K : TILE_Q4_K;
     const size_t pfd = q5 ? GEMM_PF_DIST_Q5_K : GEMM_PF_DIST_K;
-    const int run = q5 ? GEMM_Q5_RUN : 8;
     const bool doubled = q5 && GEMM_Q5_DOUBLED;
     const uint8_t *dd = g, *scv = g + 4 * PACK_ROWS, *qs = scv + 3 * CHUNK_VEC; /* + b * tile */
     const uint8_t *qhp = qs + 32 * CHUNK_VEC;
@@ -325,57 +385,13 @@ VT_INLINE void k45_rows(const bool q5, int64_t nb, const uint8_t *g, const int v
             UNROLL
             for (int r = 0; r < nv; r++) isum[t][r] = imin[t][r] = vi_zero();
         const uint8_t *v = qs + b * tile, *vh = qhp + b * tile;
-        UNROLL
-        for (int j = 0; j < 4; j++) {
-            /* a quarter of the super-block's lines per quarter of its work */
-            if (pf_on) prefetch_to(&pf, g + pfd + b * tile + (j + 1) * tile / 4);
-            /* the scales of sub-blocks 2j and 2j + 1 */
-            vi sa[GEMM_NV_MAX], sb[GEMM_NV_MAX];
+        /* the one-token AVX2 tile runs faster with its quarters as a loop */
+        if (GEMM_K_ROLL_J(nt)) {
+            VT_UNROLL(1)
+            for (int j = 0; j < 4; j++) k45_quarter(q5, j, b, g, v, vh, v0, nv, ks, xr, isum, nt, &pf, pf_on);
+        } else {
             UNROLL
-            for (int r = 0; r < nv; r++) {
-                sa[r] = k_scale(ks[r][j >= 2], (2 * j) & 3);
-                sb[r] = k_scale(ks[r][j >= 2], (2 * j + 1) & 3);
-                if (doubled) sa[r] = vi_sll(sa[r], 1);
-            }
-            UNROLL
-            for (int c0 = 0; c0 < 8; c0 += run) {
-                vi plo[PACK_TOK_MAX][GEMM_NV_MAX], phi[PACK_TOK_MAX][GEMM_NV_MAX];
-                UNROLL
-                for (int t = 0; t < nt; t++)
-                    UNROLL
-                    for (int r = 0; r < nv; r++) plo[t][r] = phi[t][r] = vi_zero();
-                UNROLL
-                for (int c = c0; c < c0 + run; c++) {
-                    vi lo[GEMM_NV_MAX], hi[GEMM_NV_MAX];
-                    UNROLL
-                    for (int r = 0; r < nv; r++) {
-                        const vi raw = vi_load(v + (8 * j + c) * CHUNK_VEC + vec_off(v0 + r, 0, 4));
-                        if (q5) {
-                            q5_quants(raw, vi_load(vh + c * CHUNK_VEC + vec_off(v0 + r, 0, 4)), j, &lo[r], &hi[r]);
-                        } else {
-                            lo[r] = nib_lo(raw);
-                            hi[r] = nib_hi(raw);
-                        }
-                    }
-                    UNROLL
-                    for (int t = 0; t < nt; t++) {
-                        const int8_t *xq = xr[t][b].qs + 64 * j + 4 * c;
-                        const vi xlo = vi_bcast32(xq), xhi = vi_bcast32(xq + 32);
-                        UNROLL
-                        for (int r = 0; r < nv; r++) {
-                            plo[t][r] = run_dot(plo[t][r], lo[r], xlo);
-                            phi[t][r] = run_dot(phi[t][r], hi[r], xhi);
-                            GEMM_KEEP(plo[t][r]);
-                            GEMM_KEEP(phi[t][r]);
-                        }
-                    }
-                }
-                UNROLL
-                for (int t = 0; t < nt; t++)
-                    UNROLL
-                    for (int r = 0; r < nv; r++)
-                        isum[t][r] = vi_add(isum[t][r], vi_add(run_scaled(plo[t][r], sa[r]), run_scaled(phi[t][r], sb[r])));
-            }
+            for (int j = 0; j < 4; j++) k45_quarter(q5, j, b, g, v, vh, v0, nv, ks, xr, isum, nt, &pf, pf_on);
         }
         if (doubled) {
             UNROLL
