@@ -498,6 +498,7 @@ VT_INLINE void q6_rows(int64_t nb, const uint8_t *g, const int v0, const int nv,
         for (int t = 0; t < nt; t++)
             UNROLL
             for (int r = 0; r < nv; r++) isum[t][r] = vi_zero();
+        UNROLL
         for (int h = 0; h < 2; h++) {
             UNROLL
             for (int u = 0; u < 2; u++) {
