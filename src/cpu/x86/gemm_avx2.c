@@ -1,283 +1,47 @@
-/* AVX2 GEMMs over the packed layouts of cpu/pack.h (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K).
- *
- * A 64-byte chunk vector holds 4 quant bytes of each of the 16 rows of a group;
- * here it is two ymm halves of 8 rows, both in one pass for decode (one token;
- * two for Q4_0 / Q8_0), one half at a time for larger token tiles (AVX2 has 16
- * registers). maddubs against the broadcast 4 activation bytes gives two
- * int16 pair sums per row lane; madd with ones finishes the row's 32-bit lane.
- * Q4_0 nibbles are unsigned (0..15) and the -8 offset is taken out exactly with
- * the block's activation sum, so all 8 chunk products of a block fit int16
- * (8 * 2 * 15 * 128 < 2^15) and one madd per block suffices. Q8_0 uses the
- * sign trick (|w| times x with w's sign). The integer sums are exact and the
- * float steps those of the _ref twins, so results are bit-identical with them
- * (and with the AVX-512 kernels). */
-#include "cpu/pack.h"
-#include "cpu/unroll.h"
-#include "cpu/x86/simd_avx2.h"
+/* The AVX2 tier's packed GEMMs (cpu/pack.h): cpu/x86/gemm_impl.h on 8 rows a ymm.
+ * maddubs against the broadcast 4 activation bytes gives two int16 pair sums per
+ * row lane; runs of them are widened to the row's 32-bit lane by madd, with ones
+ * or with the int16 pair (sc, sc) of a K-quant sub-block's scale. Q8_0 uses the
+ * sign trick (|w| times x with w's sign), its products widened one chunk at a
+ * time. With 16 registers the tiles are small: one token (Q4_0, Q8_0, MXFP4:
+ * also two) takes all 16 rows of a group in one pass, so decode reads the group
+ * once, in order, each activation broadcast feeding both halves; larger tiles
+ * take one half a pass (Q4_K / Q5_K two tokens, the others four), and only the
+ * first pass over a group prefetches (the second rereads its lines from L1 / L2). */
+#include "cpu/x86/gemm_ymm.h"
 #include "cpu/x86/x86_kernels.h"
-#include "quant/blocks.h"
 
-#define CHUNK_VEC 64
-/* Q4_K and Q5_K groups are runs of per-super-block tiles (cpu/pack.h) */
-#define TILE_Q4_K (PACK_ROWS * sizeof(block_q4_K))
-#define TILE_Q5_K (PACK_ROWS * sizeof(block_q5_K))
-/* Register tiles: every small loop fully unrolled, so arrays of vectors stay in
- * registers (GCC at -O2 would otherwise keep them on the stack). */
-#define UNROLL VT_UNROLL(16)
-/* Software prefetch, issued by the first of the two passes over a group: one
- * linear stream over every layout, about PF_DIST bytes ahead (see
- * gemm_avx512.c). On the Zen 5 VM with this file's kernels (one token, 256 MiB
- * of groups, kernels alternated in one process), 6 KiB against the old linear
- * stream 4 KiB ahead: Q4_0 / Q8_0 / Q6_K / Q4_K -3% / -1% / -12% / +5% on rows
- * of 2048, +33% / +13% / +64% / +1% on rows of 8192 (Q4_0 and Q8_0 then in two
- * regions, one stream each). The Q4_0 / Q8_0 pair layout against that: +5% /
- * +2% on rows of 2048, -3% / +2% on rows of 8192. Every kernel also comes
- * without software prefetch (_nopf), as in gemm_avx512.c. */
-#ifndef PF_DIST /* can be set with -D to compare distances (bench/gemm_ab) */
-#define PF_DIST 6144
-#endif
+#define GEMM_SFX avx2
+#define GEMM_LEGACY_NV(nt) ((nt) <= 2 ? 2 : 1)
+#define GEMM_SPLIT_SUMS 0
+#define GEMM_BIAS_IN_ACC 0
+#define GEMM_Q8_BIASED 0
+#define GEMM_NIB_HI16_SHIFT 0
+#define GEMM_KEEP(v) KEEP_REG(v)
 
-/* Into L1 (gemm_avx512.c has T1 against T0). */
-#ifndef PF_HINT
-#define PF_HINT _MM_HINT_T0
-#endif
-VT_INLINE void prefetch(const void *p) { _mm_prefetch((const char *)p, PF_HINT); }
+VT_INLINE vi nib_hi16(vi raw) { return nib_hi(raw); }
+VT_INLINE vi q8_w(vi raw) { return _mm256_sign_epi8(raw, raw); }
+VT_INLINE vi q8_x(vi x, vi raw) { return _mm256_sign_epi8(x, raw); }
+VT_INLINE vi run_dot(vi acc, vi w, vi x) { return _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, x)); }
+VT_INLINE vi run_i32(vi run) { return _mm256_madd_epi16(run, _mm256_set1_epi16(1)); }
+VT_INLINE vi vi_dot(vi acc, vi w, vi x) { return _mm256_add_epi32(acc, run_i32(_mm256_maddubs_epi16(w, x))); }
 
-VT_INLINE void prefetch_to(const uint8_t **next, const uint8_t *until) {
-    while (*next < until) {
-        prefetch(*next);
-        *next += CHUNK_VEC;
-    }
-}
+#define GEMM_K_TOK 2
+#define GEMM_K_NV(nt) ((nt) == 1 ? 2 : 1)
+#define GEMM_K_ROLL_J(nt) ((nt) == 1)
+#define GEMM_Q5_RUN 4
+#define GEMM_Q5_DOUBLED 0
+#define GEMM_PF_DIST_K PF_DIST
+#define GEMM_PF_DIST_Q5_K PF_DIST
 
-VT_INLINE __m256i bcast32_256(const void *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
-
-
-/* Rows 8 * half .. 8 * half + 7 of one group, nt tokens. */
-VT_INLINE void q4_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_0 *const *xr,
-                         const pack_xblock *xs, float *y, int64_t ldy, const int nt, const bool pf_on) {
-    const uint8_t *pf = g + PF_DIST;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
-    __m256 acc[PACK_TOK_MAX];
-    UNROLL
-    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + pack_pair_d(b, PACK_QB_Q4_0) + 16 * half)));
-        const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q4_0) + 32 * half;
-        if (pf_on && half == 0) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q4_0));
-        __m256i p[PACK_TOK_MAX];
-        UNROLL
-        for (int t = 0; t < nt; t++) p[t] = _mm256_setzero_si256();
-        UNROLL
-        for (int k = 0; k < 4; k++) {
-            const __m256i raw = _mm256_loadu_si256((const __m256i *)(v + k * CHUNK_VEC));
-            const __m256i lo = _mm256_and_si256(raw, m4);
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-            UNROLL
-            for (int t = 0; t < nt; t++) {
-                const int8_t *xq = xr[t][b].qs + 4 * k;
-                p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(lo, bcast32_256(xq)));
-                p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(hi, bcast32_256(xq + 16)));
-                KEEP_REG(p[t]);
-            }
-        }
-        UNROLL
-        for (int t = 0; t < nt; t++) {
-            const pack_xblock *xi = xs + t * nb + b;
-            const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(p[t], ones), _mm256_set1_epi32(xi->bias));
-            const __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(xi->d));
-            acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(s), acc[t]);
-        }
-    }
-    UNROLL
-    for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ldy + 8 * half, acc[t]);
-}
-
-VT_INLINE void q8_0_half(int64_t nb, const uint8_t *g, int half, const block_q8_0 *const *xr,
-                         const pack_xblock *xs, float *y, int64_t ldy, const int nt, const bool pf_on) {
-    const uint8_t *pf = g + PF_DIST;
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[PACK_TOK_MAX];
-    UNROLL
-    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + pack_pair_d(b, PACK_QB_Q8_0) + 16 * half)));
-        const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q8_0) + 32 * half;
-        if (pf_on && half == 0) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q8_0));
-        __m256i s[PACK_TOK_MAX];
-        UNROLL
-        for (int t = 0; t < nt; t++) s[t] = _mm256_setzero_si256();
-        UNROLL
-        for (int k = 0; k < 8; k++) {
-            const __m256i raw = _mm256_loadu_si256((const __m256i *)(v + k * CHUNK_VEC));
-            const __m256i aw = _mm256_sign_epi8(raw, raw);
-            UNROLL
-            for (int t = 0; t < nt; t++) {
-                const __m256i xv = _mm256_sign_epi8(bcast32_256(xr[t][b].qs + 4 * k), raw);
-                s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xv), ones));
-                KEEP_REG(s[t]);
-            }
-        }
-        UNROLL
-        for (int t = 0; t < nt; t++) {
-            const __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(xs[t * nb + b].d));
-            acc[t] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(s[t]), acc[t]);
-        }
-    }
-    UNROLL
-    for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ldy + 8 * half, acc[t]);
-}
-
-/* Decode: one token (the K-quants) or up to two (Q4_0, Q8_0), all 16 rows in
- * one pass. The group is read once, in order, with the prefetch stream
- * advancing as the work does, and each activation broadcast feeds both halves.
- * Two passes of 8 rows (the tiles of more tokens) prefetch only in the first,
- * whose lines the second then rereads from L1 / L2 while the memory stream
- * stands idle. On the Zen 5 VM (gemm_ab, 256 MiB of groups, rows of 2048 /
- * 8192) the one-pass kernels read, one token: Q4_0 +50% / +39%, Q8_0 +60% /
- * +50%, Q4_K +58%, Q5_K +118%, Q6_K +72% / +55% (over its new tiles); two
- * tokens: Q4_0 +78%, Q8_0 +72% (rows of 2048), faster than the two passes.
- * Same integer sums and float steps, so the same bits. */
-VT_INLINE void q4_0_one(int64_t nb, const uint8_t *g, const block_q8_0 *const *xr, const pack_xblock *xs,
-                        float *y, int64_t ldy, const int nt, const bool pf_on) {
-    const uint8_t *pf = g + PF_DIST;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
-    __m256 acc[2][2];
-    UNROLL
-    for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q4_0);
-        if (pf_on) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q4_0));
-        __m256i p[2][2];
-        UNROLL
-        for (int t = 0; t < nt; t++) p[t][0] = p[t][1] = _mm256_setzero_si256();
-        UNROLL
-        for (int k = 0; k < 4; k++) {
-            UNROLL
-            for (int half = 0; half < 2; half++) {
-                const __m256i raw = _mm256_loadu_si256((const __m256i *)(v + k * CHUNK_VEC + 32 * half));
-                const __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-                UNROLL
-                for (int t = 0; t < nt; t++) {
-                    p[t][half] = _mm256_add_epi16(p[t][half], _mm256_maddubs_epi16(lo, bcast32_256(xr[t][b].qs + 4 * k)));
-                    p[t][half] = _mm256_add_epi16(p[t][half], _mm256_maddubs_epi16(hi, bcast32_256(xr[t][b].qs + 16 + 4 * k)));
-                    KEEP_REG(p[t][half]);
-                }
-            }
-        }
-        UNROLL
-        for (int half = 0; half < 2; half++) {
-            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + pack_pair_d(b, PACK_QB_Q4_0) + 16 * half)));
-            UNROLL
-            for (int t = 0; t < nt; t++) {
-                const pack_xblock *xi = xs + t * nb + b;
-                const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(p[t][half], ones), _mm256_set1_epi32(xi->bias));
-                acc[t][half] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(xi->d)), _mm256_cvtepi32_ps(s), acc[t][half]);
-            }
-        }
-    }
-    UNROLL
-    for (int t = 0; t < nt; t++) {
-        _mm256_storeu_ps(y + t * ldy, acc[t][0]);
-        _mm256_storeu_ps(y + t * ldy + 8, acc[t][1]);
-    }
-}
-
-VT_INLINE void q8_0_one(int64_t nb, const uint8_t *g, const block_q8_0 *const *xr, const pack_xblock *xs,
-                        float *y, int64_t ldy, const int nt, const bool pf_on) {
-    const uint8_t *pf = g + PF_DIST;
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[2][2];
-    UNROLL
-    for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q8_0);
-        if (pf_on) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q8_0));
-        __m256i s[2][2];
-        UNROLL
-        for (int t = 0; t < nt; t++) s[t][0] = s[t][1] = _mm256_setzero_si256();
-        UNROLL
-        for (int k = 0; k < 8; k++) {
-            UNROLL
-            for (int half = 0; half < 2; half++) {
-                const __m256i raw = _mm256_loadu_si256((const __m256i *)(v + k * CHUNK_VEC + 32 * half));
-                const __m256i aw = _mm256_sign_epi8(raw, raw);
-                UNROLL
-                for (int t = 0; t < nt; t++) {
-                    const __m256i xv = _mm256_sign_epi8(bcast32_256(xr[t][b].qs + 4 * k), raw);
-                    s[t][half] = _mm256_add_epi32(s[t][half], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xv), ones));
-                    KEEP_REG(s[t][half]);
-                }
-            }
-        }
-        UNROLL
-        for (int half = 0; half < 2; half++) {
-            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + pack_pair_d(b, PACK_QB_Q8_0) + 16 * half)));
-            UNROLL
-            for (int t = 0; t < nt; t++) {
-                const __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(xs[t * nb + b].d));
-                acc[t][half] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(s[t][half]), acc[t][half]);
-            }
-        }
-    }
-    UNROLL
-    for (int t = 0; t < nt; t++) {
-        _mm256_storeu_ps(y + t * ldy, acc[t][0]);
-        _mm256_storeu_ps(y + t * ldy + 8, acc[t][1]);
-    }
-}
-
-/* suffix, pf_on: the kernels with software prefetch (gemm_<type>_avx2) and
- * without (_nopf, cpu/kernels.h) */
-#define LEGACY_GEMM(name, suffix, pf_on)                                                    \
-    void gemm_##name##_avx2##suffix(int64_t n_in, const void *w, int64_t n_groups,           \
-                                    const void *x, size_t x_stride, const pack_xblock *xs,   \
-                                    int n_tok, float *y, int64_t ldy) {                     \
-        const int64_t nb = n_in / 32;                                                       \
-        const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_##name);           \
-        const block_q8_0 *xr[PACK_TOK_MAX];                                                 \
-        for (int t = 0; t < n_tok; t++)                                                     \
-            xr[t] = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride);        \
-        for (int64_t gi = 0; gi < n_groups; gi++) {                                         \
-            const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;               \
-            float *yg = y + gi * PACK_ROWS;                                                 \
-            if (n_tok <= 2) {                                                               \
-                if (n_tok == 2) name##_one(nb, g, xr, xs, yg, ldy, 2, pf_on);               \
-                else name##_one(nb, g, xr, xs, yg, ldy, 1, pf_on);                          \
-                continue;                                                                   \
-            }                                                                               \
-            for (int half = 0; half < 2; half++) {                                          \
-                switch (n_tok) {                                                            \
-                case 4: name##_half(nb, g, half, xr, xs, yg, ldy, 4, pf_on); break;         \
-                case 3: name##_half(nb, g, half, xr, xs, yg, ldy, 3, pf_on); break;         \
-                case 2: name##_half(nb, g, half, xr, xs, yg, ldy, 2, pf_on); break;         \
-                default: name##_half(nb, g, half, xr, xs, yg, ldy, 1, pf_on); break;        \
-                }                                                                           \
-            }                                                                               \
-        }                                                                                   \
-    }
-
-LEGACY_GEMM(q4_0, , true)
-LEGACY_GEMM(q8_0, , true)
-LEGACY_GEMM(q4_0, _nopf, false)
-LEGACY_GEMM(q8_0, _nopf, false)
-
-/* ---- K-quants (Q4_K, Q5_K, Q6_K x Q8_K), 8 rows x up to 2 (Q6_K: 4) tokens a pass ------
- *
- * Per 32-element sub-block the maddubs pair sums of the 8 chunks fit int16
- * (Q4_K: 8 * 2 * 15 * 128 < 2^15), so one madd with the row's scale as an int16
- * pair (sc, sc) gives sc * sum exactly. Q5_K quants reach 31, so four chunks
- * share an int16 sum (4 * 2 * 31 * 128 < 2^15); Q6_K quants reach 63, so only
- * two. The -32 offset of Q6_K and the mins of Q4_K and Q5_K come from the
- * activation's bsums with madd against int16 pairs of the rows' scales or mins.
- * 16 registers hold the Q4_K / Q5_K tiles of two tokens and 8 rows, so a
- * 4-token call makes four passes over the group (all but the first from L1 /
- * L2); Q6_K madds every product sum at once and takes four tokens a pass
- * (q6_K_half). One token takes all 16 rows in one pass (k_one, q6_K_one). */
+VT_INLINE vi vi_and(vi a, vi b) { return _mm256_and_si256(a, b); }
+VT_INLINE vi vi_or(vi a, vi b) { return _mm256_or_si256(a, b); }
+VT_INLINE vi vi_srl(vi a, const int n) { return _mm256_srli_epi32(a, n); }
+VT_INLINE vi vi_sll(vi a, const int n) { return _mm256_slli_epi32(a, n); }
+VT_INLINE vi vi_bytes(int8_t c) { return _mm256_set1_epi8(c); }
+VT_INLINE vi vi_dot16(vi acc, vi a, vi b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
+VT_INLINE vi run_scaled(vi run, vi sc) { return _mm256_madd_epi16(run, sc); }
+VT_INLINE vf vf_fnma(vf a, vf b, vf c) { return _mm256_fnmadd_ps(a, b, c); }
 
 /* Byte j (0..3) of every 32-bit lane as the int16 pair (v, v): one pshufb. */
 static const uint8_t lane_byte_ctrl[4][32] __attribute__((aligned(32))) = {
@@ -286,547 +50,58 @@ static const uint8_t lane_byte_ctrl[4][32] __attribute__((aligned(32))) = {
     LBC(0), LBC(1), LBC(2), LBC(3)
 #undef LBC
 };
-
-VT_INLINE __m256i lane_byte_pair(__m256i v, int j) {
-    return _mm256_shuffle_epi8(v, _mm256_load_si256((const __m256i *)lane_byte_ctrl[j]));
+VT_INLINE vi k_scale(vi s, const int j) {
+    return _mm256_shuffle_epi8(s, _mm256_load_si256((const __m256i *)lane_byte_ctrl[j]));
 }
-
-/* The same of 32 bytes at p (32-byte aligned). */
-VT_INLINE __m256i byte_pair(const uint8_t *p, int j) {
-    return lane_byte_pair(_mm256_load_si256((const __m256i *)p), j);
-}
-
-/* The 6-bit scales and mins of the 8 rows whose three scale words start at sp
- * (a K-quant tile's scale vectors + 32 * half), a byte per sub-block in each
- * row's 32-bit lane: ks[0] scales of sub-blocks 0..3, ks[1] of 4..7, ks[2] mins
- * of 0..3, ks[3] of 4..7. */
-VT_INLINE void k_scales(const uint8_t *sp, __m256i ks[4]) {
-    const __m256i u0 = _mm256_loadu_si256((const __m256i *)sp);
-    const __m256i u1 = _mm256_loadu_si256((const __m256i *)(sp + CHUNK_VEC));
-    const __m256i u2 = _mm256_loadu_si256((const __m256i *)(sp + 2 * CHUNK_VEC));
-    const __m256i k6 = _mm256_set1_epi8(0x3f), k4 = _mm256_set1_epi8(0x0f), k2 = _mm256_set1_epi8(0x03);
-    ks[0] = _mm256_and_si256(u0, k6);
-    ks[1] = _mm256_or_si256(_mm256_and_si256(u2, k4), _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u0, 6), k2), 4));
-    ks[2] = _mm256_and_si256(u1, k6);
-    ks[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), k4),
-                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), k2), 4));
-}
-
-VT_INLINE void q4_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_K *const *xr,
-                         float *y, int64_t ldy, const int nt, const bool pf_on) {
-    const uint8_t *dd = g, *scv = g + 4 * PACK_ROWS, *qs = scv + 3 * CHUNK_VEC; /* + b * TILE_Q4_K */
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    __m256 acc[2];
-    UNROLL
-    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
-    const uint8_t *pf = g + PF_DIST;
-    for (int64_t b = 0; b < nb; b++) {
-        __m256i ks[4];
-        k_scales(scv + b * TILE_Q4_K + 32 * half, ks);
-        const __m256i sc_lo = ks[0], sc_hi = ks[1], mn_lo = ks[2], mn_hi = ks[3];
-        const uint8_t *v = qs + b * TILE_Q4_K + 32 * half;
-        if (pf_on && half == 0) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q4_K));
-        __m256i isum[2], imin[2];
-        UNROLL
-        for (int t = 0; t < nt; t++) isum[t] = imin[t] = _mm256_setzero_si256();
-        for (int j = 0; j < 4; j++) {
-            __m256i plo[2], phi[2];
-            UNROLL
-            for (int t = 0; t < nt; t++) plo[t] = phi[t] = _mm256_setzero_si256();
-            UNROLL
-            for (int c = 0; c < 8; c++) {
-                const __m256i raw = _mm256_loadu_si256((const __m256i *)(v + (8 * j + c) * CHUNK_VEC));
-                const __m256i lo = _mm256_and_si256(raw, m4);
-                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-                UNROLL
-                for (int t = 0; t < nt; t++) {
-                    const int8_t *xq = xr[t][b].qs + 64 * j + 4 * c;
-                    plo[t] = _mm256_add_epi16(plo[t], _mm256_maddubs_epi16(lo, bcast32_256(xq)));
-                    phi[t] = _mm256_add_epi16(phi[t], _mm256_maddubs_epi16(hi, bcast32_256(xq + 32)));
-                    KEEP_REG(plo[t]);
-                    KEEP_REG(phi[t]);
-                }
-            }
-            const __m256i sa = lane_byte_pair(2 * j < 4 ? sc_lo : sc_hi, (2 * j) & 3);
-            const __m256i sb = lane_byte_pair(2 * j + 1 < 4 ? sc_lo : sc_hi, (2 * j + 1) & 3);
-            UNROLL
-            for (int t = 0; t < nt; t++)
-                isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(plo[t], sa),
-                                                                     _mm256_madd_epi16(phi[t], sb)));
-        }
-        UNROLL
-        for (int j = 0; j < 8; j++) {
-            const __m256i pair = lane_byte_pair(j < 4 ? mn_lo : mn_hi, j & 3);
-            UNROLL
-            for (int t = 0; t < nt; t++)
-                imin[t] = _mm256_add_epi32(imin[t], _mm256_madd_epi16(pair, bcast32_256(xr[t][b].bsums + 2 * j)));
-        }
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dd + b * TILE_Q4_K + 16 * half)));
-        const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dd + b * TILE_Q4_K + 32 + 16 * half)));
-        UNROLL
-        for (int t = 0; t < nt; t++) {
-            const __m256 xd = _mm256_set1_ps(xr[t][b].d);
-            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, xd), _mm256_cvtepi32_ps(isum[t]), acc[t]);
-            acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dmw, xd), _mm256_cvtepi32_ps(imin[t]), acc[t]);
-        }
-    }
-    UNROLL
-    for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ldy + 8 * half, acc[t]);
-}
+VT_INLINE vi k_min_pair(vi s, const int j) { return k_scale(s, j); }
 
 /* Bit k (0..7) of every byte of qh at bit 4, the other bits cleared. 16-bit
  * shifts are fine: the bit that lands at bit 4 of a byte comes from the same
  * byte for shifts of at most 4. */
-VT_INLINE __m256i q5_K_bit4(__m256i qh, const int k) {
-    const __m256i s = k < 4 ? _mm256_slli_epi16(qh, 4 - k) : k > 4 ? _mm256_srli_epi16(qh, k - 4) : qh;
+VT_INLINE vi q5_K_bit4(vi qh, const int k) {
+    const vi s = k < 4 ? _mm256_slli_epi16(qh, 4 - k) : k > 4 ? _mm256_srli_epi16(qh, k - 4) : qh;
     return _mm256_and_si256(s, _mm256_set1_epi8(0x10));
 }
-
-/* Q4_K or Q5_K (q5: the fifth bits, and a madd every four chunks), one token,
- * all 16 rows in one pass (decode). */
-VT_INLINE void k_one(int64_t nb, const uint8_t *g, const block_q8_K *xr, float *y, const bool q5, const bool pf_on) {
-    const size_t tile = q5 ? TILE_Q5_K : TILE_Q4_K;
-    const int run = q5 ? 4 : 8; /* chunks per int16 sum */
-    const uint8_t *dd = g, *scv = g + 4 * PACK_ROWS, *qs = scv + 3 * CHUNK_VEC; /* + b * tile */
-    const uint8_t *qhp = qs + 32 * CHUNK_VEC;
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    const uint8_t *pf = g + PF_DIST;
-    _Alignas(32) uint8_t scb[2][4][32]; /* [half][sc_lo, sc_hi, mn_lo, mn_hi] */
-    for (int64_t b = 0; b < nb; b++) {
-        UNROLL
-        for (int half = 0; half < 2; half++) {
-            __m256i ks[4];
-            k_scales(scv + b * tile + 32 * half, ks);
-            UNROLL
-            for (int i = 0; i < 4; i++) _mm256_store_si256((__m256i *)scb[half][i], ks[i]);
-        }
-        const uint8_t *v = qs + b * tile, *vh = qhp + b * tile;
-        __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-        for (int j = 0; j < 4; j++) {
-            if (pf_on) prefetch_to(&pf, g + PF_DIST + (size_t)(4 * b + j + 1) * tile / 4);
-            __m256i sa[2], sb[2];
-            UNROLL
-            for (int half = 0; half < 2; half++) {
-                sa[half] = byte_pair(scb[half][j >= 2], (2 * j) & 3);
-                sb[half] = byte_pair(scb[half][j >= 2], (2 * j + 1) & 3);
-            }
-            UNROLL
-            for (int c0 = 0; c0 < 8; c0 += run) {
-                __m256i plo[2], phi[2];
-                plo[0] = plo[1] = phi[0] = phi[1] = _mm256_setzero_si256();
-                UNROLL
-                for (int c = c0; c < c0 + run; c++) {
-                    const int8_t *xq = xr[b].qs + 64 * j + 4 * c;
-                    const __m256i xlo = bcast32_256(xq), xhi = bcast32_256(xq + 32);
-                    UNROLL
-                    for (int half = 0; half < 2; half++) {
-                        const __m256i raw = _mm256_loadu_si256((const __m256i *)(v + (8 * j + c) * CHUNK_VEC + 32 * half));
-                        __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-                        if (q5) {
-                            const __m256i qh = _mm256_loadu_si256((const __m256i *)(vh + c * CHUNK_VEC + 32 * half));
-                            lo = _mm256_or_si256(lo, q5_K_bit4(qh, 2 * j));
-                            hi = _mm256_or_si256(hi, q5_K_bit4(qh, 2 * j + 1));
-                        }
-                        plo[half] = _mm256_add_epi16(plo[half], _mm256_maddubs_epi16(lo, xlo));
-                        phi[half] = _mm256_add_epi16(phi[half], _mm256_maddubs_epi16(hi, xhi));
-                    }
-                }
-                UNROLL
-                for (int half = 0; half < 2; half++)
-                    isum[half] = _mm256_add_epi32(isum[half], _mm256_add_epi32(_mm256_madd_epi16(plo[half], sa[half]),
-                                                                               _mm256_madd_epi16(phi[half], sb[half])));
-            }
-        }
-        __m256i imin[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-        UNROLL
-        for (int j = 0; j < 8; j++) {
-            const __m256i bs = bcast32_256(xr[b].bsums + 2 * j);
-            UNROLL
-            for (int half = 0; half < 2; half++)
-                imin[half] = _mm256_add_epi32(imin[half], _mm256_madd_epi16(byte_pair(scb[half][2 + (j >= 4)], j & 3), bs));
-        }
-        const __m256 xd = _mm256_set1_ps(xr[b].d);
-        UNROLL
-        for (int half = 0; half < 2; half++) {
-            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dd + b * tile + 16 * half)));
-            const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dd + b * tile + 32 + 16 * half)));
-            acc[half] = _mm256_fmadd_ps(_mm256_mul_ps(dw, xd), _mm256_cvtepi32_ps(isum[half]), acc[half]);
-            acc[half] = _mm256_fnmadd_ps(_mm256_mul_ps(dmw, xd), _mm256_cvtepi32_ps(imin[half]), acc[half]);
-        }
-    }
-    _mm256_storeu_ps(y, acc[0]);
-    _mm256_storeu_ps(y + 8, acc[1]);
-}
-VT_INLINE void q4_K_one(int64_t nb, const uint8_t *g, const block_q8_K *xr, float *y, const bool pf_on) {
-    k_one(nb, g, xr, y, false, pf_on);
-}
-VT_INLINE void q5_K_one(int64_t nb, const uint8_t *g, const block_q8_K *xr, float *y, const bool pf_on) {
-    k_one(nb, g, xr, y, true, pf_on);
+VT_INLINE void q5_quants(vi raw, vi qh, const int j, vi *lo, vi *hi) {
+    *lo = _mm256_or_si256(nib_lo(raw), q5_K_bit4(qh, 2 * j));
+    *hi = _mm256_or_si256(nib_hi(raw), q5_K_bit4(qh, 2 * j + 1));
 }
 
-/* q4_K_half with the fifth bit merged into each nibble before the maddubs, and
- * a madd every four chunks (see above): Q4_K's integer sums and float steps. */
-VT_INLINE void q5_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_K *const *xr,
-                         float *y, int64_t ldy, const int nt, const bool pf_on) {
-    const uint8_t *dd = g, *scv = g + 4 * PACK_ROWS, *qs = scv + 3 * CHUNK_VEC; /* + b * TILE_Q5_K */
-    const uint8_t *qhp = qs + 32 * CHUNK_VEC;
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    __m256 acc[2];
-    UNROLL
-    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
-    const uint8_t *pf = g + PF_DIST;
-    for (int64_t b = 0; b < nb; b++) {
-        __m256i ks[4];
-        k_scales(scv + b * TILE_Q5_K + 32 * half, ks);
-        const __m256i sc_lo = ks[0], sc_hi = ks[1], mn_lo = ks[2], mn_hi = ks[3];
-        const uint8_t *v = qs + b * TILE_Q5_K + 32 * half, *vh = qhp + b * TILE_Q5_K + 32 * half;
-        if (pf_on && half == 0) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_q5_K));
-        __m256i isum[2], imin[2];
-        UNROLL
-        for (int t = 0; t < nt; t++) isum[t] = imin[t] = _mm256_setzero_si256();
-        UNROLL
-        for (int j = 0; j < 4; j++) {
-            const __m256i sa = lane_byte_pair(2 * j < 4 ? sc_lo : sc_hi, (2 * j) & 3);
-            const __m256i sb = lane_byte_pair(2 * j + 1 < 4 ? sc_lo : sc_hi, (2 * j + 1) & 3);
-            UNROLL
-            for (int c0 = 0; c0 < 8; c0 += 4) {
-                __m256i plo[2], phi[2];
-                UNROLL
-                for (int t = 0; t < nt; t++) plo[t] = phi[t] = _mm256_setzero_si256();
-                UNROLL
-                for (int c = c0; c < c0 + 4; c++) {
-                    const __m256i raw = _mm256_loadu_si256((const __m256i *)(v + (8 * j + c) * CHUNK_VEC));
-                    const __m256i qh = _mm256_loadu_si256((const __m256i *)(vh + c * CHUNK_VEC));
-                    const __m256i lo = _mm256_or_si256(_mm256_and_si256(raw, m4), q5_K_bit4(qh, 2 * j));
-                    const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4),
-                                                       q5_K_bit4(qh, 2 * j + 1));
-                    UNROLL
-                    for (int t = 0; t < nt; t++) {
-                        const int8_t *xq = xr[t][b].qs + 64 * j + 4 * c;
-                        plo[t] = _mm256_add_epi16(plo[t], _mm256_maddubs_epi16(lo, bcast32_256(xq)));
-                        phi[t] = _mm256_add_epi16(phi[t], _mm256_maddubs_epi16(hi, bcast32_256(xq + 32)));
-                        KEEP_REG(plo[t]);
-                        KEEP_REG(phi[t]);
-                    }
-                }
-                UNROLL
-                for (int t = 0; t < nt; t++)
-                    isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(plo[t], sa),
-                                                                         _mm256_madd_epi16(phi[t], sb)));
-            }
-        }
-        UNROLL
-        for (int j = 0; j < 8; j++) {
-            const __m256i pair = lane_byte_pair(j < 4 ? mn_lo : mn_hi, j & 3);
-            UNROLL
-            for (int t = 0; t < nt; t++)
-                imin[t] = _mm256_add_epi32(imin[t], _mm256_madd_epi16(pair, bcast32_256(xr[t][b].bsums + 2 * j)));
-        }
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dd + b * TILE_Q5_K + 16 * half)));
-        const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dd + b * TILE_Q5_K + 32 + 16 * half)));
-        UNROLL
-        for (int t = 0; t < nt; t++) {
-            const __m256 xd = _mm256_set1_ps(xr[t][b].d);
-            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, xd), _mm256_cvtepi32_ps(isum[t]), acc[t]);
-            acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dmw, xd), _mm256_cvtepi32_ps(imin[t]), acc[t]);
-        }
-    }
-    UNROLL
-    for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ldy + 8 * half, acc[t]);
-}
+#define GEMM_Q6_TOK 4
+#define GEMM_Q6_RUN(nt) ((nt) == 1 ? 2 : 1)
+#define GEMM_Q6_BY_CHUNK(nt) 0
 
-/* The int8 scales of sub-block m of a Q6_K quarter, the 8 rows of this half, as int32 lanes. */
-VT_INLINE __m256i q6_K_scale(const uint8_t *qt, int m, int half) {
-    return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(qt + PACK_Q6_K_SC(m) + 8 * half)));
+VT_INLINE vi vi_sub(vi a, vi b) { return _mm256_sub_epi32(a, b); }
+VT_INLINE vi vi_i8(const uint8_t *p) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
+/* (sc, sc) int16 pairs */
+VT_INLINE vi q6_scale(const uint8_t *p) {
+    const vi s = vi_i8(p);
+    return _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(s, 16));
 }
-
-/* The 6-bit quants of run m from a ql chunk (low nibbles for m < 2, high for
- * m >= 2) and its qh chunk (bits 2m, 2m + 1). */
-VT_INLINE __m256i q6_K_quants(__m256i ls, __m256i hb, const int m) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f), top = _mm256_set1_epi8(0x30);
-    const __m256i lq = _mm256_and_si256(m < 2 ? ls : _mm256_srli_epi16(ls, 4), m4);
-    __m256i hq;
+VT_INLINE vi q6_quants(vi ls, vi hb, const int m) {
+    const vi lq = _mm256_and_si256(m < 2 ? ls : _mm256_srli_epi16(ls, 4), _mm256_set1_epi8(0x0f));
+    vi hq;
     switch (m) {
     case 0: hq = _mm256_slli_epi16(hb, 4); break;
     case 1: hq = _mm256_slli_epi16(hb, 2); break;
     case 2: hq = hb; break;
     default: hq = _mm256_srli_epi16(hb, 2); break;
     }
-    return _mm256_or_si256(lq, _mm256_and_si256(hq, top));
+    return _mm256_or_si256(lq, _mm256_and_si256(hq, _mm256_set1_epi8(0x30)));
 }
 
-/* Q6_K, 8 rows x up to 4 tokens a pass: each unpacked chunk of quants feeds
- * every token of the tile, its maddubs pair sums going straight into the
- * token's int32 sum through a madd with the sub-block's scale as an int16 pair
- * (sc, sc), and the -32 offset goes into the same sum as a madd of the
- * sub-block pair's scales times 32 (|sc| * 32 <= 4096 fits int16) with the
- * activation's bsums. Two registers a token (the float and the integer sum),
- * so four tokens fit with the chunk, its quants and the scale pair; with two
- * tokens a pass and the products summed in int16 first, a 4-token call unpacked
- * every chunk twice and ran 91 GFLOP/s (bench_matmul -n 128, 5632 x 2048, one
- * thread, Zen 5 VM). */
-VT_INLINE void q6_K_half(int64_t nb, const uint8_t *g, int half, const block_q8_K *const *xr,
-                         float *y, int64_t ldy, const int nt, const bool pf_on) {
-    const __m256i lo16 = _mm256_set1_epi32(0xffff);
-    const uint8_t *pf = g + PF_DIST;
-    __m256 acc[PACK_TOK_MAX];
-    UNROLL
-    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *tile = g + pack_q6_K_tile(nb, b);
-        __m256i isum[PACK_TOK_MAX];
-        UNROLL
-        for (int t = 0; t < nt; t++) isum[t] = _mm256_setzero_si256();
-        for (int h = 0; h < 2; h++) {
-            UNROLL
-            for (int u = 0; u < 2; u++) {
-                const uint8_t *qt = tile + (2 * h + u) * PACK_Q6_K_QUARTER + 32 * half;
-                /* a quarter super-block per quarter of the work (2026-12-04, tiles:
-                 * +61% / +7% on rows of 2048 / 8192 over the old regions; one burst
-                 * per super-block read rows of 8192 27% slower than those) */
-                if (pf_on && half == 0)
-                    prefetch_to(&pf, g + PF_DIST + (size_t)(4 * b + 2 * h + u + 1) * PACK_ROWS * sizeof(block_q6_K) / 4);
-                for (int m = 0; m < 4; m++) {
-                    const int j = 8 * h + 2 * m + u;
-                    const __m256i scj = q6_K_scale(qt - 32 * half, m, half);
-                    const __m256i pair = _mm256_or_si256(_mm256_and_si256(scj, lo16), _mm256_slli_epi32(scj, 16));
-                    UNROLL
-                    for (int c4 = 0; c4 < 4; c4++) {
-                        const __m256i ls = _mm256_loadu_si256((const __m256i *)(qt + PACK_Q6_K_VEC(m & 1, c4)));
-                        const __m256i hb = _mm256_loadu_si256((const __m256i *)(qt + PACK_Q6_K_VEC(2, c4)));
-                        const __m256i q = q6_K_quants(ls, hb, m);
-                        UNROLL
-                        for (int t = 0; t < nt; t++) {
-                            const __m256i p = _mm256_maddubs_epi16(q, bcast32_256(xr[t][b].qs + 16 * j + 4 * c4));
-                            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, pair));
-                            KEEP_REG(isum[t]);
-                        }
-                    }
-                }
-            }
-            /* offset: -32 * the sum over the pairs (j0, j0 + 1) = (8h + 2m, + 1),
-             * from quarters (h, 0) and (h, 1), of sc_j * bsum_j */
-            const uint8_t *q0 = tile + 2 * h * PACK_Q6_K_QUARTER, *q1 = q0 + PACK_Q6_K_QUARTER;
-            UNROLL
-            for (int m = 0; m < 4; m++) {
-                const __m256i sc2 = _mm256_or_si256(_mm256_and_si256(q6_K_scale(q0, m, half), lo16),
-                                                    _mm256_slli_epi32(q6_K_scale(q1, m, half), 16));
-                const __m256i sc32 = _mm256_slli_epi16(sc2, 5);
-                UNROLL
-                for (int t = 0; t < nt; t++)
-                    isum[t] = _mm256_sub_epi32(isum[t], _mm256_madd_epi16(sc32, bcast32_256(xr[t][b].bsums + 8 * h + 2 * m)));
-            }
-        }
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + pack_q6_K_d(nb, b) + 16 * half)));
-        UNROLL
-        for (int t = 0; t < nt; t++)
-            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(xr[t][b].d)), _mm256_cvtepi32_ps(isum[t]), acc[t]);
-    }
-    UNROLL
-    for (int t = 0; t < nt; t++) _mm256_storeu_ps(y + t * ldy + 8 * half, acc[t]);
-}
+#include "cpu/x86/gemm_impl.h"
 
-/* tok: the tokens a pass over a group takes (the register tile of name##_half);
- * TILE_NT keeps the cases past it, never taken, within the tile's arrays. */
-#define TILE_NT(n, tok) ((n) < (tok) ? (n) : (tok))
-#define KQUANT_GEMM(name, suffix, pf_on, tok)                                                \
-    void gemm_##name##_avx2##suffix(int64_t n_in, const void *w, int64_t n_groups,           \
-                                    const void *x, size_t x_stride, const pack_xblock *xs,   \
-                                    int n_tok, float *y, int64_t ldy) {                     \
-        (void)xs;                                                                           \
-        const int64_t nb = n_in / QK_K;                                                     \
-        const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_##name);           \
-        const block_q8_K *xr[PACK_TOK_MAX];                                                 \
-        for (int t = 0; t < n_tok; t++)                                                     \
-            xr[t] = (const block_q8_K *)((const uint8_t *)x + (size_t)t * x_stride);        \
-        for (int64_t gi = 0; gi < n_groups; gi++) {                                         \
-            const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;               \
-            if (n_tok == 1) {                                                               \
-                name##_one(nb, g, xr[0], y + gi * PACK_ROWS, pf_on);                        \
-                continue;                                                                   \
-            }                                                                               \
-            for (int t = 0; t < n_tok; t += tok) {                                          \
-                const int nt = TILE_NT(n_tok - t, tok);                                     \
-                float *yg = y + t * ldy + gi * PACK_ROWS;                                   \
-                for (int half = 0; half < 2; half++) {                                      \
-                    switch (nt) {                                                           \
-                    case 4: name##_half(nb, g, half, xr + t, yg, ldy, TILE_NT(4, tok), pf_on); break; \
-                    case 3: name##_half(nb, g, half, xr + t, yg, ldy, TILE_NT(3, tok), pf_on); break; \
-                    case 2: name##_half(nb, g, half, xr + t, yg, ldy, 2, pf_on); break;     \
-                    default: name##_half(nb, g, half, xr + t, yg, ldy, 1, pf_on); break;    \
-                    }                                                                       \
-                }                                                                           \
-            }                                                                               \
-        }                                                                                   \
-    }
+GEMM_LEGACY(q4_0, LEG_Q4_0, , true)
+GEMM_LEGACY(q8_0, LEG_Q8_0, , true)
+GEMM_LEGACY(mxfp4, LEG_MXFP4, , true)
+GEMM_LEGACY(q4_0, LEG_Q4_0, _nopf, false)
+GEMM_LEGACY(q8_0, LEG_Q8_0, _nopf, false)
+GEMM_LEGACY(mxfp4, LEG_MXFP4, _nopf, false)
+GEMM_KQUANT(q4_K, KQ_Q4_K, , true)
+GEMM_KQUANT(q5_K, KQ_Q5_K, , true)
+GEMM_KQUANT(q6_K, KQ_Q6_K, , true)
+GEMM_KQUANT(q4_K, KQ_Q4_K, _nopf, false)
+GEMM_KQUANT(q5_K, KQ_Q5_K, _nopf, false)
+GEMM_KQUANT(q6_K, KQ_Q6_K, _nopf, false)
 
-/* Q6_K, one token, all 16 rows in one pass (decode). */
-VT_INLINE void q6_K_one(int64_t nb, const uint8_t *g, const block_q8_K *xr, float *y, const bool pf_on) {
-    const __m256i lo16 = _mm256_set1_epi32(0xffff);
-    const uint8_t *pf = g + PF_DIST;
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *tile = g + pack_q6_K_tile(nb, b);
-        __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-        __m256i corr[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-        for (int h = 0; h < 2; h++) {
-            UNROLL
-            for (int u = 0; u < 2; u++) {
-                const uint8_t *qt = tile + (2 * h + u) * PACK_Q6_K_QUARTER;
-                if (pf_on) prefetch_to(&pf, g + PF_DIST + (size_t)(4 * b + 2 * h + u + 1) * PACK_ROWS * sizeof(block_q6_K) / 4);
-                UNROLL
-                for (int m = 0; m < 4; m++) {
-                    const int j = 8 * h + 2 * m + u;
-                    __m256i p01[2], p23[2];
-                    p01[0] = p01[1] = p23[0] = p23[1] = _mm256_setzero_si256();
-                    UNROLL
-                    for (int c4 = 0; c4 < 4; c4++) {
-                        const __m256i xv = bcast32_256(xr[b].qs + 16 * j + 4 * c4);
-                        UNROLL
-                        for (int half = 0; half < 2; half++) {
-                            const __m256i ls = _mm256_loadu_si256((const __m256i *)(qt + PACK_Q6_K_VEC(m & 1, c4) + 32 * half));
-                            const __m256i hb = _mm256_loadu_si256((const __m256i *)(qt + PACK_Q6_K_VEC(2, c4) + 32 * half));
-                            const __m256i p = _mm256_maddubs_epi16(q6_K_quants(ls, hb, m), xv);
-                            if (c4 < 2) p01[half] = _mm256_add_epi16(p01[half], p);
-                            else p23[half] = _mm256_add_epi16(p23[half], p);
-                        }
-                    }
-                    UNROLL
-                    for (int half = 0; half < 2; half++) {
-                        const __m256i scj = q6_K_scale(qt, m, half);
-                        const __m256i pair = _mm256_or_si256(_mm256_and_si256(scj, lo16), _mm256_slli_epi32(scj, 16));
-                        isum[half] = _mm256_add_epi32(isum[half], _mm256_add_epi32(_mm256_madd_epi16(p01[half], pair),
-                                                                                   _mm256_madd_epi16(p23[half], pair)));
-                    }
-                }
-            }
-            const uint8_t *q0 = tile + 2 * h * PACK_Q6_K_QUARTER, *q1 = q0 + PACK_Q6_K_QUARTER;
-            UNROLL
-            for (int m = 0; m < 4; m++) {
-                const __m256i bs = bcast32_256(xr[b].bsums + 8 * h + 2 * m);
-                UNROLL
-                for (int half = 0; half < 2; half++) {
-                    const __m256i sc2 = _mm256_or_si256(_mm256_and_si256(q6_K_scale(q0, m, half), lo16),
-                                                        _mm256_slli_epi32(q6_K_scale(q1, m, half), 16));
-                    corr[half] = _mm256_add_epi32(corr[half], _mm256_madd_epi16(sc2, bs));
-                }
-            }
-        }
-        const __m256 xd = _mm256_set1_ps(xr[b].d);
-        UNROLL
-        for (int half = 0; half < 2; half++) {
-            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + pack_q6_K_d(nb, b) + 16 * half)));
-            const __m256i s = _mm256_sub_epi32(isum[half], _mm256_slli_epi32(corr[half], 5));
-            acc[half] = _mm256_fmadd_ps(_mm256_mul_ps(dw, xd), _mm256_cvtepi32_ps(s), acc[half]);
-        }
-    }
-    _mm256_storeu_ps(y, acc[0]);
-    _mm256_storeu_ps(y + 8, acc[1]);
-}
-
-KQUANT_GEMM(q4_K, , true, 2)
-KQUANT_GEMM(q5_K, , true, 2)
-KQUANT_GEMM(q6_K, , true, 4)
-KQUANT_GEMM(q4_K, _nopf, false, 2)
-KQUANT_GEMM(q5_K, _nopf, false, 2)
-KQUANT_GEMM(q6_K, _nopf, false, 4)
-
-/* ---- MXFP4 (x Q8_0) ------------------------------------------------------------------
- *
- * As Q4_0, with each nibble mapped through the grid by vpshufb to v + 12 (0..24,
- * unsigned for maddubs); the offset comes out exactly through pack_xblock.bias
- * (-12 * sum x). A maddubs lane holds up to 2 * 24 * 127: four of them fit int16,
- * so a block's products go through two int16 sums (chunks 0-1, 2-3), each
- * widened by one madd. The E8M0 scale bytes become floats with integer ops
- * (mxfp4_e8m0_half: (e - 1) << 23, or 0x200000 << e for e < 2). */
-
-/* The halved E8M0 scales of 8 rows (bytes at e) as floats. */
-VT_INLINE __m256 e8m0_half_x8(const uint8_t *e) {
-    const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)e));
-    const __m256i norm = _mm256_slli_epi32(_mm256_sub_epi32(v, _mm256_set1_epi32(1)), 23);
-    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), v);
-    const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), v);
-    return _mm256_castsi256_ps(_mm256_blendv_epi8(norm, sub, small));
-}
-
-/* Rows 8 * h of halves h0 <= h < h1 of one group, nt tokens (one pass over the
- * group: both halves for 1-2 tokens, one half a call for 3-4, as Q4_0's). */
-VT_INLINE void mxfp4_rows(int64_t nb, const uint8_t *g, const int h0, const int h1,
-                          const block_q8_0 *const *xr, const pack_xblock *xs, float *y, int64_t ldy,
-                          const int nt, const bool pf_on) {
-    const uint8_t *pf = g + PF_DIST;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
-    const __m256i lut = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
-                                         12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
-    __m256 acc[PACK_TOK_MAX][2];
-    UNROLL
-    for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *v = g + pack_mxfp4_qs(nb, b);
-        if (pf_on && h0 == 0) prefetch_to(&pf, g + PF_DIST + (b + 1) * PACK_ROWS * sizeof(block_mxfp4));
-        UNROLL
-        for (int h = h0; h < h1; h++) {
-            __m256i p[PACK_TOK_MAX][2];
-            UNROLL
-            for (int t = 0; t < nt; t++) p[t][0] = p[t][1] = _mm256_setzero_si256();
-            UNROLL
-            for (int k = 0; k < 4; k++) {
-                const __m256i raw = _mm256_loadu_si256((const __m256i *)(v + k * CHUNK_VEC + 32 * h));
-                const __m256i lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(raw, m4));
-                const __m256i hi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4));
-                UNROLL
-                for (int t = 0; t < nt; t++) {
-                    const int8_t *xq = xr[t][b].qs + 4 * k;
-                    p[t][k >> 1] = _mm256_add_epi16(p[t][k >> 1], _mm256_maddubs_epi16(lo, bcast32_256(xq)));
-                    p[t][k >> 1] = _mm256_add_epi16(p[t][k >> 1], _mm256_maddubs_epi16(hi, bcast32_256(xq + 16)));
-                    KEEP_REG(p[t][k >> 1]);
-                }
-            }
-            const __m256 dw = e8m0_half_x8(g + pack_mxfp4_e(b) + 8 * h);
-            UNROLL
-            for (int t = 0; t < nt; t++) {
-                const pack_xblock *xi = xs + t * nb + b;
-                const __m256i s = _mm256_add_epi32(
-                    _mm256_add_epi32(_mm256_madd_epi16(p[t][0], ones), _mm256_madd_epi16(p[t][1], ones)),
-                    _mm256_set1_epi32(xi->bias));
-                const __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(xi->d));
-                acc[t][h - h0] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(s), acc[t][h - h0]);
-            }
-        }
-    }
-    UNROLL
-    for (int t = 0; t < nt; t++)
-        UNROLL
-        for (int h = h0; h < h1; h++) _mm256_storeu_ps(y + t * ldy + 8 * h, acc[t][h - h0]);
-}
-
-#define MXFP4_GEMM(suffix, pf_on)                                                              \
-    void gemm_mxfp4_avx2##suffix(int64_t n_in, const void *w, int64_t n_groups, const void *x,  \
-                                 size_t x_stride, const pack_xblock *xs, int n_tok, float *y,   \
-                                 int64_t ldy) {                                                 \
-        const int64_t nb = n_in / QK_MXFP4;                                                     \
-        const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_mxfp4);                \
-        const block_q8_0 *xr[PACK_TOK_MAX];                                                     \
-        for (int t = 0; t < n_tok; t++)                                                         \
-            xr[t] = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride);            \
-        for (int64_t gi = 0; gi < n_groups; gi++) {                                             \
-            const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;                   \
-            float *yg = y + gi * PACK_ROWS;                                                     \
-            switch (n_tok) {                                                                    \
-            case 4:                                                                             \
-                mxfp4_rows(nb, g, 0, 1, xr, xs, yg, ldy, 4, pf_on);                             \
-                mxfp4_rows(nb, g, 1, 2, xr, xs, yg, ldy, 4, pf_on);                             \
-                break;                                                                          \
-            case 3:                                                                             \
-                mxfp4_rows(nb, g, 0, 1, xr, xs, yg, ldy, 3, pf_on);                             \
-                mxfp4_rows(nb, g, 1, 2, xr, xs, yg, ldy, 3, pf_on);                             \
-                break;                                                                          \
-            case 2: mxfp4_rows(nb, g, 0, 2, xr, xs, yg, ldy, 2, pf_on); break;                  \
-            default: mxfp4_rows(nb, g, 0, 2, xr, xs, yg, ldy, 1, pf_on); break;                 \
-            }                                                                                   \
-        }                                                                                       \
-    }
-
-MXFP4_GEMM(, true)
-MXFP4_GEMM(_nopf, false)

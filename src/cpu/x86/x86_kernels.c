@@ -35,7 +35,7 @@ const cpu_type_row x86_type_rows[] = {
 
     /* AVX-512 VNNI: the packed GEMMs (the dots stay AVX2's). Q4_0's decode kernel
      * without software prefetch is its prefill one; Q8_0's differ at 1-2 tokens
-     * (q8_0_few in decode) */
+     * (gemm8_avx512.c's 8-row tiles in decode) */
     {.type = VT_DTYPE_Q4_0, .isa = CPU_ISA_AVX512, .gemm = gemm_q4_0_avx512,
      .gemm_cached = gemm_q4_0_avx512_cached, .gemm_nopf = gemm_q4_0_avx512_cached},
     {.type = VT_DTYPE_Q8_0, .isa = CPU_ISA_AVX512, .gemm = gemm_q8_0_avx512,

@@ -90,6 +90,9 @@ X86_DECLARE_GEMM(q4_K, avx512_nopf)
 X86_DECLARE_GEMM(q5_K, avx512_nopf)
 X86_DECLARE_GEMM(q6_K, avx512_nopf)
 X86_DECLARE_GEMM(mxfp4, avx512_nopf)
+/* gemm8_avx512.c: the AVX-512 tier's Q8_0 decode, 8 rows a ymm */
+X86_DECLARE_GEMM(q8_0, avx512_y)
+X86_DECLARE_GEMM(q8_0, avx512_y_nopf)
 /* gemm_amx.c: AMX-INT8 tile GEMMs for n_tok <= PACK_TOK_WIDE (two 16-token tiles) */
 X86_DECLARE_GEMM(q4_0, amx)
 X86_DECLARE_GEMM(q8_0, amx)

@@ -1,0 +1,633 @@
+/* The x86 GEMMs over the packed layouts of cpu/pack.h, written once over a small
+ * set of vector primitives and instantiated by each ISA file, the way
+ * cpu/attention_impl.h is for attention and llamafile's tinyBLAS for its GEMMs:
+ * gemm_avx2.c (8 rows a ymm, maddubs), gemm_avx512.c (16 rows a zmm, VNNI
+ * vpdpbusd) and gemm8_avx512.c (8 rows a ymm with vpdpbusd: the AVX-512 tier's
+ * Q8_0 decode). gemm_amx.c is its own design.
+ *
+ * A 64-byte chunk vector holds 4 quant bytes of each of the 16 rows of a group;
+ * a row vector is GEMM_VL rows of it (GEMM_NVG of them a group). The integer dot
+ * of a block ends in one 32-bit lane per row, with no horizontal reduction, and
+ * one fma per block and token updates GEMM_VL outputs. The integer sums are
+ * exact in any order and the float steps are those of the _ref twins in pack.c
+ * (sc = d_w * d_x, acc = fma(sc, (float)isum, acc)), so every tier and tile
+ * gives the _ref bits.
+ *
+ * The including file defines, before the #include:
+ *   GEMM_SFX             the tier suffix: the GEMMs are gemm_<type>_<GEMM_SFX>[_variant]
+ *   GEMM_VL              rows a vector (8 or 16)
+ *   vi, vf               the integer and float vector types (GEMM_VL 32-bit lanes)
+ *   vi_load(p) vi_bcast32(p) vi_set1(c) vi_zero() vi_add(a, b) vi_sra(a, n)
+ *                        (int32 lanes; bcast32: the 4 bytes at p in every lane)
+ *   nib_lo(raw) nib_hi(raw)    the low / high nibble of every byte (0..15)
+ *   nib_hi16(raw)        the high nibbles as the dot's operand: nib_hi, or 16 x it
+ *                        where GEMM_NIB_HI16_SHIFT is 4 (its sums are shifted back)
+ *   mxfp4_grid(nib)      MXFP4 nibbles mapped to their grid value + 12 (0..24)
+ *   q8_w(raw), q8_x(x, raw)    a Q8_0 chunk as the dot's unsigned operand and the
+ *                        activation against it: |w| and x with w's sign, or w + 128
+ *                        and x where GEMM_Q8_BIASED (pack_xblock.bias takes the
+ *                        128 out)
+ *   vi_dot(acc, w, x)    acc + the sums of 4 products u8 w x s8 x per 32-bit lane
+ *   run_dot(acc, w, x)   the same into a run: int16 pair sums (maddubs) or int32
+ *                        lanes; a run ends in run_i32(run), its int32 lanes, and
+ *                        is exact while each int16 lane (2 products a chunk) stays
+ *                        below 2^15: 8 chunks of quants up to 15 against int8, 4
+ *                        up to 31, 2 up to 63
+ *   vf_zero() vf_set1(x) vf_mul vf_fma(a, b, c) vf_cvt(vi) vf_store(p, v)
+ *   vf_f16(p)            GEMM_VL halves as floats; vf_e8m0_half(p): GEMM_VL E8M0
+ *                        bytes as halved floats (mxfp4_e8m0_half)
+ *   GEMM_KEEP(v)         pins an accumulator in a register (KEEP_REG on AVX2,
+ *                        whose 16 registers GCC otherwise spills; nothing on AVX-512)
+ * and the shape of the tiles (the only things that differ between tiers):
+ *   GEMM_LEGACY_NV(nt)   row vectors a pass of nt tokens takes over a Q4_0 / Q8_0 /
+ *                        MXFP4 group: fewer than GEMM_NVG make several passes over
+ *                        a group, more take that many groups at once
+ *   GEMM_SPLIT_SUMS      1: a block's sums over its elements 0..15 and 16..31 in
+ *                        two accumulators (32 registers: more chains); 0: in one
+ *   GEMM_BIAS_IN_ACC     1: a block's sum starts at pack_xblock.bias; 0: it is added
+ *                        at the end (a run of int16 sums cannot hold it) */
+#include "cpu/pack.h"
+#include "cpu/unroll.h"
+#include "quant/blocks.h"
+
+#ifndef GEMM_SFX
+#error "define GEMM_SFX (the tier suffix) and the primitives before including gemm_impl.h"
+#endif
+
+#define CHUNK_VEC 64
+#define GEMM_NVG (PACK_ROWS / GEMM_VL)
+#define GEMM_NV_MAX 2
+/* Q4_K and Q5_K groups are runs of per-super-block tiles (cpu/pack.h) */
+#define TILE_Q4_K (PACK_ROWS * sizeof(block_q4_K))
+#define TILE_Q5_K (PACK_ROWS * sizeof(block_q5_K))
+/* Register tiles: every small loop fully unrolled, so arrays of vectors stay in
+ * registers (GCC at -O2 would otherwise keep them on the stack). */
+#define UNROLL VT_UNROLL(16)
+
+#define GEMM_NAME_(t, sfx, var) gemm_##t##_##sfx##var
+#define GEMM_NAME(t, sfx, var) GEMM_NAME_(t, sfx, var)
+
+/* Software prefetch: the hardware prefetcher alone left decode well below the
+ * bandwidth a plain read loop gets on the machines measured, so every kernel
+ * also prefetches ahead of the block being computed, as one linear stream per
+ * group (every layout reads in address order), into L1. Every kernel also comes
+ * without (the _nopf GEMMs, matmul.h mm_probe_prefetch picks at load), because
+ * some machines stream faster without. The figures: BENCHMARKS.md, "x86 GEMM
+ * prefetch distances". #ifndef-guarded to compare them (bench/gemm_ab). */
+#ifndef PF_DIST
+#define PF_DIST 6144
+#endif
+#ifndef PF_HINT
+#define PF_HINT _MM_HINT_T0
+#endif
+VT_INLINE void prefetch(const void *p) { _mm_prefetch((const char *)p, PF_HINT); }
+
+/* Prefetch every line from *next up to `until`. */
+VT_INLINE void prefetch_to(const uint8_t **next, const uint8_t *until) {
+    while (*next < until) {
+        prefetch(*next);
+        *next += CHUNK_VEC;
+    }
+}
+
+/* The prefetch streams of a pass over ng groups at once (gb bytes each, from g
+ * on): offsets next[h] .. until of group h, where an offset past its end is the
+ * same group of the next pass, ng * gb on. So each stream runs into the group it
+ * reads next: one linear stream over two groups would leave the first PF_DIST
+ * bytes of every second group to be prefetched only after they were read. For
+ * ng = 1 this is the linear stream. */
+VT_INLINE void prefetch_groups(const uint8_t *g, size_t gb, const int ng, size_t next[], size_t until) {
+    for (int h = 0; h < ng; h++)
+        for (; next[h] < until; next[h] += CHUNK_VEC)
+            prefetch(g + h * gb + next[h] + (next[h] >= gb ? (size_t)(ng - 1) * gb : 0));
+}
+
+/* Byte offset, from a pass's first group, of row vector i's part of a vector of
+ * row_bytes bytes a row (4: a chunk vector; 2: f16 scales; 1: E8M0 scales). */
+VT_INLINE size_t vec_off(const int i, size_t gb, const size_t row_bytes) {
+    return (size_t)(i / GEMM_NVG) * gb + (size_t)(i % GEMM_NVG) * GEMM_VL * row_bytes;
+}
+
+/* Output offset of row vector i in the pass's first row of outputs. */
+VT_INLINE int64_t vec_row(const int i) { return (int64_t)(i / GEMM_NVG) * PACK_ROWS + (i % GEMM_NVG) * GEMM_VL; }
+
+/* ---- Q4_0, Q8_0, MXFP4 (x Q8_0) ---------------------------------------------------------
+ *
+ * Q4_0 nibbles are unsigned (0..15) and the -8 offset is taken out exactly with
+ * the block's activation sum (pack_xblock.bias = -8 * sum x), so the 8 chunks
+ * of a block (low and high nibbles of 4) fit one run. MXFP4 maps each nibble
+ * through the grid to v + 12 (0..24, bias -12 * sum x): its low and high nibbles
+ * sum in two runs of 4 chunks. Q8_0 widens every product sum to int32 (vi_dot). The
+ * weights of a chunk are unpacked once and used for every token of the tile,
+ * which is what makes prefill compute-bound rather than unpack-bound. */
+
+enum { LEG_Q4_0, LEG_Q8_0, LEG_MXFP4 };
+
+/* Rows of nv row vectors from vector v0 on (one group's, or those of nv /
+ * GEMM_NVG groups gb bytes apart), nt tokens, one pass over their blocks. */
+VT_INLINE void legacy_rows(const int type, int64_t nb, const uint8_t *g, size_t gb, const int v0, const int nv,
+                           const block_q8_0 *const *xr, const pack_xblock *xs, float *y, int64_t ldy,
+                           const int nt, const bool pf_on) {
+    const size_t blk = type == LEG_Q4_0 ? sizeof(block_q4_0) : type == LEG_Q8_0 ? sizeof(block_q8_0) : sizeof(block_mxfp4);
+    const size_t qb = type == LEG_Q4_0 ? PACK_QB_Q4_0 : PACK_QB_Q8_0;
+    const int ng = nv > GEMM_NVG ? nv / GEMM_NVG : 1;
+    const bool bias = type != LEG_Q8_0 || GEMM_Q8_BIASED;
+    const bool split = GEMM_SPLIT_SUMS || type == LEG_MXFP4; /* sums of elements 0..15, 16..31 apart */
+    vf acc[PACK_TOK_MAX][GEMM_NV_MAX];
+    UNROLL
+    for (int t = 0; t < nt; t++)
+        UNROLL
+        for (int r = 0; r < nv; r++) acc[t][r] = vf_zero();
+    size_t pf[GEMM_NV_MAX] = {PF_DIST, PF_DIST};
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *v = g + (type == LEG_MXFP4 ? pack_mxfp4_qs(nb, b) : pack_pair_qs(nb, b, qb));
+        if (pf_on) prefetch_groups(g, gb, ng, pf, PF_DIST + (size_t)(b + 1) * PACK_ROWS * blk);
+        vi sa[PACK_TOK_MAX][GEMM_NV_MAX], sb[PACK_TOK_MAX][GEMM_NV_MAX];
+        UNROLL
+        for (int t = 0; t < nt; t++)
+            UNROLL
+            for (int r = 0; r < nv; r++) {
+                sa[t][r] = GEMM_BIAS_IN_ACC && bias ? vi_set1(xs[t * nb + b].bias) : vi_zero();
+                if (split) sb[t][r] = vi_zero();
+            }
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            /* the weights against elements 4k.. (wa) and 16 + 4k.. (wb): Q4_0's
+             * and MXFP4's low and high nibbles, Q8_0's chunks k and 4 + k */
+            vi ra[GEMM_NV_MAX], rb[GEMM_NV_MAX], wa[GEMM_NV_MAX], wb[GEMM_NV_MAX];
+            UNROLL
+            for (int r = 0; r < nv; r++) {
+                const uint8_t *p = v + vec_off(v0 + r, gb, 4) + k * CHUNK_VEC;
+                ra[r] = vi_load(p);
+                if (type == LEG_Q8_0) {
+                    rb[r] = vi_load(p + 4 * CHUNK_VEC);
+                    wa[r] = q8_w(ra[r]);
+                    wb[r] = q8_w(rb[r]);
+                } else if (type == LEG_Q4_0) {
+                    wa[r] = nib_lo(ra[r]);
+                    wb[r] = split ? nib_hi16(ra[r]) : nib_hi(ra[r]);
+                } else {
+                    wa[r] = mxfp4_grid(nib_lo(ra[r]));
+                    wb[r] = mxfp4_grid(nib_hi(ra[r]));
+                }
+            }
+            UNROLL
+            for (int t = 0; t < nt; t++) {
+                const vi xa = vi_bcast32(xr[t][b].qs + 4 * k), xb = vi_bcast32(xr[t][b].qs + 16 + 4 * k);
+                UNROLL
+                for (int r = 0; r < nv; r++) {
+                    if (type == LEG_Q8_0) {
+                        sa[t][r] = vi_dot(sa[t][r], wa[r], q8_x(xa, ra[r]));
+                        if (split) sb[t][r] = vi_dot(sb[t][r], wb[r], q8_x(xb, rb[r]));
+                        else sa[t][r] = vi_dot(sa[t][r], wb[r], q8_x(xb, rb[r]));
+                    } else {
+                        sa[t][r] = run_dot(sa[t][r], wa[r], xa);
+                        if (split) sb[t][r] = run_dot(sb[t][r], wb[r], xb);
+                        else sa[t][r] = run_dot(sa[t][r], wb[r], xb);
+                    }
+                    GEMM_KEEP(sa[t][r]);
+                    if (split) GEMM_KEEP(sb[t][r]);
+                }
+            }
+        }
+        UNROLL
+        for (int r = 0; r < nv; r++) {
+            const vf dw = type == LEG_MXFP4 ? vf_e8m0_half(g + vec_off(v0 + r, gb, 1) + pack_mxfp4_e(b))
+                                            : vf_f16(g + vec_off(v0 + r, gb, 2) + pack_pair_d(b, qb));
+            UNROLL
+            for (int t = 0; t < nt; t++) {
+                const pack_xblock *xi = xs + t * nb + b;
+                vi s;
+                if (type == LEG_Q8_0) s = split ? vi_add(sa[t][r], sb[t][r]) : sa[t][r];
+                else if (type == LEG_MXFP4) s = vi_add(run_i32(sa[t][r]), run_i32(sb[t][r]));
+                else if (split) s = vi_add(run_i32(sa[t][r]), vi_sra(run_i32(sb[t][r]), GEMM_NIB_HI16_SHIFT));
+                else s = run_i32(sa[t][r]);
+                if (bias && !GEMM_BIAS_IN_ACC) s = vi_add(s, vi_set1(xi->bias));
+                acc[t][r] = vf_fma(vf_mul(dw, vf_set1(xi->d)), vf_cvt(s), acc[t][r]);
+            }
+        }
+    }
+    UNROLL
+    for (int t = 0; t < nt; t++)
+        UNROLL
+        for (int r = 0; r < nv; r++) vf_store(y + t * ldy + vec_row(v0 + r), acc[t][r]);
+}
+
+/* All groups, nt tokens, in passes of GEMM_LEGACY_NV(nt) row vectors: past a
+ * group's, a pass takes that many groups at once (any last ones one by one);
+ * within it, a group takes several passes, and only the first prefetches (the
+ * others reread its lines from L1 / L2). */
+VT_INLINE void legacy_tiles(const int type, int64_t nb, const uint8_t *w, int64_t n_groups, size_t gb,
+                            const block_q8_0 *const *xr, const pack_xblock *xs, float *y, int64_t ldy,
+                            const int nt, const bool pf_on) {
+    const int nv = GEMM_LEGACY_NV(nt);
+    int64_t gi = 0;
+    if (nv > GEMM_NVG)
+        for (; gi + nv / GEMM_NVG <= n_groups; gi += nv / GEMM_NVG)
+            legacy_rows(type, nb, w + gi * gb, gb, 0, nv, xr, xs, y + gi * PACK_ROWS, ldy, nt, pf_on);
+    const int np = nv < GEMM_NVG ? nv : GEMM_NVG;
+    for (; gi < n_groups; gi++)
+        for (int v0 = 0; v0 < GEMM_NVG; v0 += np)
+            legacy_rows(type, nb, w + gi * gb, gb, v0, np, xr, xs, y + gi * PACK_ROWS, ldy, nt, pf_on && v0 == 0);
+}
+
+/* The body of an exported legacy-type GEMM (pack_gemm_fn). */
+VT_INLINE void legacy_gemm(const int type, int64_t n_in, const void *w, int64_t n_groups, const void *x,
+                           size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy,
+                           const bool pf_on) {
+    const int64_t nb = n_in / 32;
+    const size_t blk = type == LEG_Q4_0 ? sizeof(block_q4_0) : type == LEG_Q8_0 ? sizeof(block_q8_0) : sizeof(block_mxfp4);
+    const size_t gb = (size_t)nb * PACK_ROWS * blk;
+    const block_q8_0 *xr[PACK_TOK_MAX];
+    for (int t = 0; t < n_tok; t++) xr[t] = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride);
+    switch (n_tok) {
+    case 4: legacy_tiles(type, nb, w, n_groups, gb, xr, xs, y, ldy, 4, pf_on); break;
+    case 3: legacy_tiles(type, nb, w, n_groups, gb, xr, xs, y, ldy, 3, pf_on); break;
+    case 2: legacy_tiles(type, nb, w, n_groups, gb, xr, xs, y, ldy, 2, pf_on); break;
+    default: legacy_tiles(type, nb, w, n_groups, gb, xr, xs, y, ldy, 1, pf_on); break;
+    }
+}
+
+/* gemm_<t>_<GEMM_SFX><var>: t q4_0, q8_0 or mxfp4, LEG its LEG_ constant */
+#define GEMM_LEGACY(t, LEG, var, pf_on)                                                           \
+    void GEMM_NAME(t, GEMM_SFX, var)(int64_t n_in, const void *w, int64_t n_groups, const void *x, \
+                                     size_t x_stride, const pack_xblock *xs, int n_tok, float *y,  \
+                                     int64_t ldy) {                                                \
+        legacy_gemm(LEG, n_in, w, n_groups, x, x_stride, xs, n_tok, y, ldy, pf_on);               \
+    }
+
+#ifndef GEMM_LEGACY_ONLY
+/* ---- Q4_K, Q5_K (x Q8_K) ----------------------------------------------------------------
+ *
+ * The including file also defines (gemm8_avx512.c, which takes only Q8_0, defines
+ * GEMM_LEGACY_ONLY instead):
+ *   vi_and vi_or(a, b) vi_srl vi_sll(a, n) (32-bit lanes) vi_bytes(c) (c in every byte)
+ *   k_scale(s, j)        byte j (0..3) of every lane of s as the scale operand of
+ *                        run_scaled: the int16 pair (v, v), or v as int32
+ *   run_scaled(run, sc)  a run's int32 lanes times a sub-block scale (madd of the
+ *                        int16 pair sums with (sc, sc), or mullo)
+ *   k_min_pair(s, j)     byte j of every lane as the int16 pair (v, v)
+ *   vi_dot16(acc, a, b)  acc + the sums of the 2 products of int16 pairs per lane
+ *   q5_quants(raw, qh, j, lo, hi)  the quants of sub-blocks 2j and 2j + 1 from a
+ *                        chunk of nibbles and its chunk of high bits, as dot
+ *                        operands; where GEMM_Q5_DOUBLED, hi is twice the quant
+ *                        (one shift of the high bits serves both nibbles) and the
+ *                        kernel doubles the low sub-block's scale to match and
+ *                        halves the super-block's integer sum at the end (exact:
+ *                        it is even, and |2 isum| < 2^27)
+ *   vf_fnma(a, b, c)     c - a * b, one rounding
+ * and the tiles:
+ *   GEMM_K_TOK           tokens a tile takes
+ *   GEMM_K_NV(nt)        row vectors a pass of nt tokens takes (<= GEMM_NVG)
+ *   GEMM_Q5_RUN          chunks a Q5_K run sums (quants up to 31: 4 in int16)
+ *   GEMM_K_ROLL_J(nt)    1: a tile of nt tokens keeps a super-block's quarters as
+ *                        a loop (less code), 0: unrolled
+ *   GEMM_PF_DIST_K, GEMM_PF_DIST_Q5_K   the prefetch distances
+ *
+ * Per 32-element sub-block the products sum in runs of chunks, each multiplied
+ * by the row's sub-block scale into the super-block's int32 sum; the mins come
+ * from the activation's bsums with int16 pairs of the rows' mins. Prefetches go
+ * out a quarter super-block at a time, as the work goes (one burst per
+ * super-block stalled on the fill buffers). */
+
+/* The 6-bit scales and mins of the row vector whose three scale words start at
+ * sp (a tile's scale vectors), a byte per sub-block in each row's lane: ks[0]
+ * scales of sub-blocks 0..3, ks[1] of 4..7, ks[2] mins of 0..3, ks[3] of 4..7. */
+VT_INLINE void k_scales(const uint8_t *sp, vi ks[4]) {
+    const vi u0 = vi_load(sp), u1 = vi_load(sp + CHUNK_VEC), u2 = vi_load(sp + 2 * CHUNK_VEC);
+    const vi k6 = vi_bytes(0x3f), k4 = vi_bytes(0x0f), k2 = vi_bytes(0x03);
+    ks[0] = vi_and(u0, k6);
+    ks[1] = vi_or(vi_and(u2, k4), vi_sll(vi_and(vi_srl(u0, 6), k2), 4));
+    ks[2] = vi_and(u1, k6);
+    ks[3] = vi_or(vi_and(vi_srl(u2, 4), k4), vi_sll(vi_and(vi_srl(u1, 6), k2), 4));
+}
+
+/* Quarter j of super-block b of k45_rows: sub-blocks 2j and 2j + 1 into isum. */
+VT_INLINE void k45_quarter(const bool q5, const int j, int64_t b, const uint8_t *g, const uint8_t *v, const uint8_t *vh,
+                           const int v0, const int nv, vi ks[GEMM_NV_MAX][4], const block_q8_K *const *xr,
+                           vi isum[PACK_TOK_MAX][GEMM_NV_MAX], const int nt, const uint8_t **pf, const bool pf_on) {
+    const size_t tile = q5 ? TILE_Q5_K : TILE_Q4_K;
+    const size_t pfd = q5 ? GEMM_PF_DIST_Q5_K : GEMM_PF_DIST_K;
+    const int run = q5 ? GEMM_Q5_RUN : 8;
+    const bool doubled = q5 && GEMM_Q5_DOUBLED;
+    /* a quarter of the super-block's lines per quarter of its work */
+    if (pf_on) prefetch_to(pf, g + pfd + b * tile + (j + 1) * tile / 4);
+    /* the scales of sub-blocks 2j and 2j + 1 */
+    vi sa[GEMM_NV_MAX], sb[GEMM_NV_MAX];
+    UNROLL
+    for (int r = 0; r < nv; r++) {
+        sa[r] = k_scale(ks[r][j >= 2], (2 * j) & 3);
+        sb[r] = k_scale(ks[r][j >= 2], (2 * j + 1) & 3);
+        if (doubled) sa[r] = vi_sll(sa[r], 1);
+    }
+    UNROLL
+    for (int c0 = 0; c0 < 8; c0 += run) {
+        vi plo[PACK_TOK_MAX][GEMM_NV_MAX], phi[PACK_TOK_MAX][GEMM_NV_MAX];
+        UNROLL
+        for (int t = 0; t < nt; t++)
+            UNROLL
+            for (int r = 0; r < nv; r++) plo[t][r] = phi[t][r] = vi_zero();
+        UNROLL
+        for (int c = c0; c < c0 + run; c++) {
+            vi lo[GEMM_NV_MAX], hi[GEMM_NV_MAX];
+            UNROLL
+            for (int r = 0; r < nv; r++) {
+                const vi raw = vi_load(v + (8 * j + c) * CHUNK_VEC + vec_off(v0 + r, 0, 4));
+                if (q5) {
+                    q5_quants(raw, vi_load(vh + c * CHUNK_VEC + vec_off(v0 + r, 0, 4)), j, &lo[r], &hi[r]);
+                } else {
+                    lo[r] = nib_lo(raw);
+                    hi[r] = nib_hi(raw);
+                }
+            }
+            UNROLL
+            for (int t = 0; t < nt; t++) {
+                const int8_t *xq = xr[t][b].qs + 64 * j + 4 * c;
+                const vi xlo = vi_bcast32(xq), xhi = vi_bcast32(xq + 32);
+                UNROLL
+                for (int r = 0; r < nv; r++) {
+                    plo[t][r] = run_dot(plo[t][r], lo[r], xlo);
+                    phi[t][r] = run_dot(phi[t][r], hi[r], xhi);
+                    GEMM_KEEP(plo[t][r]);
+                    GEMM_KEEP(phi[t][r]);
+                }
+            }
+        }
+        UNROLL
+        for (int t = 0; t < nt; t++)
+            UNROLL
+            for (int r = 0; r < nv; r++)
+                isum[t][r] = vi_add(isum[t][r], vi_add(run_scaled(plo[t][r], sa[r]), run_scaled(phi[t][r], sb[r])));
+    }
+}
+
+/* Rows of nv row vectors of one group from vector v0 on, nt tokens (q5: Q5_K). */
+VT_INLINE void k45_rows(const bool q5, int64_t nb, const uint8_t *g, const int v0, const int nv,
+                        const block_q8_K *const *xr, float *y, int64_t ldy, const int nt, const bool pf_on) {
+    const size_t tile = q5 ? TILE_Q5_K : TILE_Q4_K;
+    const size_t pfd = q5 ? GEMM_PF_DIST_Q5_K : GEMM_PF_DIST_K;
+    const bool doubled = q5 && GEMM_Q5_DOUBLED;
+    const uint8_t *dd = g, *scv = g + 4 * PACK_ROWS, *qs = scv + 3 * CHUNK_VEC; /* + b * tile */
+    const uint8_t *qhp = qs + 32 * CHUNK_VEC;
+    vf acc[PACK_TOK_MAX][GEMM_NV_MAX];
+    UNROLL
+    for (int t = 0; t < nt; t++)
+        UNROLL
+        for (int r = 0; r < nv; r++) acc[t][r] = vf_zero();
+    const uint8_t *pf = g + pfd;
+    for (int64_t b = 0; b < nb; b++) {
+        vi ks[GEMM_NV_MAX][4];
+        UNROLL
+        for (int r = 0; r < nv; r++) k_scales(scv + b * tile + vec_off(v0 + r, 0, 4), ks[r]);
+        vi isum[PACK_TOK_MAX][GEMM_NV_MAX], imin[PACK_TOK_MAX][GEMM_NV_MAX];
+        UNROLL
+        for (int t = 0; t < nt; t++)
+            UNROLL
+            for (int r = 0; r < nv; r++) isum[t][r] = imin[t][r] = vi_zero();
+        const uint8_t *v = qs + b * tile, *vh = qhp + b * tile;
+        /* the one-token AVX2 tile runs faster with its quarters as a loop */
+        if (GEMM_K_ROLL_J(nt)) {
+            VT_UNROLL(1)
+            for (int j = 0; j < 4; j++) k45_quarter(q5, j, b, g, v, vh, v0, nv, ks, xr, isum, nt, &pf, pf_on);
+        } else {
+            UNROLL
+            for (int j = 0; j < 4; j++) k45_quarter(q5, j, b, g, v, vh, v0, nv, ks, xr, isum, nt, &pf, pf_on);
+        }
+        if (doubled) {
+            UNROLL
+            for (int t = 0; t < nt; t++)
+                UNROLL
+                for (int r = 0; r < nv; r++) isum[t][r] = vi_sra(isum[t][r], 1);
+        }
+        /* mins: sum_j m_j (bsum_2j + bsum_2j+1) with int16 pairs (m_j, m_j) */
+        UNROLL
+        for (int j = 0; j < 8; j++) {
+            UNROLL
+            for (int r = 0; r < nv; r++) {
+                const vi pair = k_min_pair(ks[r][2 + (j >= 4)], j & 3);
+                UNROLL
+                for (int t = 0; t < nt; t++) imin[t][r] = vi_dot16(imin[t][r], pair, vi_bcast32(xr[t][b].bsums + 2 * j));
+            }
+        }
+        UNROLL
+        for (int r = 0; r < nv; r++) {
+            const vf dw = vf_f16(dd + b * tile + vec_off(v0 + r, 0, 2));
+            const vf dmw = vf_f16(dd + b * tile + 2 * PACK_ROWS + vec_off(v0 + r, 0, 2));
+            UNROLL
+            for (int t = 0; t < nt; t++) {
+                const vf xd = vf_set1(xr[t][b].d);
+                acc[t][r] = vf_fma(vf_mul(dw, xd), vf_cvt(isum[t][r]), acc[t][r]);
+                acc[t][r] = vf_fnma(vf_mul(dmw, xd), vf_cvt(imin[t][r]), acc[t][r]);
+            }
+        }
+    }
+    UNROLL
+    for (int t = 0; t < nt; t++)
+        UNROLL
+        for (int r = 0; r < nv; r++) vf_store(y + t * ldy + vec_row(v0 + r), acc[t][r]);
+}
+
+/* ---- Q6_K (x Q8_K) -----------------------------------------------------------------------
+ *
+ * The including file also defines:
+ *   vi_sub(a, b)         int32 lanes
+ *   vi_i8(p)             GEMM_VL int8 at p as int32 lanes
+ *   q6_scale(p)          GEMM_VL int8 scales at p as run_scaled's operand
+ *   q6_quants(ls, hb, m) the 6-bit quants of run m of a quarter from its ql chunk
+ *                        (low nibbles for m < 2, high for m >= 2) and its qh chunk
+ *                        (bits 2m, 2m + 1), 0..63
+ *   GEMM_Q6_TOK          tokens a tile takes
+ *   GEMM_Q6_RUN(nt)      chunks a run sums (quants up to 63: 2 fit int16; 1 where
+ *                        the tile has no registers for runs), at most 4
+ *   GEMM_Q6_BY_CHUNK(nt) 1: a quarter's chunk vectors are read once and feed the
+ *                        runs of its four sub-blocks at once (four runs a token
+ *                        live; GEMM_Q6_RUN must be 4); 0: one sub-block after the
+ *                        other
+ * Quants are unsigned (0..63); the -32 offset comes from the activation's bsums:
+ * where GEMM_BIAS_IN_ACC, each sub-block's run starts at -32 * its bsum (exact, the
+ * run is then scaled as a whole), else it is taken out once per pair of
+ * sub-blocks by madd of int16 pairs of the rows' scales times 32 (|sc| * 32 <=
+ * 4096 fits int16) with the bsums. */
+
+/* The products of chunk c4 of sub-block run m of quarter qt (sub-block j) into
+ * the runs of nt tokens. */
+VT_INLINE void q6_chunk(const uint8_t *qt, const int v0, const int nv, const int m, const int c4, const int j,
+                        const block_q8_K *const *xr, int64_t b, vi run[PACK_TOK_MAX][GEMM_NV_MAX], const int nt) {
+    vi q[GEMM_NV_MAX];
+    UNROLL
+    for (int r = 0; r < nv; r++) {
+        const size_t off = vec_off(v0 + r, 0, 4);
+        q[r] = q6_quants(vi_load(qt + PACK_Q6_K_VEC(m & 1, c4) + off), vi_load(qt + PACK_Q6_K_VEC(2, c4) + off), m);
+    }
+    UNROLL
+    for (int t = 0; t < nt; t++) {
+        const vi x = vi_bcast32(xr[t][b].qs + 16 * j + 4 * c4);
+        UNROLL
+        for (int r = 0; r < nv; r++) {
+            run[t][r] = run_dot(run[t][r], q[r], x);
+            GEMM_KEEP(run[t][r]);
+        }
+    }
+}
+
+/* The scales of sub-block run m of quarter qt, as run_scaled's operands. */
+VT_INLINE void q6_scales(const uint8_t *qt, const int m, const int v0, const int nv, vi sc[GEMM_NV_MAX]) {
+    UNROLL
+    for (int r = 0; r < nv; r++) sc[r] = q6_scale(qt + PACK_Q6_K_SC(m) + vec_off(v0 + r, 0, 1));
+}
+
+/* A run's start: -32 * bsum_j where the offset goes into the runs, else 0. */
+VT_INLINE vi q6_run_start(const block_q8_K *x, const int j) {
+    return GEMM_BIAS_IN_ACC ? vi_set1(-32 * x->bsums[j]) : vi_zero();
+}
+
+/* Rows of nv row vectors of one group from vector v0 on, nt tokens. */
+VT_INLINE void q6_rows(int64_t nb, const uint8_t *g, const int v0, const int nv, const block_q8_K *const *xr,
+                       float *y, int64_t ldy, const int nt, const bool pf_on) {
+    const int run = GEMM_Q6_RUN(nt);
+    const uint8_t *pf = g + GEMM_PF_DIST_K;
+    vf acc[PACK_TOK_MAX][GEMM_NV_MAX];
+    UNROLL
+    for (int t = 0; t < nt; t++)
+        UNROLL
+        for (int r = 0; r < nv; r++) acc[t][r] = vf_zero();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *tile = g + pack_q6_K_tile(nb, b);
+        vi isum[PACK_TOK_MAX][GEMM_NV_MAX];
+        UNROLL
+        for (int t = 0; t < nt; t++)
+            UNROLL
+            for (int r = 0; r < nv; r++) isum[t][r] = vi_zero();
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            UNROLL
+            for (int u = 0; u < 2; u++) {
+                /* quarter (h, u): sub-blocks j = 8h + 2m + u, elements 128h + 32m + 16u .. + 16 */
+                const uint8_t *qt = tile + (2 * h + u) * PACK_Q6_K_QUARTER;
+                /* a quarter super-block per quarter of the work */
+                if (pf_on)
+                    prefetch_to(&pf, g + GEMM_PF_DIST_K + (size_t)(4 * b + 2 * h + u + 1) * PACK_ROWS * sizeof(block_q6_K) / 4);
+                if (GEMM_Q6_BY_CHUNK(nt)) {
+                    vi sc[4][GEMM_NV_MAX], s[4][PACK_TOK_MAX][GEMM_NV_MAX];
+                    UNROLL
+                    for (int m = 0; m < 4; m++) q6_scales(qt, m, v0, nv, sc[m]);
+                    UNROLL
+                    for (int m = 0; m < 4; m++)
+                        UNROLL
+                        for (int t = 0; t < nt; t++)
+                            UNROLL
+                            for (int r = 0; r < nv; r++) s[m][t][r] = q6_run_start(xr[t] + b, 8 * h + 2 * m + u);
+                    UNROLL
+                    for (int c4 = 0; c4 < 4; c4++)
+                        UNROLL
+                        for (int m = 0; m < 4; m++) q6_chunk(qt, v0, nv, m, c4, 8 * h + 2 * m + u, xr, b, s[m], nt);
+                    UNROLL
+                    for (int m = 0; m < 4; m++)
+                        UNROLL
+                        for (int t = 0; t < nt; t++)
+                            UNROLL
+                            for (int r = 0; r < nv; r++) isum[t][r] = vi_add(isum[t][r], run_scaled(s[m][t][r], sc[m][r]));
+                    continue;
+                }
+                UNROLL
+                for (int m = 0; m < 4; m++) {
+                    vi sc[GEMM_NV_MAX];
+                    q6_scales(qt, m, v0, nv, sc);
+                    UNROLL
+                    for (int c0 = 0; c0 < 4; c0 += run) {
+                        vi s[PACK_TOK_MAX][GEMM_NV_MAX];
+                        UNROLL
+                        for (int t = 0; t < nt; t++)
+                            UNROLL
+                            for (int r = 0; r < nv; r++) s[t][r] = q6_run_start(xr[t] + b, 8 * h + 2 * m + u);
+                        UNROLL
+                        for (int c4 = c0; c4 < c0 + run; c4++) q6_chunk(qt, v0, nv, m, c4, 8 * h + 2 * m + u, xr, b, s, nt);
+                        UNROLL
+                        for (int t = 0; t < nt; t++)
+                            UNROLL
+                            for (int r = 0; r < nv; r++) {
+                                isum[t][r] = vi_add(isum[t][r], run_scaled(s[t][r], sc[r]));
+                                GEMM_KEEP(isum[t][r]);
+                            }
+                    }
+                }
+            }
+            if (!GEMM_BIAS_IN_ACC) {
+                /* -32 * the sum over the pairs (j0, j0 + 1) = (8h + 2m, + 1), from
+                 * quarters (h, 0) and (h, 1), of sc_j * bsum_j */
+                const uint8_t *q0 = tile + 2 * h * PACK_Q6_K_QUARTER, *q1 = q0 + PACK_Q6_K_QUARTER;
+                UNROLL
+                for (int m = 0; m < 4; m++)
+                    UNROLL
+                    for (int r = 0; r < nv; r++) {
+                        const size_t off = PACK_Q6_K_SC(m) + vec_off(v0 + r, 0, 1);
+                        const vi sc32 = vi_or(vi_and(vi_sll(vi_i8(q0 + off), 5), vi_set1(0xffff)), vi_sll(vi_i8(q1 + off), 21));
+                        UNROLL
+                        for (int t = 0; t < nt; t++)
+                            isum[t][r] = vi_sub(isum[t][r], vi_dot16(vi_zero(), sc32, vi_bcast32(xr[t][b].bsums + 8 * h + 2 * m)));
+                    }
+            }
+        }
+        UNROLL
+        for (int r = 0; r < nv; r++) {
+            const vf dw = vf_f16(g + pack_q6_K_d(nb, b) + vec_off(v0 + r, 0, 2));
+            UNROLL
+            for (int t = 0; t < nt; t++) acc[t][r] = vf_fma(vf_mul(dw, vf_set1(xr[t][b].d)), vf_cvt(isum[t][r]), acc[t][r]);
+        }
+    }
+    UNROLL
+    for (int t = 0; t < nt; t++)
+        UNROLL
+        for (int r = 0; r < nv; r++) vf_store(y + t * ldy + vec_row(v0 + r), acc[t][r]);
+}
+
+/* ---- the K-quant GEMMs ------------------------------------------------------------------ */
+
+enum { KQ_Q4_K, KQ_Q5_K, KQ_Q6_K };
+
+/* One group, nt tokens, in passes of GEMM_K_NV(nt) row vectors (only the first
+ * prefetches: the others reread its lines from L1 / L2). */
+VT_INLINE void kq_group(const int type, int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y,
+                        int64_t ldy, const int nt, const bool pf_on) {
+    const int nv = GEMM_K_NV(nt);
+    for (int v0 = 0; v0 < GEMM_NVG; v0 += nv) {
+        if (type == KQ_Q6_K) q6_rows(nb, g, v0, nv, xr, y, ldy, nt, pf_on && v0 == 0);
+        else k45_rows(type == KQ_Q5_K, nb, g, v0, nv, xr, y, ldy, nt, pf_on && v0 == 0);
+    }
+}
+
+/* The tokens a tile takes: n, at most tok (so the cases past it fold). */
+#define K_TILE_NT(n, tok) ((n) < (tok) ? (n) : (tok))
+
+/* The body of an exported K-quant GEMM: each group in tiles of up to the tier's
+ * tokens. */
+VT_INLINE void kq_gemm(const int type, int64_t n_in, const void *w, int64_t n_groups, const void *x,
+                       size_t x_stride, int n_tok, float *y, int64_t ldy, const bool pf_on) {
+    const int tok = type == KQ_Q6_K ? GEMM_Q6_TOK : GEMM_K_TOK;
+    const int64_t nb = n_in / QK_K;
+    const size_t gb = (size_t)nb * (type == KQ_Q4_K ? TILE_Q4_K : type == KQ_Q5_K ? TILE_Q5_K : PACK_ROWS * sizeof(block_q6_K));
+    const block_q8_K *xr[PACK_TOK_MAX];
+    for (int t = 0; t < n_tok; t++) xr[t] = (const block_q8_K *)((const uint8_t *)x + (size_t)t * x_stride);
+    for (int64_t gi = 0; gi < n_groups; gi++) {
+        const uint8_t *g = (const uint8_t *)w + (size_t)gi * gb;
+        for (int t = 0; t < n_tok; t += tok) {
+            float *yg = y + t * ldy + gi * PACK_ROWS;
+            switch (K_TILE_NT(n_tok - t, tok)) {
+            case 4: kq_group(type, nb, g, xr + t, yg, ldy, K_TILE_NT(4, tok), pf_on); break;
+            case 3: kq_group(type, nb, g, xr + t, yg, ldy, K_TILE_NT(3, tok), pf_on); break;
+            case 2: kq_group(type, nb, g, xr + t, yg, ldy, 2, pf_on); break;
+            default: kq_group(type, nb, g, xr + t, yg, ldy, 1, pf_on); break;
+            }
+        }
+    }
+}
+
+/* gemm_<t>_<GEMM_SFX><var>: t q4_K, q5_K or q6_K, KQ its KQ_ constant */
+#define GEMM_KQUANT(t, KQ, var, pf_on)                                                            \
+    void GEMM_NAME(t, GEMM_SFX, var)(int64_t n_in, const void *w, int64_t n_groups, const void *x, \
+                                     size_t x_stride, const pack_xblock *xs, int n_tok, float *y,  \
+                                     int64_t ldy) {                                                \
+        (void)xs;                                                                                 \
+        kq_gemm(KQ, n_in, w, n_groups, x, x_stride, n_tok, y, ldy, pf_on);                        \
+    }
+#endif
