@@ -89,7 +89,7 @@ VT_INLINE void mxfp4_one2(int64_t nb, const uint8_t *g, size_t gb, const block_q
         }
         UNROLL
         for (int G = 0; G < 2; G++) {
-            const __m512 dw = e8m0_half_x16(g + G * gb + pack_mxfp4_e(b));
+            const __m512 dw = vf_e8m0_half(g + G * gb + pack_mxfp4_e(b));
             const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(xs[b].d));
             acc[G] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(_mm512_add_epi32(s0[G], s1[G])), acc[G]);
         }
