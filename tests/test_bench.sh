@@ -8,16 +8,12 @@
 # - the JSON names llama.cpp's mmap setting;
 # - bad options are refused with a message.
 set -u
-vt=${VT_BIN:-./build/vt}
-models=${VT_TEST_MODELS:-../shared/models}
+. "${VT_SOURCE_DIR:-.}/tests/server/lib.sh" # models, vt; require_file
 m=$models/stories260K.gguf
 pass=0 fail=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL $*"; }
-if [ ! -f "$m" ]; then
-  if [ "${CI:-}" = true ]; then echo "FAIL: $m is missing"; exit 1; fi
-  echo "skip: $m is missing"; exit 0
-fi
+require_file "$m"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

@@ -5,16 +5,12 @@
 # temporary file and does not touch an existing output; a good write leaves
 # only the output.
 set -u
-vt=${VT_BIN:-./build/vt}
-models=${VT_TEST_MODELS:-../shared/models}
+. "${VT_SOURCE_DIR:-.}/tests/server/lib.sh" # models, vt; require_file
 pass=0 fail=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL $*"; }
 src=$models/stories260K.gguf
-if [ ! -f "$src" ]; then
-  if [ "${CI:-}" = true ]; then echo "FAIL: $src missing"; exit 1; fi
-  echo "skip: $src missing"; exit 0
-fi
+require_file "$src"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 mkdir "$tmp/sub"
 cp "$src" "$tmp/in.gguf"

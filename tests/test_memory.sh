@@ -4,12 +4,9 @@
 # The KV cache is n_ctx * layers * 2 * kv_heads * head_dim * 2 bytes (F16); the
 # batch workspace is what the forward pass allocates for n_batch tokens.
 set -u
-vt=${VT_BIN:-./build/vt}
-vocab=${VT_TEST_MODELS:-../shared/models}/vocab/ggml-vocab-llama-spm.gguf
-if [ ! -f "$vocab" ]; then
-  if [ "${CI:-}" = true ]; then echo "FAIL: $vocab missing"; echo "0 passed, 1 failed"; exit 1; fi
-  echo "skip: $vocab missing"; echo "0 passed, 0 failed"; exit 0
-fi
+. "${VT_SOURCE_DIR:-.}/tests/server/lib.sh" # models, vt; require_file
+vocab=$models/vocab/ggml-vocab-llama-spm.gguf
+require_file "$vocab"
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 model=$dir/1b-q4_0.gguf
 "$vt" synth -q --layers 16 --embd 2048 --heads 32 --kv-heads 8 --ff 8192 --ctx 2048 \

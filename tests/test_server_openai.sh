@@ -5,10 +5,7 @@
 set -u
 . "${VT_SOURCE_DIR:-.}/tests/server/lib.sh"
 require_model stories260K.gguf
-if [ ! -d "$src/node_modules/openai" ]; then
-  if [ "${CI:-}" = true ]; then echo "FAIL: $src/node_modules/openai missing (npm ci) under CI=true"; echo "0 passed, 1 failed"; exit 1; fi
-  echo "skip: $src/node_modules/openai missing (run npm ci)"; echo "0 passed, 0 failed"; exit 0
-fi
+[ -d "$src/node_modules/openai" ] || missing "$src/node_modules/openai missing (npm ci)"
 tmp=$(mktemp -d)
 trap 'stop_server >/dev/null 2>&1; rm -rf "$tmp"' EXIT
 start_server "$tmp/server.log" -m "$models/stories260K.gguf" --api-key test-key -t 1 -c 512 || exit 1

@@ -9,10 +9,8 @@ set -u
 . "${VT_SOURCE_DIR:-.}/tests/server/lib.sh"
 require_model stories260K.gguf
 tmpl="$models/../chat-templates/Qwen-Qwen2.5-7B-Instruct.jinja"
-if [ ! -f "$tmpl" ] || ! (cd "$src" && node -e 'import("openai")' 2>/dev/null); then
-  if [ "${CI:-}" = true ]; then echo "FAIL: $tmpl or the openai npm package missing"; echo "0 passed, 1 failed"; exit 1; fi
-  echo "skip: $tmpl or the openai npm package missing"; echo "0 passed, 0 failed"; exit 0
-fi
+require_file "$tmpl"
+(cd "$src" && node -e 'import("openai")' 2>/dev/null) || missing "the openai npm package (npm ci)"
 tmp=$(mktemp -d)
 trap 'stop_server >/dev/null 2>&1; rm -rf "$tmp"' EXIT
 start_server "$tmp/server.log" -m "$models/stories260K.gguf" -c 2048 --chat-template-file "$tmpl" || exit 1
