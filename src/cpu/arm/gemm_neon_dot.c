@@ -188,8 +188,8 @@ void gemm_q4_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const voi
 /* Software prefetch as the AVX-512 K-quant kernels do: one linear stream over
  * the group (and on into the next), PF_DIST_K bytes ahead, a quarter super-block
  * per quarter of the work, from the first pass over a group only. The distance
- * is the one a Sapphire Rapids VM preferred (a Zen 5 VM prefers 5 KiB: see
- * gemm_avx512.c); it is not measured on ARM. The Q4_0, Q8_0 and Q6_K kernels
+ * is the one a Sapphire Rapids VM preferred (a Zen 5 VM prefers 5 KiB:
+ * BENCHMARKS.md, "x86 GEMM prefetch distances"); it is not measured on ARM. The Q4_0, Q8_0 and Q6_K kernels
  * here issue no prefetches (x86's prefetch every layout as one linear stream). */
 #define PF_DIST_K 2048
 /* Q5_K reads the high bits at the end of its tile from the start of the tile's
