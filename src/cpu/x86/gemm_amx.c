@@ -113,15 +113,6 @@ VT_INLINE void widen_mxfp4(const uint8_t *v, uint8_t *tile) {
     }
 }
 
-/* The halved E8M0 scales of the 16 rows (bytes at e) as floats (mxfp4_e8m0_half). */
-VT_INLINE __m512 e8m0_half_x16(const uint8_t *e) {
-    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)e));
-    const __m512i norm = _mm512_slli_epi32(_mm512_sub_epi32(v, _mm512_set1_epi32(1)), 23);
-    const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), v);
-    const __mmask16 small = _mm512_cmplt_epu32_mask(v, _mm512_set1_epi32(2));
-    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, norm, sub));
-}
-
 /* acc[m] += (d_w * d_x[m]) * (float)C[m] for the n token rows of C. */
 VT_INLINE void scale_block(const int32_t *c, __m512 dw, const float *dx, int n, __m512 *acc) {
     UNROLL

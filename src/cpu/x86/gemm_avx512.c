@@ -57,14 +57,7 @@ VT_INLINE vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
 VT_INLINE vf vf_cvt(vi a) { return _mm512_cvtepi32_ps(a); }
 VT_INLINE void vf_store(float *p, vf v) { _mm512_storeu_ps(p, v); }
 VT_INLINE vf vf_f16(const uint8_t *p) { return load_f16x16(p); }
-/* (e - 1) << 23, or 0x200000 << e for e < 2 */
-VT_INLINE vf vf_e8m0_half(const uint8_t *e) {
-    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)e));
-    const __m512i norm = _mm512_slli_epi32(_mm512_sub_epi32(v, _mm512_set1_epi32(1)), 23);
-    const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), v);
-    const __mmask16 small = _mm512_cmplt_epu32_mask(v, _mm512_set1_epi32(2));
-    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, norm, sub));
-}
+VT_INLINE vf vf_e8m0_half(const uint8_t *e) { return e8m0_half_x16(e); }
 
 #define GEMM_K_TOK 4
 #define GEMM_K_NV(nt) 1

@@ -17,6 +17,16 @@ VT_INLINE __m512 load_f16x16(const void *p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
 }
 
+/* The halved E8M0 scales of 16 rows (bytes at e) as floats (mxfp4_e8m0_half):
+ * (e - 1) << 23, or 0x200000 << e for e < 2. */
+VT_INLINE __m512 e8m0_half_x16(const uint8_t *e) {
+    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)e));
+    const __m512i norm = _mm512_slli_epi32(_mm512_sub_epi32(v, _mm512_set1_epi32(1)), 23);
+    const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), v);
+    const __mmask16 small = _mm512_cmplt_epu32_mask(v, _mm512_set1_epi32(2));
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, norm, sub));
+}
+
 /* Byte j (0..3) of every 32-bit lane, zero-extended to 32 bits. */
 VT_INLINE __m512i lane_byte(__m512i v, int j) {
     return _mm512_and_si512(_mm512_srli_epi32(v, 8 * j), _mm512_set1_epi32(0xff));
