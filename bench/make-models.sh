@@ -38,6 +38,16 @@
 #           layer_types, layer_rope_theta, final_logit_softcapping,
 #           max_position_embeddings), as public serving code's config tests
 #           reproduce it; vt's own tests know the architecture, not the size
+#   dense   the other dense families, each at a real checkpoint's layer shape with a
+#           few of its layers, in Q4_K_M (llama.cpp's mix): phi3 (Phi-3.5-mini: 3072,
+#           32 heads of 96, n_ff 8192; phi-3's vocabulary; 8 of 32 layers), gemma2
+#           (Gemma 2 2B: 2304, 8 query / 4 KV heads of 256, n_ff 9216, window 4096 on
+#           alternate layers, soft-caps 50 / 30; gemma-4's vocabulary; 8 of 26), glm4
+#           (GLM-4-9B: 4096, 32 query / 2 KV heads of 128, n_ff 13696; gpt-2's
+#           vocabulary; 4 of 40), granite (Granite 3.3 2B: 2048, 32 query / 8 KV heads,
+#           n_ff 8192; gpt-2's vocabulary; 8 of 40), smollm3 (SmolLM3-3B: 2048, 16
+#           query / 4 KV heads, n_ff 11008, no rope on every 4th layer; llama-bpe's
+#           vocabulary; 8 of 36)
 # The quantized files that are compared come from llama.cpp's own quantizer
 # (llama_model_quantize, through build/quantize_llama) run on an F16 synth, as
 # users' files do; without the reference llama.cpp, from vt quantize.
@@ -116,7 +126,19 @@ for set in $sets; do
       mixes synth-muse-glimmer-4l --arch muse-glimmer --layers 4 --embd 6656 --heads 32 --kv-heads 2 --head-dim 128 \
         --ff 19968 --swa 2048 --swa-pattern 4 --rope-base 500000 --final-softcap 20 \
         --ctx 131072 --vocab-from "$vocabs/ggml-vocab-llama-bpe.gguf" -- Q4_K_M Q4_0 ;;
-    *) echo "make-models: unknown set '$set' (llama, moe, gptoss, qwen35moe, qwen35, gemma3, muse-glimmer)" >&2
+    dense)
+      mixes synth-phi3-8l --arch phi3 --layers 8 --embd 3072 --heads 32 --kv-heads 32 --head-dim 96 \
+        --ff 8192 --ctx 4096 --vocab-from "$vocabs/ggml-vocab-phi-3.gguf" -- Q4_K_M
+      mixes synth-gemma2-8l --arch gemma2 --layers 8 --embd 2304 --heads 8 --kv-heads 4 --head-dim 256 \
+        --ff 9216 --swa 4096 --swa-pattern 2 --attn-softcap 50 --final-softcap 30 --ctx 8192 \
+        --vocab-from "$vocabs/ggml-vocab-gemma-4.gguf" -- Q4_K_M
+      mixes synth-glm4-4l --arch glm4 --layers 4 --embd 4096 --heads 32 --kv-heads 2 --head-dim 128 \
+        --ff 13696 --ctx 8192 --vocab-from "$vocabs/ggml-vocab-gpt-2.gguf" -- Q4_K_M
+      mixes synth-granite-8l --arch granite --layers 8 --embd 2048 --heads 32 --kv-heads 8 \
+        --ff 8192 --ctx 8192 --vocab-from "$vocabs/ggml-vocab-gpt-2.gguf" -- Q4_K_M
+      mixes synth-smollm3-8l --arch smollm3 --layers 8 --embd 2048 --heads 16 --kv-heads 4 \
+        --ff 11008 --ctx 8192 --vocab-from "$vocabs/ggml-vocab-llama-bpe.gguf" -- Q4_K_M ;;
+    *) echo "make-models: unknown set '$set' (llama, moe, gptoss, qwen35moe, qwen35, gemma3, muse-glimmer, dense)" >&2
        exit 2 ;;
   esac
 done
