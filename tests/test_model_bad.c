@@ -30,7 +30,8 @@
  * rope scaling and fused attn_qkv / ffn_up; glm4's post-norms, fused ffn_up,
  * biases, rope dimension; mistral3's YaRN betas, log multiplier and temperature;
  * muse-glimmer's window (missing, 0, past the context), pattern, soft-cap (0,
- * NaN), logit scale, rope base of the sliding layers, YaRN, gate, norms, head. */
+ * NaN), logit scale, rope base of the sliding layers, YaRN's factor, gate,
+ * norms, head. */
 #include "base/mapfile.h"
 #include "gguf/gguf.h"
 #include "model/synth.h"
@@ -503,8 +504,9 @@ static size_t check_gemma(void) {
          "'muse-glimmer.logit_scale' = nan is not a positive number"},
         {"muse-glimmer rope.freq_base_swa 0", {MGF("rope.freq_base_swa", 0.0f)}, {{0}},
          "'muse-glimmer.rope.freq_base_swa' = 0 is not a positive number"},
-        {"muse-glimmer YaRN", {{K_STR, "muse-glimmer.rope.scaling.type", 0, 0, "yarn"}}, {{0}},
-         "key 'muse-glimmer.rope.scaling.type': YaRN on muse-glimmer is not supported"},
+        {"muse-glimmer YaRN factor -2",
+         {{K_STR, "muse-glimmer.rope.scaling.type", 0, 0, "yarn"}, MGF("rope.scaling.factor", -2.0f)}, {{0}},
+         "key 'muse-glimmer.rope.scaling.factor': rope scaling factor -2 is invalid"},
         {"muse-glimmer attn_gate missing", {{0}}, {{"blk.1.attn_gate.weight", VT_DTYPE_F32, 0, {0}}},
          "required tensor 'blk.1.attn_gate.weight' is missing"},
         {"muse-glimmer attn_q_norm [64]", {{0}}, {{"blk.0.attn_q_norm.weight", VT_DTYPE_F32, 1, {64}}},

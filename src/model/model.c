@@ -346,7 +346,8 @@ static vt_status swa_window_and_pattern(model *m) {
 
 /* olmo2 as llama.cpp reads it: sliding windows only where the file sets one
  * (OLMo 3), 3 of every 4 layers by default, those layers on the global rope
- * base and never scaled. Q and K are normed as whole rows,
+ * base and never scaled (under YaRN too: olmo2_plain_swa_rope). Q and K are
+ * normed as whole rows,
  * so a token's Q row must be n_embd wide, as llama.cpp's tensor shapes say. */
 static vt_status olmo2_hparams(model *m) {
     model_hparams *hp = &m->hp;
@@ -357,12 +358,22 @@ static vt_status olmo2_hparams(model *m) {
     hp->n_swa = 0;
     if (!gguf_find(&m->gguf, arch_key(m, kw))) return VT_OK;
     VT_TRY(swa_window_and_pattern(m));
-    if (hp->rope_yarn)
-        return vt_errorf(VT_E_UNSUPPORTED, "olmo2: YaRN with sliding-window layers (OLMo 3) is not supported yet");
     /* llama.cpp reads rope.freq_base_swa here but its olmo2 graph ropes the
      * sliding layers on the global base, unscaled */
     hp->rope_freq_scale_swa = 1.0f;
     return VT_OK;
+}
+
+/* OLMo 3's sliding layers after the rope override and YaRN: llama.cpp's olmo2
+ * graph ropes them on the context's base (the override's, where given) with
+ * scale 1, ext_factor 0 and attn_factor 1, so no YaRN ramp and no magnitude
+ * (not even rope.scaling.attn_factor's) reach them; the full layers take the
+ * context's YaRN as every other arch. */
+static void olmo2_plain_swa_rope(model_hparams *hp) {
+    hp->rope_freq_base_swa = hp->rope_freq_base;
+    hp->rope_freq_scale_swa = 1.0f;
+    hp->yarn_ext_swa = 0.0f;
+    hp->rope_mscale_swa = 1.0f;
 }
 
 /* A multiplier key: absent, dflt; 0 (llama.cpp: unset), dflt; else a positive
@@ -424,8 +435,11 @@ static vt_status dense3_hparams(model *m) {
  * array is not supported), those layers on rope.freq_base_swa (the global base
  * where absent), never scaled, and the others without rope; logit_scale
  * (required, multiplies the logits), final_logit_softcapping where set; the
- * post-norms' epsilon 1e-8. YaRN is refused (llama.cpp would apply its
- * magnitude on the sliding layers' own base). */
+ * post-norms' epsilon 1e-8. Under YaRN the sliding layers take the ramp and
+ * magnitude of their own base and scale 1 (yarn_params), as ggml's rope on
+ * llama.cpp's get_rope_freq_base/scale: the ramp mixes two equal angles and
+ * YaRN's magnitude (1 + 0.1 ln factor) cancels against llama.cpp's 1 / (1 +
+ * 0.1 ln factor), so YaRN changes the rounding there and the context reached. */
 static vt_status muse_hparams(model *m) {
     model_hparams *hp = &m->hp;
     VT_TRY(swa_window_and_pattern(m));
@@ -434,9 +448,6 @@ static vt_status muse_hparams(model *m) {
         return vt_errorf(VT_E_RANGE, "key '%s' = %g is not a positive number", arch_key(m, "rope.freq_base_swa"),
                          hp->rope_freq_base_swa);
     hp->rope_freq_scale_swa = 1.0f;
-    if (hp->rope_yarn)
-        return vt_errorf(VT_E_UNSUPPORTED, "key '%s': YaRN on muse-glimmer is not supported",
-                         arch_key(m, "rope.scaling.type"));
     VT_TRY(get_multiplier(m, "logit_scale", true, 1.0f, &hp->logit_mul));
     if (gguf_find(&m->gguf, arch_key(m, "final_logit_softcapping")))
         VT_TRY(get_softcap(m, "final_logit_softcapping", 0.0f, &hp->final_softcap));
@@ -639,7 +650,9 @@ static vt_status load_hparams(model *m, const vt_rope_params *rope) {
     hp->rope_mscale = attn_factor;
     VT_TRY(rope_override(m, rope));
     hp->rope_mscale_swa = hp->rope_mscale; /* yarn_params gives the sliding layers their own */
+    hp->yarn_ext_swa = hp->yarn_ext;
     if (hp->rope_yarn) VT_TRY(yarn_params(m, rope));
+    if (hp->arch == MODEL_ARCH_OLMO2 && hp->n_swa > 0) olmo2_plain_swa_rope(hp);
     /* after YaRN: nothing it reads enters yarn_params (n_rot is rope.dimension_count,
      * read above; the rope sections only pick each pair's position, all one for
      * text, as in ggml_rope_multi, whose ramp takes n_rot alone) */
