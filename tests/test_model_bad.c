@@ -280,8 +280,8 @@ static size_t check_moe(void) {
          "tensor 'blk.1.ffn_down_exps.bias' has shape [4, 64, 1], expected [64, 4]"},
         {"gpt-oss attn_v.bias alone missing", {{0}}, {{"blk.0.attn_v.bias", VT_DTYPE_F32, 0, {0}}},
          "blk.0: attn_q/k/v biases must be all present or all absent"},
-        {"gpt-oss rope.freq_base_swa differs", {OF32("rope.freq_base_swa", 5000.0f)}, {{0}},
-         "a rope base of the sliding-window layers other than rope.freq_base"},
+        {"gpt-oss rope.freq_base_swa 0", {OF32("rope.freq_base_swa", 0.0f)}, {{0}},
+         "'gpt-oss.rope.freq_base_swa' = 0 is not a positive number"},
     };
     /* qwen35moe (2 layers: 0 Gated DeltaNet, 1 full attention; linear layers 2 k / 4 v
      * heads of 16, conv kernel 4; shared expert of 32 rows) */

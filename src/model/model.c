@@ -628,6 +628,15 @@ static vt_status load_hparams(model *m, const vt_rope_params *rope) {
     VT_TRY(get_i64_opt(m, "rope.scaling.original_context_length", hp->n_ctx_train, &hp->n_ctx_orig));
     hp->rope_freq_base_swa = hp->rope_freq_base;
     hp->rope_freq_scale_swa = hp->rope_freq_scale;
+    /* gpt-oss's sliding-window layers rotate on rope.freq_base_swa where present
+     * (the file's rope.freq_base where absent; never an override's) with the
+     * file's scale, as llama.cpp's get_rope_freq_base/scale */
+    if (gpt_oss) {
+        VT_TRY(get_f32_opt(m, "rope.freq_base_swa", hp->rope_freq_base, &hp->rope_freq_base_swa));
+        if (!(hp->rope_freq_base_swa > 0.0f && isfinite(hp->rope_freq_base_swa)))
+            return vt_errorf(VT_E_RANGE, "key '%s' = %g is not a positive number",
+                             arch_key(m, "rope.freq_base_swa"), hp->rope_freq_base_swa);
+    }
     hp->ffn_act = MODEL_FFN_SILU;
     hp->embd_scale = 1.0f;
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
@@ -657,14 +666,6 @@ static vt_status load_hparams(model *m, const vt_rope_params *rope) {
      * read above; the rope sections only pick each pair's position, all one for
      * text, as in ggml_rope_multi, whose ramp takes n_rot alone) */
     if (hp->arch == MODEL_ARCH_QWEN35 || hp->arch == MODEL_ARCH_QWEN35MOE) VT_TRY(q35_model_hparams(m));
-    /* gpt-oss's sliding-window layers rotate with rope.freq_base_swa where
-     * present (llama.cpp's get_rope_freq_base); for gpt-oss vt takes one base for all layers */
-    float base_swa = hp->rope_freq_base_swa; /* the file's rope.freq_base (an override's is not) */
-    if (gpt_oss) VT_TRY(get_f32_opt(m, "rope.freq_base_swa", hp->rope_freq_base_swa, &base_swa));
-    if (base_swa != hp->rope_freq_base_swa)
-        return vt_errorf(VT_E_UNSUPPORTED, "key '%s' = %g: a rope base of the sliding-window layers other than "
-                                           "rope.freq_base (%g) is not supported",
-                         arch_key(m, "rope.freq_base_swa"), base_swa, hp->rope_freq_base_swa);
     return VT_OK;
 }
 

@@ -598,7 +598,7 @@ vt_status synth_write(const synth_params *p, const char *path) {
         TRY(gguf_writer_set_f32(w, KEY("logit_scale"), 2.0f));
     if (is_muse && p->final_softcap > 0)
         TRY(gguf_writer_set_f32(w, KEY("final_logit_softcapping"), p->final_softcap));
-    if ((is_gemma || is_muse) && p->rope_freq_base_swa > 0)
+    if ((is_gemma || is_muse || is_gpt_oss) && p->rope_freq_base_swa > 0)
         TRY(gguf_writer_set_f32(w, KEY("rope.freq_base_swa"), p->rope_freq_base_swa));
     if (is_gemma2 && p->attn_softcap > 0)
         TRY(gguf_writer_set_f32(w, KEY("attn_logit_softcapping"), p->attn_softcap));

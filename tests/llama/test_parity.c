@@ -72,7 +72,10 @@
  * PARITY_NMSE_TIE_OSS (0.1: the F16 file's flip at a gap of 2e-4 moved its
  * row by 5.2e-2; a flipped expert carries its full softmax weight over k = 4).
  * The rows after a flip also move (its K/V differ): the F16 file's rows after
- * the tie at position 27 are at 6e-5..1.5e-4, the ones before at ~1e-6.
+ * the tie at position 27 are at 6e-5..1.5e-4, the ones before at ~1e-6. A
+ * fourth F16 file (swabase) ropes its sliding layers on a base of their own
+ * (rope.freq_base_swa 10000, the full layers 1e6), YaRN's ramp from each:
+ * 3.2e-6; on the full layers' base 8.1e-3, without YaRN 2.6e-2.
  *
  * YaRN: synthetic llama and qwen3 (F16) with rope.scaling.type yarn, factor 4,
  * original context 16, under the same tolerances; the llama one has a
@@ -777,6 +780,7 @@ int main(void) {
         {VT_DTYPE_F16, VT_DTYPE_COUNT, "f16"},
         {VT_DTYPE_Q8_0, VT_DTYPE_COUNT, "q8_0"},
         {VT_DTYPE_Q8_0, VT_DTYPE_MXFP4, "mxfp4"},
+        {VT_DTYPE_F16, VT_DTYPE_COUNT, "swabase-f16"}, /* the sliding layers on a rope base of their own */
     };
     static const char *oss_mixes[] = {"MXFP4_MOE", "Q8_0"};
     for (size_t t = 0; bpe && t < sizeof oss_types / sizeof oss_types[0]; t++) {
@@ -800,6 +804,7 @@ int main(void) {
         sp.n_swa = 8;
         sp.yarn_factor = 4.0f;
         sp.yarn_orig_ctx = 16;
+        if (strstr(oss_types[t].name, "swabase")) sp.rope_freq_base_swa = 10000.0f; /* the full layers' 1e6 */
         sp.seed = 4000 + t;
         sp.n_threads = N_THREADS;
         g_moe_k = (int32_t)sp.n_expert_used;
