@@ -71,6 +71,15 @@ static void setup_olmo3_yarn(synth_params *sp) {
     sp->swa_pattern = 4;
     sp->yarn_factor = 4.0f;
 }
+/* the same pattern as one bool per layer (OLMo 3's converter) */
+static void setup_olmo3_arr(synth_params *sp) {
+    setup_olmo3_yarn(sp);
+    sp->swa_pattern_arr = true;
+}
+static void setup_muse_arr(synth_params *sp) {
+    setup_muse(sp);
+    sp->swa_pattern_arr = true;
+}
 
 static const kind_case k_cases[] = {
     {.arch = "llama", .kinds = ALL4("attn rope=base qk=none gate=none " DENSE)},
@@ -104,6 +113,14 @@ static const kind_case k_cases[] = {
     {.arch = "mistral3", .kinds = ALL4("attn rope=base qk=none gate=none q_temp " DENSE)},
     {.arch = "muse-glimmer",
      .setup = setup_muse,
+     .kinds = {"attn rope=swa qk=head gate=matrix " SANDWICH, "attn rope=swa qk=head gate=matrix " SANDWICH,
+               "attn rope=swa qk=head gate=matrix " SANDWICH, "attn rope=none qk=head gate=matrix " SANDWICH}},
+    {.arch = "olmo2",
+     .setup = setup_olmo3_arr,
+     .kinds = {"attn rope=swa qk=row gate=none " OLMO2, "attn rope=swa qk=row gate=none " OLMO2,
+               "attn rope=swa qk=row gate=none " OLMO2, "attn rope=base qk=row gate=none " OLMO2}},
+    {.arch = "muse-glimmer",
+     .setup = setup_muse_arr,
      .kinds = {"attn rope=swa qk=head gate=matrix " SANDWICH, "attn rope=swa qk=head gate=matrix " SANDWICH,
                "attn rope=swa qk=head gate=matrix " SANDWICH, "attn rope=none qk=head gate=matrix " SANDWICH}},
     {.arch = "qwen35",

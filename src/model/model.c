@@ -324,9 +324,46 @@ static vt_status gemma_hparams(model *m) {
     return VT_OK;
 }
 
+/* A per-layer attention.sliding_window_pattern (OLMo 3's converter writes one
+ * bool per layer, true where the layer slides) as a period: muse-glimmer's
+ * llama.cpp reads the array layer by layer; olmo2's reads only a number, so it
+ * ignores the array and slides 3 of every 4 layers. vt takes an array of
+ * block_count integers or bools that is a period's pattern (layer il slides
+ * where il % n < n - 1; n 0: all slide), for olmo2 period 4's, so that both
+ * engines slide the layers the file names; any other array is refused. */
+static vt_status swa_pattern_array(model *m, const gguf_kv *pk) {
+    model_hparams *hp = &m->hp;
+    const char *kp = arch_key(m, "attention.sliding_window_pattern");
+    const gguf_type et = pk->v.arr.type;
+    if (gguf_type_size(et) == 0 || et == GGUF_TYPE_FLOAT32 || et == GGUF_TYPE_FLOAT64)
+        return vt_errorf(VT_E_FORMAT, "key '%s' is an array of %s, expected bools", kp, gguf_type_name(et));
+    if (pk->v.arr.n != (uint64_t)hp->n_layer)
+        return vt_errorf(VT_E_FORMAT, "key '%s' has %llu entries, block_count is %lld", kp,
+                         (unsigned long long)pk->v.arr.n, (long long)hp->n_layer);
+    int64_t n = 0; /* the period: one past the first full layer */
+    for (int64_t il = 0; il < hp->n_layer && n == 0; il++)
+        if (gguf_arr_int(pk, (uint64_t)il) == 0) n = il + 1;
+    const bool olmo2 = hp->arch == MODEL_ARCH_OLMO2;
+    if (olmo2) n = 4;
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        const bool slides = gguf_arr_int(pk, (uint64_t)il) != 0;
+        if (slides == (n == 0 || il % n < n - 1)) continue;
+        if (olmo2)
+            return vt_errorf(VT_E_UNSUPPORTED, "key '%s': layer %lld %s, where llama.cpp's olmo2 ignores the array "
+                                               "and slides 3 of every 4 layers (layers 3, 7, ... attend fully)",
+                             kp, (long long)il, slides ? "slides" : "attends fully");
+        return vt_errorf(VT_E_UNSUPPORTED, "key '%s': layer %lld %s, off the period of %lld the layers before it "
+                                           "set: a pattern that does not repeat is not supported",
+                         kp, (long long)il, slides ? "slides" : "attends fully", (long long)n);
+    }
+    hp->swa_pattern = n;
+    return VT_OK;
+}
+
 /* The sliding window (attention.sliding_window, required here, at most the
  * context) and its period (attention.sliding_window_pattern, default 4, at most
- * the layer count; a per-layer array is refused) of olmo2 and muse-glimmer. */
+ * the layer count, or a per-layer array that repeats: swa_pattern_array) of
+ * olmo2 and muse-glimmer. */
 static vt_status swa_window_and_pattern(model *m) {
     model_hparams *hp = &m->hp;
     const char *kw = "attention.sliding_window", *kp = "attention.sliding_window_pattern";
@@ -335,8 +372,7 @@ static vt_status swa_window_and_pattern(model *m) {
         return vt_errorf(VT_E_RANGE, "key '%s' = %lld is larger than the context_length %lld", arch_key(m, kw),
                          (long long)hp->n_swa, (long long)hp->n_ctx_train);
     const gguf_kv *pk = gguf_find(&m->gguf, arch_key(m, kp));
-    if (pk && pk->type == GGUF_TYPE_ARRAY)
-        return vt_errorf(VT_E_UNSUPPORTED, "key '%s': a per-layer pattern array is not supported", arch_key(m, kp));
+    if (pk && pk->type == GGUF_TYPE_ARRAY) return swa_pattern_array(m, pk);
     VT_TRY(get_i64_opt(m, kp, 4, &hp->swa_pattern));
     if (hp->swa_pattern > hp->n_layer)
         return vt_errorf(VT_E_RANGE, "key '%s' = %lld is more than block_count (%lld)", arch_key(m, kp),

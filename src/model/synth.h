@@ -131,6 +131,8 @@ typedef struct synth_params {
     int64_t n_swa;          /* > 0: attention.sliding_window (llama; gpt-oss: required), on the layers of */
     int64_t swa_pattern;    /* attention.sliding_window_pattern (model_hparams; gpt-oss: 0 writes no key,
                                which is period 2) */
+    bool swa_pattern_arr;   /* olmo2, muse-glimmer: that pattern as one bool per layer, true where the
+                               layer slides (as OLMo 3's converter writes it) */
     float rope_freq_base_swa; /* > 0: rope.freq_base_swa (gemma2, gemma3, muse-glimmer, gpt-oss) */
     float attn_softcap;     /* > 0: attn_logit_softcapping (gemma2; 0: its default 50) */
     float final_softcap;    /* > 0: final_logit_softcapping (gemma2, gemma3) */
