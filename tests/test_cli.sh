@@ -101,6 +101,11 @@ if "$vt" synth -q --layers 1 --embd 64 --heads 2 --kv-heads 2 --ff 64 --ctx 64 -
   pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL bench's default n_ctx on a 64-token file: ${out:0:400}"; fi
 expect "bench workloads past a short context" "the workloads need 128 tokens of context, past the 64 that" \
   "$vt" bench -m "$short" --engine vt -w pp128,tg8 -t 1 -r 1 --no-aa
+# ... and a -c past it, once, before any of the four measurements would start
+out=$("$vt" bench -m "$short" --engine vt -w pp8,tg8 -t 1,2 -r 1 --no-aa -c 128 2>&1 >/dev/null); rc=$?
+if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -qF -- "-c 128 is past the 64 tokens of context that" <<<"$out" &&
+   [ "$(grep -c past <<<"$out")" = 1 ] && ! grep -q '^\[1/' <<<"$out"; then
+  pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL bench -c past a short context: rc=$rc: ${out:0:600}"; fi
 rm -f "$short"
 # A good run still works after all that (and -n 0 generates nothing).
 if out=$("$vt" run -m "$m" -p "Once" -n 0 --temp 0 2>/dev/null) && [ "$out" = "Once" ]; then

@@ -1,7 +1,8 @@
 /* Layer kinds (model/layer_kind.h): on a small synthetic model of every family,
  * each layer's descriptor, as layer_kind_str prints it, is the one its row below
  * says (gpt-oss's experts split, a qwen35moe shared expert of another activation
- * type than its experts apart); a QK-norm on K alone is refused; moe_split follows
+ * type than its experts apart; OLMo 3 under YaRN ropes its sliding layers in a
+ * group of their own); a QK-norm on K alone is refused; moe_split follows
  * the expert biases. */
 #include "engine_util.h"
 #include "test.h"
@@ -26,6 +27,7 @@ typedef struct kind_case {
 #define SANDWICH "norms=sandwich ffn=dense out=post_norm/post_norm"
 #define SHARED "norms=pre ffn=moe_shared out=add/moe_shared"
 #define APART "norms=pre ffn=moe_shared apart out=add/moe_shared"
+#define OLMO2 "norms=post ffn=dense out=post_norm/post_norm"
 
 static void setup_moe(synth_params *sp) {
     sp->n_expert = 4;
@@ -63,6 +65,21 @@ static void setup_muse(synth_params *sp) { /* sliding 0..2, full 3 */
     sp->rope_freq_base_swa = 10000.0f;
 }
 static void setup_glm4(synth_params *sp) { sp->fused_qkv = true; }
+/* OLMo 3 with YaRN: sliding 0..2 on plain rope (their own group), full 3 scaled */
+static void setup_olmo3_yarn(synth_params *sp) {
+    sp->n_swa = 8;
+    sp->swa_pattern = 4;
+    sp->yarn_factor = 4.0f;
+}
+/* the same pattern as one bool per layer (OLMo 3's converter) */
+static void setup_olmo3_arr(synth_params *sp) {
+    setup_olmo3_yarn(sp);
+    sp->swa_pattern_arr = true;
+}
+static void setup_muse_arr(synth_params *sp) {
+    setup_muse(sp);
+    sp->swa_pattern_arr = true;
+}
 
 static const kind_case k_cases[] = {
     {.arch = "llama", .kinds = ALL4("attn rope=base qk=none gate=none " DENSE)},
@@ -80,6 +97,10 @@ static const kind_case k_cases[] = {
      .kinds = {"attn rope=swa qk=head gate=none " SANDWICH, "attn rope=base qk=head gate=none " SANDWICH,
                "attn rope=swa qk=head gate=none " SANDWICH, "attn rope=base qk=head gate=none " SANDWICH}},
     {.arch = "olmo2", .kinds = ALL4("attn rope=base qk=row gate=none norms=post ffn=dense out=post_norm/post_norm")},
+    {.arch = "olmo2",
+     .setup = setup_olmo3_yarn,
+     .kinds = {"attn rope=swa qk=row gate=none " OLMO2, "attn rope=swa qk=row gate=none " OLMO2,
+               "attn rope=swa qk=row gate=none " OLMO2, "attn rope=base qk=row gate=none " OLMO2}},
     {.arch = "smollm3",
      .kinds = {"attn rope=base qk=none gate=none " DENSE, "attn rope=base qk=none gate=none " DENSE,
                "attn rope=base qk=none gate=none " DENSE, "attn rope=none qk=none gate=none " DENSE}},
@@ -92,6 +113,14 @@ static const kind_case k_cases[] = {
     {.arch = "mistral3", .kinds = ALL4("attn rope=base qk=none gate=none q_temp " DENSE)},
     {.arch = "muse-glimmer",
      .setup = setup_muse,
+     .kinds = {"attn rope=swa qk=head gate=matrix " SANDWICH, "attn rope=swa qk=head gate=matrix " SANDWICH,
+               "attn rope=swa qk=head gate=matrix " SANDWICH, "attn rope=none qk=head gate=matrix " SANDWICH}},
+    {.arch = "olmo2",
+     .setup = setup_olmo3_arr,
+     .kinds = {"attn rope=swa qk=row gate=none " OLMO2, "attn rope=swa qk=row gate=none " OLMO2,
+               "attn rope=swa qk=row gate=none " OLMO2, "attn rope=base qk=row gate=none " OLMO2}},
+    {.arch = "muse-glimmer",
+     .setup = setup_muse_arr,
      .kinds = {"attn rope=swa qk=head gate=matrix " SANDWICH, "attn rope=swa qk=head gate=matrix " SANDWICH,
                "attn rope=swa qk=head gate=matrix " SANDWICH, "attn rope=none qk=head gate=matrix " SANDWICH}},
     {.arch = "qwen35",

@@ -30,7 +30,8 @@
  * rope scaling and fused attn_qkv / ffn_up; glm4's post-norms, fused ffn_up,
  * biases, rope dimension; mistral3's YaRN betas, log multiplier and temperature;
  * muse-glimmer's window (missing, 0, past the context), pattern, soft-cap (0,
- * NaN), logit scale, rope base of the sliding layers, YaRN, gate, norms, head. */
+ * NaN), logit scale, rope base of the sliding layers, YaRN's factor, gate,
+ * norms, head. */
 #include "base/mapfile.h"
 #include "gguf/gguf.h"
 #include "model/synth.h"
@@ -43,14 +44,14 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-typedef enum { K_NONE, K_U32, K_U64, K_I32, K_F32, K_STR, K_DROP } kedit_kind;
+typedef enum { K_NONE, K_U32, K_U64, K_I32, K_F32, K_STR, K_BOOLS, K_DROP } kedit_kind;
 
 typedef struct kedit {
     kedit_kind kind;
     const char *key;
     uint64_t u; /* K_U32, K_U64, K_I32 (as int32) */
     float f;    /* K_F32 */
-    const char *s;
+    const char *s; /* K_STR; K_BOOLS: an array of bools, one per '0' or '1' */
 } kedit;
 
 /* Replace (or with n_dims 0, drop) tensor `name`, or add it when the file has none:
@@ -111,6 +112,14 @@ static void write_variant(const gguf_file *src, const bad_case *c, const char *p
         case K_I32: CHECK_OK(gguf_writer_set_i32(w, k->key, (int32_t)k->u)); break;
         case K_F32: CHECK_OK(gguf_writer_set_f32(w, k->key, k->f)); break;
         case K_STR: CHECK_OK(gguf_writer_set_str(w, k->key, k->s)); break;
+        case K_BOOLS: {
+            uint8_t b[64];
+            const size_t n = strlen(k->s);
+            CHECK(n <= sizeof b);
+            for (size_t j = 0; j < n && j < sizeof b; j++) b[j] = k->s[j] == '1';
+            CHECK_OK(gguf_writer_set_arr(w, k->key, GGUF_TYPE_BOOL, b, n));
+            break;
+        }
         case K_NONE:
         case K_DROP: break;
         }
@@ -279,8 +288,8 @@ static size_t check_moe(void) {
          "tensor 'blk.1.ffn_down_exps.bias' has shape [4, 64, 1], expected [64, 4]"},
         {"gpt-oss attn_v.bias alone missing", {{0}}, {{"blk.0.attn_v.bias", VT_DTYPE_F32, 0, {0}}},
          "blk.0: attn_q/k/v biases must be all present or all absent"},
-        {"gpt-oss rope.freq_base_swa differs", {OF32("rope.freq_base_swa", 5000.0f)}, {{0}},
-         "a rope base of the sliding-window layers other than rope.freq_base"},
+        {"gpt-oss rope.freq_base_swa 0", {OF32("rope.freq_base_swa", 0.0f)}, {{0}},
+         "'gpt-oss.rope.freq_base_swa' = 0 is not a positive number"},
     };
     /* qwen35moe (2 layers: 0 Gated DeltaNet, 1 full attention; linear layers 2 k / 4 v
      * heads of 16, conv kernel 4; shared expert of 32 rows) */
@@ -406,6 +415,12 @@ static size_t check_gemma(void) {
          "'olmo2.attention.sliding_window_pattern' = 3 is more than block_count (2)"},
         {"olmo2 sliding window past the context", {{K_U32, "olmo2.attention.sliding_window", 300, 0, NULL}}, {{0}},
          "'olmo2.attention.sliding_window' = 300 is larger than the context_length 256"},
+        {"olmo2 pattern array 11 (loads: period 4)", {{K_BOOLS, "olmo2.attention.sliding_window_pattern", 0, 0, "11"}},
+         {{0}}, NULL},
+        {"olmo2 pattern array 10: not period 4", {{K_BOOLS, "olmo2.attention.sliding_window_pattern", 0, 0, "10"}},
+         {{0}}, "'olmo2.attention.sliding_window_pattern': layer 1 attends fully, where llama.cpp's olmo2 ignores"},
+        {"olmo2 pattern array of 3 layers", {{K_BOOLS, "olmo2.attention.sliding_window_pattern", 0, 0, "111"}},
+         {{0}}, "'olmo2.attention.sliding_window_pattern' has 3 entries, block_count is 2"},
         {"olmo2 key_length 32: Q rows wider than n_embd", {{K_U32, "olmo2.attention.key_length", 32, 0, NULL},
                                                            {K_U32, "olmo2.attention.value_length", 32, 0, NULL}}, {{0}},
          "olmo2: head_count 4 x key_length 32 is not embedding_length 64"},
@@ -493,6 +508,11 @@ static size_t check_gemma(void) {
          "'muse-glimmer.attention.sliding_window' = 300 is larger than the context_length 256"},
         {"muse-glimmer pattern 3 of 2 layers", {MG("attention.sliding_window_pattern", 3)}, {{0}},
          "'muse-glimmer.attention.sliding_window_pattern' = 3 is more than block_count (2)"},
+        {"muse-glimmer pattern array 10 (loads: period 2)",
+         {{K_BOOLS, "muse-glimmer.attention.sliding_window_pattern", 0, 0, "10"}}, {{0}}, NULL},
+        {"muse-glimmer pattern array 01: no period",
+         {{K_BOOLS, "muse-glimmer.attention.sliding_window_pattern", 0, 0, "01"}}, {{0}},
+         "'muse-glimmer.attention.sliding_window_pattern': layer 1 slides, off the period of 1"},
         {"muse-glimmer final soft-cap 0", {MGF("final_logit_softcapping", 0.0f)}, {{0}},
          "'muse-glimmer.final_logit_softcapping' = 0 is not a positive number"},
         {"muse-glimmer final soft-cap NaN", {MGF("final_logit_softcapping", NAN)}, {{0}},
@@ -503,8 +523,9 @@ static size_t check_gemma(void) {
          "'muse-glimmer.logit_scale' = nan is not a positive number"},
         {"muse-glimmer rope.freq_base_swa 0", {MGF("rope.freq_base_swa", 0.0f)}, {{0}},
          "'muse-glimmer.rope.freq_base_swa' = 0 is not a positive number"},
-        {"muse-glimmer YaRN", {{K_STR, "muse-glimmer.rope.scaling.type", 0, 0, "yarn"}}, {{0}},
-         "key 'muse-glimmer.rope.scaling.type': YaRN on muse-glimmer is not supported"},
+        {"muse-glimmer YaRN factor -2",
+         {{K_STR, "muse-glimmer.rope.scaling.type", 0, 0, "yarn"}, MGF("rope.scaling.factor", -2.0f)}, {{0}},
+         "key 'muse-glimmer.rope.scaling.factor': rope scaling factor -2 is invalid"},
         {"muse-glimmer attn_gate missing", {{0}}, {{"blk.1.attn_gate.weight", VT_DTYPE_F32, 0, {0}}},
          "required tensor 'blk.1.attn_gate.weight' is missing"},
         {"muse-glimmer attn_q_norm [64]", {{0}}, {{"blk.0.attn_q_norm.weight", VT_DTYPE_F32, 1, {64}}},

@@ -619,11 +619,19 @@ static bool parse_args(int argc, char **argv, bench_cfg *c, int *exit_code) {
     }
     if (!c->do_llama || !c->do_vt) c->do_aa = c->do_aa && c->do_llama;
     /* the default context within what each model allows vt (a file whose
-     * context_length is below the rounding); one it cannot read fails its
+     * context_length is below the rounding), and a -c past it refused here,
+     * once, not by each measurement; one it cannot read fails its
      * measurements instead, with vt's message */
-    for (int i = 0; n_ctx == 0 && c->do_vt && i < c->n_models; i++) {
+    for (int i = 0; c->do_vt && i < c->n_models; i++) {
         int32_t max = 0;
         if (vt_model_probe_n_ctx_max(c->models[i], c->rope.params, &max) != VT_OK) continue;
+        if (n_ctx != 0 && c->n_ctx > max) {
+            fprintf(stderr,
+                    "vt bench: -c %d is past the %d tokens of context that %s allows: use -c %d or less, or "
+                    "extend its context (--rope-scaling yarn --rope-scale N)\n",
+                    c->n_ctx, max, c->models[i], max);
+            return false;
+        }
         if (need > max) {
             fprintf(stderr,
                     "vt bench: the workloads need %d tokens of context, past the %d that %s allows: shorten them "

@@ -129,7 +129,7 @@ int cmd_synth(int argc, char **argv) {
         {.name = {"--swa-pattern"}, .kind = OPT_FN, .fn = opt_i64, .dst = &p.swa_pattern, .arg = "N",
          .help = "... on layers il % N < N - 1 (0, the default: every layer;\ngpt-oss: no key, period 2)"},
         {.name = {"--swa-rope-base"}, .kind = OPT_FN, .fn = opt_rope, .dst = &p.rope_freq_base_swa, .arg = "F",
-         .help = "gemma, muse-glimmer: rope.freq_base_swa, the sliding layers'\nbase"},
+         .help = "gemma, muse-glimmer, gpt-oss: rope.freq_base_swa, the\nsliding layers' base"},
         {.name = {"--attn-softcap"}, .kind = OPT_FN, .fn = opt_rope, .dst = &p.attn_softcap, .arg = "F",
          .help = "gemma2: attn_logit_softcapping (default: none written, 50)"},
         {.name = {"--final-softcap"}, .kind = OPT_FN, .fn = opt_rope, .dst = &p.final_softcap, .arg = "F",

@@ -470,21 +470,22 @@ static void rope_apply(float *x, const float *cs, int64_t n_rot, model_rope mode
 
 /* cos/sin of each rotated pair for position pos, computed the way ggml does
  * (the angle advanced by repeated multiplication) so both engines agree; swa:
- * with the sliding-window layers' base, scale, YaRN ramp and magnitude. */
+ * with the sliding-window layers' base, scale, YaRN ramp, mix and magnitude. */
 static void rope_table(const model_hparams *hp, const float *freq_factors, bool swa, int32_t pos, float *cs) {
     const float freq_base = swa ? hp->rope_freq_base_swa : hp->rope_freq_base;
     const float freq_scale = swa ? hp->rope_freq_scale_swa : hp->rope_freq_scale;
     const float ms = swa ? hp->rope_mscale_swa : hp->rope_mscale;
     const float low = swa ? hp->yarn_low_swa : hp->yarn_low, high = swa ? hp->yarn_high_swa : hp->yarn_high;
+    const float ext = swa ? hp->yarn_ext_swa : hp->yarn_ext;
     const float theta_scale = powf(freq_base, -2.0f / (float)hp->n_rot);
     float theta = (float)pos;
     for (int64_t i = 0; i < hp->n_rot / 2; i++) {
         const float ff = freq_factors ? freq_factors[i] : 1.0f;
         const float extrap = theta / ff;
         float t = freq_scale * extrap;
-        if (hp->rope_yarn) { /* ggml's rope_yarn: the ramp times ext_factor */
+        if (ext != 0.0f) { /* ggml's rope_yarn: the ramp times ext_factor */
             const float y = ((float)i - low) / fmaxf(0.001f, high - low);
-            const float ramp = (1 - fminf(1, fmaxf(0, y))) * hp->yarn_ext;
+            const float ramp = (1 - fminf(1, fmaxf(0, y))) * ext;
             t = t * (1 - ramp) + extrap * ramp;
         }
         cs[2 * i] = cosf(t) * ms;

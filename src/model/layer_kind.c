@@ -27,7 +27,8 @@ vt_status layer_kind_decide(const model *m, int64_t il, layer_kind *out) {
     k.pre_norm = L->attn_norm != NULL;
     if (k.mixer == LAYER_MIXER_ATTN) {
         const bool swa_rope = hp->rope_freq_base_swa != hp->rope_freq_base ||
-                              hp->rope_freq_scale_swa != hp->rope_freq_scale;
+                              hp->rope_freq_scale_swa != hp->rope_freq_scale ||
+                              hp->rope_mscale_swa != hp->rope_mscale || hp->yarn_ext_swa != hp->yarn_ext;
         k.rope = L->no_rope                          ? LAYER_ROPE_NONE
                  : L->attn.window > 0 && swa_rope    ? LAYER_ROPE_SWA
                                                      : LAYER_ROPE_BASE;

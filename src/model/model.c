@@ -324,9 +324,46 @@ static vt_status gemma_hparams(model *m) {
     return VT_OK;
 }
 
+/* A per-layer attention.sliding_window_pattern (OLMo 3's converter writes one
+ * bool per layer, true where the layer slides) as a period: muse-glimmer's
+ * llama.cpp reads the array layer by layer; olmo2's reads only a number, so it
+ * ignores the array and slides 3 of every 4 layers. vt takes an array of
+ * block_count integers or bools that is a period's pattern (layer il slides
+ * where il % n < n - 1; n 0: all slide), for olmo2 period 4's, so that both
+ * engines slide the layers the file names; any other array is refused. */
+static vt_status swa_pattern_array(model *m, const gguf_kv *pk) {
+    model_hparams *hp = &m->hp;
+    const char *kp = arch_key(m, "attention.sliding_window_pattern");
+    const gguf_type et = pk->v.arr.type;
+    if (gguf_type_size(et) == 0 || et == GGUF_TYPE_FLOAT32 || et == GGUF_TYPE_FLOAT64)
+        return vt_errorf(VT_E_FORMAT, "key '%s' is an array of %s, expected bools", kp, gguf_type_name(et));
+    if (pk->v.arr.n != (uint64_t)hp->n_layer)
+        return vt_errorf(VT_E_FORMAT, "key '%s' has %llu entries, block_count is %lld", kp,
+                         (unsigned long long)pk->v.arr.n, (long long)hp->n_layer);
+    int64_t n = 0; /* the period: one past the first full layer */
+    for (int64_t il = 0; il < hp->n_layer && n == 0; il++)
+        if (gguf_arr_int(pk, (uint64_t)il) == 0) n = il + 1;
+    const bool olmo2 = hp->arch == MODEL_ARCH_OLMO2;
+    if (olmo2) n = 4;
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        const bool slides = gguf_arr_int(pk, (uint64_t)il) != 0;
+        if (slides == (n == 0 || il % n < n - 1)) continue;
+        if (olmo2)
+            return vt_errorf(VT_E_UNSUPPORTED, "key '%s': layer %lld %s, where llama.cpp's olmo2 ignores the array "
+                                               "and slides 3 of every 4 layers (layers 3, 7, ... attend fully)",
+                             kp, (long long)il, slides ? "slides" : "attends fully");
+        return vt_errorf(VT_E_UNSUPPORTED, "key '%s': layer %lld %s, off the period of %lld the layers before it "
+                                           "set: a pattern that does not repeat is not supported",
+                         kp, (long long)il, slides ? "slides" : "attends fully", (long long)n);
+    }
+    hp->swa_pattern = n;
+    return VT_OK;
+}
+
 /* The sliding window (attention.sliding_window, required here, at most the
  * context) and its period (attention.sliding_window_pattern, default 4, at most
- * the layer count; a per-layer array is refused) of olmo2 and muse-glimmer. */
+ * the layer count, or a per-layer array that repeats: swa_pattern_array) of
+ * olmo2 and muse-glimmer. */
 static vt_status swa_window_and_pattern(model *m) {
     model_hparams *hp = &m->hp;
     const char *kw = "attention.sliding_window", *kp = "attention.sliding_window_pattern";
@@ -335,8 +372,7 @@ static vt_status swa_window_and_pattern(model *m) {
         return vt_errorf(VT_E_RANGE, "key '%s' = %lld is larger than the context_length %lld", arch_key(m, kw),
                          (long long)hp->n_swa, (long long)hp->n_ctx_train);
     const gguf_kv *pk = gguf_find(&m->gguf, arch_key(m, kp));
-    if (pk && pk->type == GGUF_TYPE_ARRAY)
-        return vt_errorf(VT_E_UNSUPPORTED, "key '%s': a per-layer pattern array is not supported", arch_key(m, kp));
+    if (pk && pk->type == GGUF_TYPE_ARRAY) return swa_pattern_array(m, pk);
     VT_TRY(get_i64_opt(m, kp, 4, &hp->swa_pattern));
     if (hp->swa_pattern > hp->n_layer)
         return vt_errorf(VT_E_RANGE, "key '%s' = %lld is more than block_count (%lld)", arch_key(m, kp),
@@ -346,7 +382,8 @@ static vt_status swa_window_and_pattern(model *m) {
 
 /* olmo2 as llama.cpp reads it: sliding windows only where the file sets one
  * (OLMo 3), 3 of every 4 layers by default, those layers on the global rope
- * base and never scaled. Q and K are normed as whole rows,
+ * base and never scaled (under YaRN too: olmo2_plain_swa_rope). Q and K are
+ * normed as whole rows,
  * so a token's Q row must be n_embd wide, as llama.cpp's tensor shapes say. */
 static vt_status olmo2_hparams(model *m) {
     model_hparams *hp = &m->hp;
@@ -357,12 +394,22 @@ static vt_status olmo2_hparams(model *m) {
     hp->n_swa = 0;
     if (!gguf_find(&m->gguf, arch_key(m, kw))) return VT_OK;
     VT_TRY(swa_window_and_pattern(m));
-    if (hp->rope_yarn)
-        return vt_errorf(VT_E_UNSUPPORTED, "olmo2: YaRN with sliding-window layers (OLMo 3) is not supported yet");
     /* llama.cpp reads rope.freq_base_swa here but its olmo2 graph ropes the
      * sliding layers on the global base, unscaled */
     hp->rope_freq_scale_swa = 1.0f;
     return VT_OK;
+}
+
+/* OLMo 3's sliding layers after the rope override and YaRN: llama.cpp's olmo2
+ * graph ropes them on the context's base (the override's, where given) with
+ * scale 1, ext_factor 0 and attn_factor 1, so no YaRN ramp and no magnitude
+ * (not even rope.scaling.attn_factor's) reach them; the full layers take the
+ * context's YaRN as every other arch. */
+static void olmo2_plain_swa_rope(model_hparams *hp) {
+    hp->rope_freq_base_swa = hp->rope_freq_base;
+    hp->rope_freq_scale_swa = 1.0f;
+    hp->yarn_ext_swa = 0.0f;
+    hp->rope_mscale_swa = 1.0f;
 }
 
 /* A multiplier key: absent, dflt; 0 (llama.cpp: unset), dflt; else a positive
@@ -424,8 +471,11 @@ static vt_status dense3_hparams(model *m) {
  * array is not supported), those layers on rope.freq_base_swa (the global base
  * where absent), never scaled, and the others without rope; logit_scale
  * (required, multiplies the logits), final_logit_softcapping where set; the
- * post-norms' epsilon 1e-8. YaRN is refused (llama.cpp would apply its
- * magnitude on the sliding layers' own base). */
+ * post-norms' epsilon 1e-8. Under YaRN the sliding layers take the ramp and
+ * magnitude of their own base and scale 1 (yarn_params), as ggml's rope on
+ * llama.cpp's get_rope_freq_base/scale: the ramp mixes two equal angles and
+ * YaRN's magnitude (1 + 0.1 ln factor) cancels against llama.cpp's 1 / (1 +
+ * 0.1 ln factor), so YaRN changes the rounding there and the context reached. */
 static vt_status muse_hparams(model *m) {
     model_hparams *hp = &m->hp;
     VT_TRY(swa_window_and_pattern(m));
@@ -434,9 +484,6 @@ static vt_status muse_hparams(model *m) {
         return vt_errorf(VT_E_RANGE, "key '%s' = %g is not a positive number", arch_key(m, "rope.freq_base_swa"),
                          hp->rope_freq_base_swa);
     hp->rope_freq_scale_swa = 1.0f;
-    if (hp->rope_yarn)
-        return vt_errorf(VT_E_UNSUPPORTED, "key '%s': YaRN on muse-glimmer is not supported",
-                         arch_key(m, "rope.scaling.type"));
     VT_TRY(get_multiplier(m, "logit_scale", true, 1.0f, &hp->logit_mul));
     if (gguf_find(&m->gguf, arch_key(m, "final_logit_softcapping")))
         VT_TRY(get_softcap(m, "final_logit_softcapping", 0.0f, &hp->final_softcap));
@@ -617,6 +664,15 @@ static vt_status load_hparams(model *m, const vt_rope_params *rope) {
     VT_TRY(get_i64_opt(m, "rope.scaling.original_context_length", hp->n_ctx_train, &hp->n_ctx_orig));
     hp->rope_freq_base_swa = hp->rope_freq_base;
     hp->rope_freq_scale_swa = hp->rope_freq_scale;
+    /* gpt-oss's sliding-window layers rotate on rope.freq_base_swa where present
+     * (the file's rope.freq_base where absent; never an override's) with the
+     * file's scale, as llama.cpp's get_rope_freq_base/scale */
+    if (gpt_oss) {
+        VT_TRY(get_f32_opt(m, "rope.freq_base_swa", hp->rope_freq_base, &hp->rope_freq_base_swa));
+        if (!(hp->rope_freq_base_swa > 0.0f && isfinite(hp->rope_freq_base_swa)))
+            return vt_errorf(VT_E_RANGE, "key '%s' = %g is not a positive number",
+                             arch_key(m, "rope.freq_base_swa"), hp->rope_freq_base_swa);
+    }
     hp->ffn_act = MODEL_FFN_SILU;
     hp->embd_scale = 1.0f;
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
@@ -639,19 +695,13 @@ static vt_status load_hparams(model *m, const vt_rope_params *rope) {
     hp->rope_mscale = attn_factor;
     VT_TRY(rope_override(m, rope));
     hp->rope_mscale_swa = hp->rope_mscale; /* yarn_params gives the sliding layers their own */
+    hp->yarn_ext_swa = hp->yarn_ext;
     if (hp->rope_yarn) VT_TRY(yarn_params(m, rope));
+    if (hp->arch == MODEL_ARCH_OLMO2 && hp->n_swa > 0) olmo2_plain_swa_rope(hp);
     /* after YaRN: nothing it reads enters yarn_params (n_rot is rope.dimension_count,
      * read above; the rope sections only pick each pair's position, all one for
      * text, as in ggml_rope_multi, whose ramp takes n_rot alone) */
     if (hp->arch == MODEL_ARCH_QWEN35 || hp->arch == MODEL_ARCH_QWEN35MOE) VT_TRY(q35_model_hparams(m));
-    /* gpt-oss's sliding-window layers rotate with rope.freq_base_swa where
-     * present (llama.cpp's get_rope_freq_base); for gpt-oss vt takes one base for all layers */
-    float base_swa = hp->rope_freq_base_swa; /* the file's rope.freq_base (an override's is not) */
-    if (gpt_oss) VT_TRY(get_f32_opt(m, "rope.freq_base_swa", hp->rope_freq_base_swa, &base_swa));
-    if (base_swa != hp->rope_freq_base_swa)
-        return vt_errorf(VT_E_UNSUPPORTED, "key '%s' = %g: a rope base of the sliding-window layers other than "
-                                           "rope.freq_base (%g) is not supported",
-                         arch_key(m, "rope.freq_base_swa"), base_swa, hp->rope_freq_base_swa);
     return VT_OK;
 }
 

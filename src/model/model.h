@@ -119,9 +119,11 @@ typedef struct model_hparams {
     float yarn_low, yarn_high;
     /* the same for the sliding-window layers, from their own base and scale
      * (rope_freq_base_swa, _scale_swa below), as ggml ropes each layer on
-     * llama.cpp's get_rope_freq_base/scale; rope_mscale_swa is rope_mscale
-     * without YaRN */
+     * llama.cpp's get_rope_freq_base/scale (rope_mscale_swa is rope_mscale
+     * without YaRN); yarn_ext_swa is their extrapolation mix: yarn_ext, but 0
+     * where the arch ropes them plainly (olmo2: scale 1, no YaRN, magnitude 1) */
     float yarn_low_swa, yarn_high_swa, rope_mscale_swa;
+    float yarn_ext_swa;
     /* rope.scaling.original_context_length (n_ctx_train where absent): phi3's
      * LongRoPE takes its long factors in contexts longer than this, the short
      * ones otherwise (llama.cpp's get_rope_factors on n_ctx_seq) */

@@ -584,8 +584,15 @@ vt_status synth_write(const synth_params *p, const char *path) {
     }
     if (p->n_swa > 0) {
         TRY(gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)p->n_swa));
-        if (!is_gpt_oss || p->swa_pattern > 0) /* gpt-oss without the key: period 2 */
+        if (p->swa_pattern_arr && (is_olmo2 || is_muse)) {
+            uint8_t slides[1024]; /* n_layer <= 1024 (checked above) */
+            for (int64_t il = 0; il < p->n_layer; il++)
+                slides[il] = p->swa_pattern == 0 || il % p->swa_pattern < p->swa_pattern - 1;
+            TRY(gguf_writer_set_arr(w, KEY("attention.sliding_window_pattern"), GGUF_TYPE_BOOL, slides,
+                                    (uint64_t)p->n_layer));
+        } else if (!is_gpt_oss || p->swa_pattern > 0) { /* gpt-oss without the key: period 2 */
             TRY(gguf_writer_set_u32(w, KEY("attention.sliding_window_pattern"), (uint32_t)p->swa_pattern));
+        }
     }
     if (is_granite) { /* Granite 3's embedding, residual and logit multipliers; attention
                          sharper than 1 / sqrt(head_dim) so that its scale shows */
@@ -598,7 +605,7 @@ vt_status synth_write(const synth_params *p, const char *path) {
         TRY(gguf_writer_set_f32(w, KEY("logit_scale"), 2.0f));
     if (is_muse && p->final_softcap > 0)
         TRY(gguf_writer_set_f32(w, KEY("final_logit_softcapping"), p->final_softcap));
-    if ((is_gemma || is_muse) && p->rope_freq_base_swa > 0)
+    if ((is_gemma || is_muse || is_gpt_oss) && p->rope_freq_base_swa > 0)
         TRY(gguf_writer_set_f32(w, KEY("rope.freq_base_swa"), p->rope_freq_base_swa));
     if (is_gemma2 && p->attn_softcap > 0)
         TRY(gguf_writer_set_f32(w, KEY("attn_logit_softcapping"), p->attn_softcap));

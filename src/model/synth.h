@@ -51,7 +51,8 @@
  *   blk.N.post_attention_norm.weight in place of ffn_norm
  *   blk.N.ffn_gate_inp.bias (n_expert), ffn_gate_exps.bias / ffn_up_exps.bias
  *   (n_ff_exp, n_expert), ffn_down_exps.bias (n_embd, n_expert), N(0, 0.02)
- *   <arch>.expert_feed_forward_length, .attention.sliding_window (required)
+ *   <arch>.expert_feed_forward_length, .attention.sliding_window (required),
+ *   .rope.freq_base_swa where set
  * Mixture of experts (qwen3moe, which has qwen3's Q/K norms, or llama with
  * n_expert > 0: Mixtral's layout) replaces ffn_gate/up/down by
  *   <arch>.expert_count .expert_used_count (qwen3moe: .expert_feed_forward_length)
@@ -130,7 +131,9 @@ typedef struct synth_params {
     int64_t n_swa;          /* > 0: attention.sliding_window (llama; gpt-oss: required), on the layers of */
     int64_t swa_pattern;    /* attention.sliding_window_pattern (model_hparams; gpt-oss: 0 writes no key,
                                which is period 2) */
-    float rope_freq_base_swa; /* > 0: rope.freq_base_swa (gemma2, gemma3) */
+    bool swa_pattern_arr;   /* olmo2, muse-glimmer: that pattern as one bool per layer, true where the
+                               layer slides (as OLMo 3's converter writes it) */
+    float rope_freq_base_swa; /* > 0: rope.freq_base_swa (gemma2, gemma3, muse-glimmer, gpt-oss) */
     float attn_softcap;     /* > 0: attn_logit_softcapping (gemma2; 0: its default 50) */
     float final_softcap;    /* > 0: final_logit_softcapping (gemma2, gemma3) */
     bool fused_qkv;         /* glm4: one attn_qkv.weight and attn_qkv.bias (phi3: always, no bias) */

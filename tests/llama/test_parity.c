@@ -72,7 +72,10 @@
  * PARITY_NMSE_TIE_OSS (0.1: the F16 file's flip at a gap of 2e-4 moved its
  * row by 5.2e-2; a flipped expert carries its full softmax weight over k = 4).
  * The rows after a flip also move (its K/V differ): the F16 file's rows after
- * the tie at position 27 are at 6e-5..1.5e-4, the ones before at ~1e-6.
+ * the tie at position 27 are at 6e-5..1.5e-4, the ones before at ~1e-6. A
+ * fourth F16 file (swabase) ropes its sliding layers on a base of their own
+ * (rope.freq_base_swa 10000, the full layers 1e6), YaRN's ramp from each:
+ * 3.2e-6; on the full layers' base 8.1e-3, without YaRN 2.6e-2.
  *
  * YaRN: synthetic llama and qwen3 (F16) with rope.scaling.type yarn, factor 4,
  * original context 16, under the same tolerances; the llama one has a
@@ -110,7 +113,17 @@
  * ggml derives YaRN's ramp and magnitude from those: gemma3's sliding layers
  * (base 10000, never scaled) keep the magnitude 1 while its full layers (base
  * 1e6) take 1 + 0.1 ln 4; gemma2's sliding layers, on a base of 1e6 of their
- * own (the full ones 10000), share the scale but not the ramp's ends.
+ * own (the full ones 10000), share the scale but not the ramp's ends. olmo2
+ * (OLMo 3: layers 0 and 1 slide, on base 5e5 as layer 2) ropes its sliding
+ * layers plainly (scale 1, no ramp, magnitude 1, as its graph passes them) and
+ * its full layer with YaRN; muse-glimmer ropes its sliding layers only, on
+ * their own base and scale 1, where YaRN's ramp mixes two equal angles and its
+ * magnitude cancels: its row runs past the original context and fails where
+ * the sliding layers are scaled. Measured: olmo2 3.7e-6, muse-glimmer 2.4e-6;
+ * olmo2 without YaRN 9.9e-2, with its sliding layers scaled as the full one
+ * 0.34 (at scale 1 with the full layer's mix and magnitude 0.11); muse-glimmer
+ * with its sliding layers scaled 0.37 (the full layers' magnitude 9.3e-2),
+ * without YaRN unchanged (2.4e-6: llama.cpp's YaRN does not move it).
  *
  * muse-glimmer: 4 layers (windows of 8 on layers 0-2, with rope on base 10000
  * there; layer 3 attends fully, without rope), its attention gate, QK-norm, pre
@@ -639,6 +652,8 @@ int main(void) {
         {"mistral3", "vocab/ggml-vocab-llama-spm.gguf", "q8_0", VT_DTYPE_Q8_0, false, false, 0},
         {"gemma3", "vocab/ggml-vocab-gpt-2.gguf", "yarn-f16", VT_DTYPE_F16, false, true, 0},
         {"gemma2", "vocab/ggml-vocab-gpt-2.gguf", "yarn-f16", VT_DTYPE_F16, false, true, 0},
+        {"olmo2", "vocab/ggml-vocab-gpt-2.gguf", "yarn-f16", VT_DTYPE_F16, false, true, 0},
+        {"muse-glimmer", "vocab/ggml-vocab-gpt-2.gguf", "yarn-f16", VT_DTYPE_F16, false, true, 0},
     };
     for (size_t a = 0; a < sizeof d3 / sizeof d3[0]; a++) {
         g_nmse = d3[a].post_norms ? PARITY_NMSE_POSTNORM : PARITY_NMSE;
@@ -765,6 +780,7 @@ int main(void) {
         {VT_DTYPE_F16, VT_DTYPE_COUNT, "f16"},
         {VT_DTYPE_Q8_0, VT_DTYPE_COUNT, "q8_0"},
         {VT_DTYPE_Q8_0, VT_DTYPE_MXFP4, "mxfp4"},
+        {VT_DTYPE_F16, VT_DTYPE_COUNT, "swabase-f16"}, /* the sliding layers on a rope base of their own */
     };
     static const char *oss_mixes[] = {"MXFP4_MOE", "Q8_0"};
     for (size_t t = 0; bpe && t < sizeof oss_types / sizeof oss_types[0]; t++) {
@@ -788,6 +804,7 @@ int main(void) {
         sp.n_swa = 8;
         sp.yarn_factor = 4.0f;
         sp.yarn_orig_ctx = 16;
+        if (strstr(oss_types[t].name, "swabase")) sp.rope_freq_base_swa = 10000.0f; /* the full layers' 1e6 */
         sp.seed = 4000 + t;
         sp.n_threads = N_THREADS;
         g_moe_k = (int32_t)sp.n_expert_used;

@@ -185,12 +185,15 @@ void gemm_q4_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const voi
 
 #define TILE_Q4_K (PACK_ROWS * sizeof(block_q4_K))
 #define TILE_Q5_K (PACK_ROWS * sizeof(block_q5_K))
-/* Software prefetch as the AVX-512 K-quant kernels do: one linear stream over
- * the group (and on into the next), PF_DIST_K bytes ahead, a quarter super-block
- * per quarter of the work, from the first pass over a group only. The distance
- * is the one a Sapphire Rapids VM preferred (a Zen 5 VM prefers 5 KiB:
- * BENCHMARKS.md, "x86 GEMM prefetch distances"); it is not measured on ARM. The Q4_0, Q8_0 and Q6_K kernels
- * here issue no prefetches (x86's prefetch every layout as one linear stream). */
+/* Software prefetch as the x86 K-quant kernels do: one linear stream over the
+ * group (and on into the next), PF_DIST_K bytes ahead, a quarter super-block
+ * per quarter of the work, from the first pass over a group only. No ARM core
+ * has tuned the distance: it is just under one Q4_K tile (PACK_ROWS rows of
+ * 144 bytes), so each line is asked for about one tile's work before the
+ * kernel reads it, long enough for a memory round trip at one core's pace and
+ * short enough that the lines are still in L1 when their tile comes. The Q4_0,
+ * Q8_0 and Q6_K kernels here issue no prefetches (x86's prefetch every layout
+ * as one linear stream). */
 #define PF_DIST_K 2048
 /* Q5_K reads the high bits at the end of its tile from the start of the tile's
  * work, so its stream runs a whole tile ahead (as on x86). */
