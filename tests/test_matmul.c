@@ -35,6 +35,11 @@
  * - Prefetch choice (mm_probe_prefetch): it belongs to each weight: a probe of
  *   one model's weights leaves another's choice alone, a second probe of the
  *   same weights changes nothing, VT_PREFETCH=hw sets the undecided ones.
+ * - A late thread (the prefill split): a 2-thread mm_compute_multi (three
+ *   weights, two types) and mm_compute_glu step whose second thread starts
+ *   only once the first is out of work: the first has then written every
+ *   output (it took the second's share, which a static split cannot), and the
+ *   bytes are those of one thread.
  * - Errors: bad row length, unknown and activation-only types. */
 #include "base/size.h"
 #include "cpu/kernels.h"
@@ -44,6 +49,8 @@
 #include "quant/quant.h"
 #include "test.h"
 
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
@@ -73,8 +80,10 @@ static void step_fn(void *vctx, int ith, int nth) {
     if (c->multi) {
         mm_compute_multi(c->ws, c->ys, c->ldys, c->n_w, c->xq, c->n_tok, c->pool, ith);
     } else {
-        for (int i = 0; i < c->n_w; i++)
+        for (int i = 0; i < c->n_w; i++) {
+            if (i > 0) tp_barrier(c->pool); /* each call is a step of its own (matmul.h) */
             mm_compute(c->ws[i], c->xq, c->n_tok, c->ys[i], c->ldys[i], c->pool, ith);
+        }
     }
 }
 
@@ -513,6 +522,149 @@ static void check_multi_types(tp_pool *const *pools) {
     CHECK_MSG(bad == 0, "%d weights of mixed-type mm_compute_multi steps differ from mm_compute", bad);
 }
 
+/* ---- a late thread: prefill steps whose second thread starts only when the
+ * first has run out of work (as when its core is taken for a while). The first
+ * must then have taken the second's share too, so when it returns every output
+ * is written: a static split would leave half of them; and the bytes are those
+ * of one thread. No timing: thread 1 waits for thread 0's flag. ------------ */
+typedef struct {
+    const mm_weight *const *ws; /* multi: ws[0..n_w); glu: gate, up */
+    float *const *ys, *const *want;
+    const int64_t *ldys;
+    int n_w;
+    bool glu;
+    vt_dtype down_type;
+    uint8_t *hq;
+    const uint8_t *want_h;
+    const void *xq;
+    int64_t n_tok;
+    tp_pool *pool;
+    int64_t written_first, total; /* outputs (glu: blocks of h) equal to want when thread 0 was done */
+    _Atomic int first_done;
+} late_ctx;
+
+/* Outputs of c equal to the 1-thread bytes (NaN bytes where none was written). */
+static int64_t late_written(const late_ctx *c, int64_t *total) {
+    int64_t n = 0;
+    *total = 0;
+    if (c->glu) {
+        const quant_traits *ht = quant_traits_get(quant_traits_get(c->down_type)->dot_type);
+        const int64_t ff = c->ws[0]->n_out, nb = ff / ht->block_elems;
+        const size_t hs = mm_act_row_bytes(c->down_type, ff);
+        for (int64_t t = 0; t < c->n_tok; t++)
+            for (int64_t b = 0; b < nb; b++, ++*total) {
+                const size_t off = (size_t)t * hs + (size_t)b * ht->block_bytes;
+                n += memcmp(c->hq + off, c->want_h + off, ht->block_bytes) == 0;
+            }
+        return n;
+    }
+    for (int i = 0; i < c->n_w; i++)
+        for (int64_t t = 0; t < c->n_tok; t++)
+            for (int64_t o = 0; o < c->ws[i]->n_out; o++, ++*total) {
+                const int64_t k = t * c->ldys[i] + o;
+                n += memcmp(&c->ys[i][k], &c->want[i][k], sizeof(float)) == 0;
+            }
+    return n;
+}
+
+static void late_fn(void *vctx, int ith, int nth) {
+    (void)nth;
+    late_ctx *c = vctx;
+    if (ith == 1)
+        while (!atomic_load_explicit(&c->first_done, memory_order_acquire)) sched_yield();
+    if (c->glu) mm_compute_glu(c->ws[0], c->ws[1], c->down_type, c->xq, c->n_tok, c->hq, c->pool, ith);
+    else mm_compute_multi(c->ws, c->ys, c->ldys, c->n_w, c->xq, c->n_tok, c->pool, ith);
+    if (ith == 0) {
+        c->written_first = late_written(c, &c->total);
+        atomic_store_explicit(&c->first_done, 1, memory_order_release);
+    }
+}
+
+static void check_late_thread(tp_pool *const *pools) {
+    tp_pool *one = pools[0], *two = pools[1];
+    /* multi: Q4_0, Q8_0, Q4_0 on one Q8_0 input, 40 tokens: token blocks and
+     * chunks of the packed path where the tier has one, tiles of the file layout else */
+    enum { N = 3 };
+    static const vt_dtype types[N] = {VT_DTYPE_Q4_0, VT_DTYPE_Q8_0, VT_DTYPE_Q4_0};
+    const int64_t n_in = 4096, n_tok = 40, n_outs[N] = {256, 80, 48};
+    mm_weight w[N];
+    const mm_weight *wp[N];
+    uint8_t *wd[N];
+    float *f = malloc(n_in * sizeof(float));
+    for (int i = 0; i < N; i++) {
+        const quant_traits *tr = quant_traits_get(types[i]);
+        size_t rb;
+        VT_ASSERT(quant_row_bytes(types[i], n_in, &rb));
+        wd[i] = malloc(rb * n_outs[i]);
+        for (int64_t r = 0; r < n_outs[i]; r++) {
+            for (int64_t k = 0; k < n_in; k++) f[k] = rng_uniform();
+            tr->quant_ref(f, wd[i] + r * rb, n_in);
+        }
+        CHECK_OK(mm_weight_init(&w[i], types[i], n_in, n_outs[i], wd[i]));
+        CHECK_OK(mm_weight_prepare(&w[i]));
+        wp[i] = &w[i];
+    }
+    float *x = malloc(n_tok * n_in * sizeof(float));
+    for (int64_t k = 0; k < n_tok * n_in; k++) x[k] = rng_uniform() * 2;
+    void *xq = malloc(mm_act_row_bytes(types[0], n_in) * n_tok);
+    mm_quantize(types[0], x, n_in, n_tok, n_in, xq, 0, 1);
+    float *y[2][N];
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < 2; k++) y[k][i] = malloc(n_tok * n_outs[i] * sizeof(float));
+    for (int i = 0; i < N; i++) memset(y[0][i], 0xff, n_tok * n_outs[i] * sizeof(float));
+    step_ctx c1 = {wp, y[0], n_outs, N, x, n_in, n_tok, xq, one, 1};
+    tp_run(one, step_fn, &c1);
+    for (int i = 0; i < N; i++) memset(y[1][i], 0xff, n_tok * n_outs[i] * sizeof(float));
+    late_ctx c = {.ws = wp, .ys = y[1], .want = y[0], .ldys = n_outs, .n_w = N, .xq = xq, .n_tok = n_tok,
+                  .pool = two};
+    tp_run(two, late_fn, &c);
+    int64_t total;
+    const int64_t written = late_written(&c, &total);
+    CHECK_MSG(c.written_first == c.total, "multi: the first thread had written %lld of %lld outputs when it was "
+              "out of work (a static split: about half)", (long long)c.written_first, (long long)c.total);
+    CHECK_MSG(written == total, "multi: %lld of %lld outputs differ from 1 thread's", (long long)(total - written),
+              (long long)total);
+    for (int i = 0; i < N; i++) mm_weight_free(&w[i]), free(wd[i]), free(y[0][i]), free(y[1][i]);
+    free(x), free(xq);
+
+    /* fused gate/up: Q4_0, h in Q8_0 (units of 32 columns) */
+    const int64_t g_in = 1024, ff = 768;
+    size_t rb;
+    VT_ASSERT(quant_row_bytes(VT_DTYPE_Q4_0, g_in, &rb));
+    for (int i = 0; i < 2; i++) {
+        wd[i] = malloc(rb * ff);
+        for (int64_t r = 0; r < ff; r++) {
+            for (int64_t k = 0; k < g_in; k++) f[k] = rng_uniform();
+            quant_traits_get(VT_DTYPE_Q4_0)->quant_ref(f, wd[i] + r * rb, g_in);
+        }
+        CHECK_OK(mm_weight_init(&w[i], VT_DTYPE_Q4_0, g_in, ff, wd[i]));
+        CHECK_OK(mm_weight_prepare(&w[i]));
+        wp[i] = &w[i];
+    }
+    x = malloc(n_tok * g_in * sizeof(float));
+    for (int64_t k = 0; k < n_tok * g_in; k++) x[k] = rng_uniform() * 2;
+    xq = malloc(mm_act_row_bytes(VT_DTYPE_Q4_0, g_in) * n_tok);
+    mm_quantize(VT_DTYPE_Q4_0, x, g_in, n_tok, g_in, xq, 0, 1);
+    const size_t h_bytes = mm_act_row_bytes(VT_DTYPE_Q4_0, ff) * n_tok;
+    uint8_t *want_h = malloc(h_bytes), *hq = malloc(h_bytes);
+    memset(want_h, 0xa5, h_bytes);
+    memset(hq, 0xa5, h_bytes);
+    glu_ctx g1 = {&w[0], &w[1], VT_DTYPE_Q4_0, x, n_tok, xq, want_h, one};
+    tp_run(one, glu_step, &g1);
+    late_ctx cg = {.ws = wp, .glu = true, .down_type = VT_DTYPE_Q4_0, .hq = hq, .want_h = want_h, .xq = xq,
+                   .n_tok = n_tok, .pool = two};
+    tp_run(two, late_fn, &cg);
+    const int64_t written_h = late_written(&cg, &total);
+    CHECK_MSG(cg.written_first == cg.total, "glu: the first thread had written %lld of %lld blocks of h when it was "
+              "out of work (a static split: about half)", (long long)cg.written_first, (long long)cg.total);
+    CHECK_MSG(written_h == total, "glu: %lld of %lld blocks of h differ from 1 thread's",
+              (long long)(total - written_h), (long long)total);
+    printf("  a late second thread: the first wrote %lld of %lld outputs and %lld of %lld blocks of h\n",
+           (long long)c.written_first, (long long)c.total, (long long)cg.written_first, (long long)cg.total);
+    for (int i = 0; i < 2; i++) mm_weight_free(&w[i]), free(wd[i]);
+    free(x), free(xq), free(want_h), free(hq), free(f);
+}
+
 /* Two "models" of two Q4_0 weights each in one process. */
 static void check_prefetch_choice(tp_pool *pool) {
     enum { N = 2 };
@@ -578,6 +730,7 @@ int main(void) {
         check_glu(glus[i].type, glus[i].down, glus[i].n_in, glus[i].ff, glus[i].n_tok, pools);
     check_arena(pools[1]);
     check_multi_types(pools);
+    check_late_thread(pools);
     check_prefetch_choice(pools[1]);
     check_expert_slices(VT_DTYPE_MXFP4, pools[1]);
     check_expert_slices(VT_DTYPE_Q4_K, pools[1]);

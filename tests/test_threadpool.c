@@ -118,6 +118,75 @@ static void test_claim(int n_threads, int n_runs) {
     tp_destroy(pool);
 }
 
+/* ---- tp_take: in every step each owner's items [0, n) are handed out exactly
+ * once (n changes from step to step and owner to owner, so a counter left from
+ * an earlier step shows up); every fourth step takes nothing, so each of the
+ * three counter sets is reset across unused steps too. In every fourth step
+ * thread 1 starts only when thread 0 has run out of items, so thread 0 must
+ * have taken all of thread 1's share from the back (and thread 1 none of it):
+ * what a static split could not do. ------------------------------------------ */
+#define TAKE_N 40
+#define TAKE_STEPS 8
+
+typedef struct {
+    tp_pool *pool;
+    int run;
+    unsigned char got[TAKE_STEPS][MAX_T][TAKE_N]; /* times item i of owner o was handed out */
+    unsigned char by[TAKE_STEPS][MAX_T][TAKE_N];  /* the thread that took it */
+    _Atomic int first_done[TAKE_STEPS];
+} take_ctx;
+
+static int64_t take_n(int run, int s, int owner) { return (run * 7 + s * 13 + owner * 5) % TAKE_N; }
+
+static void take_fn(void *vctx, int ith, int nth) {
+    take_ctx *c = vctx;
+    for (int s = 0; s < TAKE_STEPS; s++) {
+        const bool late = s % 4 == 1;
+        if (late && ith == 1)
+            while (!atomic_load_explicit(&c->first_done[s], memory_order_acquire)) sched_yield();
+        if (s % 4 != 3)
+            for (int d = 0; d < nth; d++) {
+                const int owner = (ith + d) % nth;
+                for (int64_t i; (i = tp_take(c->pool, owner, take_n(c->run, s, owner), d > 0)) >= 0;) {
+                    c->got[s][owner][i]++; /* plain: two threads with one item race (TSan) */
+                    c->by[s][owner][i] = (unsigned char)ith;
+                }
+            }
+        if (late && ith == 0) atomic_store_explicit(&c->first_done[s], 1, memory_order_release);
+        tp_barrier(c->pool);
+    }
+}
+
+static void test_take(int n_threads, int n_runs) {
+    tp_pool *pool = NULL;
+    CHECK_OK(tp_create(n_threads, &pool));
+    if (!pool) return;
+    take_ctx *c = malloc(sizeof *c);
+    int bad = 0, own_taken_late = 0, stolen = 0;
+    for (int r = 0; r < n_runs; r++) {
+        memset(c, 0, sizeof *c);
+        c->pool = pool;
+        c->run = r;
+        tp_run(pool, take_fn, c);
+        for (int s = 0; s < TAKE_STEPS; s++)
+            for (int o = 0; o < n_threads; o++)
+                for (int i = 0; i < TAKE_N; i++) {
+                    const int want = s % 4 != 3 && i < take_n(r, s, o);
+                    bad += c->got[s][o][i] != want;
+                    if (want && s % 4 == 1 && o == 1) own_taken_late += c->by[s][o][i] == 1;
+                    if (want) stolen += c->by[s][o][i] != o;
+                }
+    }
+    CHECK_MSG(bad == 0, "%d threads: %d items not handed out exactly once", n_threads, bad);
+    CHECK_MSG(own_taken_late == 0, "%d threads: a late thread still took %d of its items", n_threads,
+              own_taken_late);
+    CHECK(stolen > 0);
+    printf("  %d threads: %d runs of takes, %d items taken from another thread's share\n", n_threads, n_runs,
+           stolen);
+    free(c);
+    tp_destroy(pool);
+}
+
 /* ---- many runs: data written by the caller before tp_run is visible to the
  * workers, data written by workers is visible to the caller after it ---------- */
 typedef struct {
@@ -280,6 +349,8 @@ int main(void) {
     test_barriers(8, 20, 50);
     test_claim(2, 2000);
     test_claim(3, 500);
+    test_take(2, 300);
+    test_take(3, 100);
     test_many_runs(2, 10000);
     test_many_runs(4, 10000);
     test_idle_sleeps();

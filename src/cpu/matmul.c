@@ -12,10 +12,12 @@
  * Work split. Outputs are cut among threads in units of 16 rows (a packed group
  * or a file-layout tile); with several weights (mm_compute_multi) their units
  * are concatenated first, so one split and one barrier cover Q/K/V together.
- * In prefill the split is static (tp_range) and each thread reads one long
- * contiguous run of weights; in decode the same holds for the first 3/4 of the
- * units, and the rest is claimed in chunks (tp_claim) by whichever thread is
- * done first.
+ * Each thread owns a static share (tp_range) and reads it as one long
+ * contiguous run of weights. In decode the first 3/4 of the units are shared
+ * that way and the rest is claimed in chunks (tp_claim) by whichever thread is
+ * done first; in prefill a thread takes its share item by item (a chunk of
+ * units against a token block), and one out of work takes another's items
+ * from the back (tp_take; see take_items).
  * Packed prefill is blocked for the caches: a block of tokens (its activation
  * rows and their pack_xblocks stay in L2) against a chunk of groups (~160 KiB of
  * weights, reused from L2 by every 4-token tile). mm_compute_glu runs gate and up
@@ -68,9 +70,8 @@
  * wait of Q4_0 decode from 7.8% to 3.8% of samples and tg128 up 4.4% (median
  * of 8 pairs; Q8_0, Q4_K_M within noise). Smaller claims were slower (64 KiB:
  * -4% in one run; each claim starts a new prefetch stream), and so was a tail
- * of 1/2. Prefill keeps the static split: its steps were balanced (barrier
- * 0.6%), and a claim there repeats the chunk's pack_xblocks per token block
- * (pp128 -6%). */
+ * of 1/2. Prefill does not claim this way: a claimed piece repeated its token
+ * blocks' pack_xblocks and lost in prefill; it takes whole items instead (take_items). */
 #define MM_CLAIM_BYTES (256 << 10)
 #define MM_TAIL_DIV 4
 #ifndef MM_ACT_BLOCK_BYTES
@@ -462,6 +463,93 @@ static void split_units(int64_t total, size_t unit_bytes, int64_t n_tok, tp_pool
     }
 }
 
+/* ---- prefill: static shares, taken item by item ------------------------------------------
+ *
+ * In prefill (more than PACK_TOK_MAX tokens, a pool of several threads) each
+ * thread still owns the static share tp_range gives it, but as a list of items
+ * in the order compute_span runs it: weight by weight (segments), token block by
+ * token block, one chunk of units (chunk_groups; for the fused gate/up, one span)
+ * each. The owner takes its items front to back and the others, once out of
+ * work, take them from the back (tp_take). A thread prepares a token block (its
+ * kernels' view of the activations, the pack_xblocks) when the next item it
+ * takes is in another token block or segment than the last, which along one
+ * share happens once per token block and segment, going forward or back.
+ *
+ * Why this shape and not a shared counter: a thread that loses its core for a
+ * while (another process, an SMT sibling, a VM's neighbour) left its partner
+ * idle at the static split's barrier; the first fix, claiming MM_CLAIM_BYTES
+ * pieces from one counter as decode does, repeated a piece's token blocks'
+ * pack_xblocks for every piece and lost at pp128. Here an item is a whole chunk
+ * against a whole token block, so taking one repeats nothing; a thread that runs
+ * evenly with the others takes only its own items, in the order and with the
+ * memory streams of the static split, and the only cost is one uncontended
+ * compare-and-swap per item. Stealing from the back keeps the thief off the
+ * owner's stream, and the owner, if it comes back, finds the items it was going
+ * to do next still there. No item is ever split or repeated, so each output is
+ * computed by the same kernel calls whatever thread takes it. */
+#define MM_SEGS_MAX 8 /* weights of one mm_compute_multi taken in items; more: the static split */
+
+typedef struct {
+    int n;                        /* segments: the weights of a multi step, 1 for gate/up */
+    int64_t n_tok, total;         /* tokens; units of all segments */
+    int64_t units[MM_SEGS_MAX];   /* units of each segment */
+    int64_t piece[MM_SEGS_MAX];   /* units per item: a chunk, or a span of gate/up */
+    int64_t tb[MM_SEGS_MAX];      /* tokens per block */
+} item_plan;
+
+/* One thread's share in items: the units [lo, hi) of each segment, items of it. */
+typedef struct {
+    int64_t lo[MM_SEGS_MAX], hi[MM_SEGS_MAX], items[MM_SEGS_MAX];
+    int64_t n_items;
+} item_share;
+
+/* An item: units [u0, u1) of segment seg for tokens [t0, t0 + nt). */
+typedef struct {
+    int seg;
+    int64_t t0, nt, u0, u1;
+} mm_item;
+
+static void share_of(const item_plan *p, int owner, int nth, item_share *s) {
+    int64_t s0, s1;
+    tp_range(p->total, 1, owner, nth, &s0, &s1);
+    s->n_items = 0;
+    for (int64_t i = 0, base = 0; i < p->n; base += p->units[i], i++) {
+        s->lo[i] = s0 > base ? s0 - base : 0;
+        s->hi[i] = s1 - base < p->units[i] ? s1 - base : p->units[i];
+        s->items[i] = s->hi[i] > s->lo[i] ? (s->hi[i] - s->lo[i] + p->piece[i] - 1) / p->piece[i] *
+                                                ((p->n_tok + p->tb[i] - 1) / p->tb[i])
+                                          : 0;
+        s->n_items += s->items[i];
+    }
+}
+
+static mm_item item_at(const item_plan *p, const item_share *s, int64_t it) {
+    int i = 0;
+    while (it >= s->items[i]) it -= s->items[i++];
+    const int64_t pieces = (s->hi[i] - s->lo[i] + p->piece[i] - 1) / p->piece[i];
+    mm_item r = {.seg = i, .t0 = it / pieces * p->tb[i], .u0 = s->lo[i] + it % pieces * p->piece[i]};
+    r.nt = p->n_tok - r.t0 < p->tb[i] ? p->n_tok - r.t0 : p->tb[i];
+    r.u1 = r.u0 + p->piece[i] < s->hi[i] ? r.u0 + p->piece[i] : s->hi[i];
+    return r;
+}
+
+typedef void (*mm_item_fn)(void *state, const mm_item *item);
+
+/* Thread ith's part of a prefill step: its own items, then the others' from the
+ * back, each by run(state, item). */
+static void take_items(const item_plan *p, tp_pool *pool, int ith, mm_item_fn run, void *state) {
+    const int nth = tp_n_threads(pool);
+    for (int d = 0; d < nth; d++) {
+        const int owner = (ith + d) % nth;
+        item_share s;
+        share_of(p, owner, nth, &s);
+        for (int64_t it; (it = tp_take(pool, owner, s.n_items, d > 0)) >= 0;) {
+            const mm_item item = item_at(p, &s, it);
+            run(state, &item);
+        }
+    }
+}
+
 typedef struct {
     const mm_weight *const *ws;
     float *const *ys;
@@ -489,6 +577,50 @@ static void multi_units(const void *ctx, int64_t u0, int64_t u1) {
     }
 }
 
+/* A thread's state in a prefill multi step: each weight's kernels, and the token
+ * block last prepared (segment seg, from token t0) in b. */
+typedef struct {
+    const multi_job *j;
+    tok_block k[MM_SEGS_MAX];
+    int seg;
+    int64_t t0;
+    tok_block b;
+    pack_xblock xs[MM_XBLOCKS_MAX];
+} multi_state;
+
+static void multi_item(void *vs, const mm_item *it) {
+    multi_state *s = vs;
+    const multi_job *j = s->j;
+    const mm_weight *w = j->ws[it->seg];
+    if (it->seg != s->seg || it->t0 != s->t0) {
+        s->b = s->k[it->seg];
+        tok_block_at(w, &s->b, j->xq + (size_t)it->t0 * j->x_stride, it->nt, s->xs, NULL);
+        s->seg = it->seg;
+        s->t0 = it->t0;
+    }
+    const int64_t ldy = j->ldys[it->seg];
+    block_run(w, &s->b, it->u0, it->u1, it->u1 - it->u0, j->ys[it->seg] + it->t0 * ldy + it->u0 * MM_ROW_TILE,
+              ldy);
+}
+
+/* mm_compute_multi's prefill on a pool of several threads (items, above). */
+static void multi_prefill(const multi_job *j, tp_pool *pool, int ith) {
+    multi_state s; /* not zeroed: the xblock buffer is written before it is read */
+    s.j = j;
+    s.seg = -1;
+    s.t0 = 0;
+    item_plan p = {.n = j->n, .n_tok = j->n_tok};
+    for (int i = 0; i < j->n; i++) {
+        const mm_weight *w = j->ws[i];
+        s.k[i] = tok_kernels(w, j->x_stride, j->n_tok);
+        p.units[i] = (w->n_out + MM_ROW_TILE - 1) / MM_ROW_TILE;
+        p.piece[i] = chunk_groups(w, j->n_tok);
+        p.tb[i] = s.k[i].gemm ? tok_block_size(w, &s.k[i], MM_ACT_BLOCK_BYTES, 0) : j->n_tok;
+        p.total += p.units[i];
+    }
+    take_items(&p, pool, ith, multi_item, &s);
+}
+
 void mm_compute_multi(const mm_weight *const *ws, float *const *ys, const int64_t *ldys, int n,
                       const void *xq, int64_t n_tok, tp_pool *pool, int ith) {
     if (n <= 0 || n_tok <= 0) return;
@@ -502,6 +634,10 @@ void mm_compute_multi(const mm_weight *const *ws, float *const *ys, const int64_
         total += (ws[i]->n_out + MM_ROW_TILE - 1) / MM_ROW_TILE;
     }
     multi_job job = {ws, ys, ldys, n, xq, mm_act_row_bytes(type, n_in), n_tok, NULL, type};
+    if (n_tok > PACK_TOK_MAX && tp_n_threads(pool) > 1 && n <= MM_SEGS_MAX) {
+        multi_prefill(&job, pool, ith);
+        return;
+    }
     /* Decode: the xblocks once per call (for the first weight's type), not per
      * weight and per claimed piece of the tail; the same values either way. */
     pack_xblock xs[MM_XBLOCKS_MAX];
@@ -526,54 +662,93 @@ typedef struct {
     void (*silu_mul)(float *g, const float *u, int64_t n);
 } glu_job;
 
-/* Columns [u0, u1) x unit_cols of h for every token. Blocks of tokens (their
- * activations and xblocks in L2, computed once for both weights) against spans
- * of columns: a chunk of gate rows (~MM_CHUNK_BYTES in prefill; decode: all of
- * them, one stream), then the same rows of up, into two buffers, where each
- * token's row of the span is activated and quantized. */
-static void glu_units(const void *ctx, int64_t u0, int64_t u1) {
-    const glu_job *j = ctx;
-    float bg[MM_GLU_TILE], bu[MM_GLU_TILE];
+/* How a thread runs a gate/up job: the kernels of both weights, chunks of
+ * groups, columns per span, tokens per block; and the token block last
+ * prepared (from token t0, -1 for none) in kg / ku with the xblocks of its
+ * narrow rows. */
+typedef struct {
+    tok_block kg, ku;
+    bool shared; /* up takes gate's token blocks (one type, the same kernels) */
+    int64_t chunk_g, chunk_u, span, tb;
+    int64_t t0;
     pack_xblock xs_g[MM_XBLOCKS_MAX], xs_u[MM_XBLOCKS_MAX];
-    const int64_t uc = j->unit_cols, n_out = j->gate->n_out, n_tok = j->n_tok;
-    const int64_t c_lo = u0 * uc, c_hi = u1 * uc < n_out ? u1 * uc : n_out;
-    tok_block kg = tok_kernels(j->gate, j->x_stride, n_tok), ku = tok_kernels(j->up, j->x_stride, n_tok);
-    const bool shared = j->gate->type == j->up->type && kg.gemm == ku.gemm && kg.wide == ku.wide;
-    const int64_t chunk_g = chunk_groups(j->gate, n_tok), chunk_u = chunk_groups(j->up, n_tok);
-    int64_t span, tb;
+} glu_state;
+
+/* Blocks of tokens (their activations and xblocks in L2, computed once for both
+ * weights) against spans of columns: a chunk of gate rows (~MM_CHUNK_BYTES in
+ * prefill; decode: all of them, one stream), then the same rows of up, into two
+ * buffers, where each token's row of the span is activated and quantized. */
+static void glu_setup(const glu_job *j, glu_state *s) {
+    const int64_t uc = j->unit_cols, n_tok = j->n_tok;
+    s->kg = tok_kernels(j->gate, j->x_stride, n_tok);
+    s->ku = tok_kernels(j->up, j->x_stride, n_tok);
+    s->shared = j->gate->type == j->up->type && s->kg.gemm == s->ku.gemm && s->kg.wide == s->ku.wide;
+    s->chunk_g = chunk_groups(j->gate, n_tok);
+    s->chunk_u = chunk_groups(j->up, n_tok);
+    s->t0 = -1;
     if (n_tok <= PACK_TOK_MAX) {
-        tb = n_tok;
-        span = MM_GLU_TILE / n_tok / uc * uc;
+        s->tb = n_tok;
+        s->span = MM_GLU_TILE / n_tok / uc * uc;
     } else {
-        const int64_t tile = kg.wide || ku.wide ? PACK_TOK_WIDE : PACK_TOK_MAX;
-        const int64_t chunk = chunk_g * MM_ROW_TILE;
+        const int64_t tile = s->kg.wide || s->ku.wide ? PACK_TOK_WIDE : PACK_TOK_MAX;
+        const int64_t chunk = s->chunk_g * MM_ROW_TILE;
         const int64_t span_max = MM_GLU_TILE / tile / uc * uc;
-        span = (chunk + uc - 1) / uc * uc;
-        if (span > span_max) span = span_max;
-        tb = tok_block_size(j->gate, &kg, MM_ACT_BLOCK_BYTES, MM_GLU_TILE / span);
-        if (!shared) tb = tok_block_size(j->up, &ku, MM_ACT_BLOCK_BYTES, tb);
+        s->span = (chunk + uc - 1) / uc * uc;
+        if (s->span > span_max) s->span = span_max;
+        s->tb = tok_block_size(j->gate, &s->kg, MM_ACT_BLOCK_BYTES, MM_GLU_TILE / s->span);
+        if (!s->shared) s->tb = tok_block_size(j->up, &s->ku, MM_ACT_BLOCK_BYTES, s->tb);
     }
-    VT_ASSERT(span >= uc && span * tb <= MM_GLU_TILE);
+    VT_ASSERT(s->span >= uc && s->span * s->tb <= MM_GLU_TILE);
+}
+
+/* Columns [c0, c0 + ns) of h (ns <= span) for tokens [t0, t0 + nt) (nt <= tb),
+ * preparing that token block first unless it is the one s holds. */
+static void glu_span(const glu_job *j, glu_state *s, int64_t t0, int64_t nt, int64_t c0, int64_t ns) {
+    float bg[MM_GLU_TILE], bu[MM_GLU_TILE];
+    if (t0 != s->t0) {
+        const uint8_t *xb = j->xq + (size_t)t0 * j->x_stride;
+        tok_block_at(j->gate, &s->kg, xb, nt, s->xs_g, NULL);
+        if (s->shared) s->ku = s->kg;
+        else tok_block_at(j->up, &s->ku, xb, nt, s->xs_u, NULL);
+        s->t0 = t0;
+    }
     const size_t hb = (size_t)j->ht->block_bytes;
     const int64_t he = j->ht->block_elems;
-    for (int64_t t0 = 0; t0 < n_tok; t0 += tb) {
-        const int64_t nt = t0 + tb < n_tok ? tb : n_tok - t0;
-        const uint8_t *xb = j->xq + (size_t)t0 * j->x_stride;
-        tok_block_at(j->gate, &kg, xb, nt, xs_g, NULL);
-        if (shared) ku = kg;
-        else tok_block_at(j->up, &ku, xb, nt, xs_u, NULL);
-        for (int64_t s0 = c_lo; s0 < c_hi; s0 += span) {
-            const int64_t ns = s0 + span < c_hi ? span : c_hi - s0;
-            const int64_t g0 = s0 / MM_ROW_TILE, g1 = (s0 + ns + MM_ROW_TILE - 1) / MM_ROW_TILE;
-            block_run(j->gate, &kg, g0, g1, chunk_g, bg, ns);
-            block_run(j->up, &ku, g0, g1, chunk_u, bu, ns);
-            for (int64_t i = 0; i < nt; i++) {
-                float *h = bg + i * ns;
-                j->silu_mul(h, bu + i * ns, ns);
-                j->quantize(h, j->hq + (size_t)(t0 + i) * j->hq_stride + (size_t)(s0 / he) * hb, ns);
-            }
-        }
+    const int64_t g0 = c0 / MM_ROW_TILE, g1 = (c0 + ns + MM_ROW_TILE - 1) / MM_ROW_TILE;
+    block_run(j->gate, &s->kg, g0, g1, s->chunk_g, bg, ns);
+    block_run(j->up, &s->ku, g0, g1, s->chunk_u, bu, ns);
+    for (int64_t i = 0; i < nt; i++) {
+        float *h = bg + i * ns;
+        j->silu_mul(h, bu + i * ns, ns);
+        j->quantize(h, j->hq + (size_t)(t0 + i) * j->hq_stride + (size_t)(c0 / he) * hb, ns);
     }
+}
+
+/* Columns [u0, u1) x unit_cols of h for every token: token blocks outside, spans
+ * inside. */
+static void glu_units(const void *ctx, int64_t u0, int64_t u1) {
+    const glu_job *j = ctx;
+    glu_state s;
+    glu_setup(j, &s);
+    const int64_t uc = j->unit_cols, n_out = j->gate->n_out, n_tok = j->n_tok;
+    const int64_t c_lo = u0 * uc, c_hi = u1 * uc < n_out ? u1 * uc : n_out;
+    for (int64_t t0 = 0; t0 < n_tok; t0 += s.tb) {
+        const int64_t nt = t0 + s.tb < n_tok ? s.tb : n_tok - t0;
+        for (int64_t c0 = c_lo; c0 < c_hi; c0 += s.span)
+            glu_span(j, &s, t0, nt, c0, c0 + s.span < c_hi ? s.span : c_hi - c0);
+    }
+}
+
+typedef struct {
+    const glu_job *j;
+    glu_state s;
+} glu_items;
+
+static void glu_item(void *vs, const mm_item *it) {
+    glu_items *g = vs;
+    const int64_t uc = g->j->unit_cols, n_out = g->j->gate->n_out;
+    const int64_t c0 = it->u0 * uc, c1 = it->u1 * uc < n_out ? it->u1 * uc : n_out;
+    glu_span(g->j, &g->s, it->t0, it->nt, c0, c1 - c0);
 }
 
 void mm_compute_glu(const mm_weight *gate, const mm_weight *up, vt_dtype down_type, const void *xq,
@@ -619,9 +794,17 @@ void mm_compute_glu_act(const mm_weight *gate, const mm_weight *up,
                         const void *xq, int64_t n_tok, void *hq, tp_pool *pool, int ith) {
     if (n_tok <= 0) return;
     const glu_job job = glu_job_of(gate, up, act_mul, down_type, xq, n_tok, hq);
-    const int64_t uc = job.unit_cols;
-    split_units((gate->n_out + uc - 1) / uc, (size_t)uc * (gate->row_bytes + up->row_bytes), n_tok,
-                pool, ith, glu_units, &job);
+    const int64_t uc = job.unit_cols, units = (gate->n_out + uc - 1) / uc;
+    if (n_tok > PACK_TOK_MAX && tp_n_threads(pool) > 1) { /* items of one span (see take_items) */
+        glu_items g; /* not zeroed: glu_setup fills it but for the xblock buffers */
+        g.j = &job;
+        glu_setup(&job, &g.s);
+        const item_plan p = {.n = 1, .n_tok = n_tok, .total = units, .units = {units},
+                             .piece = {g.s.span / uc}, .tb = {g.s.tb}};
+        take_items(&p, pool, ith, glu_item, &g);
+        return;
+    }
+    split_units(units, (size_t)uc * (gate->row_bytes + up->row_bytes), n_tok, pool, ith, glu_units, &job);
 }
 
 void mm_compute_glu_act_cols(const mm_weight *gate, const mm_weight *up,

@@ -10,7 +10,10 @@
  * is resolved once per call, never per element.
  *
  * Both functions are called by all nth threads of a threadpool step; the caller
- * puts a tp_barrier() between mm_quantize and mm_compute. */
+ * puts a tp_barrier() between mm_quantize and mm_compute. A compute call on a
+ * pool of several threads hands out work through the pool's per-step counters
+ * (tp_claim, tp_take), so it is a step of its own: the next mm_compute* call on
+ * that pool comes after a tp_barrier(). */
 #ifndef VT_CPU_MATMUL_H
 #define VT_CPU_MATMUL_H
 
@@ -96,8 +99,10 @@ void mm_quantize(vt_dtype w_type, const float *x, int64_t ldx, int64_t n_tok, in
                  void *xq, int ith, int nth);
 
 /* y[t * ldy + o] = dot(W row o, xq row t) for all t < n_tok, o < n_out; thread
- * ith of pool computes its share: a static run of rows, then chunks of the
- * step's tail claimed with tp_claim. */
+ * ith of pool computes its share: in decode (up to PACK_TOK_MAX tokens) a
+ * static run of rows, then chunks of the step's tail claimed with tp_claim; in
+ * prefill its static share item by item, then, out of work, other threads'
+ * items from the back (tp_take; matmul.c). */
 void mm_compute(const mm_weight *w, const void *xq, int64_t n_tok, float *y, int64_t ldy,
                 tp_pool *pool, int ith);
 

@@ -29,6 +29,15 @@
  *              arrival of barrier k resets claim[k & 1] for step k + 2; every
  *              claim of step k happened before that arrival, and barrier k + 1
  *              orders the reset before any claim of step k + 2.
+ *   take       the tp_take counters: three sets of one per thread (by step mod
+ *              3), each word (taken from the front, taken from the back), 32 bits
+ *              each, moved by compare-and-swap only while their sum is below the
+ *              owner's item count. The arrival that returns v from barrier k
+ *              (k = v / nth) zeroes counter v % nth of set (k + 2) % 3: its last
+ *              takes were in step k - 1, all before barrier k - 1 completed, and
+ *              its next are in step k + 2, after this thread's arrival at barrier
+ *              k + 1. So every arrival resets one counter, one store, and no
+ *              thread needs to know its own index in tp_barrier.
  *
  * Every spin loop pauses (pause / yield) and, after a bounded number of rounds,
  * calls sched_yield, so oversubscription (more threads than cores) does not turn
@@ -92,6 +101,12 @@ static inline void cpu_relax(void) { __asm__ __volatile__("" ::: "memory"); }
 
 #define CACHE_LINE 64
 
+/* tp_take's counter of one owner: items taken from the front (low 32 bits) and
+ * from the back (high 32 bits). */
+typedef struct {
+    _Alignas(CACHE_LINE) _Atomic uint64_t taken;
+} tp_take_counter;
+
 typedef struct tp_worker {
     tp_pool *pool;
     int ith;
@@ -119,6 +134,7 @@ struct tp_pool {
     struct {
         _Alignas(CACHE_LINE) _Atomic int64_t n;
     } claim[2]; /* tp_claim, by step parity */
+    tp_take_counter *take; /* [3 * n_threads]: tp_take, set (step % 3), owner */
 };
 
 static int64_t now_ns(void) {
@@ -212,10 +228,14 @@ vt_status tp_create(int n_threads, tp_pool **out) {
     }
     if (n_threads > 1) {
         pool->workers = calloc((size_t)(n_threads - 1), sizeof *pool->workers);
-        if (!pool->workers) {
+        pool->take = aligned_alloc(CACHE_LINE, 3 * (size_t)n_threads * sizeof *pool->take);
+        if (!pool->workers || !pool->take) {
+            free(pool->workers);
+            free(pool->take);
             free(pool);
             return vt_errorf(VT_E_NOMEM, "threadpool: out of memory for %d workers", n_threads);
         }
+        for (int i = 0; i < 3 * n_threads; i++) atomic_init(&pool->take[i].taken, 0);
     }
     for (int i = 1; i < n_threads; i++) {
         tp_worker *w = &pool->workers[i - 1];
@@ -243,6 +263,7 @@ void tp_destroy(tp_pool *pool) {
         for (int i = 1; i < pool->n_threads; i++) pthread_join(pool->workers[i - 1].thread, NULL);
     }
     free(pool->workers);
+    free(pool->take);
     free(pool);
 }
 
@@ -278,6 +299,9 @@ void tp_barrier(tp_pool *pool) {
      * count synchronises with every arrival. 64 bits never wrap. */
     uint64_t v = atomic_fetch_add_explicit(&pool->bar_arrived, 1, memory_order_seq_cst);
     uint64_t target = (v / (uint64_t)nth + 1) * (uint64_t)nth;
+    /* one tp_take counter for step k + 2 (see take at the top) */
+    atomic_store_explicit(&pool->take[(v / (uint64_t)nth + 2) % 3 * (uint64_t)nth + v % (uint64_t)nth].taken, 0,
+                          memory_order_relaxed);
     if (v + 1 == target) {
         /* Last arrival: this step's claims are all made; its counter serves
          * the step after next (see claim at the top). */
@@ -317,6 +341,23 @@ int64_t tp_claim(tp_pool *pool, int64_t n) {
     const uint64_t step =
         atomic_load_explicit(&pool->bar_arrived, memory_order_relaxed) / (uint64_t)pool->n_threads;
     return atomic_fetch_add_explicit(&pool->claim[step & 1].n, n, memory_order_relaxed);
+}
+
+int64_t tp_take(tp_pool *pool, int owner, int64_t n, bool back) {
+    const int nth = pool->n_threads;
+    VT_ASSERT(nth > 1 && owner >= 0 && owner < nth && n >= 0 && n < ((int64_t)1 << 31));
+    /* relaxed, as tp_claim: this thread's own arrivals bound the step it reads */
+    const uint64_t step = atomic_load_explicit(&pool->bar_arrived, memory_order_relaxed) / (uint64_t)nth;
+    _Atomic uint64_t *c = &pool->take[step % 3 * (uint64_t)nth + (uint64_t)owner].taken;
+    uint64_t v = atomic_load_explicit(c, memory_order_relaxed);
+    for (;;) {
+        const int64_t front = (int64_t)(v & 0xffffffffu), from_back = (int64_t)(v >> 32);
+        if (front + from_back >= n) return -1;
+        const uint64_t next = back ? v + ((uint64_t)1 << 32) : v + 1;
+        /* relaxed: the items are disjoint; the step's barriers order their data */
+        if (atomic_compare_exchange_weak_explicit(c, &v, next, memory_order_relaxed, memory_order_relaxed))
+            return back ? n - 1 - from_back : front;
+    }
 }
 
 /* ---- topology ---------------------------------------------------------------- */

@@ -36,6 +36,16 @@ void tp_barrier(tp_pool *pool);
  * one has no barrier that could reset the counter. */
 int64_t tp_claim(tp_pool *pool, int64_t n);
 
+/* Work stealing inside one step (between two barriers). Each thread owner has
+ * a static share of the step, items [0, n) (n < 2^31, the same n in every call
+ * for that owner in that step): the owner takes them front to back
+ * (back = false), and a thread out of work takes another's from the back (back
+ * = true). Returns the item, or -1 when none is left; each item is returned
+ * once per step. When threads run evenly each takes only its own items, in
+ * order, as a static split would; when one is held up (its core preempted),
+ * the others take its last items. Only in pools of more than one thread. */
+int64_t tp_take(tp_pool *pool, int owner, int64_t n, bool back);
+
 /* Static split of [0, n) into nth contiguous ranges, rounded to `grain`. */
 static inline void tp_range(int64_t n, int64_t grain, int ith, int nth, int64_t *begin,
                             int64_t *end) {

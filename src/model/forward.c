@@ -1007,10 +1007,20 @@ static void forward_worker(void *arg, int ith, int nth) {
         tp_barrier(f->run);
         PROF_MARK(f, ith, 3, t_prof);
 
-        /* 4: attention partials. Work units: (kv head, item), split by cost. */
-        {
+        /* 4: attention partials. Work units: (kv head, item), split by cost;
+         * each thread takes its share unit by unit, then, out of work, the
+         * last units of the others' (tp_take), so one that loses its core for
+         * a while does not hold the step. A unit writes its own partial rows:
+         * which thread runs it changes no bit. */
+        for (int d = 0; d < (nth > 1 ? nth : 1); d++) {
+            const int owner = (ith + d) % nth;
+            int64_t o0 = u0, o1 = u1;
+            if (d > 0) split_by_cost(plan->cost_off, plan->n_items, n_kv, owner, nth, &o0, &o1);
             const int64_t C = f->chunk_off[T];
-            for (int64_t u = u0; u < u1; u++) {
+            for (int64_t k = 0;; k++) {
+                const int64_t i = nth > 1 ? tp_take(f->run, owner, o1 - o0, d > 0) : k < o1 - o0 ? k : -1;
+                if (i < 0) break;
+                const int64_t u = o0 + i;
                 const attn_item *item = &plan->items[u % plan->n_items];
                 const attn_group *gr = &f->groups[item->group];
                 const int64_t g = u / plan->n_items, t0 = gr->t0, nch = gr->n_chunks;
