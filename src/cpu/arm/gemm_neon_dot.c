@@ -140,6 +140,25 @@ VT_INLINE void q4_0_tile(int64_t nb, const uint8_t *g, size_t gs, const int ns, 
         vst1q_f32(y + t * ldy + quad_row(q, q0, nq, ys), acc[t][q]);
 }
 
+/* One token over two groups (tile##_pair), each its own function built without
+ * GCC's pre-allocation scheduler, which hoists the loads of the unrolled block
+ * and spills the tile (see the K-quants below). */
+#define LEGACY_PAIR(tile)                                                                              \
+    static __attribute__((noinline)) void tile##_pair(int64_t nb, const uint8_t *g, size_t gs,           \
+                                                      const block_q8_0 *const *xr, const pack_xblock *xs, \
+                                                      float *y, int64_t ys, int64_t ldy) {               \
+        tile(nb, g, gs, 2, xr, xs, y, ys, ldy, 0, 4, 1);                                                \
+    }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("no-schedule-insns")
+#endif
+LEGACY_PAIR(q8_0_tile)
+LEGACY_PAIR(q4_0_tile)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+
 /* The body of a legacy-type GEMM over tile (q8_0_tile, q4_0_tile, mxfp4_tile):
  * all groups of the call for n_tok tokens. One token: groups g and g + h (h =
  * n_groups / 2) a tile, all 16 rows of each, then the last of an odd count; one
@@ -154,7 +173,7 @@ VT_INLINE void q4_0_tile(int64_t nb, const uint8_t *g, size_t gs, const int ns, 
     if (n_tok == 1 && n_groups >= 2) {                                                              \
         const int64_t h = n_groups / 2;                                                             \
         for (; gi < h; gi++)                                                                        \
-            tile(nb, w8 + (size_t)gi * gb, (size_t)h * gb, 2, xr, xs, y + gi * PACK_ROWS, h * PACK_ROWS, ldy, 0, 4, 1); \
+            tile##_pair(nb, w8 + (size_t)gi * gb, (size_t)h * gb, xr, xs, y + gi * PACK_ROWS, h * PACK_ROWS, ldy); \
         gi = 2 * h;                                                                                 \
     }                                                                                               \
     for (; gi < n_groups; gi++) {                                                                   \
@@ -583,6 +602,15 @@ VT_INLINE void mxfp4_tile(int64_t nb, const uint8_t *g, size_t gs, const int ns,
     UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nr; q++)
         vst1q_f32(y + t * ldy + quad_row(q, q0, nq, ys), acc[t][q]);
 }
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("no-schedule-insns")
+#endif
+LEGACY_PAIR(mxfp4_tile)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
 
 void gemm_mxfp4_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
                          size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
