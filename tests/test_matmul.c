@@ -40,10 +40,17 @@
  *   only once the first is out of work: the first has then written every
  *   output (it took the second's share, which a static split cannot), and the
  *   bytes are those of one thread.
+ * - Pairing of groups: each packed GEMM of the dispatch table (gemm, cached,
+ *   nopf), called directly on 1, 2, 3 and 5 groups of distinct rows (a span
+ *   that starts at the second group of six) for 1..PACK_TOK_MAX tokens, gives
+ *   the bytes of its pack_gemm_ref twin and leaves the outputs around the span
+ *   untouched: the kernels that read group g together with g + n/2 of a call
+ *   must neither skip nor double a group, nor reach past the call's groups.
  * - Errors: bad row length, unknown and activation-only types. */
 #include "base/size.h"
 #include "cpu/kernels.h"
 #include "cpu/matmul.h"
+#include "cpu/pack.h"
 #include "cpu/threadpool.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
@@ -698,6 +705,57 @@ static void check_prefetch_choice(tp_pool *pool) {
     }
 }
 
+/* The packed GEMMs of `type` against the ref twin on spans of 1, 2, 3 and 5
+ * groups (see the top of the file). */
+static void check_group_pairs(vt_dtype type) {
+    const cpu_kernels *k = cpu_kernels_get();
+    if (!k->gemm[type]) return;
+    const quant_traits *tr = quant_traits_get(type), *dt = quant_traits_get(tr->dot_type);
+    enum { N_GROUPS = 6 };
+    const int64_t n_in = 2 * (tr->block_elems >= 256 ? tr->block_elems : 64), nb = n_in / 32;
+    const int64_t n_out = N_GROUPS * PACK_ROWS, ldy = n_out + 3;
+    size_t wrow, xrow;
+    VT_ASSERT(quant_row_bytes(type, n_in, &wrow) && quant_row_bytes(tr->dot_type, n_in, &xrow));
+    const size_t gb = wrow * PACK_ROWS, x_stride = xrow + 8;
+    uint8_t *w = malloc(wrow * n_out), *wp = malloc(gb * N_GROUPS), *x = malloc(x_stride * PACK_TOK_MAX);
+    float *f = malloc(n_in * sizeof(float));
+    pack_xblock *xs = malloc(sizeof(pack_xblock) * PACK_TOK_MAX * nb);
+    float *ya = malloc(sizeof(float) * ldy * PACK_TOK_MAX), *ye = malloc(sizeof(float) * ldy * PACK_TOK_MAX);
+    for (int64_t o = 0; o < n_out; o++) {
+        for (int64_t i = 0; i < n_in; i++) f[i] = rng_uniform() * (1 + o % 7);
+        tr->quant_ref(f, w + o * wrow, n_in);
+    }
+    for (int g = 0; g < N_GROUPS; g++) pack_group(type, n_in, w + g * gb, wrow, PACK_ROWS, wp + g * gb);
+    for (int t = 0; t < PACK_TOK_MAX; t++) {
+        for (int64_t i = 0; i < n_in; i++) f[i] = rng_uniform();
+        dt->quant_ref(f, x + t * x_stride, n_in);
+    }
+    if (pack_needs_xblocks(type)) pack_xblocks(type, x, x_stride, PACK_TOK_MAX, nb, xs);
+    const pack_gemm_fn ref = pack_gemm_ref(type);
+    const pack_gemm_fn kerns[3] = {k->gemm[type], k->gemm_cached[type], k->gemm_nopf[type]};
+    static const int64_t spans[] = {1, 2, 3, 5};
+    int bad = 0, cases = 0;
+    for (int ki = 0; ki < 3; ki++) {
+        if (!kerns[ki]) continue;
+        for (size_t si = 0; si < sizeof spans / sizeof spans[0]; si++)
+            for (int nt = 1; nt <= PACK_TOK_MAX; nt++) {
+                memset(ya, 0xff, sizeof(float) * ldy * PACK_TOK_MAX);
+                memset(ye, 0xff, sizeof(float) * ldy * PACK_TOK_MAX);
+                kerns[ki](n_in, wp + gb, spans[si], x, x_stride, xs, nt, ya + PACK_ROWS, ldy);
+                ref(n_in, wp + gb, spans[si], x, x_stride, xs, nt, ye + PACK_ROWS, ldy);
+                cases++;
+                if (memcmp(ya, ye, sizeof(float) * ldy * PACK_TOK_MAX)) {
+                    if (bad < 3)
+                        fprintf(stderr, "  %s kernel %d: %lld groups, %d tokens differ from the ref twin\n",
+                                tr->name, ki, (long long)spans[si], nt);
+                    bad++;
+                }
+            }
+    }
+    CHECK_MSG(bad == 0, "%s: %d of %d group spans differ from pack_gemm_ref", tr->name, bad, cases);
+    free(w), free(wp), free(x), free(f), free(xs), free(ya), free(ye);
+}
+
 int main(void) {
     printf("kernels: %s\n", cpu_isa_name());
     check_errors();
@@ -734,6 +792,9 @@ int main(void) {
     check_prefetch_choice(pools[1]);
     check_expert_slices(VT_DTYPE_MXFP4, pools[1]);
     check_expert_slices(VT_DTYPE_Q4_K, pools[1]);
+    static const vt_dtype pair_types[] = {VT_DTYPE_Q4_0, VT_DTYPE_Q8_0, VT_DTYPE_MXFP4,
+                                          VT_DTYPE_Q4_K, VT_DTYPE_Q5_K, VT_DTYPE_Q6_K};
+    for (size_t i = 0; i < sizeof pair_types / sizeof pair_types[0]; i++) check_group_pairs(pair_types[i]);
     for (int i = 0; i < 4; i++) tp_destroy(pools[i]);
     return test_finish();
 }

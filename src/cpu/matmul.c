@@ -416,10 +416,10 @@ static void block_run(const mm_weight *w, const tok_block *b, int64_t u0, int64_
 
 /* Groups of a packed weight per chunk: in prefill ~MM_CHUNK_BYTES of weights,
  * reused from L2 by every tile of a token block, and an even count of at least
- * two, because the AVX-512 Q4_0 / Q8_0 kernels take their 4-token tiles two
- * groups at a time (x86/gemm_avx512.c); Q8_0 rows of 8192 (136 KiB groups)
- * would otherwise never pair. Decode reads each group once, in one chunk, one
- * stream. */
+ * two, because the AVX-512 Q4_0 / Q8_0 / MXFP4 kernels take their tiles two
+ * groups of a call at a time (x86/gemm_impl.h legacy_tiles); Q8_0 rows of 8192
+ * (136 KiB groups) would otherwise never pair. Decode reads each group once, in
+ * one chunk (one call: where the kernels pair groups, g with g + n/2 of it). */
 static int64_t chunk_groups(const mm_weight *w, int64_t n_tok) {
     if (n_tok <= PACK_TOK_MAX) return INT64_MAX / 2;
     const int64_t c = (int64_t)(MM_CHUNK_BYTES / (PACK_ROWS * w->row_bytes));

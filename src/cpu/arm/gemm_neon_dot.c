@@ -13,10 +13,13 @@
  * per (row, token) lane as the _ref twins do, so results are bit-identical with
  * them (and with every other tier).
  *
- * Register tile (Q4_0, Q8_0; the K-quants' below): up to 8 accumulators of each
- * kind (int per block, float per row). One or two tokens take all 16 rows at
- * once; three or four tokens take the group as two halves of 8 rows, so the 32
- * vector registers never spill. */
+ * Register tile (Q4_0, Q8_0, MXFP4; the K-quants' below): up to 8 accumulators
+ * of each kind (int per block, float per row). One or two tokens take all 16
+ * rows at once; three or four tokens take the group as two halves of 8 rows, so
+ * the 32 vector registers never spill. One token takes two groups at once, g
+ * and g + n_groups / 2 of the call (the last of an odd count alone), so decode
+ * reads two long streams (x86/gemm_impl.h legacy_tiles says why); the sums
+ * and float steps of each row are those of its group alone. */
 #include "cpu/arm/arm_kernels.h"
 #include "cpu/arm/neon_common.h"
 #include "cpu/unroll.h"
@@ -41,11 +44,30 @@ static inline int32x4_t dot_lane_unoptimized(int32x4_t acc, int8x16_t w, int8x16
 #define DOT_LANE(acc, w, x, lane) dot_lane_unoptimized(acc, w, x, lane)
 #endif
 
-/* Rows 4 * q0 .. 4 * (q0 + nq) - 1 of one group (nq row quads), nt tokens. */
-VT_INLINE void q8_0_tile(int64_t nb, const uint8_t *g, const block_q8_0 *const *xr, float *y,
-                         int64_t ldy, const int q0, const int nq, const int nt) {
-    float32x4_t acc[PACK_TOK_MAX][4];
-    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++) acc[t][q] = vdupq_n_f32(0);
+/* Row quads a legacy-type tile takes at most: 4 quads of 2 groups. */
+#define TILE_QUADS_MAX 8
+
+/* Quad r of a tile over ns streams of nq row quads each (from quad q0 on): quad
+ * q0 + r % nq of stream r / nq, whose group lies gs bytes (its outputs ys
+ * floats) after the previous stream's. Its byte offset from the tile's first
+ * group in a vector of row_bytes bytes a row (4: a chunk vector; 2: f16 scales;
+ * 1: E8M0 scales), and its output offset. */
+VT_INLINE size_t quad_off(const int r, const int q0, const int nq, size_t gs, const size_t row_bytes) {
+    return (size_t)(r / nq) * gs + (size_t)(q0 + r % nq) * 4 * row_bytes;
+}
+VT_INLINE int64_t quad_row(const int r, const int q0, const int nq, int64_t ys) {
+    return (int64_t)(r / nq) * ys + 4 * (q0 + r % nq);
+}
+
+/* Rows 4 * q0 .. 4 * (q0 + nq) - 1 (nq row quads) of ns groups gs bytes apart
+ * (outputs ys floats apart), nt tokens. */
+VT_INLINE void q8_0_tile(int64_t nb, const uint8_t *g, size_t gs, const int ns, const block_q8_0 *const *xr,
+                         const pack_xblock *xs, float *y, int64_t ys, int64_t ldy, const int q0, const int nq,
+                         const int nt) {
+    (void)xs;
+    const int nr = ns * nq;
+    float32x4_t acc[PACK_TOK_MAX][TILE_QUADS_MAX];
+    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nr; q++) acc[t][q] = vdupq_n_f32(0);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q8_0);
         int8x16_t x0[PACK_TOK_MAX], x1[PACK_TOK_MAX];
@@ -55,49 +77,50 @@ VT_INLINE void q8_0_tile(int64_t nb, const uint8_t *g, const block_q8_0 *const *
             x1[t] = vld1q_s8(xr[t][b].qs + 16);
             dx[t] = f16_arm(xr[t][b].d);
         }
-        int32x4_t p[PACK_TOK_MAX][4];
-        UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++) p[t][q] = vdupq_n_s32(0);
+        int32x4_t p[PACK_TOK_MAX][TILE_QUADS_MAX];
+        UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nr; q++) p[t][q] = vdupq_n_s32(0);
         UNROLL for (int k = 0; k < 8; k++) {
-            UNROLL for (int q = 0; q < nq; q++) {
-                const int8x16_t wq = vld1q_s8((const int8_t *)(v + k * CHUNK_VEC + 16 * (q0 + q)));
+            UNROLL for (int q = 0; q < nr; q++) {
+                const int8x16_t wq = vld1q_s8((const int8_t *)(v + k * CHUNK_VEC + quad_off(q, q0, nq, gs, 4)));
                 UNROLL for (int t = 0; t < nt; t++) {
                     if (k < 4) p[t][q] = DOT_LANE(p[t][q], wq, x0[t], k & 3);
                     else p[t][q] = DOT_LANE(p[t][q], wq, x1[t], k & 3);
                 }
             }
         }
-        UNROLL for (int q = 0; q < nq; q++) {
-            const float16x4_t h = vreinterpret_f16_u8(vld1_u8(g + pack_pair_d(b, PACK_QB_Q8_0) + 8 * (q0 + q)));
+        UNROLL for (int q = 0; q < nr; q++) {
+            const float16x4_t h = vreinterpret_f16_u8(vld1_u8(g + pack_pair_d(b, PACK_QB_Q8_0) + quad_off(q, q0, nq, gs, 2)));
             const float32x4_t dw = vcvt_f32_f16(h);
             UNROLL for (int t = 0; t < nt; t++)
                 acc[t][q] = vfmaq_f32(acc[t][q], vmulq_n_f32(dw, dx[t]), vcvtq_f32_s32(p[t][q]));
         }
     }
-    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++)
-        vst1q_f32(y + t * ldy + 4 * (q0 + q), acc[t][q]);
+    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nr; q++)
+        vst1q_f32(y + t * ldy + quad_row(q, q0, nq, ys), acc[t][q]);
 }
 
-VT_INLINE void q4_0_tile(int64_t nb, const uint8_t *g, const block_q8_0 *const *xr,
-                         const pack_xblock *xs, float *y, int64_t ldy, const int q0, const int nq,
+VT_INLINE void q4_0_tile(int64_t nb, const uint8_t *g, size_t gs, const int ns, const block_q8_0 *const *xr,
+                         const pack_xblock *xs, float *y, int64_t ys, int64_t ldy, const int q0, const int nq,
                          const int nt) {
     const uint8x16_t m4 = vdupq_n_u8(0x0f);
-    float32x4_t acc[PACK_TOK_MAX][4];
-    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++) acc[t][q] = vdupq_n_f32(0);
+    const int nr = ns * nq;
+    float32x4_t acc[PACK_TOK_MAX][TILE_QUADS_MAX];
+    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nr; q++) acc[t][q] = vdupq_n_f32(0);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q4_0);
         int8x16_t x0[PACK_TOK_MAX], x1[PACK_TOK_MAX];
         float dx[PACK_TOK_MAX];
-        int32x4_t p[PACK_TOK_MAX][4];
+        int32x4_t p[PACK_TOK_MAX][TILE_QUADS_MAX];
         UNROLL for (int t = 0; t < nt; t++) {
             x0[t] = vld1q_s8(xr[t][b].qs);
             x1[t] = vld1q_s8(xr[t][b].qs + 16);
             dx[t] = xs[t * nb + b].d;
             const int32x4_t start = vdupq_n_s32(xs[t * nb + b].bias);
-            UNROLL for (int q = 0; q < nq; q++) p[t][q] = start;
+            UNROLL for (int q = 0; q < nr; q++) p[t][q] = start;
         }
         UNROLL for (int k = 0; k < 4; k++) {
-            UNROLL for (int q = 0; q < nq; q++) {
-                const uint8x16_t raw = vld1q_u8(v + k * CHUNK_VEC + 16 * (q0 + q));
+            UNROLL for (int q = 0; q < nr; q++) {
+                const uint8x16_t raw = vld1q_u8(v + k * CHUNK_VEC + quad_off(q, q0, nq, gs, 4));
                 const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(raw, m4));
                 const int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(raw, 4));
                 UNROLL for (int t = 0; t < nt; t++) {
@@ -106,53 +129,78 @@ VT_INLINE void q4_0_tile(int64_t nb, const uint8_t *g, const block_q8_0 *const *
                 }
             }
         }
-        UNROLL for (int q = 0; q < nq; q++) {
-            const float16x4_t h = vreinterpret_f16_u8(vld1_u8(g + pack_pair_d(b, PACK_QB_Q4_0) + 8 * (q0 + q)));
+        UNROLL for (int q = 0; q < nr; q++) {
+            const float16x4_t h = vreinterpret_f16_u8(vld1_u8(g + pack_pair_d(b, PACK_QB_Q4_0) + quad_off(q, q0, nq, gs, 2)));
             const float32x4_t dw = vcvt_f32_f16(h);
             UNROLL for (int t = 0; t < nt; t++)
                 acc[t][q] = vfmaq_f32(acc[t][q], vmulq_n_f32(dw, dx[t]), vcvtq_f32_s32(p[t][q]));
         }
     }
-    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++)
-        vst1q_f32(y + t * ldy + 4 * (q0 + q), acc[t][q]);
+    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nr; q++)
+        vst1q_f32(y + t * ldy + quad_row(q, q0, nq, ys), acc[t][q]);
 }
 
-/* One group for nt tokens: all 16 rows for 1-2 tokens, two halves for 3-4. */
-#define GROUP_DISPATCH(tile, ...)                                                          \
-    switch (nt) {                                                                          \
-    case 1: tile(__VA_ARGS__, 0, 4, 1); break;                                             \
-    case 2: tile(__VA_ARGS__, 0, 4, 2); break;                                             \
-    case 3: tile(__VA_ARGS__, 0, 2, 3); tile(__VA_ARGS__, 2, 2, 3); break;                 \
-    default: tile(__VA_ARGS__, 0, 2, 4); tile(__VA_ARGS__, 2, 2, 4); break;                \
+/* One token over two groups (tile##_pair), each its own function built without
+ * GCC's pre-allocation scheduler, which hoists the loads of the unrolled block
+ * and spills the tile (see the K-quants below). */
+#define LEGACY_PAIR(tile)                                                                              \
+    static __attribute__((noinline)) void tile##_pair(int64_t nb, const uint8_t *g, size_t gs,           \
+                                                      const block_q8_0 *const *xr, const pack_xblock *xs, \
+                                                      float *y, int64_t ys, int64_t ldy) {               \
+        tile(nb, g, gs, 2, xr, xs, y, ys, ldy, 0, 4, 1);                                                \
+    }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("no-schedule-insns")
+#endif
+LEGACY_PAIR(q8_0_tile)
+LEGACY_PAIR(q4_0_tile)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+
+/* The body of a legacy-type GEMM over tile (q8_0_tile, q4_0_tile, mxfp4_tile):
+ * all groups of the call for n_tok tokens. One token: groups g and g + h (h =
+ * n_groups / 2) a tile, all 16 rows of each, then the last of an odd count; one
+ * group a tile otherwise, all 16 rows for 2 tokens, two halves for 3-4. */
+#define LEGACY_GEMM_BODY(tile, blk)                                                                 \
+    const int64_t nb = n_in / 32;                                                                   \
+    const size_t gb = (size_t)nb * PACK_ROWS * sizeof(blk);                                         \
+    const block_q8_0 *xr[PACK_TOK_MAX];                                                             \
+    for (int t = 0; t < n_tok; t++) xr[t] = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride); \
+    const uint8_t *w8 = w;                                                                          \
+    int64_t gi = 0;                                                                                 \
+    if (n_tok == 1 && n_groups >= 2) {                                                              \
+        const int64_t h = n_groups / 2;                                                             \
+        for (; gi < h; gi++)                                                                        \
+            tile##_pair(nb, w8 + (size_t)gi * gb, (size_t)h * gb, xr, xs, y + gi * PACK_ROWS, h * PACK_ROWS, ldy); \
+        gi = 2 * h;                                                                                 \
+    }                                                                                               \
+    for (; gi < n_groups; gi++) {                                                                   \
+        const uint8_t *g = w8 + (size_t)gi * gb;                                                    \
+        float *yg = y + gi * PACK_ROWS;                                                             \
+        switch (n_tok) {                                                                            \
+        case 1: tile(nb, g, 0, 1, xr, xs, yg, 0, ldy, 0, 4, 1); break;                              \
+        case 2: tile(nb, g, 0, 1, xr, xs, yg, 0, ldy, 0, 4, 2); break;                              \
+        case 3:                                                                                     \
+            tile(nb, g, 0, 1, xr, xs, yg, 0, ldy, 0, 2, 3);                                         \
+            tile(nb, g, 0, 1, xr, xs, yg, 0, ldy, 2, 2, 3);                                         \
+            break;                                                                                  \
+        default:                                                                                    \
+            tile(nb, g, 0, 1, xr, xs, yg, 0, ldy, 0, 2, 4);                                         \
+            tile(nb, g, 0, 1, xr, xs, yg, 0, ldy, 2, 2, 4);                                         \
+            break;                                                                                  \
+        }                                                                                           \
     }
 
 void gemm_q8_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
                         size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
-    (void)xs;
-    const int64_t nb = n_in / QK8_0;
-    const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_q8_0);
-    const block_q8_0 *xr[PACK_TOK_MAX];
-    for (int t = 0; t < n_tok; t++) xr[t] = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride);
-    const int nt = n_tok;
-    for (int64_t gi = 0; gi < n_groups; gi++) {
-        const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
-        float *yg = y + gi * PACK_ROWS;
-        GROUP_DISPATCH(q8_0_tile, nb, g, xr, yg, ldy)
-    }
+    LEGACY_GEMM_BODY(q8_0_tile, block_q8_0)
 }
 
 void gemm_q4_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
                         size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
-    const int64_t nb = n_in / QK4_0;
-    const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_q4_0);
-    const block_q8_0 *xr[PACK_TOK_MAX];
-    for (int t = 0; t < n_tok; t++) xr[t] = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride);
-    const int nt = n_tok;
-    for (int64_t gi = 0; gi < n_groups; gi++) {
-        const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
-        float *yg = y + gi * PACK_ROWS;
-        GROUP_DISPATCH(q4_0_tile, nb, g, xr, xs, yg, ldy)
-    }
+    LEGACY_GEMM_BODY(q4_0_tile, block_q4_0)
 }
 
 /* ---- K-quants (Q4_K, Q5_K, Q6_K x Q8_K) ------------------------------------------------
@@ -173,7 +221,9 @@ void gemm_q4_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const voi
  * accumulator per (row quad, token) live, so one token takes all 16 rows in one
  * pass (decode: the group is read once, in order), two tokens two halves of 8
  * rows and three or four tokens four passes of one quad each: the weights are
- * unpacked once per pass and used by every token. */
+ * unpacked once per pass and used by every token. A one-token tile over two
+ * groups (the legacy types' two streams) would need twice those registers, so
+ * the K-quants read one group at a time. */
 
 /* GCC's pre-allocation scheduler (on at -O2 for aarch64) hoists the loads of a
  * whole unrolled super-block ahead of their use and then spills 40-190 vectors
@@ -516,27 +566,28 @@ VT_INLINE float32x4_t e8m0_half_x4(const uint8_t *e) {
     return vreinterpretq_f32_u32(vbslq_u32(vcltq_u32(v, vdupq_n_u32(2)), sub, norm));
 }
 
-VT_INLINE void mxfp4_tile(int64_t nb, const uint8_t *g, const block_q8_0 *const *xr,
-                          const pack_xblock *xs, float *y, int64_t ldy, const int q0, const int nq,
+VT_INLINE void mxfp4_tile(int64_t nb, const uint8_t *g, size_t gs, const int ns, const block_q8_0 *const *xr,
+                          const pack_xblock *xs, float *y, int64_t ys, int64_t ldy, const int q0, const int nq,
                           const int nt) {
     const uint8x16_t m4 = vdupq_n_u8(0x0f);
     const int8x16_t grid = vld1q_s8(mxfp4_values);
-    float32x4_t acc[PACK_TOK_MAX][4];
-    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++) acc[t][q] = vdupq_n_f32(0);
+    const int nr = ns * nq;
+    float32x4_t acc[PACK_TOK_MAX][TILE_QUADS_MAX];
+    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nr; q++) acc[t][q] = vdupq_n_f32(0);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *v = g + pack_mxfp4_qs(nb, b);
         int8x16_t x0[PACK_TOK_MAX], x1[PACK_TOK_MAX];
         float dx[PACK_TOK_MAX];
-        int32x4_t p[PACK_TOK_MAX][4];
+        int32x4_t p[PACK_TOK_MAX][TILE_QUADS_MAX];
         UNROLL for (int t = 0; t < nt; t++) {
             x0[t] = vld1q_s8(xr[t][b].qs);
             x1[t] = vld1q_s8(xr[t][b].qs + 16);
             dx[t] = xs[t * nb + b].d;
-            UNROLL for (int q = 0; q < nq; q++) p[t][q] = vdupq_n_s32(0);
+            UNROLL for (int q = 0; q < nr; q++) p[t][q] = vdupq_n_s32(0);
         }
         UNROLL for (int k = 0; k < 4; k++) {
-            UNROLL for (int q = 0; q < nq; q++) {
-                const uint8x16_t raw = vld1q_u8(v + k * CHUNK_VEC + 16 * (q0 + q));
+            UNROLL for (int q = 0; q < nr; q++) {
+                const uint8x16_t raw = vld1q_u8(v + k * CHUNK_VEC + quad_off(q, q0, nq, gs, 4));
                 const int8x16_t lo = vqtbl1q_s8(grid, vandq_u8(raw, m4));
                 const int8x16_t hi = vqtbl1q_s8(grid, vshrq_n_u8(raw, 4));
                 UNROLL for (int t = 0; t < nt; t++) {
@@ -545,26 +596,26 @@ VT_INLINE void mxfp4_tile(int64_t nb, const uint8_t *g, const block_q8_0 *const 
                 }
             }
         }
-        UNROLL for (int q = 0; q < nq; q++) {
-            const float32x4_t dw = e8m0_half_x4(g + pack_mxfp4_e(b) + 4 * (q0 + q));
+        UNROLL for (int q = 0; q < nr; q++) {
+            const float32x4_t dw = e8m0_half_x4(g + pack_mxfp4_e(b) + quad_off(q, q0, nq, gs, 1));
             UNROLL for (int t = 0; t < nt; t++)
                 acc[t][q] = vfmaq_f32(acc[t][q], vmulq_n_f32(dw, dx[t]), vcvtq_f32_s32(p[t][q]));
         }
     }
-    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++)
-        vst1q_f32(y + t * ldy + 4 * (q0 + q), acc[t][q]);
+    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nr; q++)
+        vst1q_f32(y + t * ldy + quad_row(q, q0, nq, ys), acc[t][q]);
 }
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("no-schedule-insns")
+#endif
+LEGACY_PAIR(mxfp4_tile)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
 
 void gemm_mxfp4_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
                          size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
-    const int64_t nb = n_in / QK_MXFP4;
-    const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_mxfp4);
-    const block_q8_0 *xr[PACK_TOK_MAX];
-    for (int t = 0; t < n_tok; t++) xr[t] = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride);
-    const int nt = n_tok;
-    for (int64_t gi = 0; gi < n_groups; gi++) {
-        const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
-        float *yg = y + gi * PACK_ROWS;
-        GROUP_DISPATCH(mxfp4_tile, nb, g, xr, xs, yg, ldy)
-    }
+    LEGACY_GEMM_BODY(mxfp4_tile, block_mxfp4)
 }

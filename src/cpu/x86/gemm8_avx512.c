@@ -1,6 +1,8 @@
 /* The AVX-512 VNNI tier's Q8_0 decode (one or two tokens): cpu/x86/gemm_impl.h on
  * 8 rows a ymm with vpdpbusd, each group in one pass of its two halves, as the
- * AVX2 tier reads it (gemm_avx2.c). It streams from memory faster than the
+ * AVX2 tier reads it (gemm_avx2.c); one token takes two groups at once, g and
+ * g + n/2 of the call (two streams: gemm_impl.h legacy_tiles), in the 32 ymm
+ * registers AVX-512 VL gives. It streams from memory faster than the
  * 16-row tile of gemm_avx512.c, which takes three and four tokens; the figures
  * are in BENCHMARKS.md ("x86 GEMM prefetch distances"). */
 #include "cpu/x86/gemm_ymm.h"
@@ -9,6 +11,7 @@
 #define GEMM_SFX avx512_y
 #define GEMM_LEGACY_ONLY
 #define GEMM_LEGACY_NV(nt) ((nt) <= 2 ? 2 : 1)
+#define GEMM_LEGACY_NS(leg, nt) ((nt) == 1 ? 2 : 1)
 #define GEMM_SPLIT_SUMS 1
 #define GEMM_BIAS_IN_ACC 1
 #define GEMM_Q8_BIASED 1

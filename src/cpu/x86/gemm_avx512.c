@@ -6,11 +6,13 @@
  * nibble, saving a shift per chunk; its sums are shifted back once a block, exact
  * since every product is a multiple of 16) and Q8_0 quants are biased by +128
  * (xor 0x80), the offset taken out exactly by starting each block's integer sum
- * at pack_xblock.bias. 32 registers: 4-token tiles of the legacy types take two
- * groups at once, so each activation broadcast feeds two vpdpbusd and the float
- * steps of a block are spread over twice the integer work (matmul.c chunks
- * prefill weights in even numbers of groups). The K-quants take up to four
- * tokens in one pass over the group, their int32 sub-block sums multiplied by the
+ * at pack_xblock.bias. 32 registers: one- and four-token tiles of the legacy
+ * types take two groups at once, g and g + n/2 of the call (gemm_impl.h
+ * legacy_tiles): one token reads two streams, and at four each activation
+ * broadcast feeds two vpdpbusd, the float steps of a block spread over twice the
+ * integer work (matmul.c chunks prefill weights in even numbers of groups). The K-quants take up to four
+ * tokens in one pass over the group (one token: two groups at once, g and
+ * g + n/2, as two streams), their int32 sub-block sums multiplied by the
  * scales (mullo); Q6_K at one or two tokens reads each chunk vector of a quarter
  * once for its four sub-blocks. */
 #include "cpu/x86/simd_avx512.h"
@@ -18,7 +20,9 @@
 
 #define GEMM_SFX avx512
 #define GEMM_VL 16
-#define GEMM_LEGACY_NV(nt) ((nt) == 4 ? 2 : 1)
+#define GEMM_LEGACY_NV(nt) 1
+/* two groups at two and three tokens would not fit the 32 registers */
+#define GEMM_LEGACY_NS(leg, nt) ((nt) == 2 || (nt) == 3 ? 1 : 2)
 #define GEMM_SPLIT_SUMS 1
 #define GEMM_BIAS_IN_ACC 1
 #define GEMM_Q8_BIASED 1
@@ -61,6 +65,9 @@ VT_INLINE vf vf_e8m0_half(const uint8_t *e) { return e8m0_half_x16(e); }
 
 #define GEMM_K_TOK 4
 #define GEMM_K_NV(nt) 1
+/* the one-token pair tiles keep a little more live than 32 registers hold
+ * (some of it goes to the stack); 1 keeps one group a tile */
+#define GEMM_K_NS1(kq) 2
 #define GEMM_K_ROLL_J(nt) 0
 #define GEMM_Q5_RUN 8
 #define GEMM_Q5_DOUBLED 1

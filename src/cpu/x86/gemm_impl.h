@@ -39,9 +39,12 @@
  *   GEMM_KEEP(v)         pins an accumulator in a register (KEEP_REG on AVX2,
  *                        whose 16 registers GCC otherwise spills; nothing on AVX-512)
  * and the shape of the tiles (the only things that differ between tiers):
- *   GEMM_LEGACY_NV(nt)   row vectors a pass of nt tokens takes over a Q4_0 / Q8_0 /
- *                        MXFP4 group: fewer than GEMM_NVG make several passes over
- *                        a group, more take that many groups at once
+ *   GEMM_LEGACY_NV(nt)   row vectors of a group a pass of nt tokens takes over
+ *                        Q4_0 / Q8_0 / MXFP4 groups (at most GEMM_NVG; fewer make
+ *                        several passes over a group)
+ *   GEMM_LEGACY_NS(leg, nt)  streams such a pass reads (1 or 2): 2 takes group g
+ *                        of the call together with group g + n_groups / 2 (see
+ *                        legacy_tiles), where the registers hold twice the tile
  *   GEMM_SPLIT_SUMS      1: a block's sums over its elements 0..15 and 16..31 in
  *                        two accumulators (32 registers: more chains); 0: in one
  *   GEMM_BIAS_IN_ACC     1: a block's sum starts at pack_xblock.bias; 0: it is added
@@ -57,6 +60,8 @@
 #define CHUNK_VEC 64
 #define GEMM_NVG (PACK_ROWS / GEMM_VL)
 #define GEMM_NV_MAX 2
+/* row vectors a legacy-type pass takes at most: GEMM_LEGACY_NV x GEMM_LEGACY_NS */
+#define GEMM_PASS_MAX 4
 /* Q4_K and Q5_K groups are runs of per-super-block tiles (cpu/pack.h) */
 #define TILE_Q4_K (PACK_ROWS * sizeof(block_q4_K))
 #define TILE_Q5_K (PACK_ROWS * sizeof(block_q5_K))
@@ -90,26 +95,33 @@ VT_INLINE void prefetch_to(const uint8_t **next, const uint8_t *until) {
     }
 }
 
-/* The prefetch streams of a pass over ng groups at once (gb bytes each, from g
- * on): offsets next[h] .. until of group h, where an offset past its end is the
- * same group of the next pass, ng * gb on. So each stream runs into the group it
- * reads next: one linear stream over two groups would leave the first PF_DIST
- * bytes of every second group to be prefetched only after they were read. For
- * ng = 1 this is the linear stream. */
-VT_INLINE void prefetch_groups(const uint8_t *g, size_t gb, const int ng, size_t next[], size_t until) {
-    for (int h = 0; h < ng; h++)
-        for (; next[h] < until; next[h] += CHUNK_VEC)
-            prefetch(g + h * gb + next[h] + (next[h] >= gb ? (size_t)(ng - 1) * gb : 0));
+/* The prefetch streams of a pass over ns groups gs bytes apart (from g on):
+ * offsets next[s] .. until from stream s's group. A pass is followed by the one
+ * over the next group of each stream, the next in memory, so an offset past its
+ * group's end is already the right line of the group that stream reads next:
+ * each stream is one linear run through its groups. */
+VT_INLINE void prefetch_streams(const uint8_t *g, size_t gs, const int ns, size_t next[], size_t until) {
+    for (int s = 0; s < ns; s++)
+        for (; next[s] < until; next[s] += CHUNK_VEC) prefetch(g + (size_t)s * gs + next[s]);
 }
 
-/* Byte offset, from a pass's first group, of row vector i's part of a vector of
+/* Byte offset, in its group, of row vector i's (< GEMM_NVG) part of a vector of
  * row_bytes bytes a row (4: a chunk vector; 2: f16 scales; 1: E8M0 scales). */
-VT_INLINE size_t vec_off(const int i, size_t gb, const size_t row_bytes) {
-    return (size_t)(i / GEMM_NVG) * gb + (size_t)(i % GEMM_NVG) * GEMM_VL * row_bytes;
-}
+VT_INLINE size_t vec_off(const int i, const size_t row_bytes) { return (size_t)i * GEMM_VL * row_bytes; }
 
-/* Output offset of row vector i in the pass's first row of outputs. */
-VT_INLINE int64_t vec_row(const int i) { return (int64_t)(i / GEMM_NVG) * PACK_ROWS + (i % GEMM_NVG) * GEMM_VL; }
+/* Output offset of row vector i in its group's row of outputs. */
+VT_INLINE int64_t vec_row(const int i) { return (int64_t)i * GEMM_VL; }
+
+/* Row vector r of a pass over ns streams of nv row vectors (from v0 on) each:
+ * vector v0 + r % nv of stream r / nv, whose group lies gs bytes (its outputs
+ * ys floats) after the previous stream's. Its byte offset from the pass's first
+ * group, and its output offset. */
+VT_INLINE size_t pass_off(const int r, const int v0, const int nv, size_t gs, const size_t row_bytes) {
+    return (size_t)(r / nv) * gs + vec_off(v0 + r % nv, row_bytes);
+}
+VT_INLINE int64_t pass_row(const int r, const int v0, const int nv, int64_t ys) {
+    return (int64_t)(r / nv) * ys + vec_row(v0 + r % nv);
+}
 
 /* ---- Q4_0, Q8_0, MXFP4 (x Q8_0) ---------------------------------------------------------
  *
@@ -123,77 +135,99 @@ VT_INLINE int64_t vec_row(const int i) { return (int64_t)(i / GEMM_NVG) * PACK_R
 
 enum { LEG_Q4_0, LEG_Q8_0, LEG_MXFP4 };
 
-/* Rows of nv row vectors from vector v0 on (one group's, or those of nv /
- * GEMM_NVG groups gb bytes apart), nt tokens, one pass over their blocks. */
-VT_INLINE void legacy_rows(const int type, int64_t nb, const uint8_t *g, size_t gb, const int v0, const int nv,
-                           const block_q8_0 *const *xr, const pack_xblock *xs, float *y, int64_t ldy,
-                           const int nt, const bool pf_on) {
+/* The weights of one row vector against elements 4k.. (wa) and 16 + 4k..
+ * (wb), from its chunk vector k at p: Q4_0's and MXFP4's low and high nibbles,
+ * Q8_0's chunks k and 4 + k (ra, rb: the raw chunks q8_x reads; ra for the
+ * others). */
+VT_INLINE void legacy_w(const int type, const bool split, const uint8_t *p, vi *ra, vi *rb, vi *wa, vi *wb) {
+    *ra = *rb = vi_load(p);
+    if (type == LEG_Q8_0) {
+        *rb = vi_load(p + 4 * CHUNK_VEC);
+        *wa = q8_w(*ra);
+        *wb = q8_w(*rb);
+    } else if (type == LEG_Q4_0) {
+        *wa = nib_lo(*ra);
+        *wb = split ? nib_hi16(*ra) : nib_hi(*ra);
+    } else {
+        *wa = mxfp4_grid(nib_lo(*ra));
+        *wb = mxfp4_grid(nib_hi(*ra));
+    }
+}
+
+/* The products of one row vector's weights (legacy_w) with one token's
+ * broadcast activation bytes xa, xb into its sums sa (and sb where split). */
+VT_INLINE void legacy_dot(const int type, const bool split, vi *sa, vi *sb, vi ra, vi rb, vi wa, vi wb, vi xa, vi xb) {
+    if (type == LEG_Q8_0) {
+        *sa = vi_dot(*sa, wa, q8_x(xa, ra));
+        if (split) *sb = vi_dot(*sb, wb, q8_x(xb, rb));
+        else *sa = vi_dot(*sa, wb, q8_x(xb, rb));
+    } else {
+        *sa = run_dot(*sa, wa, xa);
+        if (split) *sb = run_dot(*sb, wb, xb);
+        else *sa = run_dot(*sa, wb, xb);
+    }
+    GEMM_KEEP(*sa);
+    if (split) GEMM_KEEP(*sb);
+}
+
+/* Rows of ns streams of nv row vectors each (from vector v0 on: see pass_off;
+ * the streams' groups gs bytes apart, their outputs ys floats), nt tokens, one
+ * pass over their blocks. */
+VT_INLINE void legacy_rows(const int type, int64_t nb, const uint8_t *g, size_t gs, const int ns, const int v0,
+                           const int nv, const block_q8_0 *const *xr, const pack_xblock *xs, float *y, int64_t ys,
+                           int64_t ldy, const int nt, const bool pf_on) {
     const size_t blk = type == LEG_Q4_0 ? sizeof(block_q4_0) : type == LEG_Q8_0 ? sizeof(block_q8_0) : sizeof(block_mxfp4);
     const size_t qb = type == LEG_Q4_0 ? PACK_QB_Q4_0 : PACK_QB_Q8_0;
-    const int ng = nv > GEMM_NVG ? nv / GEMM_NVG : 1;
+    const int nr = ns * nv; /* row vectors of the pass */
     const bool bias = type != LEG_Q8_0 || GEMM_Q8_BIASED;
     const bool split = GEMM_SPLIT_SUMS || type == LEG_MXFP4; /* sums of elements 0..15, 16..31 apart */
-    vf acc[PACK_TOK_MAX][GEMM_NV_MAX];
+    vf acc[PACK_TOK_MAX][GEMM_PASS_MAX];
     UNROLL
     for (int t = 0; t < nt; t++)
         UNROLL
-        for (int r = 0; r < nv; r++) acc[t][r] = vf_zero();
-    size_t pf[GEMM_NV_MAX] = {PF_DIST, PF_DIST};
+        for (int r = 0; r < nr; r++) acc[t][r] = vf_zero();
+    size_t pf[2] = {PF_DIST, PF_DIST};
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *v = g + (type == LEG_MXFP4 ? pack_mxfp4_qs(nb, b) : pack_pair_qs(nb, b, qb));
-        if (pf_on) prefetch_groups(g, gb, ng, pf, PF_DIST + (size_t)(b + 1) * PACK_ROWS * blk);
-        vi sa[PACK_TOK_MAX][GEMM_NV_MAX], sb[PACK_TOK_MAX][GEMM_NV_MAX];
+        if (pf_on) prefetch_streams(g, gs, ns, pf, PF_DIST + (size_t)(b + 1) * PACK_ROWS * blk);
+        vi sa[PACK_TOK_MAX][GEMM_PASS_MAX], sb[PACK_TOK_MAX][GEMM_PASS_MAX];
         UNROLL
         for (int t = 0; t < nt; t++)
             UNROLL
-            for (int r = 0; r < nv; r++) {
+            for (int r = 0; r < nr; r++) {
                 sa[t][r] = GEMM_BIAS_IN_ACC && bias ? vi_set1(xs[t * nb + b].bias) : vi_zero();
                 if (split) sb[t][r] = vi_zero();
             }
         UNROLL
         for (int k = 0; k < 4; k++) {
-            /* the weights against elements 4k.. (wa) and 16 + 4k.. (wb): Q4_0's
-             * and MXFP4's low and high nibbles, Q8_0's chunks k and 4 + k */
-            vi ra[GEMM_NV_MAX], rb[GEMM_NV_MAX], wa[GEMM_NV_MAX], wb[GEMM_NV_MAX];
-            UNROLL
-            for (int r = 0; r < nv; r++) {
-                const uint8_t *p = v + vec_off(v0 + r, gb, 4) + k * CHUNK_VEC;
-                ra[r] = vi_load(p);
-                if (type == LEG_Q8_0) {
-                    rb[r] = vi_load(p + 4 * CHUNK_VEC);
-                    wa[r] = q8_w(ra[r]);
-                    wb[r] = q8_w(rb[r]);
-                } else if (type == LEG_Q4_0) {
-                    wa[r] = nib_lo(ra[r]);
-                    wb[r] = split ? nib_hi16(ra[r]) : nib_hi(ra[r]);
-                } else {
-                    wa[r] = mxfp4_grid(nib_lo(ra[r]));
-                    wb[r] = mxfp4_grid(nib_hi(ra[r]));
+            if (nt == 1) {
+                /* one token: each row vector's weights right before its dots, so
+                 * those of a two-stream pass are not all live at once */
+                const vi xa = vi_bcast32(xr[0][b].qs + 4 * k), xb = vi_bcast32(xr[0][b].qs + 16 + 4 * k);
+                UNROLL
+                for (int r = 0; r < nr; r++) {
+                    vi ra, rb, wa, wb;
+                    legacy_w(type, split, v + pass_off(r, v0, nv, gs, 4) + k * CHUNK_VEC, &ra, &rb, &wa, &wb);
+                    legacy_dot(type, split, &sa[0][r], &sb[0][r], ra, rb, wa, wb, xa, xb);
                 }
+                continue;
             }
+            /* several tokens: the weights of the pass once, for every token */
+            vi ra[GEMM_PASS_MAX], rb[GEMM_PASS_MAX], wa[GEMM_PASS_MAX], wb[GEMM_PASS_MAX];
+            UNROLL
+            for (int r = 0; r < nr; r++)
+                legacy_w(type, split, v + pass_off(r, v0, nv, gs, 4) + k * CHUNK_VEC, &ra[r], &rb[r], &wa[r], &wb[r]);
             UNROLL
             for (int t = 0; t < nt; t++) {
                 const vi xa = vi_bcast32(xr[t][b].qs + 4 * k), xb = vi_bcast32(xr[t][b].qs + 16 + 4 * k);
                 UNROLL
-                for (int r = 0; r < nv; r++) {
-                    if (type == LEG_Q8_0) {
-                        sa[t][r] = vi_dot(sa[t][r], wa[r], q8_x(xa, ra[r]));
-                        if (split) sb[t][r] = vi_dot(sb[t][r], wb[r], q8_x(xb, rb[r]));
-                        else sa[t][r] = vi_dot(sa[t][r], wb[r], q8_x(xb, rb[r]));
-                    } else {
-                        sa[t][r] = run_dot(sa[t][r], wa[r], xa);
-                        if (split) sb[t][r] = run_dot(sb[t][r], wb[r], xb);
-                        else sa[t][r] = run_dot(sa[t][r], wb[r], xb);
-                    }
-                    GEMM_KEEP(sa[t][r]);
-                    if (split) GEMM_KEEP(sb[t][r]);
-                }
+                for (int r = 0; r < nr; r++) legacy_dot(type, split, &sa[t][r], &sb[t][r], ra[r], rb[r], wa[r], wb[r], xa, xb);
             }
         }
         UNROLL
-        for (int r = 0; r < nv; r++) {
-            const vf dw = type == LEG_MXFP4 ? vf_e8m0_half(g + vec_off(v0 + r, gb, 1) + pack_mxfp4_e(b))
-                                            : vf_f16(g + vec_off(v0 + r, gb, 2) + pack_pair_d(b, qb));
+        for (int r = 0; r < nr; r++) {
+            const vf dw = type == LEG_MXFP4 ? vf_e8m0_half(g + pass_off(r, v0, nv, gs, 1) + pack_mxfp4_e(b))
+                                            : vf_f16(g + pass_off(r, v0, nv, gs, 2) + pack_pair_d(b, qb));
             UNROLL
             for (int t = 0; t < nt; t++) {
                 const pack_xblock *xi = xs + t * nb + b;
@@ -210,25 +244,42 @@ VT_INLINE void legacy_rows(const int type, int64_t nb, const uint8_t *g, size_t 
     UNROLL
     for (int t = 0; t < nt; t++)
         UNROLL
-        for (int r = 0; r < nv; r++) vf_store(y + t * ldy + vec_row(v0 + r), acc[t][r]);
+        for (int r = 0; r < nr; r++) vf_store(y + t * ldy + pass_row(r, v0, nv, ys), acc[t][r]);
 }
 
-/* All groups, nt tokens, in passes of GEMM_LEGACY_NV(nt) row vectors: past a
- * group's, a pass takes that many groups at once (any last ones one by one);
- * within it, a group takes several passes, and only the first prefetches (the
- * others reread its lines from L1 / L2). */
+/* All groups of a call, nt tokens, in passes of GEMM_LEGACY_NV(nt) row vectors
+ * of a group (a group takes several passes where that is fewer than its
+ * GEMM_NVG; only the first prefetches, the others reread its lines from L1 /
+ * L2).
+ *
+ * Two streams: where the tier's registers hold two groups' tiles
+ * (GEMM_LEGACY_NS), a pass reads group g together with group g + h, h =
+ * n_groups / 2, for g < h, and the last group of an odd count alone. One
+ * sequential stream per thread read decode's weights more slowly than a plain
+ * read loop over the same bytes (bench/gemm_ab), and `vt bench --bandwidth`
+ * reads four; two far streams, each long and in address order, keep two runs
+ * of lines in flight, where two adjacent groups would be one stream with a
+ * jump. Pairs stay within the call: matmul.c hands a thread a span of groups
+ * and then claimed pieces, each its own call, so partners never cross into
+ * another thread's groups. Per row the sums and float steps are those of one
+ * group alone, so the bits do not depend on pairing. */
 VT_INLINE void legacy_tiles(const int type, int64_t nb, const uint8_t *w, int64_t n_groups, size_t gb,
                             const block_q8_0 *const *xr, const pack_xblock *xs, float *y, int64_t ldy,
                             const int nt, const bool pf_on) {
     const int nv = GEMM_LEGACY_NV(nt);
     int64_t gi = 0;
-    if (nv > GEMM_NVG)
-        for (; gi + nv / GEMM_NVG <= n_groups; gi += nv / GEMM_NVG)
-            legacy_rows(type, nb, w + gi * gb, gb, 0, nv, xr, xs, y + gi * PACK_ROWS, ldy, nt, pf_on);
-    const int np = nv < GEMM_NVG ? nv : GEMM_NVG;
+    if (GEMM_LEGACY_NS(type, nt) == 2 && n_groups >= 2) {
+        const int64_t h = n_groups / 2;
+        for (; gi < h; gi++)
+            for (int v0 = 0; v0 < GEMM_NVG; v0 += nv)
+                legacy_rows(type, nb, w + gi * gb, (size_t)h * gb, 2, v0, nv, xr, xs, y + gi * PACK_ROWS,
+                            h * PACK_ROWS, ldy, nt, pf_on && v0 == 0);
+        gi = 2 * h;
+    }
     for (; gi < n_groups; gi++)
-        for (int v0 = 0; v0 < GEMM_NVG; v0 += np)
-            legacy_rows(type, nb, w + gi * gb, gb, v0, np, xr, xs, y + gi * PACK_ROWS, ldy, nt, pf_on && v0 == 0);
+        for (int v0 = 0; v0 < GEMM_NVG; v0 += nv)
+            legacy_rows(type, nb, w + gi * gb, 0, 1, v0, nv, xr, xs, y + gi * PACK_ROWS, 0, ldy, nt,
+                        pf_on && v0 == 0);
 }
 
 /* The body of an exported legacy-type GEMM (pack_gemm_fn). */
@@ -279,6 +330,8 @@ VT_INLINE void legacy_gemm(const int type, int64_t n_in, const void *w, int64_t 
  * and the tiles:
  *   GEMM_K_TOK           tokens a tile takes
  *   GEMM_K_NV(nt)        row vectors a pass of nt tokens takes (<= GEMM_NVG)
+ *   GEMM_K_NS1(kq)       streams a one-token pass over KQ_ type kq reads (1 or 2,
+ *                        as GEMM_LEGACY_NS: kq_gemm)
  *   GEMM_Q5_RUN          chunks a Q5_K run sums (quants up to 31: 4 in int16)
  *   GEMM_K_ROLL_J(nt)    1: a tile of nt tokens keeps a super-block's quarters as
  *                        a loop (less code), 0: unrolled
@@ -303,19 +356,22 @@ VT_INLINE void k_scales(const uint8_t *sp, vi ks[4]) {
 }
 
 /* Quarter j of super-block b of k45_rows: sub-blocks 2j and 2j + 1 into isum. */
-VT_INLINE void k45_quarter(const bool q5, const int j, int64_t b, const uint8_t *g, const uint8_t *v, const uint8_t *vh,
-                           const int v0, const int nv, vi ks[GEMM_NV_MAX][4], const block_q8_K *const *xr,
-                           vi isum[PACK_TOK_MAX][GEMM_NV_MAX], const int nt, const uint8_t **pf, const bool pf_on) {
+VT_INLINE void k45_quarter(const bool q5, const int j, int64_t b, const uint8_t *g, size_t gs, const int ns,
+                           const uint8_t *v, const uint8_t *vh, const int v0, const int nv, vi ks[GEMM_NV_MAX][4],
+                           const block_q8_K *const *xr, vi isum[PACK_TOK_MAX][GEMM_NV_MAX], const int nt,
+                           const uint8_t *pf[2], const bool pf_on) {
+    const int nr = ns * nv;
     const size_t tile = q5 ? TILE_Q5_K : TILE_Q4_K;
     const size_t pfd = q5 ? GEMM_PF_DIST_Q5_K : GEMM_PF_DIST_K;
     const int run = q5 ? GEMM_Q5_RUN : 8;
     const bool doubled = q5 && GEMM_Q5_DOUBLED;
     /* a quarter of the super-block's lines per quarter of its work */
-    if (pf_on) prefetch_to(pf, g + pfd + b * tile + (j + 1) * tile / 4);
+    if (pf_on)
+        for (int s = 0; s < ns; s++) prefetch_to(&pf[s], g + (size_t)s * gs + pfd + b * tile + (j + 1) * tile / 4);
     /* the scales of sub-blocks 2j and 2j + 1 */
     vi sa[GEMM_NV_MAX], sb[GEMM_NV_MAX];
     UNROLL
-    for (int r = 0; r < nv; r++) {
+    for (int r = 0; r < nr; r++) {
         sa[r] = k_scale(ks[r][j >= 2], (2 * j) & 3);
         sb[r] = k_scale(ks[r][j >= 2], (2 * j + 1) & 3);
         if (doubled) sa[r] = vi_sll(sa[r], 1);
@@ -326,15 +382,15 @@ VT_INLINE void k45_quarter(const bool q5, const int j, int64_t b, const uint8_t 
         UNROLL
         for (int t = 0; t < nt; t++)
             UNROLL
-            for (int r = 0; r < nv; r++) plo[t][r] = phi[t][r] = vi_zero();
+            for (int r = 0; r < nr; r++) plo[t][r] = phi[t][r] = vi_zero();
         UNROLL
         for (int c = c0; c < c0 + run; c++) {
             vi lo[GEMM_NV_MAX], hi[GEMM_NV_MAX];
             UNROLL
-            for (int r = 0; r < nv; r++) {
-                const vi raw = vi_load(v + (8 * j + c) * CHUNK_VEC + vec_off(v0 + r, 0, 4));
+            for (int r = 0; r < nr; r++) {
+                const vi raw = vi_load(v + (8 * j + c) * CHUNK_VEC + pass_off(r, v0, nv, gs, 4));
                 if (q5) {
-                    q5_quants(raw, vi_load(vh + c * CHUNK_VEC + vec_off(v0 + r, 0, 4)), j, &lo[r], &hi[r]);
+                    q5_quants(raw, vi_load(vh + c * CHUNK_VEC + pass_off(r, v0, nv, gs, 4)), j, &lo[r], &hi[r]);
                 } else {
                     lo[r] = nib_lo(raw);
                     hi[r] = nib_hi(raw);
@@ -345,7 +401,7 @@ VT_INLINE void k45_quarter(const bool q5, const int j, int64_t b, const uint8_t 
                 const int8_t *xq = xr[t][b].qs + 64 * j + 4 * c;
                 const vi xlo = vi_bcast32(xq), xhi = vi_bcast32(xq + 32);
                 UNROLL
-                for (int r = 0; r < nv; r++) {
+                for (int r = 0; r < nr; r++) {
                     plo[t][r] = run_dot(plo[t][r], lo[r], xlo);
                     phi[t][r] = run_dot(phi[t][r], hi[r], xhi);
                     GEMM_KEEP(plo[t][r]);
@@ -356,14 +412,18 @@ VT_INLINE void k45_quarter(const bool q5, const int j, int64_t b, const uint8_t 
         UNROLL
         for (int t = 0; t < nt; t++)
             UNROLL
-            for (int r = 0; r < nv; r++)
+            for (int r = 0; r < nr; r++)
                 isum[t][r] = vi_add(isum[t][r], vi_add(run_scaled(plo[t][r], sa[r]), run_scaled(phi[t][r], sb[r])));
     }
 }
 
-/* Rows of nv row vectors of one group from vector v0 on, nt tokens (q5: Q5_K). */
-VT_INLINE void k45_rows(const bool q5, int64_t nb, const uint8_t *g, const int v0, const int nv,
-                        const block_q8_K *const *xr, float *y, int64_t ldy, const int nt, const bool pf_on) {
+/* Rows of ns streams of nv row vectors each (from vector v0 on: see pass_off;
+ * the streams' groups gs bytes apart, their outputs ys floats), nt tokens (q5:
+ * Q5_K). */
+VT_INLINE void k45_rows(const bool q5, int64_t nb, const uint8_t *g, size_t gs, const int ns, const int v0,
+                        const int nv, const block_q8_K *const *xr, float *y, int64_t ys, int64_t ldy, const int nt,
+                        const bool pf_on) {
+    const int nr = ns * nv;
     const size_t tile = q5 ? TILE_Q5_K : TILE_Q4_K;
     const size_t pfd = q5 ? GEMM_PF_DIST_Q5_K : GEMM_PF_DIST_K;
     const bool doubled = q5 && GEMM_Q5_DOUBLED;
@@ -373,46 +433,46 @@ VT_INLINE void k45_rows(const bool q5, int64_t nb, const uint8_t *g, const int v
     UNROLL
     for (int t = 0; t < nt; t++)
         UNROLL
-        for (int r = 0; r < nv; r++) acc[t][r] = vf_zero();
-    const uint8_t *pf = g + pfd;
+        for (int r = 0; r < nr; r++) acc[t][r] = vf_zero();
+    const uint8_t *pf[2] = {g + pfd, g + gs + pfd};
     for (int64_t b = 0; b < nb; b++) {
         vi ks[GEMM_NV_MAX][4];
         UNROLL
-        for (int r = 0; r < nv; r++) k_scales(scv + b * tile + vec_off(v0 + r, 0, 4), ks[r]);
+        for (int r = 0; r < nr; r++) k_scales(scv + b * tile + pass_off(r, v0, nv, gs, 4), ks[r]);
         vi isum[PACK_TOK_MAX][GEMM_NV_MAX], imin[PACK_TOK_MAX][GEMM_NV_MAX];
         UNROLL
         for (int t = 0; t < nt; t++)
             UNROLL
-            for (int r = 0; r < nv; r++) isum[t][r] = imin[t][r] = vi_zero();
+            for (int r = 0; r < nr; r++) isum[t][r] = imin[t][r] = vi_zero();
         const uint8_t *v = qs + b * tile, *vh = qhp + b * tile;
         /* the one-token AVX2 tile runs faster with its quarters as a loop */
         if (GEMM_K_ROLL_J(nt)) {
             VT_UNROLL(1)
-            for (int j = 0; j < 4; j++) k45_quarter(q5, j, b, g, v, vh, v0, nv, ks, xr, isum, nt, &pf, pf_on);
+            for (int j = 0; j < 4; j++) k45_quarter(q5, j, b, g, gs, ns, v, vh, v0, nv, ks, xr, isum, nt, pf, pf_on);
         } else {
             UNROLL
-            for (int j = 0; j < 4; j++) k45_quarter(q5, j, b, g, v, vh, v0, nv, ks, xr, isum, nt, &pf, pf_on);
+            for (int j = 0; j < 4; j++) k45_quarter(q5, j, b, g, gs, ns, v, vh, v0, nv, ks, xr, isum, nt, pf, pf_on);
         }
         if (doubled) {
             UNROLL
             for (int t = 0; t < nt; t++)
                 UNROLL
-                for (int r = 0; r < nv; r++) isum[t][r] = vi_sra(isum[t][r], 1);
+                for (int r = 0; r < nr; r++) isum[t][r] = vi_sra(isum[t][r], 1);
         }
         /* mins: sum_j m_j (bsum_2j + bsum_2j+1) with int16 pairs (m_j, m_j) */
         UNROLL
         for (int j = 0; j < 8; j++) {
             UNROLL
-            for (int r = 0; r < nv; r++) {
+            for (int r = 0; r < nr; r++) {
                 const vi pair = k_min_pair(ks[r][2 + (j >= 4)], j & 3);
                 UNROLL
                 for (int t = 0; t < nt; t++) imin[t][r] = vi_dot16(imin[t][r], pair, vi_bcast32(xr[t][b].bsums + 2 * j));
             }
         }
         UNROLL
-        for (int r = 0; r < nv; r++) {
-            const vf dw = vf_f16(dd + b * tile + vec_off(v0 + r, 0, 2));
-            const vf dmw = vf_f16(dd + b * tile + 2 * PACK_ROWS + vec_off(v0 + r, 0, 2));
+        for (int r = 0; r < nr; r++) {
+            const vf dw = vf_f16(dd + b * tile + pass_off(r, v0, nv, gs, 2));
+            const vf dmw = vf_f16(dd + b * tile + 2 * PACK_ROWS + pass_off(r, v0, nv, gs, 2));
             UNROLL
             for (int t = 0; t < nt; t++) {
                 const vf xd = vf_set1(xr[t][b].d);
@@ -424,7 +484,7 @@ VT_INLINE void k45_rows(const bool q5, int64_t nb, const uint8_t *g, const int v
     UNROLL
     for (int t = 0; t < nt; t++)
         UNROLL
-        for (int r = 0; r < nv; r++) vf_store(y + t * ldy + vec_row(v0 + r), acc[t][r]);
+        for (int r = 0; r < nr; r++) vf_store(y + t * ldy + pass_row(r, v0, nv, ys), acc[t][r]);
 }
 
 /* ---- Q6_K (x Q8_K) -----------------------------------------------------------------------
@@ -451,19 +511,21 @@ VT_INLINE void k45_rows(const bool q5, int64_t nb, const uint8_t *g, const int v
 
 /* The products of chunk c4 of sub-block run m of quarter qt (sub-block j) into
  * the runs of nt tokens. */
-VT_INLINE void q6_chunk(const uint8_t *qt, const int v0, const int nv, const int m, const int c4, const int j,
-                        const block_q8_K *const *xr, int64_t b, vi run[PACK_TOK_MAX][GEMM_NV_MAX], const int nt) {
+VT_INLINE void q6_chunk(const uint8_t *qt, size_t gs, const int ns, const int v0, const int nv, const int m,
+                        const int c4, const int j, const block_q8_K *const *xr, int64_t b,
+                        vi run[PACK_TOK_MAX][GEMM_NV_MAX], const int nt) {
+    const int nr = ns * nv;
     vi q[GEMM_NV_MAX];
     UNROLL
-    for (int r = 0; r < nv; r++) {
-        const size_t off = vec_off(v0 + r, 0, 4);
+    for (int r = 0; r < nr; r++) {
+        const size_t off = pass_off(r, v0, nv, gs, 4);
         q[r] = q6_quants(vi_load(qt + PACK_Q6_K_VEC(m & 1, c4) + off), vi_load(qt + PACK_Q6_K_VEC(2, c4) + off), m);
     }
     UNROLL
     for (int t = 0; t < nt; t++) {
         const vi x = vi_bcast32(xr[t][b].qs + 16 * j + 4 * c4);
         UNROLL
-        for (int r = 0; r < nv; r++) {
+        for (int r = 0; r < nr; r++) {
             run[t][r] = run_dot(run[t][r], q[r], x);
             GEMM_KEEP(run[t][r]);
         }
@@ -471,9 +533,11 @@ VT_INLINE void q6_chunk(const uint8_t *qt, const int v0, const int nv, const int
 }
 
 /* The scales of sub-block run m of quarter qt, as run_scaled's operands. */
-VT_INLINE void q6_scales(const uint8_t *qt, const int m, const int v0, const int nv, vi sc[GEMM_NV_MAX]) {
+VT_INLINE void q6_scales(const uint8_t *qt, size_t gs, const int ns, const int m, const int v0, const int nv,
+                         vi sc[GEMM_NV_MAX]) {
+    const int nr = ns * nv;
     UNROLL
-    for (int r = 0; r < nv; r++) sc[r] = q6_scale(qt + PACK_Q6_K_SC(m) + vec_off(v0 + r, 0, 1));
+    for (int r = 0; r < nr; r++) sc[r] = q6_scale(qt + PACK_Q6_K_SC(m) + pass_off(r, v0, nv, gs, 1));
 }
 
 /* A run's start: -32 * bsum_j where the offset goes into the runs, else 0. */
@@ -481,23 +545,24 @@ VT_INLINE vi q6_run_start(const block_q8_K *x, const int j) {
     return GEMM_BIAS_IN_ACC ? vi_set1(-32 * x->bsums[j]) : vi_zero();
 }
 
-/* Rows of nv row vectors of one group from vector v0 on, nt tokens. */
-VT_INLINE void q6_rows(int64_t nb, const uint8_t *g, const int v0, const int nv, const block_q8_K *const *xr,
-                       float *y, int64_t ldy, const int nt, const bool pf_on) {
+/* Rows of ns streams of nv row vectors each (as k45_rows), nt tokens. */
+VT_INLINE void q6_rows(int64_t nb, const uint8_t *g, size_t gs, const int ns, const int v0, const int nv,
+                       const block_q8_K *const *xr, float *y, int64_t ys, int64_t ldy, const int nt, const bool pf_on) {
     const int run = GEMM_Q6_RUN(nt);
-    const uint8_t *pf = g + GEMM_PF_DIST_K;
+    const int nr = ns * nv;
+    const uint8_t *pf[2] = {g + GEMM_PF_DIST_K, g + gs + GEMM_PF_DIST_K};
     vf acc[PACK_TOK_MAX][GEMM_NV_MAX];
     UNROLL
     for (int t = 0; t < nt; t++)
         UNROLL
-        for (int r = 0; r < nv; r++) acc[t][r] = vf_zero();
+        for (int r = 0; r < nr; r++) acc[t][r] = vf_zero();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *tile = g + pack_q6_K_tile(nb, b);
         vi isum[PACK_TOK_MAX][GEMM_NV_MAX];
         UNROLL
         for (int t = 0; t < nt; t++)
             UNROLL
-            for (int r = 0; r < nv; r++) isum[t][r] = vi_zero();
+            for (int r = 0; r < nr; r++) isum[t][r] = vi_zero();
         UNROLL
         for (int h = 0; h < 2; h++) {
             UNROLL
@@ -506,46 +571,48 @@ VT_INLINE void q6_rows(int64_t nb, const uint8_t *g, const int v0, const int nv,
                 const uint8_t *qt = tile + (2 * h + u) * PACK_Q6_K_QUARTER;
                 /* a quarter super-block per quarter of the work */
                 if (pf_on)
-                    prefetch_to(&pf, g + GEMM_PF_DIST_K + (size_t)(4 * b + 2 * h + u + 1) * PACK_ROWS * sizeof(block_q6_K) / 4);
+                    for (int s = 0; s < ns; s++)
+                        prefetch_to(&pf[s], g + (size_t)s * gs + GEMM_PF_DIST_K +
+                                                (size_t)(4 * b + 2 * h + u + 1) * PACK_ROWS * sizeof(block_q6_K) / 4);
                 if (GEMM_Q6_BY_CHUNK(nt)) {
                     vi sc[4][GEMM_NV_MAX], s[4][PACK_TOK_MAX][GEMM_NV_MAX];
                     UNROLL
-                    for (int m = 0; m < 4; m++) q6_scales(qt, m, v0, nv, sc[m]);
+                    for (int m = 0; m < 4; m++) q6_scales(qt, gs, ns, m, v0, nv, sc[m]);
                     UNROLL
                     for (int m = 0; m < 4; m++)
                         UNROLL
                         for (int t = 0; t < nt; t++)
                             UNROLL
-                            for (int r = 0; r < nv; r++) s[m][t][r] = q6_run_start(xr[t] + b, 8 * h + 2 * m + u);
+                            for (int r = 0; r < nr; r++) s[m][t][r] = q6_run_start(xr[t] + b, 8 * h + 2 * m + u);
                     UNROLL
                     for (int c4 = 0; c4 < 4; c4++)
                         UNROLL
-                        for (int m = 0; m < 4; m++) q6_chunk(qt, v0, nv, m, c4, 8 * h + 2 * m + u, xr, b, s[m], nt);
+                        for (int m = 0; m < 4; m++) q6_chunk(qt, gs, ns, v0, nv, m, c4, 8 * h + 2 * m + u, xr, b, s[m], nt);
                     UNROLL
                     for (int m = 0; m < 4; m++)
                         UNROLL
                         for (int t = 0; t < nt; t++)
                             UNROLL
-                            for (int r = 0; r < nv; r++) isum[t][r] = vi_add(isum[t][r], run_scaled(s[m][t][r], sc[m][r]));
+                            for (int r = 0; r < nr; r++) isum[t][r] = vi_add(isum[t][r], run_scaled(s[m][t][r], sc[m][r]));
                     continue;
                 }
                 UNROLL
                 for (int m = 0; m < 4; m++) {
                     vi sc[GEMM_NV_MAX];
-                    q6_scales(qt, m, v0, nv, sc);
+                    q6_scales(qt, gs, ns, m, v0, nv, sc);
                     UNROLL
                     for (int c0 = 0; c0 < 4; c0 += run) {
                         vi s[PACK_TOK_MAX][GEMM_NV_MAX];
                         UNROLL
                         for (int t = 0; t < nt; t++)
                             UNROLL
-                            for (int r = 0; r < nv; r++) s[t][r] = q6_run_start(xr[t] + b, 8 * h + 2 * m + u);
+                            for (int r = 0; r < nr; r++) s[t][r] = q6_run_start(xr[t] + b, 8 * h + 2 * m + u);
                         UNROLL
-                        for (int c4 = c0; c4 < c0 + run; c4++) q6_chunk(qt, v0, nv, m, c4, 8 * h + 2 * m + u, xr, b, s, nt);
+                        for (int c4 = c0; c4 < c0 + run; c4++) q6_chunk(qt, gs, ns, v0, nv, m, c4, 8 * h + 2 * m + u, xr, b, s, nt);
                         UNROLL
                         for (int t = 0; t < nt; t++)
                             UNROLL
-                            for (int r = 0; r < nv; r++) {
+                            for (int r = 0; r < nr; r++) {
                                 isum[t][r] = vi_add(isum[t][r], run_scaled(s[t][r], sc[r]));
                                 GEMM_KEEP(isum[t][r]);
                             }
@@ -559,8 +626,8 @@ VT_INLINE void q6_rows(int64_t nb, const uint8_t *g, const int v0, const int nv,
                 UNROLL
                 for (int m = 0; m < 4; m++)
                     UNROLL
-                    for (int r = 0; r < nv; r++) {
-                        const size_t off = PACK_Q6_K_SC(m) + vec_off(v0 + r, 0, 1);
+                    for (int r = 0; r < nr; r++) {
+                        const size_t off = PACK_Q6_K_SC(m) + pass_off(r, v0, nv, gs, 1);
                         const vi sc32 = vi_or(vi_and(vi_sll(vi_i8(q0 + off), 5), vi_set1(0xffff)), vi_sll(vi_i8(q1 + off), 21));
                         UNROLL
                         for (int t = 0; t < nt; t++)
@@ -569,8 +636,8 @@ VT_INLINE void q6_rows(int64_t nb, const uint8_t *g, const int v0, const int nv,
             }
         }
         UNROLL
-        for (int r = 0; r < nv; r++) {
-            const vf dw = vf_f16(g + pack_q6_K_d(nb, b) + vec_off(v0 + r, 0, 2));
+        for (int r = 0; r < nr; r++) {
+            const vf dw = vf_f16(g + pack_q6_K_d(nb, b) + pass_off(r, v0, nv, gs, 2));
             UNROLL
             for (int t = 0; t < nt; t++) acc[t][r] = vf_fma(vf_mul(dw, vf_set1(xr[t][b].d)), vf_cvt(isum[t][r]), acc[t][r]);
         }
@@ -578,21 +645,22 @@ VT_INLINE void q6_rows(int64_t nb, const uint8_t *g, const int v0, const int nv,
     UNROLL
     for (int t = 0; t < nt; t++)
         UNROLL
-        for (int r = 0; r < nv; r++) vf_store(y + t * ldy + vec_row(v0 + r), acc[t][r]);
+        for (int r = 0; r < nr; r++) vf_store(y + t * ldy + pass_row(r, v0, nv, ys), acc[t][r]);
 }
 
 /* ---- the K-quant GEMMs ------------------------------------------------------------------ */
 
 enum { KQ_Q4_K, KQ_Q5_K, KQ_Q6_K };
 
-/* One group, nt tokens, in passes of GEMM_K_NV(nt) row vectors (only the first
+/* One group (ns 2: and its partner gs bytes on, outputs ys floats on), nt
+ * tokens, in passes of GEMM_K_NV(nt) row vectors of a group (only the first
  * prefetches: the others reread its lines from L1 / L2). */
-VT_INLINE void kq_group(const int type, int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y,
-                        int64_t ldy, const int nt, const bool pf_on) {
+VT_INLINE void kq_group(const int type, int64_t nb, const uint8_t *g, size_t gs, const int ns,
+                        const block_q8_K *const *xr, float *y, int64_t ys, int64_t ldy, const int nt, const bool pf_on) {
     const int nv = GEMM_K_NV(nt);
     for (int v0 = 0; v0 < GEMM_NVG; v0 += nv) {
-        if (type == KQ_Q6_K) q6_rows(nb, g, v0, nv, xr, y, ldy, nt, pf_on && v0 == 0);
-        else k45_rows(type == KQ_Q5_K, nb, g, v0, nv, xr, y, ldy, nt, pf_on && v0 == 0);
+        if (type == KQ_Q6_K) q6_rows(nb, g, gs, ns, v0, nv, xr, y, ys, ldy, nt, pf_on && v0 == 0);
+        else k45_rows(type == KQ_Q5_K, nb, g, gs, ns, v0, nv, xr, y, ys, ldy, nt, pf_on && v0 == 0);
     }
 }
 
@@ -600,7 +668,10 @@ VT_INLINE void kq_group(const int type, int64_t nb, const uint8_t *g, const bloc
 #define K_TILE_NT(n, tok) ((n) < (tok) ? (n) : (tok))
 
 /* The body of an exported K-quant GEMM: each group in tiles of up to the tier's
- * tokens. */
+ * tokens. One token, where the tier's registers hold two groups' tiles
+ * (GEMM_K_NS1), reads group g together with g + n_groups / 2 as the legacy
+ * types do (legacy_tiles says why); more tokens keep one group at a time, all
+ * their tiles over it before the next, so a second tile rereads it from cache. */
 VT_INLINE void kq_gemm(const int type, int64_t n_in, const void *w, int64_t n_groups, const void *x,
                        size_t x_stride, int n_tok, float *y, int64_t ldy, const bool pf_on) {
     const int tok = type == KQ_Q6_K ? GEMM_Q6_TOK : GEMM_K_TOK;
@@ -608,15 +679,23 @@ VT_INLINE void kq_gemm(const int type, int64_t n_in, const void *w, int64_t n_gr
     const size_t gb = (size_t)nb * (type == KQ_Q4_K ? TILE_Q4_K : type == KQ_Q5_K ? TILE_Q5_K : PACK_ROWS * sizeof(block_q6_K));
     const block_q8_K *xr[PACK_TOK_MAX];
     for (int t = 0; t < n_tok; t++) xr[t] = (const block_q8_K *)((const uint8_t *)x + (size_t)t * x_stride);
-    for (int64_t gi = 0; gi < n_groups; gi++) {
+    int64_t gi = 0;
+    if (n_tok == 1 && GEMM_K_NS1(type) == 2 && n_groups >= 2) {
+        const int64_t h = n_groups / 2;
+        for (; gi < h; gi++)
+            kq_group(type, nb, (const uint8_t *)w + (size_t)gi * gb, (size_t)h * gb, 2, xr, y + gi * PACK_ROWS,
+                     h * PACK_ROWS, ldy, 1, pf_on);
+        gi = 2 * h;
+    }
+    for (; gi < n_groups; gi++) {
         const uint8_t *g = (const uint8_t *)w + (size_t)gi * gb;
         for (int t = 0; t < n_tok; t += tok) {
             float *yg = y + t * ldy + gi * PACK_ROWS;
             switch (K_TILE_NT(n_tok - t, tok)) {
-            case 4: kq_group(type, nb, g, xr + t, yg, ldy, K_TILE_NT(4, tok), pf_on); break;
-            case 3: kq_group(type, nb, g, xr + t, yg, ldy, K_TILE_NT(3, tok), pf_on); break;
-            case 2: kq_group(type, nb, g, xr + t, yg, ldy, 2, pf_on); break;
-            default: kq_group(type, nb, g, xr + t, yg, ldy, 1, pf_on); break;
+            case 4: kq_group(type, nb, g, 0, 1, xr + t, yg, 0, ldy, K_TILE_NT(4, tok), pf_on); break;
+            case 3: kq_group(type, nb, g, 0, 1, xr + t, yg, 0, ldy, K_TILE_NT(3, tok), pf_on); break;
+            case 2: kq_group(type, nb, g, 0, 1, xr + t, yg, 0, ldy, 2, pf_on); break;
+            default: kq_group(type, nb, g, 0, 1, xr + t, yg, 0, ldy, 1, pf_on); break;
             }
         }
     }
