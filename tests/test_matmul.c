@@ -563,7 +563,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_type(types[i], pools, 4);
     static const vt_dtype long_types[] = {VT_DTYPE_Q4_0, VT_DTYPE_Q8_0, VT_DTYPE_Q4_K, VT_DTYPE_Q5_K,
                                           VT_DTYPE_Q6_K, VT_DTYPE_MXFP4, VT_DTYPE_F16, VT_DTYPE_IQ4_NL,
-                                          VT_DTYPE_Q5_0, VT_DTYPE_Q4_1, VT_DTYPE_Q5_1};
+                                          VT_DTYPE_Q5_0};
     for (size_t i = 0; i < sizeof long_types / sizeof long_types[0]; i++) check_blocking(long_types[i], 8192, pools);
     check_blocking(VT_DTYPE_Q5_0, 13696, pools); /* GLM-4's ffn_down in a Q4_K_M file */
     static const struct {
