@@ -10,8 +10,10 @@
  *  - dot_rows: bit-identical with dot for nr = 1..4 (matmul relies on it).
  *  - packed GEMMs (cpu/pack.h), every tier that has one: bit-identical with the
  *    pack_gemm_ref twin for n_tok 1..4, 1..3 groups and a partial last group
- *    (n_out 5, 16, 37, 48), rows of 1, 2, 3, 7, 64 blocks; and the twin within
- *    2e-6 * S of the quant module's dot on the file-layout row. The last row of
+ *    (n_out 5, 16, 37, 48), rows of 1, 2, 3, 7, 64 blocks (the 32-element types'
+ *    narrow kernels also 428, n_in 13696, GLM-4's FFN width, at n_out 37); and the twin within
+ *    2e-6 * S of the quant module's dot on the file-layout row (Q5_0, Q4_1 and
+ *    Q5_1: bit-identical with it, pack.h). The last row of
  *    each weight has every quant byte 0xff and token 1 all quants -127, so the
  *    integer sums reach their largest magnitude (the kernels' int16 bounds).
  * Shapes: 1..8 blocks, 7, 33 and 64 blocks; float rows of 1..40, 100, 4097.
@@ -200,16 +202,20 @@ static void check_gemm_kernel(pack_gemm_fn kern, const char *isa, vt_dtype t, in
     const quant_traits *dt = quant_traits_get(tr->dot_type);
     const pack_gemm_fn ref = pack_gemm_ref(t);
     CHECK(ref != NULL);
-    static const int nbs[] = {1, 2, 3, 7, 64};
+    static const int nbs[] = {1, 2, 3, 7, 64, 428};
     static const int64_t n_outs[] = {5, 16, 37, 48};
-    int bad_bits = 0, bad_value = 0, cases = 0;
+    const size_t n_nbs = tr->block_elems == 32 && tok_max <= PACK_TOK_MAX ? 6 : 5;
+    int bad_bits = 0, bad_value = 0, bad_exact = 0, cases = 0;
     double worst = 0;
-    for (size_t bi = 0; bi < sizeof nbs / sizeof nbs[0]; bi++) {
+    /* these twins take the file-layout _ref dot's float steps: its very bits */
+    const bool exact = t == VT_DTYPE_Q5_0 || t == VT_DTYPE_Q4_1 || t == VT_DTYPE_Q5_1;
+    for (size_t bi = 0; bi < n_nbs; bi++) {
         const int64_t n = nbs[bi] * tr->block_elems;
         size_t wrow, xrow;
         VT_ASSERT(quant_row_bytes(t, n, &wrow) && quant_row_bytes(tr->dot_type, n, &xrow));
         const size_t x_stride = xrow + 8; /* rows not packed back to back */
         for (size_t oi = 0; oi < sizeof n_outs / sizeof n_outs[0]; oi++) {
+            if (nbs[bi] == 428 && n_outs[oi] != 37) continue; /* the long rows: one odd group count */
             const int64_t n_out = n_outs[oi], n_groups = (n_out + PACK_ROWS - 1) / PACK_ROWS;
             uint8_t *w = malloc(wrow * n_out), *wp = malloc(wrow * PACK_ROWS * n_groups);
             uint8_t *x = calloc(tok_max, x_stride);
@@ -260,6 +266,7 @@ static void check_gemm_kernel(pack_gemm_fn kern, const char *isa, vt_dtype t, in
                         const double err = fabs((double)ye[tk * ldy + r] - e);
                         if (S > 0 && err / S > worst) worst = err / S;
                         if (!(err <= 2e-6 * S + 1e-30)) bad_value++;
+                        if (exact && memcmp(&ye[tk * ldy + r], &e, sizeof e)) bad_exact++;
                     }
             }
             free(w), free(wp), free(x), free(xf), free(wf), free(wd), free(xd), free(sides), free(ya), free(ye);
@@ -269,6 +276,8 @@ static void check_gemm_kernel(pack_gemm_fn kern, const char *isa, vt_dtype t, in
               isa, bad_bits, cases);
     CHECK_MSG(bad_value == 0, "gemm %s: the ref twin is off the quant dot in %d outputs (worst %.2e)",
               tr->name, bad_value, worst);
+    CHECK_MSG(bad_exact == 0, "gemm %s: the ref twin differs from the quant module's _ref dot in %d outputs",
+              tr->name, bad_exact);
     printf("  gemm %-7s %-6s %d cases bit-identical with the twin, worst |err|/S %.2e\n", tr->name,
            isa, cases, worst);
 }

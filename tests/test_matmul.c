@@ -16,7 +16,9 @@
  *   token-by-token evaluation agree exactly), for 1, 2 and 3 threads, the same
  *   bytes for each thread count, and every output written. With 2 and 3
  *   threads the last units of the 1-token steps are claimed dynamically
- *   (tp_claim); the file-layout types F16 and Q5_0 go through the same case.
+ *   (tp_claim); the file-layout types F16 and IQ4_NL go through the same case,
+ *   and Q5_0 also at n_in 13696 (GLM-4's FFN width, not a multiple of 256: the
+ *   rows llama.cpp's K-quant mixes store in Q5_0), 428 blocks a row.
  * - Fused gate/up (mm_compute_glu): the bytes of mm_compute_multi on {gate, up},
  *   silu_mul and mm_quantize, for 1..4 threads, h blocks of Q8_0, Q8_K and F16,
  *   partial row groups, token blocks and tiles with tails, file-layout weights,
@@ -28,8 +30,8 @@
  *   layout), and an arena short by a byte refuses the last one with
  *   VT_E_NOMEM and leaves it unpacked; mm_weight_free leaves arena memory to
  *   mm_arena_free (under ASan a free of it would be reported).
- * - Mixed types in one mm_compute_multi decode step (Q4_0, Q8_0, MXFP4: one
- *   activation type, three xblock offsets): each weight's bytes of mm_compute.
+ * - Mixed types in one mm_compute_multi decode step (Q4_0, Q8_0, MXFP4, Q5_0:
+ *   one activation type, four xblock offsets): each weight's bytes of mm_compute.
  * - Expert slices: mm_weights over the experts of one 3-D tensor, packed into
  *   an arena, compute the bytes of each expert's rows on their own.
  * - Prefetch choice (mm_probe_prefetch): it belongs to each weight: a probe of
@@ -197,11 +199,11 @@ static void check_type(vt_dtype type, tp_pool *const *pools, int n_pools) {
 /* Long rows through the packed path's blocking and the claimed tail of a step:
  * every token of a 37-token step equals a 1-token step bit for bit, the same
  * for 1..3 threads, and the ref within bounds. */
-static void check_blocking(vt_dtype type, tp_pool *const *pools) {
+static void check_blocking(vt_dtype type, int64_t n_in, tp_pool *const *pools) {
     const quant_traits *tr = quant_traits_get(type);
     const quant_traits *at = quant_traits_get(tr->dot_type);
     /* 25 units of 16 rows: a claimed tail at 2 and 3 threads for every type */
-    const int64_t n_in = 8192, n_out = 387, n_tok = 37;
+    const int64_t n_out = 387, n_tok = 37;
     size_t rb, act_min;
     VT_ASSERT(quant_row_bytes(type, n_in, &rb) && quant_row_bytes(tr->dot_type, n_in, &act_min));
     uint8_t *wd = malloc(rb * n_out);
@@ -252,10 +254,12 @@ static void check_blocking(vt_dtype type, tp_pool *const *pools) {
             if (!(fabs((double)yb[t * n_out + o] - e) <= 2e-6 * S)) bad_value++;
         }
     }
-    CHECK_MSG(bad_tok == 0, "%s: a 37-token step differs from 1-token steps (%d thread counts)", tr->name, bad_tok);
-    CHECK_MSG(bad_threads == 0, "%s: long rows differ between 1 thread and %d other thread counts", tr->name,
-              bad_threads);
-    CHECK_MSG(bad_value == 0, "%s: %d long-row outputs off the ref", tr->name, bad_value);
+    CHECK_MSG(bad_tok == 0, "%s, n_in %lld: a 37-token step differs from 1-token steps (%d thread counts)",
+              tr->name, (long long)n_in, bad_tok);
+    CHECK_MSG(bad_threads == 0, "%s, n_in %lld: long rows differ between 1 thread and %d other thread counts",
+              tr->name, (long long)n_in, bad_threads);
+    CHECK_MSG(bad_value == 0, "%s, n_in %lld: %d long-row outputs off the ref", tr->name, (long long)n_in,
+              bad_value);
     mm_weight_free(&w);
     free(wd), free(f), free(x), free(xq), free(y1), free(yb), free(y_first), free(xr), free(wf), free(xd);
 }
@@ -365,7 +369,7 @@ static void check_errors(void) {
  * same weights packed alone, at 2 threads and 3 tokens. */
 static void check_arena(tp_pool *pool) {
     enum { N = 4 };
-    static const vt_dtype types[N] = {VT_DTYPE_Q4_0, VT_DTYPE_Q4_K, VT_DTYPE_Q5_0, VT_DTYPE_Q6_K};
+    static const vt_dtype types[N] = {VT_DTYPE_Q4_0, VT_DTYPE_Q4_K, VT_DTYPE_IQ4_NL, VT_DTYPE_Q6_K};
     const int64_t n_in = 512, n_out = 37, n_tok = 3;
     uint8_t *wd[N];
     mm_weight alone[N], in[N], short_w;
@@ -476,16 +480,16 @@ static void check_expert_slices(vt_dtype type, tp_pool *pool) {
     free(xq);
 }
 
-/* Decode over weights of several types with one activation type (Q4_0, Q8_0
- * and MXFP4 all take Q8_0 rows, each with its own xblocks: mm_compute_multi
+/* Decode over weights of several types with one activation type (Q4_0, Q8_0,
+ * MXFP4 and Q5_0 all take Q8_0 rows, each with its own xblocks: mm_compute_multi
  * makes the first type's once per call and must never hand them to another
  * type): mm_compute_multi gives each weight the bytes of its own mm_compute on
  * one thread, for 1..4 tokens and 1..3 threads (long rows: claimed tails). */
 static void check_multi_types(tp_pool *const *pools) {
-    enum { N = 3 };
-    static const vt_dtype order[2][N] = {{VT_DTYPE_Q4_0, VT_DTYPE_Q8_0, VT_DTYPE_MXFP4},
-                                         {VT_DTYPE_MXFP4, VT_DTYPE_Q4_0, VT_DTYPE_Q8_0}};
-    const int64_t n_in = 8192, n_outs[N] = {387, 200, 150}, ld[N] = {387, 200, 150};
+    enum { N = 4 };
+    static const vt_dtype order[2][N] = {{VT_DTYPE_Q4_0, VT_DTYPE_Q8_0, VT_DTYPE_MXFP4, VT_DTYPE_Q5_0},
+                                         {VT_DTYPE_Q5_0, VT_DTYPE_MXFP4, VT_DTYPE_Q4_0, VT_DTYPE_Q8_0}};
+    const int64_t n_in = 8192, n_outs[N] = {387, 200, 150, 70}, ld[N] = {387, 200, 150, 70};
     int bad = 0;
     for (int o = 0; o < 2; o++) {
         mm_weight w[N];
@@ -768,8 +772,10 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_type(types[i], pools, 4);
     static const vt_dtype long_types[] = {VT_DTYPE_Q4_0, VT_DTYPE_Q8_0, VT_DTYPE_Q4_K, VT_DTYPE_Q5_K,
-                                          VT_DTYPE_Q6_K, VT_DTYPE_MXFP4, VT_DTYPE_F16, VT_DTYPE_Q5_0};
-    for (size_t i = 0; i < sizeof long_types / sizeof long_types[0]; i++) check_blocking(long_types[i], pools);
+                                          VT_DTYPE_Q6_K, VT_DTYPE_MXFP4, VT_DTYPE_F16, VT_DTYPE_IQ4_NL,
+                                          VT_DTYPE_Q5_0};
+    for (size_t i = 0; i < sizeof long_types / sizeof long_types[0]; i++) check_blocking(long_types[i], 8192, pools);
+    check_blocking(VT_DTYPE_Q5_0, 13696, pools); /* GLM-4's ffn_down in a Q4_K_M file */
     static const struct {
         vt_dtype type, down;
         int64_t n_in, ff, n_tok;
@@ -781,7 +787,9 @@ int main(void) {
         {VT_DTYPE_Q4_K, VT_DTYPE_Q6_K, 512, 768, 37},   /* h in Q8_K, units of 256 */
         {VT_DTYPE_Q4_K, VT_DTYPE_Q4_K, 1024, 512, 70},
         {VT_DTYPE_Q6_K, VT_DTYPE_Q6_K, 256, 2048, 1},
-        {VT_DTYPE_Q5_0, VT_DTYPE_Q4_K, 64, 512, 9},     /* file layout */
+        {VT_DTYPE_Q5_0, VT_DTYPE_Q5_0, 64, 512, 9},     /* h in Q8_0 for a Q5_0 down */
+        {VT_DTYPE_Q5_1, VT_DTYPE_Q4_K, 96, 512, 37},    /* gate / up in Q8_1 */
+        {VT_DTYPE_IQ4_NL, VT_DTYPE_Q4_K, 64, 512, 9},   /* file layout */
         {VT_DTYPE_F16, VT_DTYPE_F16, 48, 53, 6},        /* a partial row group */
     };
     for (size_t i = 0; i < sizeof glus / sizeof glus[0]; i++)

@@ -4,8 +4,8 @@
  * (cpu/pack.h), mm_weight_prepare copies the rows into groups of 16 rows
  * interleaved in 4-byte chunks; a group is one sequential stream, so decode
  * runs at memory bandwidth, and the GEMM keeps one accumulator lane per row
- * for up to PACK_TOK_MAX tokens at a time (Q4_0, Q8_0, MXFP4, Q4_K, Q5_K,
- * Q6_K on AVX2, AVX-512 and NEON dotprod; pack.h lists the kernels). Other types, and those
+ * for up to PACK_TOK_MAX tokens at a time (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4,
+ * Q4_K, Q5_K, Q6_K on AVX2, AVX-512 and NEON dotprod; pack.h lists the kernels). Other types, and those
  * tiers without a packed kernel (ref, plain NEON), keep the file layout and the
  * dot_rows kernels.
  *

@@ -23,23 +23,42 @@ _Static_assert(2 * PACK_ROWS + PACK_QB_Q8_0 == PACK_ROWS * sizeof(block_q8_0), "
 _Static_assert((4 * PACK_ROWS + 2 * PACK_QB_Q4_0) % 64 == 0 && (4 * PACK_ROWS + 2 * PACK_QB_Q8_0) % 64 == 0,
                "pairs of blocks fill whole cache lines");
 
+/* Q5_0: 16 f16 scales and 5 chunk vectors per block, pairs whole lines; Q4_1 /
+ * Q5_1: 16 d, 16 m and 4 / 5 chunk vectors per block, each block whole lines */
+_Static_assert(2 * PACK_ROWS + PACK_QB_Q5_0 == PACK_ROWS * sizeof(block_q5_0), "Q5_0 block");
+_Static_assert((4 * PACK_ROWS + 2 * PACK_QB_Q5_0) % 64 == 0, "pairs of Q5_0 blocks fill whole cache lines");
+_Static_assert(4 * PACK_ROWS + PACK_QB_Q4_0 == PACK_ROWS * sizeof(block_q4_1), "Q4_1 block");
+_Static_assert(4 * PACK_ROWS + PACK_QB_Q5_0 == PACK_ROWS * sizeof(block_q5_1), "Q5_1 block");
+_Static_assert((4 * PACK_ROWS + PACK_QB_Q4_0) % 64 == 0 && (4 * PACK_ROWS + PACK_QB_Q5_0) % 64 == 0,
+               "Q4_1 / Q5_1 blocks fill whole cache lines");
+
 /* MXFP4: 16 scale bytes and 16 x 16 quant bytes per block of a group, quads whole lines */
 _Static_assert(PACK_ROWS + PACK_QB_MXFP4 == PACK_ROWS * sizeof(block_mxfp4), "MXFP4 block");
 _Static_assert(PACK_MXFP4_QUAD % 64 == 0, "quads of MXFP4 blocks fill whole cache lines");
 
 bool pack_has_layout(vt_dtype type) {
-    return type == VT_DTYPE_Q4_0 || type == VT_DTYPE_Q8_0 || type == VT_DTYPE_Q4_K ||
-           type == VT_DTYPE_Q5_K || type == VT_DTYPE_Q6_K || type == VT_DTYPE_MXFP4;
+    return type == VT_DTYPE_Q4_0 || type == VT_DTYPE_Q4_1 || type == VT_DTYPE_Q5_0 || type == VT_DTYPE_Q5_1 ||
+           type == VT_DTYPE_Q8_0 || type == VT_DTYPE_Q4_K || type == VT_DTYPE_Q5_K || type == VT_DTYPE_Q6_K ||
+           type == VT_DTYPE_MXFP4;
 }
 
 bool pack_needs_xblocks(vt_dtype type) {
-    return type == VT_DTYPE_Q4_0 || type == VT_DTYPE_Q8_0 || type == VT_DTYPE_MXFP4;
+    return type == VT_DTYPE_Q4_0 || type == VT_DTYPE_Q4_1 || type == VT_DTYPE_Q5_0 || type == VT_DTYPE_Q5_1 ||
+           type == VT_DTYPE_Q8_0 || type == VT_DTYPE_MXFP4;
 }
 
 void pack_xblocks(vt_dtype type, const void *x, size_t x_stride, int64_t n_tok, int64_t nb,
                   pack_xblock *out) {
     VT_ASSERT(pack_needs_xblocks(type));
-    const int32_t offset = type == VT_DTYPE_Q4_0 ? 8 : type == VT_DTYPE_MXFP4 ? 12 : 128;
+    if (type == VT_DTYPE_Q4_1 || type == VT_DTYPE_Q5_1) { /* Q8_1 activations: d and s */
+        for (int64_t t = 0; t < n_tok; t++) {
+            const block_q8_1 *xb = (const block_q8_1 *)((const uint8_t *)x + (size_t)t * x_stride);
+            for (int64_t b = 0; b < nb; b++)
+                out[t * nb + b] = (pack_xblock){.d = f16_to_f32(xb[b].d), .s = f16_to_f32(xb[b].s)};
+        }
+        return;
+    }
+    const int32_t offset = type == VT_DTYPE_Q4_0 ? 8 : type == VT_DTYPE_Q5_0 ? 16 : type == VT_DTYPE_MXFP4 ? 12 : 128;
     for (int64_t t = 0; t < n_tok; t++) {
         const block_q8_0 *xb = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride);
         for (int64_t b = 0; b < nb; b++) {
@@ -71,6 +90,51 @@ void pack_group(vt_dtype type, int64_t n_in, const void *src, size_t row_bytes, 
             for (int64_t b = 0; b < nb; b++) {
                 memcpy(g + pack_pair_d(b, PACK_QB_Q4_0) + 2 * (size_t)r, &row[b].d, 2);
                 scatter_chunks(row[b].qs, sizeof row[b].qs, r, g + pack_pair_qs(nb, b, PACK_QB_Q4_0));
+            }
+        }
+        break;
+    }
+    case VT_DTYPE_Q5_0: {
+        /* Q4_0's pairs, each block's nibbles then its fifth bits (pack_q5_high_bits) */
+        const int64_t nb = n_in / QK5_0;
+        for (int r = 0; r < nr; r++) {
+            const block_q5_0 *row = (const block_q5_0 *)(s + (size_t)r * row_bytes);
+            for (int64_t b = 0; b < nb; b++) {
+                uint8_t hb[4];
+                uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q5_0);
+                memcpy(g + pack_pair_d(b, PACK_QB_Q5_0) + 2 * (size_t)r, &row[b].d, 2);
+                scatter_chunks(row[b].qs, sizeof row[b].qs, r, v);
+                pack_q5_high_bits(row[b].qh, hb);
+                scatter_chunks(hb, 4, r, v + 4 * CHUNK_VEC);
+            }
+        }
+        break;
+    }
+    case VT_DTYPE_Q4_1: {
+        const int64_t nb = n_in / QK4_1;
+        for (int r = 0; r < nr; r++) {
+            const block_q4_1 *row = (const block_q4_1 *)(s + (size_t)r * row_bytes);
+            for (int64_t b = 0; b < nb; b++) {
+                uint8_t *t = g + pack_dm_tile(b, PACK_QB_Q4_0);
+                memcpy(t + 2 * (size_t)r, &row[b].d, 2);
+                memcpy(t + 2 * PACK_ROWS + 2 * (size_t)r, &row[b].m, 2);
+                scatter_chunks(row[b].qs, sizeof row[b].qs, r, t + 4 * PACK_ROWS);
+            }
+        }
+        break;
+    }
+    case VT_DTYPE_Q5_1: {
+        const int64_t nb = n_in / QK5_1;
+        for (int r = 0; r < nr; r++) {
+            const block_q5_1 *row = (const block_q5_1 *)(s + (size_t)r * row_bytes);
+            for (int64_t b = 0; b < nb; b++) {
+                uint8_t hb[4];
+                uint8_t *t = g + pack_dm_tile(b, PACK_QB_Q5_0);
+                memcpy(t + 2 * (size_t)r, &row[b].d, 2);
+                memcpy(t + 2 * PACK_ROWS + 2 * (size_t)r, &row[b].m, 2);
+                scatter_chunks(row[b].qs, sizeof row[b].qs, r, t + 4 * PACK_ROWS);
+                pack_q5_high_bits(row[b].qh, hb);
+                scatter_chunks(hb, 4, r, t + 4 * PACK_ROWS + 4 * CHUNK_VEC);
             }
         }
         break;
@@ -191,6 +255,79 @@ void gemm_q4_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x,
             }
         }
     }
+}
+
+/* Quant i (0..31) of row r of a Q4_0-style block whose nibble vectors start at
+ * v, with its fifth bit from the high-bit vector hv (NULL: none). */
+static inline int leg_quant(const uint8_t *v, const uint8_t *hv, int r, int i) {
+    const int k = (i % 16) / 4, hi = i >= 16;
+    const uint8_t q = chunk_byte(v, r, i % 16);
+    const int nib = hi ? q >> 4 : q & 0x0f;
+    return hv ? nib | ((chunk_byte(hv, r, i % 4) >> (2 * k + hi)) & 1) << 4 : nib;
+}
+
+void gemm_q5_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
+                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
+    (void)xs; /* read from x itself: the same values either way */
+    const int64_t nb = n_in / QK5_0;
+    const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_q5_0);
+    for (int64_t gi = 0; gi < n_groups; gi++) {
+        const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
+        for (int t = 0; t < n_tok; t++) {
+            const block_q8_0 *xb = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride);
+            for (int r = 0; r < PACK_ROWS; r++) {
+                float acc = 0.0f;
+                for (int64_t b = 0; b < nb; b++) {
+                    const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q5_0);
+                    int32_t isum = 0;
+                    for (int i = 0; i < 32; i++) isum += (leg_quant(v, v + 4 * CHUNK_VEC, r, i) - 16) * xb[b].qs[i];
+                    const float s = f16_to_f32(pair_scale(g, b, PACK_QB_Q5_0, r)) * f16_to_f32(xb[b].d);
+                    acc += s * (float)isum; /* quant_dot_q5_0_ref's steps (built without contraction) */
+                }
+                y[t * ldy + gi * PACK_ROWS + r] = acc;
+            }
+        }
+    }
+}
+
+/* Q4_1 (q5 false) and Q5_1 against Q8_1 activations. */
+static void gemm_dm_ref(bool q5, int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
+                        int n_tok, float *y, int64_t ldy) {
+    const int64_t nb = n_in / 32;
+    const size_t qb = q5 ? PACK_QB_Q5_0 : PACK_QB_Q4_0;
+    const size_t group_bytes = (size_t)nb * (4 * PACK_ROWS + qb);
+    for (int64_t gi = 0; gi < n_groups; gi++) {
+        const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
+        for (int t = 0; t < n_tok; t++) {
+            const block_q8_1 *xb = (const block_q8_1 *)((const uint8_t *)x + (size_t)t * x_stride);
+            for (int r = 0; r < PACK_ROWS; r++) {
+                float acc = 0.0f;
+                for (int64_t b = 0; b < nb; b++) {
+                    const uint8_t *tb = g + pack_dm_tile(b, qb), *v = tb + 4 * PACK_ROWS;
+                    int32_t isum = 0;
+                    for (int i = 0; i < 32; i++) isum += leg_quant(v, q5 ? v + 4 * CHUNK_VEC : NULL, r, i) * xb[b].qs[i];
+                    vt_f16 d, m;
+                    memcpy(&d, tb + 2 * (size_t)r, 2);
+                    memcpy(&m, tb + 2 * PACK_ROWS + 2 * (size_t)r, 2);
+                    /* quant_dot_q4_1_ref's / _q5_1_ref's steps */
+                    acc += (f16_to_f32(d) * f16_to_f32(xb[b].d)) * (float)isum + f16_to_f32(m) * f16_to_f32(xb[b].s);
+                }
+                y[t * ldy + gi * PACK_ROWS + r] = acc;
+            }
+        }
+    }
+}
+
+void gemm_q4_1_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
+                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
+    (void)xs; /* read from x itself: the same values either way */
+    gemm_dm_ref(false, n_in, w, n_groups, x, x_stride, n_tok, y, ldy);
+}
+
+void gemm_q5_1_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
+                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
+    (void)xs; /* read from x itself: the same values either way */
+    gemm_dm_ref(true, n_in, w, n_groups, x, x_stride, n_tok, y, ldy);
 }
 
 void gemm_q8_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
@@ -389,6 +526,9 @@ void gemm_q6_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x,
 pack_gemm_fn pack_gemm_ref(vt_dtype type) {
     switch (type) {
     case VT_DTYPE_Q4_0: return gemm_q4_0_ref;
+    case VT_DTYPE_Q4_1: return gemm_q4_1_ref;
+    case VT_DTYPE_Q5_0: return gemm_q5_0_ref;
+    case VT_DTYPE_Q5_1: return gemm_q5_1_ref;
     case VT_DTYPE_Q8_0: return gemm_q8_0_ref;
     case VT_DTYPE_Q4_K: return gemm_q4_K_ref;
     case VT_DTYPE_Q5_K: return gemm_q5_K_ref;

@@ -17,10 +17,11 @@
  * A group is read as one sequential stream, scales next to their quants. The
  * bytes per group equal 16 file rows exactly (nothing is added).
  *
- * Kernels (matmul packs a type only where the tier has one): all six types
- * (Q4_0, Q8_0, MXFP4, Q4_K, Q5_K, Q6_K) on AVX2, AVX-512 VNNI (x86/gemm_avx2.c,
- * gemm_avx512.c) and NEON dotprod (arm/gemm_neon_dot.c, also used by the i8mm
- * tier, which has smmla for Q8_0 at 4 tokens); AMX wide tiles for all six.
+ * Kernels (matmul packs a type only where the tier has one): all nine types
+ * (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, Q4_K, Q5_K, Q6_K) on AVX2, AVX-512 VNNI
+ * (x86/gemm_avx2.c, gemm_avx512.c) and NEON dotprod (arm/gemm_neon_dot.c, also
+ * used by the i8mm tier, which has smmla for Q8_0 at 4 tokens); AMX wide tiles
+ * for all but Q4_1, Q5_0 and Q5_1 (those run AVX-512's narrow tiles in prefill).
  * Plain NEON and ref: none.
  *
  * Group layouts (nb = blocks per row, per block b in order; "16 x" = rows 0..15):
@@ -35,6 +36,18 @@
  *         one region and all quants in another: two streams per group, each
  *         restarting every group, which a core streamed 9-21% slower on the
  *         Zen 5 VM; BENCHMARKS.md)
+ *   Q5_0  as Q4_0 (pairs: d of 2p, d of 2p + 1 | qs of 2p | qs of 2p + 1; an odd
+ *         nb's last block d | qs) with 5 chunk vectors a block: Q4_0's 4 of
+ *         nibbles, then one of fifth bits, row r's 4 bytes (its 32-bit lane) the
+ *         block's qh rearranged so that one shift of the whole vector puts chunk
+ *         k's fifth bits at bit 4 of their bytes: bit 2k of byte i is the fifth
+ *         bit of element 4k + i (the low nibble of qs[4k + i]), bit 2k + 1 that of
+ *         element 16 + 4k + i (its high nibble), as Q5_K's qh bits 2j, 2j + 1
+ *         (pack_q5_high_bits). A pair is 704 bytes, 11 cache lines
+ *         (pack_pair_d, pack_pair_qs with PACK_QB_Q5_0)
+ *   Q4_1, Q5_1  per block a tile of whole cache lines (320, 384 bytes): d[16],
+ *         m[16] (f16) | Q4_0's 4 nibble vectors (Q5_1: Q5_0's 5 vectors)
+ *         (pack_dm_tile)
  *   MXFP4 blocks in quads: the E8M0 scale bytes of blocks 4q .. 4q + 3 (16 bytes
  *         each, one per row) | qs of 4q | ... | qs of 4q + 3, qs as Q4_0's (4
  *         chunk vectors, low nibbles elements 4k.., high nibbles 16 + 4k..); a
@@ -80,6 +93,12 @@
  * output the block's integer dot is exact, then acc = fmaf(s, (float)isum, acc)
  * block by block in order, s the product of the weight and activation scales:
  *   Q4_0  isum = sum (q - 8) x;              s = d_w * d_x
+ *   Q5_0  isum = sum (q - 16) x (q = nibble + 16 * fifth bit, 0..31); s = d_w * d_x,
+ *         but acc = acc + s * (float)isum, two roundings: quant_dot_q5_0_ref's
+ *         steps, so the packed GEMM gives the file-layout _ref's bits
+ *   Q4_1, Q5_1  isum = sum q x (x: Q8_1); likewise the _ref dot's steps,
+ *         acc = acc + ((d_w * d_x) * (float)isum + m_w * s_x), s_x the Q8_1
+ *         block's s (d_x * sum x, f16)
  *   Q8_0  isum = sum q x;                    s = d_w * d_x
  *   MXFP4 isum = sum v[q] x (v: mxfp4_values, the doubled E2M1 grid);
  *                                            s = e8m0_half(e_w) * d_x
@@ -104,9 +123,11 @@
 #define PACK_TOK_WIDE 32
 #define PACK_WIDE_N_IN_MAX 16384
 
-/* Quant bytes of one block of a Q4_0 / Q8_0 group (16 rows). */
+/* Quant bytes of one block of a Q4_0 / Q8_0 / Q5_0 group (16 rows; Q5_0: 4
+ * nibble vectors and one of fifth bits). */
 #define PACK_QB_Q4_0 (PACK_ROWS * 16)
 #define PACK_QB_Q8_0 (PACK_ROWS * 32)
+#define PACK_QB_Q5_0 (PACK_ROWS * 20)
 
 /* Byte offsets, in a Q4_0 / Q8_0 group of nb blocks with qb quant bytes per
  * block, of block b's 16 f16 scales and of its quants (the pairs above). */
@@ -117,6 +138,22 @@ static inline size_t pack_pair_qs(int64_t nb, int64_t b, size_t qb) {
     const size_t pair = (size_t)(b >> 1) * (4 * PACK_ROWS + 2 * qb);
     if (!(b & 1) && b == nb - 1) return pair + 2 * PACK_ROWS; /* an odd nb's last block */
     return pair + 4 * PACK_ROWS + (size_t)(b & 1) * qb;
+}
+
+/* Q4_1 / Q5_1 (qb PACK_QB_Q4_0 / PACK_QB_Q5_0): the byte offset of block b's
+ * tile, d[16] at + 0, m[16] at + 2 * PACK_ROWS, the quants at + 4 * PACK_ROWS. */
+static inline size_t pack_dm_tile(int64_t b, size_t qb) { return (size_t)b * (4 * PACK_ROWS + qb); }
+
+/* The high-bit chunk of a Q5_0 / Q5_1 block (layout above) from its qh bytes:
+ * out[i] bit 2k = qh bit 4k + i, bit 2k + 1 = qh bit 16 + 4k + i. */
+static inline void pack_q5_high_bits(const uint8_t qh[4], uint8_t out[4]) {
+    const uint32_t h = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+    for (int i = 0; i < 4; i++) {
+        uint8_t v = 0;
+        for (int k = 0; k < 4; k++)
+            v |= (uint8_t)(((h >> (4 * k + i)) & 1) << (2 * k) | ((h >> (16 + 4 * k + i)) & 1) << (2 * k + 1));
+        out[i] = v;
+    }
 }
 
 /* MXFP4: quant bytes of one block of a group, bytes of a quad of blocks, and
@@ -160,15 +197,21 @@ bool pack_has_layout(vt_dtype type);
  * row_bytes bytes); missing rows are zero. */
 void pack_group(vt_dtype type, int64_t n_in, const void *src, size_t row_bytes, int nr, void *dst);
 
-/* The activation side of one Q8_0 block, for the packed Q4_0 and Q8_0 GEMMs:
- * its scale as f32, and -c * (the sum of its 32 quants), where c is the offset
- * that makes the weight quants unsigned (8 for Q4_0 nibbles, 128 for Q8_0
- * quants xor 0x80, 12 for MXFP4's grid values), so an unsigned-by-signed integer dot that starts at `bias`
- * ends at the signed dot. Computed once per token block (pack_xblocks) and read
- * by every group, instead of a conversion and a multiply per block and group. */
+/* The activation side of one Q8_0 block, for the packed Q4_0, Q5_0, Q8_0 and
+ * MXFP4 GEMMs: its scale as f32, and -c * (the sum of its 32 quants), where c
+ * is the offset that makes the weight quants unsigned (8 for Q4_0 nibbles, 16
+ * for Q5_0's 5-bit quants, 128 for Q8_0 quants xor 0x80, 12 for MXFP4's grid
+ * values), so an unsigned-by-signed integer dot that starts at `bias` ends at
+ * the signed dot. For Q4_1 / Q5_1 (unsigned quants, Q8_1 activations) the
+ * block's scale and its s (d * sum of the quants, f16 in the block) as f32.
+ * Computed once per token block (pack_xblocks) and read by every group,
+ * instead of a conversion and a multiply per block and group. */
 typedef struct {
     float d;
-    int32_t bias;
+    union {
+        int32_t bias; /* Q4_0, Q5_0, Q8_0, MXFP4 */
+        float s;      /* Q4_1, Q5_1 */
+    };
 } pack_xblock;
 
 /* Packed GEMM over n_groups consecutive groups starting at w (each
@@ -192,6 +235,12 @@ void pack_xblocks(vt_dtype type, const void *x, size_t x_stride, int64_t n_tok, 
 
 /* The scalar twins every SIMD gemm is tested against (bit-identical). */
 void gemm_q4_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
+                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
+void gemm_q5_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
+                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
+void gemm_q4_1_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
+                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
+void gemm_q5_1_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
                    const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
 void gemm_q8_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
                    const pack_xblock *xs, int n_tok, float *y, int64_t ldy);

@@ -36,6 +36,9 @@ const cpu_type_row arm_type_rows[] = {
      * file layout and dot_rows) */
     INT8_DOTS(neon_dot, CPU_ISA_NEON_DOT),
     {.type = VT_DTYPE_Q4_0, .isa = CPU_ISA_NEON_DOT, .gemm = gemm_q4_0_neon_dot},
+    {.type = VT_DTYPE_Q4_1, .isa = CPU_ISA_NEON_DOT, .gemm = gemm_q4_1_neon_dot},
+    {.type = VT_DTYPE_Q5_0, .isa = CPU_ISA_NEON_DOT, .gemm = gemm_q5_0_neon_dot},
+    {.type = VT_DTYPE_Q5_1, .isa = CPU_ISA_NEON_DOT, .gemm = gemm_q5_1_neon_dot},
     {.type = VT_DTYPE_Q8_0, .isa = CPU_ISA_NEON_DOT, .gemm = gemm_q8_0_neon_dot},
     {.type = VT_DTYPE_Q4_K, .isa = CPU_ISA_NEON_DOT, .gemm = gemm_q4_K_neon_dot},
     {.type = VT_DTYPE_Q5_K, .isa = CPU_ISA_NEON_DOT, .gemm = gemm_q5_K_neon_dot},
@@ -43,8 +46,8 @@ const cpu_type_row arm_type_rows[] = {
     {.type = VT_DTYPE_MXFP4, .isa = CPU_ISA_NEON_DOT, .gemm = gemm_mxfp4_neon_dot},
 
     /* + smmla: it pays where two rows meet two tokens, and (with the packed
-     * layout's zips) only for Q8_0 at 4 tokens; everything else, the Q4_0, Q4_K,
-     * Q5_K and Q6_K GEMMs included, stays sdot */
+     * layout's zips) only for Q8_0 at 4 tokens; everything else, the Q4_0, Q5_0,
+     * Q4_K, Q5_K and Q6_K GEMMs included, stays sdot */
     {.type = VT_DTYPE_Q8_0, .isa = CPU_ISA_NEON_I8MM, .gemm = gemm_q8_0_neon_i8mm},
 };
 const size_t arm_n_type_rows = sizeof arm_type_rows / sizeof arm_type_rows[0];

@@ -68,6 +68,12 @@ void quantize_bf16_neon(const float *x, void *y, int64_t n);
 /* gemm_neon_dot.c: packed-layout GEMMs (cpu/pack.h), sdot by element */
 void gemm_q4_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
                         size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
+void gemm_q4_1_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
+                        size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
+void gemm_q5_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
+                        size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
+void gemm_q5_1_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
+                        size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
 void gemm_q8_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
                         size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
 void gemm_q4_K_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,

@@ -1,5 +1,5 @@
-/* sdot GEMMs over the packed layouts of cpu/pack.h (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K,
- * MXFP4), ARMv8.2 dotprod.
+/* sdot GEMMs over the packed layouts of cpu/pack.h (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+ * Q4_K, Q5_K, Q6_K, MXFP4), ARMv8.2 dotprod.
  *
  * A 64-byte chunk vector holds 4 quant bytes of each of the 16 rows of a group:
  * four q registers of 4 rows each. The indexed form of sdot,
@@ -24,6 +24,8 @@
 #include "cpu/arm/neon_common.h"
 #include "cpu/unroll.h"
 #include "quant/blocks.h"
+
+#include <stddef.h>
 
 #define CHUNK_VEC (4 * PACK_ROWS)
 #define UNROLL VT_UNROLL(16)
@@ -202,6 +204,88 @@ void gemm_q4_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const voi
                         size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
     LEGACY_GEMM_BODY(q4_0_tile, block_q4_0)
 }
+
+/* Q5_0 (q5: offset 16 through pack_xblock.bias), Q4_1 (min) and Q5_1 (q5, min)
+ * as q4_0_tile: the fifth bits of chunk k are bits 2k and 2k + 1 of each byte of
+ * the block's high-bit vector (cpu/pack.h), shifted to bit 4 and or'ed into the
+ * low and high nibbles (quants 0..31: still exact as sdot's signed bytes); the
+ * mins add m_w * s_x per block and row (pack_xblock.s). The float steps are
+ * those of the quant module's _ref dots (multiplies and adds, no fma), as the
+ * ref twins. Q4_1 / Q5_1 activations are Q8_1 blocks. */
+VT_INLINE void leg5_tile(const bool q5, const bool min, int64_t nb, const uint8_t *g, const uint8_t *const *xr,
+                         const pack_xblock *xs, float *y, int64_t ldy, const int q0, const int nq, const int nt) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0f), bit4 = vdupq_n_u8(0x10);
+    const size_t qb = q5 ? PACK_QB_Q5_0 : PACK_QB_Q4_0;
+    const size_t xblk = min ? sizeof(block_q8_1) : sizeof(block_q8_0);
+    const size_t xoff = min ? offsetof(block_q8_1, qs) : offsetof(block_q8_0, qs);
+    float32x4_t acc[PACK_TOK_MAX][4];
+    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++) acc[t][q] = vdupq_n_f32(0);
+    for (int64_t b = 0; b < nb; b++) {
+        const size_t d_at = min ? pack_dm_tile(b, qb) : pack_pair_d(b, qb);
+        const uint8_t *v = g + (min ? pack_dm_tile(b, qb) + 4 * PACK_ROWS : pack_pair_qs(nb, b, qb));
+        int8x16_t x0[PACK_TOK_MAX], x1[PACK_TOK_MAX];
+        float dx[PACK_TOK_MAX];
+        int32x4_t p[PACK_TOK_MAX][4];
+        UNROLL for (int t = 0; t < nt; t++) {
+            const int8_t *xq = (const int8_t *)(xr[t] + (size_t)b * xblk + xoff);
+            x0[t] = vld1q_s8(xq);
+            x1[t] = vld1q_s8(xq + 16);
+            dx[t] = xs[t * nb + b].d;
+            const int32x4_t start = vdupq_n_s32(min ? 0 : xs[t * nb + b].bias);
+            UNROLL for (int q = 0; q < nq; q++) p[t][q] = start;
+        }
+        UNROLL for (int k = 0; k < 4; k++) {
+            const int8x16_t sh_lo = vdupq_n_s8((int8_t)(4 - 2 * k)), sh_hi = vdupq_n_s8((int8_t)(3 - 2 * k));
+            UNROLL for (int q = 0; q < nq; q++) {
+                const uint8x16_t raw = vld1q_u8(v + k * CHUNK_VEC + 16 * (q0 + q));
+                uint8x16_t ulo = vandq_u8(raw, m4), uhi = vshrq_n_u8(raw, 4);
+                if (q5) {
+                    const uint8x16_t h = vld1q_u8(v + 4 * CHUNK_VEC + 16 * (q0 + q));
+                    ulo = vorrq_u8(ulo, vandq_u8(vshlq_u8(h, sh_lo), bit4));
+                    uhi = vorrq_u8(uhi, vandq_u8(vshlq_u8(h, sh_hi), bit4));
+                }
+                const int8x16_t lo = vreinterpretq_s8_u8(ulo), hi = vreinterpretq_s8_u8(uhi);
+                UNROLL for (int t = 0; t < nt; t++) {
+                    p[t][q] = DOT_LANE(p[t][q], lo, x0[t], k);
+                    p[t][q] = DOT_LANE(p[t][q], hi, x1[t], k);
+                }
+            }
+        }
+        UNROLL for (int q = 0; q < nq; q++) {
+            const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(g + d_at + 8 * (q0 + q))));
+            const float32x4_t mw =
+                min ? vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(g + d_at + 2 * PACK_ROWS + 8 * (q0 + q))))
+                    : vdupq_n_f32(0);
+            UNROLL for (int t = 0; t < nt; t++) {
+                const float32x4_t sd = vmulq_f32(vmulq_n_f32(dw, dx[t]), vcvtq_f32_s32(p[t][q]));
+                if (min) acc[t][q] = vaddq_f32(acc[t][q], vaddq_f32(sd, vmulq_n_f32(mw, xs[t * nb + b].s)));
+                else acc[t][q] = vaddq_f32(acc[t][q], sd);
+            }
+        }
+    }
+    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++)
+        vst1q_f32(y + t * ldy + 4 * (q0 + q), acc[t][q]);
+}
+
+/* gemm_<name>_neon_dot over leg5_tile; blk: the type's file block */
+#define LEG5_GEMM(name, q5, min, blk)                                                                   \
+    void gemm_##name##_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,          \
+                                size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy) { \
+        const int64_t nb = n_in / 32;                                                                  \
+        const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(blk);                               \
+        const uint8_t *xr[PACK_TOK_MAX];                                                               \
+        for (int t = 0; t < n_tok; t++) xr[t] = (const uint8_t *)x + (size_t)t * x_stride;             \
+        const int nt = n_tok;                                                                          \
+        for (int64_t gi = 0; gi < n_groups; gi++) {                                                    \
+            const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;                          \
+            float *yg = y + gi * PACK_ROWS;                                                            \
+            GROUP_DISPATCH(leg5_tile, q5, min, nb, g, xr, xs, yg, ldy)                                 \
+        }                                                                                              \
+    }
+
+LEG5_GEMM(q5_0, true, false, block_q5_0)
+LEG5_GEMM(q4_1, false, true, block_q4_1)
+LEG5_GEMM(q5_1, true, true, block_q5_1)
 
 /* ---- K-quants (Q4_K, Q5_K, Q6_K x Q8_K) ------------------------------------------------
  *

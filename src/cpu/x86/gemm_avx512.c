@@ -57,6 +57,7 @@ VT_INLINE vi run_i32(vi run) { return run; }
 VT_INLINE vf vf_zero(void) { return _mm512_setzero_ps(); }
 VT_INLINE vf vf_set1(float x) { return _mm512_set1_ps(x); }
 VT_INLINE vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+VT_INLINE vf vf_add(vf a, vf b) { return _mm512_add_ps(a, b); }
 VT_INLINE vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
 VT_INLINE vf vf_cvt(vi a) { return _mm512_cvtepi32_ps(a); }
 VT_INLINE void vf_store(float *p, vf v) { _mm512_storeu_ps(p, v); }
@@ -137,10 +138,16 @@ VT_INLINE vi q6_quants(vi ls, vi hb, const int m) {
  * token block, which find their chunk of groups in L2 (all but the first tile),
  * issues none: there the prefetches only took load slots. Q8_0 for one or two
  * tokens reads 8 rows a vector (gemm8_avx512.c), which streams from memory
- * faster than the 16-row tile. MXFP4's _nopf serves both decode without
+ * faster than the 16-row tile. Q4_1, Q5_0 and Q5_1 as Q4_0. MXFP4's _nopf serves both decode without
  * prefetch and prefill (gemm_cached). */
 GEMM_LEGACY(q4_0, LEG_Q4_0, , true)
 GEMM_LEGACY(q4_0, LEG_Q4_0, _cached, false)
+GEMM_LEGACY(q4_1, LEG_Q4_1, , true)
+GEMM_LEGACY(q4_1, LEG_Q4_1, _cached, false)
+GEMM_LEGACY(q5_0, LEG_Q5_0, , true)
+GEMM_LEGACY(q5_0, LEG_Q5_0, _cached, false)
+GEMM_LEGACY(q5_1, LEG_Q5_1, , true)
+GEMM_LEGACY(q5_1, LEG_Q5_1, _cached, false)
 GEMM_LEGACY(q8_0, LEG_Q8_0, _cached, false)
 GEMM_LEGACY(mxfp4, LEG_MXFP4, , true)
 GEMM_LEGACY(mxfp4, LEG_MXFP4, _nopf, false)

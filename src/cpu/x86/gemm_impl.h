@@ -33,7 +33,7 @@
  *                        is exact while each int16 lane (2 products a chunk) stays
  *                        below 2^15: 8 chunks of quants up to 15 against int8, 4
  *                        up to 31, 2 up to 63
- *   vf_zero() vf_set1(x) vf_mul vf_fma(a, b, c) vf_cvt(vi) vf_store(p, v)
+ *   vf_zero() vf_set1(x) vf_mul vf_add vf_fma(a, b, c) vf_cvt(vi) vf_store(p, v)
  *   vf_f16(p)            GEMM_VL halves as floats; vf_e8m0_half(p): GEMM_VL E8M0
  *                        bytes as halved floats (mxfp4_e8m0_half)
  *   GEMM_KEEP(v)         pins an accumulator in a register (KEEP_REG on AVX2,
@@ -52,6 +52,8 @@
 #include "cpu/pack.h"
 #include "cpu/unroll.h"
 #include "quant/blocks.h"
+
+#include <stddef.h>
 
 #ifndef GEMM_SFX
 #error "define GEMM_SFX (the tier suffix) and the primitives before including gemm_impl.h"
@@ -123,34 +125,88 @@ VT_INLINE int64_t pass_row(const int r, const int v0, const int nv, int64_t ys) 
     return (int64_t)(r / nv) * ys + vec_row(v0 + r % nv);
 }
 
-/* ---- Q4_0, Q8_0, MXFP4 (x Q8_0) ---------------------------------------------------------
+/* ---- Q4_0, Q5_0, Q8_0, MXFP4 (x Q8_0), Q4_1, Q5_1 (x Q8_1) ------------------------------
  *
  * Q4_0 nibbles are unsigned (0..15) and the -8 offset is taken out exactly with
  * the block's activation sum (pack_xblock.bias = -8 * sum x), so the 8 chunks
- * of a block (low and high nibbles of 4) fit one run. MXFP4 maps each nibble
- * through the grid to v + 12 (0..24, bias -12 * sum x): its low and high nibbles
- * sum in two runs of 4 chunks. Q8_0 widens every product sum to int32 (vi_dot). The
- * weights of a chunk are unpacked once and used for every token of the tile,
- * which is what makes prefill compute-bound rather than unpack-bound. */
+ * of a block (low and high nibbles of 4) fit one run. Q5_0 is Q4_0 with each
+ * nibble's fifth bit or'ed in at bit 4 (q5_quants: one shift of the block's
+ * high-bit vector serves a chunk's 16 rows) and the offset 16; its quants up to
+ * 31 sum in two runs of 4 chunks. Q4_1 and Q5_1 are unsigned without an offset;
+ * their min comes in per block as m_w * s_x (pack_xblock.s), and their
+ * activations are Q8_1 blocks. These three take the float steps of their quant
+ * module _ref dots (a multiply and an add, no fma: cpu/pack.h), so that their
+ * packed GEMMs give the file-layout _ref's bits. MXFP4 maps each nibble through the grid to
+ * v + 12 (0..24, bias -12 * sum x): its low and high nibbles sum in two runs of
+ * 4 chunks. Q8_0 widens every product sum to int32 (vi_dot). The weights of a
+ * chunk are unpacked once and used for every token of the tile, which is what
+ * makes prefill compute-bound rather than unpack-bound. */
 
-enum { LEG_Q4_0, LEG_Q8_0, LEG_MXFP4 };
+enum { LEG_Q4_0, LEG_Q8_0, LEG_MXFP4, LEG_Q5_0, LEG_Q4_1, LEG_Q5_1 };
+
+/* Bytes of one file-layout block of a legacy type (a group holds 16 of each). */
+VT_INLINE size_t leg_blk(const int type) {
+    switch (type) {
+    case LEG_Q4_0: return sizeof(block_q4_0);
+    case LEG_Q8_0: return sizeof(block_q8_0);
+    case LEG_MXFP4: return sizeof(block_mxfp4);
+    case LEG_Q5_0: return sizeof(block_q5_0);
+    case LEG_Q4_1: return sizeof(block_q4_1);
+    default: return sizeof(block_q5_1);
+    }
+}
+/* Q5_0, Q5_1: a fifth bit per quant; Q4_1, Q5_1: a min per block, Q8_1 activations */
+VT_INLINE bool leg_q5(const int type) { return type == LEG_Q5_0 || type == LEG_Q5_1; }
+VT_INLINE bool leg_min(const int type) { return type == LEG_Q4_1 || type == LEG_Q5_1; }
+/* quant bytes a block of a group */
+VT_INLINE size_t leg_qb(const int type) {
+    return type == LEG_Q8_0 ? PACK_QB_Q8_0 : leg_q5(type) ? PACK_QB_Q5_0 : PACK_QB_Q4_0;
+}
+/* Byte offsets in a group of nb blocks of block b's quants and of its 16 f16
+ * scales d (Q4_1 / Q5_1: the mins m follow at + 2 * PACK_ROWS); not MXFP4's. */
+VT_INLINE size_t leg_qs(const int type, int64_t nb, int64_t b) {
+    if (type == LEG_MXFP4) return pack_mxfp4_qs(nb, b);
+    if (leg_min(type)) return pack_dm_tile(b, leg_qb(type)) + 4 * PACK_ROWS;
+    return pack_pair_qs(nb, b, leg_qb(type));
+}
+VT_INLINE size_t leg_d(const int type, int64_t b) {
+    return leg_min(type) ? pack_dm_tile(b, leg_qb(type)) : pack_pair_d(b, leg_qb(type));
+}
+
+/* Q5_0 / Q5_1 quants of chunk k from its nibbles and the block's high-bit
+ * vector; the tiers without the K-quant primitives (GEMM_LEGACY_ONLY) take
+ * neither type. */
+#ifndef GEMM_LEGACY_ONLY
+#define LEG_Q5_DOUBLED GEMM_Q5_DOUBLED
+VT_INLINE void leg_q5_quants(vi raw, vi qh, const int k, vi *lo, vi *hi) { q5_quants(raw, qh, k, lo, hi); }
+#else
+#define LEG_Q5_DOUBLED 0
+VT_INLINE void leg_q5_quants(vi raw, vi qh, const int k, vi *lo, vi *hi) {
+    (void)raw, (void)qh, (void)k;
+    *lo = *hi = vi_zero();
+}
+#endif
 
 /* The weights of one row vector against elements 4k.. (wa) and 16 + 4k..
- * (wb), from its chunk vector k at p: Q4_0's and MXFP4's low and high nibbles,
- * Q8_0's chunks k and 4 + k (ra, rb: the raw chunks q8_x reads; ra for the
- * others). */
-VT_INLINE void legacy_w(const int type, const bool split, const uint8_t *p, vi *ra, vi *rb, vi *wa, vi *wb) {
+ * (wb), from its chunk vector k at p: Q4_0's, Q4_1's and MXFP4's low and high
+ * nibbles, Q5_0's and Q5_1's with their fifth bits (the block's high-bit
+ * vector follows its 4 chunk vectors), Q8_0's chunks k and 4 + k (ra, rb: the
+ * raw chunks q8_x reads; ra for the others). */
+VT_INLINE void legacy_w(const int type, const bool split, const uint8_t *p, const int k, vi *ra, vi *rb, vi *wa,
+                        vi *wb) {
     *ra = *rb = vi_load(p);
     if (type == LEG_Q8_0) {
         *rb = vi_load(p + 4 * CHUNK_VEC);
         *wa = q8_w(*ra);
         *wb = q8_w(*rb);
-    } else if (type == LEG_Q4_0) {
-        *wa = nib_lo(*ra);
-        *wb = split ? nib_hi16(*ra) : nib_hi(*ra);
-    } else {
+    } else if (leg_q5(type)) {
+        leg_q5_quants(*ra, vi_load(p + (4 - k) * CHUNK_VEC), k, wa, wb);
+    } else if (type == LEG_MXFP4) {
         *wa = mxfp4_grid(nib_lo(*ra));
         *wb = mxfp4_grid(nib_hi(*ra));
+    } else {
+        *wa = nib_lo(*ra);
+        *wb = split ? nib_hi16(*ra) : nib_hi(*ra);
     }
 }
 
@@ -172,15 +228,19 @@ VT_INLINE void legacy_dot(const int type, const bool split, vi *sa, vi *sb, vi r
 
 /* Rows of ns streams of nv row vectors each (from vector v0 on: see pass_off;
  * the streams' groups gs bytes apart, their outputs ys floats), nt tokens, one
- * pass over their blocks. */
+ * pass over their blocks; xr[t]: token t's activation row (Q8_0 blocks, Q8_1
+ * for Q4_1 / Q5_1). */
 VT_INLINE void legacy_rows(const int type, int64_t nb, const uint8_t *g, size_t gs, const int ns, const int v0,
-                           const int nv, const block_q8_0 *const *xr, const pack_xblock *xs, float *y, int64_t ys,
+                           const int nv, const uint8_t *const *xr, const pack_xblock *xs, float *y, int64_t ys,
                            int64_t ldy, const int nt, const bool pf_on) {
-    const size_t blk = type == LEG_Q4_0 ? sizeof(block_q4_0) : type == LEG_Q8_0 ? sizeof(block_q8_0) : sizeof(block_mxfp4);
-    const size_t qb = type == LEG_Q4_0 ? PACK_QB_Q4_0 : PACK_QB_Q8_0;
+    const size_t blk = leg_blk(type);
+    const bool q5 = leg_q5(type), min = leg_min(type);
+    const size_t xblk = min ? sizeof(block_q8_1) : sizeof(block_q8_0);
+    const size_t xoff = min ? offsetof(block_q8_1, qs) : offsetof(block_q8_0, qs);
     const int nr = ns * nv; /* row vectors of the pass */
-    const bool bias = type != LEG_Q8_0 || GEMM_Q8_BIASED;
-    const bool split = GEMM_SPLIT_SUMS || type == LEG_MXFP4; /* sums of elements 0..15, 16..31 apart */
+    const bool bias = type == LEG_Q8_0 ? GEMM_Q8_BIASED : !min;
+    /* sums of elements 0..15, 16..31 apart */
+    const bool split = GEMM_SPLIT_SUMS || type == LEG_MXFP4 || q5;
     vf acc[PACK_TOK_MAX][GEMM_PASS_MAX];
     UNROLL
     for (int t = 0; t < nt; t++)
@@ -188,7 +248,7 @@ VT_INLINE void legacy_rows(const int type, int64_t nb, const uint8_t *g, size_t 
         for (int r = 0; r < nr; r++) acc[t][r] = vf_zero();
     size_t pf[2] = {PF_DIST, PF_DIST};
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *v = g + (type == LEG_MXFP4 ? pack_mxfp4_qs(nb, b) : pack_pair_qs(nb, b, qb));
+        const uint8_t *v = g + leg_qs(type, nb, b);
         if (pf_on) prefetch_streams(g, gs, ns, pf, PF_DIST + (size_t)(b + 1) * PACK_ROWS * blk);
         vi sa[PACK_TOK_MAX][GEMM_PASS_MAX], sb[PACK_TOK_MAX][GEMM_PASS_MAX];
         UNROLL
@@ -203,11 +263,12 @@ VT_INLINE void legacy_rows(const int type, int64_t nb, const uint8_t *g, size_t 
             if (nt == 1) {
                 /* one token: each row vector's weights right before its dots, so
                  * those of a two-stream pass are not all live at once */
-                const vi xa = vi_bcast32(xr[0][b].qs + 4 * k), xb = vi_bcast32(xr[0][b].qs + 16 + 4 * k);
+                const int8_t *xq = (const int8_t *)(xr[0] + (size_t)b * xblk + xoff);
+                const vi xa = vi_bcast32(xq + 4 * k), xb = vi_bcast32(xq + 16 + 4 * k);
                 UNROLL
                 for (int r = 0; r < nr; r++) {
                     vi ra, rb, wa, wb;
-                    legacy_w(type, split, v + pass_off(r, v0, nv, gs, 4) + k * CHUNK_VEC, &ra, &rb, &wa, &wb);
+                    legacy_w(type, split, v + pass_off(r, v0, nv, gs, 4) + k * CHUNK_VEC, k, &ra, &rb, &wa, &wb);
                     legacy_dot(type, split, &sa[0][r], &sb[0][r], ra, rb, wa, wb, xa, xb);
                 }
                 continue;
@@ -216,10 +277,12 @@ VT_INLINE void legacy_rows(const int type, int64_t nb, const uint8_t *g, size_t 
             vi ra[GEMM_PASS_MAX], rb[GEMM_PASS_MAX], wa[GEMM_PASS_MAX], wb[GEMM_PASS_MAX];
             UNROLL
             for (int r = 0; r < nr; r++)
-                legacy_w(type, split, v + pass_off(r, v0, nv, gs, 4) + k * CHUNK_VEC, &ra[r], &rb[r], &wa[r], &wb[r]);
+                legacy_w(type, split, v + pass_off(r, v0, nv, gs, 4) + k * CHUNK_VEC, k, &ra[r], &rb[r], &wa[r],
+                         &wb[r]);
             UNROLL
             for (int t = 0; t < nt; t++) {
-                const vi xa = vi_bcast32(xr[t][b].qs + 4 * k), xb = vi_bcast32(xr[t][b].qs + 16 + 4 * k);
+                const int8_t *xq = (const int8_t *)(xr[t] + (size_t)b * xblk + xoff);
+                const vi xa = vi_bcast32(xq + 4 * k), xb = vi_bcast32(xq + 16 + 4 * k);
                 UNROLL
                 for (int r = 0; r < nr; r++) legacy_dot(type, split, &sa[t][r], &sb[t][r], ra[r], rb[r], wa[r], wb[r], xa, xb);
             }
@@ -227,17 +290,23 @@ VT_INLINE void legacy_rows(const int type, int64_t nb, const uint8_t *g, size_t 
         UNROLL
         for (int r = 0; r < nr; r++) {
             const vf dw = type == LEG_MXFP4 ? vf_e8m0_half(g + pass_off(r, v0, nv, gs, 1) + pack_mxfp4_e(b))
-                                            : vf_f16(g + pass_off(r, v0, nv, gs, 2) + pack_pair_d(b, qb));
+                                            : vf_f16(g + pass_off(r, v0, nv, gs, 2) + leg_d(type, b));
+            const vf mw = min ? vf_f16(g + pass_off(r, v0, nv, gs, 2) + leg_d(type, b) + 2 * PACK_ROWS) : vf_zero();
             UNROLL
             for (int t = 0; t < nt; t++) {
                 const pack_xblock *xi = xs + t * nb + b;
                 vi s;
                 if (type == LEG_Q8_0) s = split ? vi_add(sa[t][r], sb[t][r]) : sa[t][r];
                 else if (type == LEG_MXFP4) s = vi_add(run_i32(sa[t][r]), run_i32(sb[t][r]));
+                else if (q5) s = vi_add(run_i32(sa[t][r]), vi_sra(run_i32(sb[t][r]), LEG_Q5_DOUBLED));
                 else if (split) s = vi_add(run_i32(sa[t][r]), vi_sra(run_i32(sb[t][r]), GEMM_NIB_HI16_SHIFT));
                 else s = run_i32(sa[t][r]);
                 if (bias && !GEMM_BIAS_IN_ACC) s = vi_add(s, vi_set1(xi->bias));
-                acc[t][r] = vf_fma(vf_mul(dw, vf_set1(xi->d)), vf_cvt(s), acc[t][r]);
+                /* Q5_0, Q4_1, Q5_1: the float steps of the quant module's _ref dot */
+                const vf sd = vf_mul(vf_mul(dw, vf_set1(xi->d)), vf_cvt(s));
+                if (min) acc[t][r] = vf_add(acc[t][r], vf_add(sd, vf_mul(mw, vf_set1(xi->s))));
+                else if (type == LEG_Q5_0) acc[t][r] = vf_add(acc[t][r], sd);
+                else acc[t][r] = vf_fma(vf_mul(dw, vf_set1(xi->d)), vf_cvt(s), acc[t][r]);
             }
         }
     }
@@ -264,7 +333,7 @@ VT_INLINE void legacy_rows(const int type, int64_t nb, const uint8_t *g, size_t 
  * another thread's groups. Per row the sums and float steps are those of one
  * group alone, so the bits do not depend on pairing. */
 VT_INLINE void legacy_tiles(const int type, int64_t nb, const uint8_t *w, int64_t n_groups, size_t gb,
-                            const block_q8_0 *const *xr, const pack_xblock *xs, float *y, int64_t ldy,
+                            const uint8_t *const *xr, const pack_xblock *xs, float *y, int64_t ldy,
                             const int nt, const bool pf_on) {
     const int nv = GEMM_LEGACY_NV(nt);
     int64_t gi = 0;
@@ -287,10 +356,9 @@ VT_INLINE void legacy_gemm(const int type, int64_t n_in, const void *w, int64_t 
                            size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy,
                            const bool pf_on) {
     const int64_t nb = n_in / 32;
-    const size_t blk = type == LEG_Q4_0 ? sizeof(block_q4_0) : type == LEG_Q8_0 ? sizeof(block_q8_0) : sizeof(block_mxfp4);
-    const size_t gb = (size_t)nb * PACK_ROWS * blk;
-    const block_q8_0 *xr[PACK_TOK_MAX];
-    for (int t = 0; t < n_tok; t++) xr[t] = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride);
+    const size_t gb = (size_t)nb * PACK_ROWS * leg_blk(type);
+    const uint8_t *xr[PACK_TOK_MAX];
+    for (int t = 0; t < n_tok; t++) xr[t] = (const uint8_t *)x + (size_t)t * x_stride;
     switch (n_tok) {
     case 4: legacy_tiles(type, nb, w, n_groups, gb, xr, xs, y, ldy, 4, pf_on); break;
     case 3: legacy_tiles(type, nb, w, n_groups, gb, xr, xs, y, ldy, 3, pf_on); break;
@@ -299,7 +367,7 @@ VT_INLINE void legacy_gemm(const int type, int64_t n_in, const void *w, int64_t 
     }
 }
 
-/* gemm_<t>_<GEMM_SFX><var>: t q4_0, q8_0 or mxfp4, LEG its LEG_ constant */
+/* gemm_<t>_<GEMM_SFX><var>: t q4_0, q4_1, q5_0, q5_1, q8_0 or mxfp4, LEG its LEG_ constant */
 #define GEMM_LEGACY(t, LEG, var, pf_on)                                                           \
     void GEMM_NAME(t, GEMM_SFX, var)(int64_t n_in, const void *w, int64_t n_groups, const void *x, \
                                      size_t x_stride, const pack_xblock *xs, int n_tok, float *y,  \
@@ -320,8 +388,10 @@ VT_INLINE void legacy_gemm(const int type, int64_t n_in, const void *w, int64_t 
  *   k_min_pair(s, j)     byte j of every lane as the int16 pair (v, v)
  *   vi_dot16(acc, a, b)  acc + the sums of the 2 products of int16 pairs per lane
  *   q5_quants(raw, qh, j, lo, hi)  the quants of sub-blocks 2j and 2j + 1 from a
- *                        chunk of nibbles and its chunk of high bits, as dot
- *                        operands; where GEMM_Q5_DOUBLED, hi is twice the quant
+ *                        chunk of nibbles and its chunk of high bits (bits 2j
+ *                        and 2j + 1 of each byte), as dot operands (the legacy
+ *                        Q5_0 / Q5_1 kernels above use it for chunk j's low and
+ *                        high nibbles); where GEMM_Q5_DOUBLED, hi is twice the quant
  *                        (one shift of the high bits serves both nibbles) and the
  *                        kernel doubles the low sub-block's scale to match and
  *                        halves the super-block's integer sum at the end (exact:

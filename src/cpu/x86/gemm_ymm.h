@@ -32,6 +32,7 @@ VT_INLINE vi mxfp4_grid(vi nib) {
 VT_INLINE vf vf_zero(void) { return _mm256_setzero_ps(); }
 VT_INLINE vf vf_set1(float x) { return _mm256_set1_ps(x); }
 VT_INLINE vf vf_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+VT_INLINE vf vf_add(vf a, vf b) { return _mm256_add_ps(a, b); }
 VT_INLINE vf vf_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
 VT_INLINE vf vf_cvt(vi a) { return _mm256_cvtepi32_ps(a); }
 VT_INLINE void vf_store(float *p, vf v) { _mm256_storeu_ps(p, v); }

@@ -13,9 +13,12 @@ const cpu_type_row x86_type_rows[] = {
     {.type = VT_DTYPE_BF16, .isa = CPU_ISA_AVX2, DOT(bf16, avx2), .quantize_act = quantize_bf16_avx2},
     {.type = VT_DTYPE_Q4_0, .isa = CPU_ISA_AVX2, DOT(q4_0, avx2), .gemm = gemm_q4_0_avx2,
      .gemm_nopf = gemm_q4_0_avx2_nopf},
-    {.type = VT_DTYPE_Q4_1, .isa = CPU_ISA_AVX2, DOT(q4_1, avx2)},
-    {.type = VT_DTYPE_Q5_0, .isa = CPU_ISA_AVX2, DOT(q5_0, avx2)},
-    {.type = VT_DTYPE_Q5_1, .isa = CPU_ISA_AVX2, DOT(q5_1, avx2)},
+    {.type = VT_DTYPE_Q4_1, .isa = CPU_ISA_AVX2, DOT(q4_1, avx2), .gemm = gemm_q4_1_avx2,
+     .gemm_nopf = gemm_q4_1_avx2_nopf},
+    {.type = VT_DTYPE_Q5_0, .isa = CPU_ISA_AVX2, DOT(q5_0, avx2), .gemm = gemm_q5_0_avx2,
+     .gemm_nopf = gemm_q5_0_avx2_nopf},
+    {.type = VT_DTYPE_Q5_1, .isa = CPU_ISA_AVX2, DOT(q5_1, avx2), .gemm = gemm_q5_1_avx2,
+     .gemm_nopf = gemm_q5_1_avx2_nopf},
     {.type = VT_DTYPE_Q8_0, .isa = CPU_ISA_AVX2, DOT(q8_0, avx2), .quantize_act = quantize_q8_0_avx2,
      .gemm = gemm_q8_0_avx2, .gemm_nopf = gemm_q8_0_avx2_nopf},
     {.type = VT_DTYPE_Q8_1, .isa = CPU_ISA_AVX2, .quantize_act = quantize_q8_1_avx2},
@@ -33,11 +36,17 @@ const cpu_type_row x86_type_rows[] = {
     {.type = VT_DTYPE_MXFP4, .isa = CPU_ISA_AVX2, DOT(mxfp4, avx2), .gemm = gemm_mxfp4_avx2,
      .gemm_nopf = gemm_mxfp4_avx2_nopf},
 
-    /* AVX-512 VNNI: the packed GEMMs (the dots stay AVX2's). Q4_0's decode kernel
-     * without software prefetch is its prefill one; Q8_0's differ at 1-2 tokens
-     * (gemm8_avx512.c's 8-row tiles in decode) */
+    /* AVX-512 VNNI: the packed GEMMs (the dots stay AVX2's). The decode kernel
+     * without software prefetch of Q4_0 (Q4_1, Q5_0, Q5_1) is its prefill one;
+     * Q8_0's differ at 1-2 tokens (gemm8_avx512.c's 8-row tiles in decode) */
     {.type = VT_DTYPE_Q4_0, .isa = CPU_ISA_AVX512, .gemm = gemm_q4_0_avx512,
      .gemm_cached = gemm_q4_0_avx512_cached, .gemm_nopf = gemm_q4_0_avx512_cached},
+    {.type = VT_DTYPE_Q4_1, .isa = CPU_ISA_AVX512, .gemm = gemm_q4_1_avx512,
+     .gemm_cached = gemm_q4_1_avx512_cached, .gemm_nopf = gemm_q4_1_avx512_cached},
+    {.type = VT_DTYPE_Q5_0, .isa = CPU_ISA_AVX512, .gemm = gemm_q5_0_avx512,
+     .gemm_cached = gemm_q5_0_avx512_cached, .gemm_nopf = gemm_q5_0_avx512_cached},
+    {.type = VT_DTYPE_Q5_1, .isa = CPU_ISA_AVX512, .gemm = gemm_q5_1_avx512,
+     .gemm_cached = gemm_q5_1_avx512_cached, .gemm_nopf = gemm_q5_1_avx512_cached},
     {.type = VT_DTYPE_Q8_0, .isa = CPU_ISA_AVX512, .gemm = gemm_q8_0_avx512,
      .gemm_cached = gemm_q8_0_avx512_cached, .gemm_nopf = gemm_q8_0_avx512_nopf},
     {.type = VT_DTYPE_Q4_K, .isa = CPU_ISA_AVX512, .gemm = gemm_q4_K_avx512, .gemm_nopf = gemm_q4_K_avx512_nopf},

@@ -62,6 +62,9 @@ extern const dn_kernels dn_kernels_avx2, dn_kernels_avx512;
 
 /* gemm_avx2.c: packed-layout GEMMs (cpu/pack.h) */
 X86_DECLARE_GEMM(q4_0, avx2)
+X86_DECLARE_GEMM(q4_1, avx2)
+X86_DECLARE_GEMM(q5_0, avx2)
+X86_DECLARE_GEMM(q5_1, avx2)
 X86_DECLARE_GEMM(q8_0, avx2)
 X86_DECLARE_GEMM(q4_K, avx2)
 X86_DECLARE_GEMM(q5_K, avx2)
@@ -69,6 +72,9 @@ X86_DECLARE_GEMM(q6_K, avx2)
 X86_DECLARE_GEMM(mxfp4, avx2)
 /* ... and without software prefetch (gemm_nopf) */
 X86_DECLARE_GEMM(q4_0, avx2_nopf)
+X86_DECLARE_GEMM(q4_1, avx2_nopf)
+X86_DECLARE_GEMM(q5_0, avx2_nopf)
+X86_DECLARE_GEMM(q5_1, avx2_nopf)
 X86_DECLARE_GEMM(q8_0, avx2_nopf)
 X86_DECLARE_GEMM(q4_K, avx2_nopf)
 X86_DECLARE_GEMM(q5_K, avx2_nopf)
@@ -76,6 +82,9 @@ X86_DECLARE_GEMM(q6_K, avx2_nopf)
 X86_DECLARE_GEMM(mxfp4, avx2_nopf)
 /* gemm_avx512.c: the same with AVX-512 VNNI */
 X86_DECLARE_GEMM(q4_0, avx512)
+X86_DECLARE_GEMM(q4_1, avx512)
+X86_DECLARE_GEMM(q5_0, avx512)
+X86_DECLARE_GEMM(q5_1, avx512)
 X86_DECLARE_GEMM(q8_0, avx512)
 X86_DECLARE_GEMM(q4_K, avx512)
 X86_DECLARE_GEMM(q5_K, avx512)
@@ -83,8 +92,11 @@ X86_DECLARE_GEMM(q6_K, avx512)
 X86_DECLARE_GEMM(mxfp4, avx512)
 /* ... and for prefill token blocks, without software prefetch (gemm_cached) */
 X86_DECLARE_GEMM(q4_0, avx512_cached)
+X86_DECLARE_GEMM(q4_1, avx512_cached)
+X86_DECLARE_GEMM(q5_0, avx512_cached)
+X86_DECLARE_GEMM(q5_1, avx512_cached)
 X86_DECLARE_GEMM(q8_0, avx512_cached)
-/* ... without software prefetch (gemm_nopf; Q4_0's is avx512_cached) */
+/* ... without software prefetch (gemm_nopf; Q4_0's, Q4_1's, Q5_0's and Q5_1's are avx512_cached) */
 X86_DECLARE_GEMM(q8_0, avx512_nopf)
 X86_DECLARE_GEMM(q4_K, avx512_nopf)
 X86_DECLARE_GEMM(q5_K, avx512_nopf)
