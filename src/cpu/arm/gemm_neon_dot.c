@@ -267,7 +267,8 @@ VT_INLINE void leg5_tile(const bool q5, const bool min, int64_t nb, const uint8_
         vst1q_f32(y + t * ldy + 4 * (q0 + q), acc[t][q]);
 }
 
-/* gemm_<name>_neon_dot over leg5_tile; blk: the type's file block */
+/* gemm_<name>_neon_dot over leg5_tile, one group a tile (all 16 rows for 1-2
+ * tokens, two halves for 3-4); blk: the type's file block */
 #define LEG5_GEMM(name, q5, min, blk)                                                                   \
     void gemm_##name##_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,          \
                                 size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy) { \
@@ -275,11 +276,21 @@ VT_INLINE void leg5_tile(const bool q5, const bool min, int64_t nb, const uint8_
         const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(blk);                               \
         const uint8_t *xr[PACK_TOK_MAX];                                                               \
         for (int t = 0; t < n_tok; t++) xr[t] = (const uint8_t *)x + (size_t)t * x_stride;             \
-        const int nt = n_tok;                                                                          \
         for (int64_t gi = 0; gi < n_groups; gi++) {                                                    \
             const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;                          \
             float *yg = y + gi * PACK_ROWS;                                                            \
-            GROUP_DISPATCH(leg5_tile, q5, min, nb, g, xr, xs, yg, ldy)                                 \
+            switch (n_tok) {                                                                           \
+            case 1: leg5_tile(q5, min, nb, g, xr, xs, yg, ldy, 0, 4, 1); break;                        \
+            case 2: leg5_tile(q5, min, nb, g, xr, xs, yg, ldy, 0, 4, 2); break;                        \
+            case 3:                                                                                    \
+                leg5_tile(q5, min, nb, g, xr, xs, yg, ldy, 0, 2, 3);                                   \
+                leg5_tile(q5, min, nb, g, xr, xs, yg, ldy, 2, 2, 3);                                   \
+                break;                                                                                 \
+            default:                                                                                   \
+                leg5_tile(q5, min, nb, g, xr, xs, yg, ldy, 0, 2, 4);                                   \
+                leg5_tile(q5, min, nb, g, xr, xs, yg, ldy, 2, 2, 4);                                   \
+                break;                                                                                 \
+            }                                                                                          \
         }                                                                                              \
     }
 
