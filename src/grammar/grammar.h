@@ -128,7 +128,9 @@ void grammar_matcher_free(grammar_matcher *m);
  * VT_E_RANGE past the matching limits. */
 vt_status grammar_matcher_mask(grammar_matcher *m, const uint32_t **bits, int32_t *n_allowed);
 /* Advance by one token (that the mask allowed). VT_E_INVALID if the grammar
- * does not admit it; m is then unchanged. */
+ * does not admit it; VT_E_RANGE if taking it passes a matching limit (the
+ * mask of a state with token references walks the token's bytes and its id
+ * apart, and accepting unites both sets of stacks); m is then unchanged. */
 vt_status grammar_matcher_accept(grammar_matcher *m, int32_t token);
 /* Advance by raw bytes (tests, and validating a text). */
 vt_status grammar_matcher_accept_bytes(grammar_matcher *m, const char *s, size_t n);
