@@ -161,6 +161,17 @@ LEGACY_PAIR(q4_0_tile)
 #pragma GCC pop_options
 #endif
 
+/* One group of 16 rows (4 row quads) for n_tok tokens over tile(ARGS..., q0,
+ * nq, nt): all four quads a tile for 1-2 tokens, two halves for 3-4 (the
+ * accumulators of 4 quads x 4 tokens would not fit the registers). */
+#define GROUP_TILES(tile, n_tok, ...)                                                               \
+    switch (n_tok) {                                                                                \
+    case 1: tile(__VA_ARGS__, 0, 4, 1); break;                                                      \
+    case 2: tile(__VA_ARGS__, 0, 4, 2); break;                                                      \
+    case 3: tile(__VA_ARGS__, 0, 2, 3); tile(__VA_ARGS__, 2, 2, 3); break;                          \
+    default: tile(__VA_ARGS__, 0, 2, 4); tile(__VA_ARGS__, 2, 2, 4); break;                         \
+    }
+
 /* The body of a legacy-type GEMM over tile (q8_0_tile, q4_0_tile, mxfp4_tile):
  * all groups of the call for n_tok tokens. One token: groups g and g + h (h =
  * n_groups / 2) a tile, all 16 rows of each, then the last of an odd count; one
@@ -181,18 +192,7 @@ LEGACY_PAIR(q4_0_tile)
     for (; gi < n_groups; gi++) {                                                                   \
         const uint8_t *g = w8 + (size_t)gi * gb;                                                    \
         float *yg = y + gi * PACK_ROWS;                                                             \
-        switch (n_tok) {                                                                            \
-        case 1: tile(nb, g, 0, 1, xr, xs, yg, 0, ldy, 0, 4, 1); break;                              \
-        case 2: tile(nb, g, 0, 1, xr, xs, yg, 0, ldy, 0, 4, 2); break;                              \
-        case 3:                                                                                     \
-            tile(nb, g, 0, 1, xr, xs, yg, 0, ldy, 0, 2, 3);                                         \
-            tile(nb, g, 0, 1, xr, xs, yg, 0, ldy, 2, 2, 3);                                         \
-            break;                                                                                  \
-        default:                                                                                    \
-            tile(nb, g, 0, 1, xr, xs, yg, 0, ldy, 0, 2, 4);                                         \
-            tile(nb, g, 0, 1, xr, xs, yg, 0, ldy, 2, 2, 4);                                         \
-            break;                                                                                  \
-        }                                                                                           \
+        GROUP_TILES(tile, n_tok, nb, g, 0, 1, xr, xs, yg, 0, ldy)                                   \
     }
 
 void gemm_q8_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
@@ -267,8 +267,8 @@ VT_INLINE void leg5_tile(const bool q5, const bool min, int64_t nb, const uint8_
         vst1q_f32(y + t * ldy + 4 * (q0 + q), acc[t][q]);
 }
 
-/* gemm_<name>_neon_dot over leg5_tile, one group a tile (all 16 rows for 1-2
- * tokens, two halves for 3-4); blk: the type's file block */
+/* gemm_<name>_neon_dot over leg5_tile, one group at a time (GROUP_TILES); blk:
+ * the type's file block */
 #define LEG5_GEMM(name, q5, min, blk)                                                                   \
     void gemm_##name##_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,          \
                                 size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy) { \
@@ -279,18 +279,7 @@ VT_INLINE void leg5_tile(const bool q5, const bool min, int64_t nb, const uint8_
         for (int64_t gi = 0; gi < n_groups; gi++) {                                                    \
             const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;                          \
             float *yg = y + gi * PACK_ROWS;                                                            \
-            switch (n_tok) {                                                                           \
-            case 1: leg5_tile(q5, min, nb, g, xr, xs, yg, ldy, 0, 4, 1); break;                        \
-            case 2: leg5_tile(q5, min, nb, g, xr, xs, yg, ldy, 0, 4, 2); break;                        \
-            case 3:                                                                                    \
-                leg5_tile(q5, min, nb, g, xr, xs, yg, ldy, 0, 2, 3);                                   \
-                leg5_tile(q5, min, nb, g, xr, xs, yg, ldy, 2, 2, 3);                                   \
-                break;                                                                                 \
-            default:                                                                                   \
-                leg5_tile(q5, min, nb, g, xr, xs, yg, ldy, 0, 2, 4);                                   \
-                leg5_tile(q5, min, nb, g, xr, xs, yg, ldy, 2, 2, 4);                                   \
-                break;                                                                                 \
-            }                                                                                          \
+            GROUP_TILES(leg5_tile, n_tok, q5, min, nb, g, xr, xs, yg, ldy)                             \
         }                                                                                              \
     }
 
