@@ -47,7 +47,10 @@
 #           vocabulary; 4 of 40), granite (Granite 3.3 2B: 2048, 32 query / 8 KV heads,
 #           n_ff 8192; gpt-2's vocabulary; 8 of 40), smollm3 (SmolLM3-3B: 2048, 16
 #           query / 4 KV heads, n_ff 11008, no rope on every 4th layer; llama-bpe's
-#           vocabulary; 8 of 36)
+#           vocabulary; 8 of 36), olmo2 (OLMo 2 7B: 4096, 32 heads of 128, n_ff 11008;
+#           gpt-2's vocabulary; 4 of 32), mistral3 (Ministral 3 8B: 4096, 32 query / 8
+#           KV heads of 128, n_ff 14336, YaRN factor 16 over 16384; llama-bpe's
+#           vocabulary; 4 of 34)
 # The quantized files that are compared come from llama.cpp's own quantizer
 # (llama_model_quantize, through build/quantize_llama) run on an F16 synth, as
 # users' files do; without the reference llama.cpp, from vt quantize.
@@ -137,7 +140,12 @@ for set in $sets; do
       mixes synth-granite-8l --arch granite --layers 8 --embd 2048 --heads 32 --kv-heads 8 \
         --ff 8192 --ctx 8192 --vocab-from "$vocabs/ggml-vocab-gpt-2.gguf" -- Q4_K_M
       mixes synth-smollm3-8l --arch smollm3 --layers 8 --embd 2048 --heads 16 --kv-heads 4 \
-        --ff 11008 --ctx 8192 --vocab-from "$vocabs/ggml-vocab-llama-bpe.gguf" -- Q4_K_M ;;
+        --ff 11008 --ctx 8192 --vocab-from "$vocabs/ggml-vocab-llama-bpe.gguf" -- Q4_K_M
+      mixes synth-olmo2-4l --arch olmo2 --layers 4 --embd 4096 --heads 32 --kv-heads 32 \
+        --ff 11008 --ctx 4096 --vocab-from "$vocabs/ggml-vocab-gpt-2.gguf" -- Q4_K_M
+      mixes synth-mistral3-4l --arch mistral3 --layers 4 --embd 4096 --heads 32 --kv-heads 8 --head-dim 128 \
+        --ff 14336 --rope-base 1000000 --yarn-factor 16 --yarn-orig-ctx 16384 --ctx 262144 \
+        --vocab-from "$vocabs/ggml-vocab-llama-bpe.gguf" -- Q4_K_M ;;
     *) echo "make-models: unknown set '$set' (llama, moe, gptoss, qwen35moe, qwen35, gemma3, muse-glimmer, dense)" >&2
        exit 2 ;;
   esac
