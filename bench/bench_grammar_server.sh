@@ -5,6 +5,8 @@
 # the two servers run one after the other, never together.
 # llama-server: built from the reference source as bench_server.sh says
 # (.cache/llama/build-clang/bin/llama-server), or LLAMA_SERVER=/path/to/llama-server.
+# llama-server runs with its own folder first on the library path (as bench_server.sh).
+# ENGINES="vt llama" (the default) picks the servers measured, in that order.
 # Usage: bench/bench_grammar_server.sh MODEL [THREADS=2] [TOKENS=128] [ROUNDS=5] [SLOTS=16] [FILE.gbnf]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,12 +23,13 @@ trap '[ -n "$pid" ] && kill $pid 2>/dev/null; wait 2>/dev/null' EXIT
 echo "model $(basename "$model"), threads $threads, $tokens tokens per request, $rounds rounds, $slots slots"
 echo "| concurrency | engine | free tok/s | grammar tok/s | grammar / free | errors |"
 echo "|---:|---|---:|---:|---:|---:|"
-for e in vt llama; do
+for e in ${ENGINES:-vt llama}; do
   if [ $e = vt ]; then
     "$vt" serve -m "$model" --port $port -t "$threads" -c "$ctx" -np "$slots" 2>/dev/null & pid=$!
   else
     # llama-server's -c is the total over all slots
-    "$llama" -m "$model" --port $port -t "$threads" -c $((ctx * slots)) -np "$slots" -b 512 \
+    LD_LIBRARY_PATH="$(dirname "$llama")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+      "$llama" -m "$model" --port $port -t "$threads" -c $((ctx * slots)) -np "$slots" -b 512 \
       --log-disable >/dev/null 2>&1 & pid=$!
   fi
   wait_up || { echo "bench_grammar_server: $e did not come up" >&2; exit 1; }

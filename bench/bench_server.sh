@@ -8,6 +8,8 @@
 #   CC=clang CXX=clang++ cmake -S .cache/llama/src -B .cache/llama/build-clang -DCMAKE_BUILD_TYPE=Release \
 #     -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF
 #   cmake --build .cache/llama/build-clang --target llama-server
+# The server's own folder goes first on the library path: a build's runpath names the
+# tree it was built in, which may since have moved.
 # Usage: bench/bench_server.sh MODEL [THREADS=2] [CTX=2048] [SLOTS=16] [MAX_TOKENS=32]
 # (CTX at most the model's context_length, or its rope scaling's reach: vt serve refuses more)
 set -euo pipefail
@@ -19,7 +21,8 @@ port_vt=18181 port_ll=18182
 wait_up() { for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$1/health" >/dev/null && return 0; sleep 0.2; done; return 1; }
 "$vt" serve -m "$model" --port $port_vt -t "$threads" -c "$ctx" -np "$slots" 2>/dev/null & vpid=$!
 # llama-server: its -c is the total over all slots, so give it ctx per slot too.
-"$llama" -m "$model" --port $port_ll -t "$threads" -c $((ctx * slots)) -np "$slots" -b 512 \
+LD_LIBRARY_PATH="$(dirname "$llama")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+  "$llama" -m "$model" --port $port_ll -t "$threads" -c $((ctx * slots)) -np "$slots" -b 512 \
   --log-disable >/dev/null 2>&1 & lpid=$!
 trap 'kill $vpid $lpid 2>/dev/null; wait 2>/dev/null' EXIT
 wait_up $port_vt || { echo "vt serve did not start (-c $ctx: see vt serve -m $model -c $ctx)" >&2; exit 1; }
