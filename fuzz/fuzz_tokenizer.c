@@ -3,13 +3,17 @@
  * piece, decode, and run the UTF-8 streaming helper over the decoded text.
  *
  * The vocabularies are loaded once: VT_FUZZ_VOCAB (a GGUF path, or several
- * separated by ':'), by default vocab/ggml-vocab-llama-spm.gguf and
- * vocab/ggml-vocab-gpt-2.gguf under VT_TEST_MODELS (default ../shared/models).
- * The first input byte picks the vocabulary.
+ * separated by ':'; path@pre loads the file with its tokenizer.ggml.pre replaced
+ * by pre, for pre-tokenizers no vocab file here carries), by default
+ * vocab/ggml-vocab-llama-spm.gguf, vocab/ggml-vocab-gpt-2.gguf and
+ * vocab/ggml-vocab-gpt-2.gguf@gpt-4o (o200k's splitter) under VT_TEST_MODELS
+ * (default ../shared/models). The first input byte picks the vocabulary.
  *
  *   cmake -S . -B build-tok-fuzz -DCMAKE_C_COMPILER=clang -DVT_FUZZ=ON
  *   cmake --build build-tok-fuzz --target fuzz_tokenizer
  *   ./build-tok-fuzz/fuzz_tokenizer -max_total_time=60 fuzz/corpus/tokenizer */
+#include "base/mapfile.h"
+#include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 
 #include <stdint.h>
@@ -22,10 +26,28 @@
 static tokenizer *vocabs[MAX_VOCABS];
 static int n_vocabs;
 
-static void load_one(const char *path) {
+/* spec: a GGUF path, or path@pre */
+static void load_one(const char *spec) {
     if (n_vocabs == MAX_VOCABS) return;
-    tokenizer *t;
-    if (tok_load_file(path, &t) != VT_OK) {
+    const char *pre = strrchr(spec, '@');
+    char path[4096];
+    snprintf(path, sizeof path, "%.*s", (int)(pre ? (size_t)(pre - spec) : strlen(spec)), spec);
+    tokenizer *t = NULL;
+    mapfile m;
+    gguf_file g;
+    vt_status st = mapfile_open(path, &m);
+    if (st == VT_OK) {
+        st = gguf_parse(m.data, m.size, path, &g);
+        if (st == VT_OK) {
+            for (int64_t i = 0; pre && i < g.n_kv; i++)
+                if (gguf_str_eq(g.kv[i].key, "tokenizer.ggml.pre") && g.kv[i].type == GGUF_TYPE_STRING)
+                    g.kv[i].v.str = (gguf_str){pre + 1, strlen(pre + 1)};
+            st = tok_load(&g, &t);
+            gguf_free(&g);
+        }
+        mapfile_close(&m);
+    }
+    if (st != VT_OK) {
         fprintf(stderr, "fuzz_tokenizer: %s\n", vt_last_error());
         abort();
     }
@@ -50,6 +72,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         snprintf(path, sizeof path, "%s/vocab/ggml-vocab-llama-spm.gguf", dir);
         load_one(path);
         snprintf(path, sizeof path, "%s/vocab/ggml-vocab-gpt-2.gguf", dir);
+        load_one(path);
+        snprintf(path, sizeof path, "%s/vocab/ggml-vocab-gpt-2.gguf@gpt-4o", dir);
         load_one(path);
     }
     return 0;

@@ -5,6 +5,7 @@
  * vocabs, pre-tokenizer edge cases and the UTF-8 streaming helper. */
 #include "base/mapfile.h"
 #include "gguf/gguf.h"
+#include "tokenizer/pretok.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 #include "test.h"
@@ -329,6 +330,83 @@ static void test_unicode(void) {
     CHECK(uni_decode((const uint8_t *)"\xf7\xbf\xbf\xbf", 4, &adv) == UNI_REPLACEMENT && adv == 1);
 }
 
+/* ---- pre-tokenizer splits ------------------------------------------------------ */
+
+/* The words pretok_split makes of text, joined by '|', into out (cap bytes). */
+static void split_words(pretok_type type, const char *text, char *out, size_t cap) {
+    size_t n = strlen(text), g = 0;
+    uint32_t *cps = malloc((n + 1) * sizeof *cps);
+    pretok_words w = {0};
+    out[0] = 0;
+    if (!cps) return;
+    size_t n_cp = uni_decode_all((const uint8_t *)text, n, cps);
+    if (pretok_split(type, cps, n_cp, &w) == VT_OK) {
+        size_t at = 0;
+        for (size_t i = 0; i < w.n && g + 8 < cap; i++) {
+            if (i) out[g++] = '|';
+            for (uint32_t k = 0; k < w.len[i] && at < n_cp && g + 8 < cap; k++)
+                g += (size_t)uni_encode(cps[at++], (uint8_t *)out + g);
+        }
+        out[g] = 0;
+    }
+    free(w.len);
+    free(cps);
+}
+
+/* o200k (tokenizer.ggml.pre "gpt-4o"), split as llama.cpp's std::regex splits it
+ * (checked against its unicode_regex_split): A-Z and a-z decide the case runs,
+ * any other letter counts as both cases, a combining mark is no letter; digits
+ * in threes; punctuation takes the \r, \n and / after it. */
+static void test_pretok_o200k(void) {
+    static const struct {
+        const char *text, *words;
+    } cases[] = {
+        {"HelloWorld camelCase XMLHttpRequest iPhone aB ABC",
+         "Hello|World| camel|Case| XMLHttp|Request| i|Phone| a|B| ABC"},
+        {"DON'T I'M WE'LL you're McDONALD'S",
+         "DON'T| I'M| WE'LL| you're| Mc|DONALD'S"},
+        {"'s 'S x'LL 1's ''s",
+         "'s| '|S| x'LL| |1|'s| ''|s"},
+        {"\xc3\x89" "COLE \xc3\x89" "cole \xc3\xa9" "COLE A\xc3\x89" "B a\xc3\x89" "b \xc3\x89" "COL"
+         "E'S",
+         "\xc3\x89|COLE| \xc3\x89" "cole| \xc3\xa9|COLE| A\xc3\x89|B| a\xc3\x89" "b| \xc3\x89|COLE'S"},
+        {"Stra\xc3\x9f" "e STRASSE \xe1\xba\x9e \xce\x91\xce\x92\xce\x93 \xce\x94\xce\xad\xce\xbb\xcf"
+         "\x84\xce\xb1 \xd0\x9f\xd0\xa0\xd0\x98\xd0\x92\xd0\x95\xd0\xa2 \xc7\x85" "a",
+         "Stra\xc3\x9f" "e| STRASSE| \xe1\xba\x9e| \xce\x91\xce\x92\xce\x93| \xce\x94\xce\xad\xce\xbb"
+         "\xcf\x84\xce\xb1| \xd0\x9f\xd0\xa0\xd0\x98\xd0\x92\xd0\x95\xd0\xa2| \xc7\x85" "a"},
+        {"e\xcc\x81te\xcc\x81 E\xcc\x81" "COLE \xe0\xa4\xa8\xe0\xa4\xae\xe0\xa4\xb8\xe0\xa5\x8d\xe0\xa4"
+         "\xa4\xe0\xa5\x87",
+         "e|\xcc\x81te|\xcc\x81| E|\xcc\x81" "COLE| \xe0\xa4\xa8\xe0\xa4\xae\xe0\xa4\xb8|\xe0\xa5\x8d"
+         "\xe0\xa4\xa4|\xe0\xa5\x87"},
+        {"\xe4\xbd\xa0\xe5\xa5\xbd\xe4\xb8\x96\xe7\x95\x8c \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81"
+         "\xae\xe3\x83\x86\xe3\x82\xad\xe3\x82\xb9\xe3\x83\x88 \xed\x95\x9c\xea\xb5\xad\xec\x96\xb4",
+         "\xe4\xbd\xa0\xe5\xa5\xbd\xe4\xb8\x96\xe7\x95\x8c| \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3"
+         "\x81\xae\xe3\x83\x86\xe3\x82\xad\xe3\x82\xb9\xe3\x83\x88| \xed\x95\x9c\xea\xb5\xad\xec\x96"
+         "\xb4"},
+        {"1 1234 1234567 \xd9\xa1\xd9\xa2\xd9\xa3\xd9\xa4 x\xc2\xb2\xc2\xb3",
+         "1| |123|4| |123|456|7| |\xd9\xa1\xd9\xa2\xd9\xa3|\xd9\xa4| x|\xc2\xb2\xc2\xb3"},
+        {"foo.\r\nbar a!/\r\n/b x;\n/y end.\r",
+         "foo|.\r\n|bar| a|!/\r\n/|b| x|;\n/|y| end|.\r"},
+        {"a\rb \r\n c  \n  d\t\n",
+         "a|\r|b| \r\n| c|  \n| | d|\t\n"},
+        {"end   ",
+         "end|   "},
+        {"x \xe3\x80\x80y\tfoo\xc2\xa0" "bar",
+         "x| |\xe3\x80\x80y|\tfoo|\xc2\xa0" "bar"},
+        {"hi \xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd! \xf0\x9f\x8e\x89\xf0\x9f\x8e\x89",
+         "hi| \xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd!| \xf0\x9f\x8e\x89\xf0\x9f\x8e\x89"},
+        {"a\xff\xfe" "b \xc3(",
+         "a|\xef\xbf\xbd\xef\xbf\xbd|b| \xef\xbf\xbd("},
+        {"$100 <tag> a^b",
+         "$|100| <|tag|>| a|^b"},
+    };
+    char got[1024];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        split_words(PRETOK_GPT4O, cases[i].text, got, sizeof got);
+        CHECK_MSG(!strcmp(got, cases[i].words), "o200k case %zu: got '%s', expected '%s'", i, got, cases[i].words);
+    }
+}
+
 /* ---- a synthetic vocabulary built in memory: metadata errors and rules ---- */
 
 #define KEY(k) ((gguf_str){k, sizeof(k) - 1})
@@ -400,6 +478,19 @@ static void test_synthetic(void) {
     kv[0] = kv_str(KEY("tokenizer.ggml.model"), STR("gpt2"));
     kv[1] = kv_str(KEY("tokenizer.ggml.pre"), STR("no-such-pre"));
     CHECK(tok_load(&f, &t) == VT_E_UNSUPPORTED && strstr(vt_last_error(), "no-such-pre"));
+    /* o200k under each of its names (gpt-oss, llama4, kanana2, talkie, minimax-m2) */
+    static const char *const o200k_names[] = {"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"};
+    for (size_t i = 0; i < sizeof o200k_names / sizeof o200k_names[0]; i++) {
+        kv[1] = kv_str(KEY("tokenizer.ggml.pre"), (gguf_str){o200k_names[i], strlen(o200k_names[i])});
+        t = NULL;
+        CHECK_MSG(tok_load(&f, &t) == VT_OK, "pre '%s': %s", o200k_names[i], vt_last_error());
+        if (t) {
+            int32_t ids[16];
+            CHECK(!tok_add_bos(t));
+            CHECK(enc(t, "ab a", false, false, ids, 16) == 2 && ids[0] == 2 && ids[1] == 4);
+            tok_free(t);
+        }
+    }
     kv[1] = kv_str(KEY("tokenizer.ggml.pre"), STR("gpt-2"));
     kv[4] = kv_str(KEY("tokenizer.ggml.merges"), STR("a b")); /* not an array */
     CHECK(tok_load(&f, &t) == VT_E_FORMAT && strstr(vt_last_error(), "merges"));
@@ -589,6 +680,7 @@ static void test_long_inputs(void) {
 int main(void) {
     verbose = getenv("VT_TEST_VERBOSE") != NULL;
     test_unicode();
+    test_pretok_o200k();
     test_utf8_prefix();
     test_vectors();
     test_unsupported();

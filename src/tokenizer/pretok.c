@@ -4,7 +4,8 @@
  *  - whole-pattern splitters for the GPT-2, Llama-3, Qwen2 and Qwen3.5 patterns,
  *    which behave as llama.cpp's hand-written versions of those regexes do
  *    (including their treatment of a piece's end: a lone trailing space is its own
- *    word, lookahead does not see past the piece);
+ *    word, lookahead does not see past the piece), and for o200k's, which
+ *    behaves as std::regex over llama.cpp's category-collapsed text does;
  *  - single patterns ("\s?\p{L}+", "[\r\n]", ...) that llama.cpp hands to std::regex:
  *    emulated with a find-leftmost-match function per pattern, which is what
  *    std::regex_iterator over ECMAScript gives for these patterns (none can match
@@ -30,6 +31,7 @@ typedef enum step_kind {
     STEP_QWEN2,
     STEP_QWEN35,
     STEP_NEWLINES,
+    STEP_O200K,
     STEP_EACH,        /* X        : every matching codepoint alone */
     STEP_RUN,         /* X+       */
     STEP_SPACE_RUN,   /* \s?X+    */
@@ -255,6 +257,82 @@ static void split_llama3_like(span *s, int max_digits, bool marks) {
     }
 }
 
+/* o200k (gpt-4o), as llama.cpp runs it:
+ *   [^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+C?
+ *  |[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*C?
+ *  |\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ * with C = (?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]). llama.cpp has
+ * no hand-written splitter for it: std::regex runs it over the text with every
+ * non-ASCII codepoint collapsed to one byte per category, so an "upper" letter
+ * ((?=\p{L})[^a-z]) is A-Z or any non-ASCII letter and a "lower" one
+ * ((?=\p{L})[^A-Z]) is a-z or any non-ASCII letter, whatever its case, and \p{M}
+ * is no letter. tokenizer.json's regex ([\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*
+ * [\p{Ll}\p{Lm}\p{Lo}\p{M}]+...) splits otherwise: "ÉCOLE" is one word there and
+ * "É" + "COLE" here, "e" + U+0301 one word there and two here. vt follows
+ * llama.cpp. */
+static inline bool o200k_upper(const span *s, size_t p) {
+    return (fl_at(s, p) & UNI_LETTER) && !(cp_at(s, p) - 'a' < 26);
+}
+
+static inline bool o200k_lower(const span *s, size_t p) {
+    return (fl_at(s, p) & UNI_LETTER) && !(cp_at(s, p) - 'A' < 26);
+}
+
+/* The end of the letters of a word that starts with the letter at pos, as the
+ * backtracking matcher finds it: the first alternative (upper* lower+) takes the
+ * whole upper run when a-z follows it; else it backs up to the run's last
+ * non-ASCII letter (both upper and lower) and ends after it; with none, the
+ * second alternative (upper+ lower*) takes the run of A-Z alone. */
+static size_t o200k_letters(const span *s, size_t pos) {
+    size_t u = pos;
+    while (o200k_upper(s, u)) u++;
+    if (o200k_lower(s, u)) {
+        while (o200k_lower(s, u)) u++;
+        return u;
+    }
+    size_t j = u;
+    while (j > pos && !o200k_lower(s, j - 1)) j--;
+    return j > pos ? j : u;
+}
+
+/* [\r\n]: the ends of the \s*[\r\n]+ and ?[^\s\p{L}\p{N}]+[\r\n/]* alternatives */
+static inline bool is_crlf(uint32_t c) { return c == '\r' || c == '\n'; }
+
+static void split_o200k(span *s) {
+    const uint16_t stop = UNI_LETTER | UNI_NUMBER | F_SPACE;
+    for (size_t pos = s->ini; pos < s->end && !s->oom;) {
+        uint32_t cp = cp_at(s, pos);
+        uint16_t f = fl_at(s, pos);
+        /* [^\r\n\p{L}\p{N}]? then letters, then an optional contraction */
+        size_t w = pos + !((f & (UNI_LETTER | UNI_NUMBER)) || is_crlf(cp));
+        if (fl_at(s, w) & UNI_LETTER) {
+            size_t e = o200k_letters(s, w);
+            e += contraction(s, e, true);
+            emit(s, e);
+            pos = e;
+            continue;
+        }
+        if (f & UNI_NUMBER) {
+            size_t e = pos;
+            while (e < pos + 3 && (fl_at(s, e) & UNI_NUMBER)) e++;
+            emit(s, e);
+            pos = e;
+            continue;
+        }
+        /*  ?[^\s\p{L}\p{N}]+[\r\n/]* */
+        size_t e = pos + (cp == ' ');
+        if (fl_at(s, e) && !(fl_at(s, e) & stop)) {
+            while (fl_at(s, e) && !(fl_at(s, e) & stop)) e++;
+            while (is_crlf(cp_at(s, e)) || cp_at(s, e) == '/') e++;
+            emit(s, e);
+            pos = e;
+            continue;
+        }
+        if (split_spaces(s, &pos, true)) continue;
+        emit(s, ++pos);
+    }
+}
+
 /* [^\n]+|[\n]+ */
 static void split_newlines(span *s) {
     size_t pos = s->ini;
@@ -376,6 +454,7 @@ static const step *steps_of(pretok_type t) {
                                   {STEP_DIGITS3, CLS_NONE}, {STEP_END, 0}};
     static const step starcoder[] = {{STEP_EACH, CLS_NUMBER}, {STEP_GPT2, CLS_NONE}, {STEP_END, 0}};
     static const step newlines[] = {{STEP_NEWLINES, CLS_NONE}, {STEP_END, 0}};
+    static const step o200k[] = {{STEP_O200K, CLS_NONE}, {STEP_END, 0}};
     switch (t) {
     case PRETOK_DEFAULT: return def;
     case PRETOK_GPT2: return gpt2;
@@ -387,6 +466,7 @@ static const step *steps_of(pretok_type t) {
     case PRETOK_FALCON: return falcon;
     case PRETOK_STARCODER: return starcoder;
     case PRETOK_NEWLINES: return newlines;
+    case PRETOK_GPT4O: return o200k;
     }
     return gpt2;
 }
@@ -417,6 +497,7 @@ vt_status pretok_split(pretok_type type, const uint32_t *cps, size_t n, pretok_w
             case STEP_QWEN2: split_llama3_like(&s, 1, false); break;
             case STEP_QWEN35: split_llama3_like(&s, 1, true); break;
             case STEP_NEWLINES: split_newlines(&s); break;
+            case STEP_O200K: split_o200k(&s); break;
             default: split_pattern(&s, st); break;
             }
             emit(&s, s.end); /* the splitters cover their piece; keep any rest */

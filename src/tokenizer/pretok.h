@@ -6,7 +6,8 @@
  * patterns are matched by hand-written code over Unicode categories rather than a
  * regex engine, with llama.cpp's semantics: its custom splitters for the GPT-2,
  * Llama-3, Qwen2 and Qwen3.5 patterns, and ECMAScript leftmost-first matching
- * (std::regex over its category-collapsed text) for the others. */
+ * (std::regex over its category-collapsed text) for the others, o200k's among
+ * them. */
 #ifndef VT_TOKENIZER_PRETOK_H
 #define VT_TOKENIZER_PRETOK_H
 
@@ -27,6 +28,7 @@ typedef enum pretok_type {
     PRETOK_FALCON,
     PRETOK_STARCODER,      /* starcoder, refact, command-r, smollm, ...: digits apart */
     PRETOK_NEWLINES,       /* gemma4: runs of '\n' and runs of anything else */
+    PRETOK_GPT4O,          /* o200k: gpt-4o (gpt-oss), llama4, kanana2, talkie, minimax-m2 */
 } pretok_type;
 
 /* Growable list of word lengths, in codepoints. */

@@ -268,6 +268,11 @@ static const pre_def pre_defs[] = {
     {"qwen35", PRETOK_QWEN35, PRE_KEEP_SPACES},
     {"gemma4", PRETOK_NEWLINES, PRE_ESCAPE_WS},
     {"granite-embed-multi-311m", PRETOK_NEWLINES, PRE_ESCAPE_WS},
+    {"gpt-4o", PRETOK_GPT4O, PRE_KEEP_SPACES},
+    {"llama4", PRETOK_GPT4O, PRE_KEEP_SPACES},
+    {"kanana2", PRETOK_GPT4O, PRE_KEEP_SPACES},
+    {"talkie", PRETOK_GPT4O, PRE_KEEP_SPACES},
+    {"minimax-m2", PRETOK_GPT4O, PRE_KEEP_SPACES}, /* llama.cpp's MINIMAX_M2: the same regex */
 };
 
 /* ---- metadata helpers ------------------------------------------------------------ */

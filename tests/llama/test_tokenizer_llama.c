@@ -6,6 +6,11 @@
  * texts, random Unicode strings, random bytes (invalid UTF-8), concatenations of
  * random token texts and of special-token texts with whitespace around them.
  *
+ * Pre-tokenizers no vocab here carries (o200k's "gpt-4o") are compared on a
+ * real vocabulary retagged with that tokenizer.ggml.pre: llama.cpp then runs its
+ * regex with that vocab's merges, over the vocab's texts plus hard cases. The
+ * retagged copy also gets o200k_harmony's (gpt-oss) special tokens.
+ *
  * Inputs that make llama.cpp throw are avoided: codepoints past U+10FFFF (bytes
  * F4-F7 are left out of random bytes) and, for SPM vocabs without byte tokens,
  * characters missing from the vocab. VT_TOK_LLAMA_N sets the random strings per
@@ -15,7 +20,9 @@
 #include "tokenizer/tokenizer.h"
 #include "test.h"
 
+#include <dlfcn.h>
 #include <stdint.h>
+#include <unistd.h>
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
@@ -178,13 +185,16 @@ static void compare_text(const struct llama_vocab *lv, const tokenizer *t, const
     }
 }
 
-static void compare_vocab(const char *file, int n_random) {
-    const char *path = test_model_path(file);
-    if (!path) return;
+/* Compare vt and llama.cpp on the vocabulary at path (named file in messages):
+ * the texts of inp (NULL: path.inp, else llama-spm's), then texts (NULL-terminated,
+ * or NULL), then random strings. A vocab vt does not support is skipped, unless it
+ * comes with texts. */
+static void compare_vocab_at(const char *path, const char *file, const char *inp, const char *const *texts,
+                             int n_random) {
     /* vt */
     tokenizer *t = NULL;
     vt_status st = tok_load_file(path, &t);
-    if (st == VT_E_UNSUPPORTED) {
+    if (st == VT_E_UNSUPPORTED && !texts) {
         printf("%-40s skipped: %s\n", file, vt_last_error());
         return;
     }
@@ -236,7 +246,8 @@ static void compare_vocab(const char *file, int n_random) {
     spm_no_bytes = tok_find(t, "<0x80>") < 0 && tok_find(t, "\xc4\xa0") < 0;
     /* the test-vector texts */
     char inp_path[4200];
-    snprintf(inp_path, sizeof inp_path, "%s.inp", path);
+    snprintf(inp_path, sizeof inp_path, "%s", inp ? inp : "");
+    if (!inp) snprintf(inp_path, sizeof inp_path, "%s.inp", path);
     FILE *f = fopen(inp_path, "rb");
     if (!f) { /* vocabs without vectors still get the llama-spm texts */
         snprintf(inp_path, sizeof inp_path, "%s/vocab/ggml-vocab-llama-spm.gguf.inp", test_models_dir());
@@ -255,6 +266,7 @@ static void compare_vocab(const char *file, int n_random) {
             p += l + (q ? strlen(sep) : 0);
         }
     }
+    for (const char *const *p = texts; p && *p; p++) compare_text(lv, t, file, *p, strlen(*p), &s);
     /* whether random characters are safe: llama.cpp throws on an SPM char with no
      * token and no byte fallback */
     char str[4096];
@@ -295,6 +307,126 @@ static void compare_vocab(const char *file, int n_random) {
     tok_free(t);
 }
 
+static void compare_vocab(const char *file, int n_random) {
+    const char *path = test_model_path(file);
+    if (path) compare_vocab_at(path, file, NULL, NULL, n_random);
+}
+
+/* ---- pre-tokenizers on a retagged vocabulary ------------------------------------ */
+
+/* vt's libvt defines gguf_free too (another signature); ggml's is looked up at
+ * run time so that nothing here links vt's (see test_quantize_llama.c). */
+static void ggml_gguf_free(struct gguf_context *g) {
+    static void (*fn)(struct gguf_context *);
+    if (!fn) {
+        void *h = dlopen("libggml-base.so", RTLD_NOW | RTLD_NOLOAD);
+        fn = (void (*)(struct gguf_context *))(h ? dlsym(h, "gguf_free") : NULL);
+        if (h) dlclose(h);
+    }
+    if (fn) fn(g);
+}
+
+/* Texts that tell o200k's splitting apart, as llama.cpp runs it (std::regex over
+ * its category-collapsed text): case runs inside words, letters outside ASCII
+ * (upper and lower both), combining marks, digit runs of 1-7, upper-case
+ * contractions, punctuation before \r\n and /, whitespace runs, emoji and bytes
+ * that are no UTF-8. */
+static const char *const o200k_texts[] = {
+    "HelloWorld camelCase XMLHttpRequest iPhone ALLCAPS aB ABC",
+    "DON'T I'M WE'LL YOU'RE THEY'VE HE'D IT'S don't i'm McDONALD'S 'S 'll x'LL 1's ''s ' s",
+    "\xc3\x89" "COLE \xc3\x89" "cole \xc3\xa9" "COLE A\xc3\x89" "B a\xc3\x89" "b \xc3\x89" "A A\xc3\xa9 \xc3"
+    "\x89" "COLE'S",
+    "Stra\xc3\x9f" "e STRASSE \xc3\x9f \xe1\xba\x9e \xce\x91\xce\x92\xce\x93 \xce\x94\xce\xad\xce\xbb\xcf"
+    "\x84\xce\xb1 \xd0\x9f\xd0\xa0\xd0\x98\xd0\x92\xd0\x95\xd0\xa2 \xd0\x9f\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5"
+    "\xd1\x82 \xd0\x9c\xd0\x98\xd0\xa0u \xc7\x85" "a",
+    "e\xcc\x81te\xcc\x81 E\xcc\x81" "COLE nai\xcc\x88ve \xe0\xa4\xa8\xe0\xa4\xae\xe0\xa4\xb8\xe0\xa5\x8d\xe0"
+    "\xa4\xa4\xe0\xa5\x87 a\xcc\x88\xcc\x81" "b",
+    "\xe4\xbd\xa0\xe5\xa5\xbd\xe4\xb8\x96\xe7\x95\x8c \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe3"
+    "\x83\x86\xe3\x82\xad\xe3\x82\xb9\xe3\x83\x88 \xed\x95\x9c\xea\xb5\xad\xec\x96\xb4",
+    "1 12 123 1234 12345 123456 1234567 \xd9\xa1\xd9\xa2\xd9\xa3\xd9\xa4 x\xc2\xb2\xc2\xb3 1,234.56 v2 2x",
+    "foo.\r\nbar a!/\r\n/b x;\n/y end.\r lone\rcr a\r\rb a/b//c http://x.y/z?q=1 ./run\n",
+    "a\rb \r\n c  \n  d\t\n",
+    "trailing   ",
+    "  lead \n\n\n x \xe3\x80\x80y \xe3\x80\x80\xe3\x80\x80z\xc2\xa0w\tfoo \x0b\x0c\x1c",
+    "hi \xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd! \xf0\x9f\x8e\x89\xf0\x9f\x8e\x89 \xf0\x9f\x91\xa8\xe2\x80\x8d\xf0"
+    "\x9f\x91\xa9 ok",
+    "a\xff\xfe" "b \xc3(c \xe2\x82 d\x80 \xed\xa0\x80x",
+    "$100 <tag> a^b ~x `z` #define X_Y(a) ((a)+1)\n\tint main() { return 0; }\n",
+    NULL,
+};
+
+/* o200k_harmony's (gpt-oss) special tokens, appended to the retagged vocab as
+ * control tokens: llama.cpp makes <|end|> no EOG once <|return|> and <|call|>
+ * are EOG, and shows <|channel|>, <|message|>, <|start|>, <|constrain|>
+ * (user-defined); vt must agree on every flag, piece, encode and decode. */
+static const char *const harmony_specials[] = {"<|return|>",  "<|call|>",  "<|end|>",      "<|channel|>",
+                                               "<|message|>", "<|start|>", "<|constrain|>"};
+#define N_HARMONY (sizeof harmony_specials / sizeof harmony_specials[0])
+
+/* Write a copy of the vocabulary at src whose tokenizer.ggml.pre is pre and with
+ * harmony_specials appended, with llama.cpp's own GGUF code. */
+static bool write_retagged(const char *src, const char *pre, const char *dst) {
+    struct gguf_init_params ip = {.no_alloc = true, .ctx = NULL};
+    struct gguf_context *g = gguf_init_from_file(src, ip), *out = gguf_init_empty();
+    bool ok = false;
+    const char **toks = NULL;
+    int32_t *types = NULL;
+    float *scores = NULL;
+    size_t n = 0, m = 0;
+    int64_t kt = g ? gguf_find_key(g, "tokenizer.ggml.tokens") : -1;
+    int64_t ky = g ? gguf_find_key(g, "tokenizer.ggml.token_type") : -1;
+    int64_t ks = g ? gguf_find_key(g, "tokenizer.ggml.scores") : -1;
+    if (!g || !out || kt < 0 || ky < 0 || gguf_get_arr_type(g, ky) != GGUF_TYPE_INT32) goto done;
+    n = gguf_get_arr_n(g, kt);
+    m = n + N_HARMONY;
+    toks = malloc(m * sizeof *toks);
+    types = malloc(m * sizeof *types);
+    scores = calloc(m, sizeof *scores);
+    if (!toks || !types || !scores || gguf_get_arr_n(g, ky) != n) goto done;
+    for (size_t i = 0; i < n; i++) toks[i] = gguf_get_arr_str(g, kt, i);
+    memcpy(types, gguf_get_arr_data(g, ky), n * sizeof *types);
+    for (size_t i = 0; i < N_HARMONY; i++) {
+        toks[n + i] = harmony_specials[i];
+        types[n + i] = LLAMA_TOKEN_TYPE_CONTROL;
+    }
+    gguf_set_kv(out, g); /* then replace: a set removes the old array first */
+    gguf_set_val_str(out, "tokenizer.ggml.pre", pre);
+    gguf_set_arr_str(out, "tokenizer.ggml.tokens", toks, m);
+    gguf_set_arr_data(out, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, m);
+    if (ks >= 0 && gguf_get_arr_type(g, ks) == GGUF_TYPE_FLOAT32 && gguf_get_arr_n(g, ks) == n) {
+        memcpy(scores, gguf_get_arr_data(g, ks), n * sizeof *scores);
+        gguf_set_arr_data(out, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, m);
+    }
+    ok = gguf_write_to_file(out, dst, true);
+done:
+    free(toks);
+    free(types);
+    free(scores);
+    if (g) ggml_gguf_free(g);
+    if (out) ggml_gguf_free(out);
+    return ok;
+}
+
+static void compare_retagged(const char *file, const char *pre, const char *const *texts, int n_random) {
+    const char *p = test_model_path(file);
+    if (!p) return;
+    char src[4096], inp[4200], dir[256], dst[512], label[256];
+    snprintf(src, sizeof src, "%s", p);
+    snprintf(inp, sizeof inp, "%s.inp", src);
+    const char *base = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(dir, sizeof dir, "%s/vt-tok-pre-XXXXXX", base);
+    bool made = mkdtemp(dir) != NULL;
+    CHECK_MSG(made, "mkdtemp %s failed", dir);
+    if (!made) return;
+    snprintf(dst, sizeof dst, "%s/vocab.gguf", dir);
+    snprintf(label, sizeof label, "%s as '%s' + harmony", file, pre);
+    bool ok = write_retagged(src, pre, dst);
+    CHECK_MSG(ok, "%s: could not write %s", label, dst);
+    if (ok) compare_vocab_at(dst, label, inp, texts, n_random);
+    unlink(dst);
+    rmdir(dir);
+}
+
 static void quiet(enum ggml_log_level level, const char *text, void *user) {
     (void)user;
     if (level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
@@ -317,5 +449,7 @@ int main(void) {
     const char *only = getenv("VT_TOK_LLAMA_ONLY");
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         if (!only || strstr(files[i], only)) compare_vocab(files[i], n_random);
+    if (!only || strstr("gpt-4o", only))
+        compare_retagged("vocab/ggml-vocab-llama-bpe.gguf", "gpt-4o", o200k_texts, n_random);
     return test_finish();
 }
