@@ -323,15 +323,16 @@ static vt_status gemma_hparams(model *m) {
  * il % n < n - 1 (the last of each period attends fully); n 0: all slide. */
 static bool swa_period_slides(int64_t n, int64_t il) { return n == 0 || il % n < n - 1; }
 
-/* A per-layer attention.sliding_window_pattern (OLMo 3's converter writes one
- * bool per layer, true where the layer slides) as llama.cpp reads it. Its
- * get_arr takes bool, i32 and u32 elements and refuses any other type; a
- * layer slides where its entry is not 0; block_count entries. muse-glimmer's
- * llama.cpp reads the array layer by layer (hp->swa_layers). gemma2, gemma3,
- * olmo2 and gpt-oss read the key only as a number (get_key_or_arr into a
- * uint32_t returns false on an array), so llama.cpp ignores the array there and
- * keeps the default period dflt: vt takes an array that names that period's
- * layers and refuses any other, naming the first layer that differs. */
+/* A per-layer attention.sliding_window_pattern (the OLMo 3 and Muse Glimmer
+ * converters write one bool per layer, true where the layer slides) as
+ * llama.cpp reads it. Its get_arr takes bool, i32 and u32 elements and refuses
+ * any other type; a layer slides where its entry is not 0; block_count
+ * entries. muse-glimmer's llama.cpp reads the array layer by layer
+ * (hp->swa_layers). gemma2, gemma3, olmo2 and gpt-oss read the key only as a
+ * number (get_key_or_arr into a uint32_t returns false on an array), so
+ * llama.cpp ignores the array there and keeps the default period dflt: vt
+ * takes an array that names that period's layers and refuses any other,
+ * naming the first layer that differs. */
 static vt_status swa_pattern_array(model *m, const gguf_kv *pk, int64_t dflt) {
     model_hparams *hp = &m->hp;
     const char *kp = arch_key(m, "attention.sliding_window_pattern");
