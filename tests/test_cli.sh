@@ -92,6 +92,19 @@ if "$vt" synth -q --arch gpt-oss --layers 2 --embd 64 --heads 4 --kv-heads 2 --f
    out=$("$vt" run -m "$oss" -p "t1 t2" -n 4 --temp 0 2>&1) && grep -q "gpt-oss" < <("$vt" inspect "$oss" 2>&1); then
   pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL synth gpt-oss mxfp4 + run: $out"; fi
 rm -f "$oss"
+# vt synth --swa-layers / --swa-pattern-array: a per-layer sliding_window_pattern
+# (one 0 or 1 per layer; arches with a pattern, a window given) that vt reads
+expect "synth --swa-layers of 3 for 4 layers" "swa_layers '011' is not one '0' or '1' per layer (4)" "$vt" synth -q \
+  --arch muse-glimmer --layers 4 --swa 8 --swa-layers 011 -o /nonexistent/x.gguf
+expect "synth --swa-pattern-array on llama" "a per-layer sliding_window_pattern needs a window (n_swa) and arch" \
+  "$vt" synth -q --swa 8 --swa-pattern-array -o /nonexistent/x.gguf
+swarr=$(mktemp /tmp/vt_cli_swarr_XXXXXX)
+if "$vt" synth -q --arch muse-glimmer --layers 4 --embd 64 --heads 4 --kv-heads 2 --ff 64 --swa 8 \
+     --swa-layers 0110 -o "$swarr" &&
+   grep -q "sliding_window_pattern *arr\[bool\] *\[false, true, true, false\]" < <("$vt" inspect "$swarr" 2>&1) &&
+   out=$("$vt" run -m "$swarr" -p "t1 t2" -n 2 --temp 0 2>&1); then
+  pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL synth muse-glimmer --swa-layers 0110 + run: ${out:-}"; fi
+rm -f "$swarr"
 # vt bench's default context on a file whose context_length (64) is below its
 # rounding (256): the workloads' need within what the model allows, and a
 # workload past it refused before anything is measured

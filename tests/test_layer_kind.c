@@ -80,6 +80,19 @@ static void setup_muse_arr(synth_params *sp) {
     setup_muse(sp);
     sp->swa_pattern_arr = true;
 }
+/* a per-layer array off any period (layers 1 and 2 slide), which llama.cpp's
+ * muse-glimmer reads layer by layer */
+static void setup_muse_layers(synth_params *sp) {
+    setup_muse(sp);
+    sp->swa_layers = "0110";
+}
+/* gemma3's default period 6 as an array (its llama.cpp ignores the array; of
+ * 4 layers all slide) */
+static void setup_gemma3_arr(synth_params *sp) {
+    setup_swa(sp);
+    sp->swa_pattern = 6;
+    sp->swa_pattern_arr = true;
+}
 
 static const kind_case k_cases[] = {
     {.arch = "llama", .kinds = ALL4("attn rope=base qk=none gate=none " DENSE)},
@@ -123,6 +136,11 @@ static const kind_case k_cases[] = {
      .setup = setup_muse_arr,
      .kinds = {"attn rope=swa qk=head gate=matrix " SANDWICH, "attn rope=swa qk=head gate=matrix " SANDWICH,
                "attn rope=swa qk=head gate=matrix " SANDWICH, "attn rope=none qk=head gate=matrix " SANDWICH}},
+    {.arch = "muse-glimmer",
+     .setup = setup_muse_layers,
+     .kinds = {"attn rope=none qk=head gate=matrix " SANDWICH, "attn rope=swa qk=head gate=matrix " SANDWICH,
+               "attn rope=swa qk=head gate=matrix " SANDWICH, "attn rope=none qk=head gate=matrix " SANDWICH}},
+    {.arch = "gemma3", .setup = setup_gemma3_arr, .kinds = ALL4("attn rope=swa qk=head gate=none " SANDWICH)},
     {.arch = "qwen35",
      .kinds = {"deltanet " DENSE, "deltanet " DENSE, "deltanet " DENSE, "attn rope=base qk=head gate=in_q " DENSE}},
     {.arch = "qwen35moe",

@@ -31,7 +31,10 @@
  * biases, rope dimension; mistral3's YaRN betas, log multiplier and temperature;
  * muse-glimmer's window (missing, 0, past the context), pattern, soft-cap (0,
  * NaN), logit scale, rope base of the sliding layers, YaRN's factor, gate,
- * norms, head. */
+ * norms, head. Per-layer sliding_window_pattern arrays: bool, i32 and u32
+ * elements only (llama.cpp's get_arr), one per layer; where llama.cpp ignores
+ * the array (gemma2, gemma3, olmo2, gpt-oss) only its default period's layers;
+ * muse-glimmer's read layer by layer, whatever they are. */
 #include "base/mapfile.h"
 #include "gguf/gguf.h"
 #include "model/synth.h"
@@ -44,14 +47,15 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-typedef enum { K_NONE, K_U32, K_U64, K_I32, K_F32, K_STR, K_BOOLS, K_DROP } kedit_kind;
+typedef enum { K_NONE, K_U32, K_U64, K_I32, K_F32, K_STR, K_BOOLS, K_ARR, K_DROP } kedit_kind;
 
 typedef struct kedit {
     kedit_kind kind;
     const char *key;
-    uint64_t u; /* K_U32, K_U64, K_I32 (as int32) */
+    uint64_t u; /* K_U32, K_U64, K_I32 (as int32); K_ARR: the element type (gguf_type) */
     float f;    /* K_F32 */
-    const char *s; /* K_STR; K_BOOLS: an array of bools, one per '0' or '1' */
+    const char *s; /* K_STR; K_BOOLS: an array of bools, one per '0' or '1'; K_ARR: one
+                      element per digit, of that value */
 } kedit;
 
 /* Replace (or with n_dims 0, drop) tensor `name`, or add it when the file has none:
@@ -120,6 +124,23 @@ static void write_variant(const gguf_file *src, const bad_case *c, const char *p
             CHECK_OK(gguf_writer_set_arr(w, k->key, GGUF_TYPE_BOOL, b, n));
             break;
         }
+        case K_ARR: {
+            const gguf_type et = (gguf_type)k->u;
+            const size_t n = strlen(k->s), es = gguf_type_size(et);
+            uint8_t b[64 * 8] = {0};
+            CHECK(n <= 64 && es > 0 && es <= 8);
+            for (size_t j = 0; j < n && j < 64 && es <= 8; j++) {
+                const int d = k->s[j] - '0';
+                const float fd = (float)d;
+                const double dd = d;
+                const uint64_t ud = (uint64_t)d; /* little-endian, as the writer stores it */
+                memcpy(b + j * es, et == GGUF_TYPE_FLOAT32 ? (const void *)&fd
+                                   : et == GGUF_TYPE_FLOAT64 ? (const void *)&dd
+                                                             : (const void *)&ud, es);
+            }
+            CHECK_OK(gguf_writer_set_arr(w, k->key, et, b, n));
+            break;
+        }
         case K_NONE:
         case K_DROP: break;
         }
@@ -169,6 +190,7 @@ static void check_case(const gguf_file *src, const bad_case *c) {
 
 #define Q32(k, v) {K_U32, "qwen3moe." k, (v), 0, NULL}
 #define O32(k, v) {K_U32, "gpt-oss." k, (v), 0, NULL}
+#define OARR(et, bits) {K_ARR, "gpt-oss.attention.sliding_window_pattern", (et), 0, (bits)}
 #define OF32(k, v) {K_F32, "gpt-oss." k, 0, (v), NULL}
 #define H32(k, v) {K_U32, "qwen35moe." k, (v), 0, NULL}
 
@@ -268,6 +290,13 @@ static size_t check_moe(void) {
          "key 'gpt-oss.attention.sliding_window' = 300 is larger than the context_length 256"},
         {"gpt-oss pattern 3 of 2 layers", {O32("attention.sliding_window_pattern", 3)}, {{0}},
          "key 'gpt-oss.attention.sliding_window_pattern' = 3 is outside 0..block_count (2)"},
+        /* a per-layer array: llama.cpp's gpt-oss ignores it (period 2) */
+        {"gpt-oss pattern array 10 (loads: its default period 2)", {OARR(GGUF_TYPE_BOOL, "10")}, {{0}}, NULL},
+        {"gpt-oss pattern array 11: not period 2", {OARR(GGUF_TYPE_BOOL, "11")}, {{0}},
+         "'gpt-oss.attention.sliding_window_pattern': layer 1 slides, where llama.cpp's gpt-oss ignores the array "
+         "and keeps its default period of 2"},
+        {"gpt-oss pattern array of f32", {OARR(GGUF_TYPE_FLOAT32, "10")}, {{0}},
+         "key 'gpt-oss.attention.sliding_window_pattern' is an array of f32: a per-layer pattern is one bool, i32 or u32"},
         {"gpt-oss sinks of 3 heads", {{0}}, {{"blk.1.attn_sinks.weight", VT_DTYPE_F32, 1, {3}}},
          "tensor 'blk.1.attn_sinks.weight' has shape [3, 1, 1], expected [4, 1]"},
         {"gpt-oss sinks 2-D", {{0}}, {{"blk.0.attn_sinks.weight", VT_DTYPE_F32, 2, {4, 2}}},
@@ -328,6 +357,8 @@ static size_t check_moe(void) {
 #define G3(k, v) {K_U32, "gemma3." k, (v), 0, NULL}
 #define G2F(k, v) {K_F32, "gemma2." k, 0, (v), NULL}
 #define G3F(k, v) {K_F32, "gemma3." k, 0, (v), NULL}
+#define G2ARR(et, bits) {K_ARR, "gemma2.attention.sliding_window_pattern", (et), 0, (bits)}
+#define G3ARR(et, bits) {K_ARR, "gemma3.attention.sliding_window_pattern", (et), 0, (bits)}
 
 /* cases on a small synthetic gemma or olmo2 file of arch (n_embd 64, 4 heads of 16, 2 KV
  * heads, 2 layers, n_ff 32, context 256, a window of 16 on every other layer) */
@@ -374,6 +405,23 @@ static size_t check_gemma(void) {
          "'gemma3.attention.sliding_window' = 300 is larger than the context_length 256"},
         {"gemma3 pattern 3 of 2 layers", {G3("attention.sliding_window_pattern", 3)}, {{0}},
          "'gemma3.attention.sliding_window_pattern' = 3 is more than block_count (2)"},
+        {"gemma3 pattern dropped (loads: period 6, past the 2 layers: both slide)",
+         {{K_DROP, "gemma3.attention.sliding_window_pattern", 0, 0, NULL}}, {{0}}, NULL},
+        {"gemma3 pattern 0 (loads: every layer slides)", {G3("attention.sliding_window_pattern", 0)}, {{0}}, NULL},
+        {"gemma3 pattern -1 (i32)", {{K_I32, "gemma3.attention.sliding_window_pattern", (uint64_t)(uint32_t)-1, 0, NULL}},
+         {{0}}, "'gemma3.attention.sliding_window_pattern' = -1 is negative"},
+        /* a per-layer array: llama.cpp's gemma3 ignores it (period 6: of 2 layers both slide) */
+        {"gemma3 pattern array 11 (loads: its default period 6)", {G3ARR(GGUF_TYPE_BOOL, "11")}, {{0}}, NULL},
+        {"gemma3 pattern array 11 of i32 (loads)", {G3ARR(GGUF_TYPE_INT32, "11")}, {{0}}, NULL},
+        {"gemma3 pattern array 10: not period 6", {G3ARR(GGUF_TYPE_BOOL, "10")}, {{0}},
+         "'gemma3.attention.sliding_window_pattern': layer 1 attends fully, where llama.cpp's gemma3 ignores the "
+         "array and keeps its default period of 6 (layers 5, 11, ... attend fully"},
+        {"gemma3 pattern array of 3 layers", {G3ARR(GGUF_TYPE_BOOL, "111")}, {{0}},
+         "'gemma3.attention.sliding_window_pattern' has 3 entries, block_count is 2"},
+        {"gemma3 pattern array of u8", {G3ARR(GGUF_TYPE_UINT8, "11")}, {{0}},
+         "key 'gemma3.attention.sliding_window_pattern' is an array of u8: a per-layer pattern is one bool, i32 or u32"},
+        {"gemma3 pattern array of f32", {G3ARR(GGUF_TYPE_FLOAT32, "11")}, {{0}},
+         "key 'gemma3.attention.sliding_window_pattern' is an array of f32"},
         {"gemma3 final soft-cap 0", {G3F("final_logit_softcapping", 0.0f)}, {{0}},
          "'gemma3.final_logit_softcapping' = 0 is not a positive number"},
         {"gemma3 final soft-cap NaN", {G3F("final_logit_softcapping", NAN)}, {{0}},
@@ -404,6 +452,13 @@ static size_t check_gemma(void) {
          "'gemma2.attention.sliding_window' = -16 is out of range"},
         {"gemma2 pattern 4 of 2 layers", {G2("attention.sliding_window_pattern", 4)}, {{0}},
          "'gemma2.attention.sliding_window_pattern' = 4 is more than block_count (2)"},
+        /* a per-layer array: llama.cpp's gemma2 ignores it (period 2) */
+        {"gemma2 pattern array 10 (loads: its default period 2)", {G2ARR(GGUF_TYPE_BOOL, "10")}, {{0}}, NULL},
+        {"gemma2 pattern array 10 of u32 (loads)", {G2ARR(GGUF_TYPE_UINT32, "10")}, {{0}}, NULL},
+        {"gemma2 pattern array 11: not period 2", {G2ARR(GGUF_TYPE_BOOL, "11")}, {{0}},
+         "'gemma2.attention.sliding_window_pattern': layer 1 slides, where llama.cpp's gemma2 ignores the array"},
+        {"gemma2 pattern array of u64", {G2ARR(GGUF_TYPE_UINT64, "10")}, {{0}},
+         "key 'gemma2.attention.sliding_window_pattern' is an array of u64"},
         {"gemma2 post_ffw_norm missing", {{0}}, {{"blk.0.post_ffw_norm.weight", VT_DTYPE_F32, 0, {0}}},
          "required tensor 'blk.0.post_ffw_norm.weight' is missing"},
     };
@@ -421,6 +476,8 @@ static size_t check_gemma(void) {
          {{0}}, "'olmo2.attention.sliding_window_pattern': layer 1 attends fully, where llama.cpp's olmo2 ignores"},
         {"olmo2 pattern array of 3 layers", {{K_BOOLS, "olmo2.attention.sliding_window_pattern", 0, 0, "111"}},
          {{0}}, "'olmo2.attention.sliding_window_pattern' has 3 entries, block_count is 2"},
+        {"olmo2 pattern array of i16", {{K_ARR, "olmo2.attention.sliding_window_pattern", GGUF_TYPE_INT16, 0, "11"}},
+         {{0}}, "key 'olmo2.attention.sliding_window_pattern' is an array of i16"},
         {"olmo2 key_length 32: Q rows wider than n_embd", {{K_U32, "olmo2.attention.key_length", 32, 0, NULL},
                                                            {K_U32, "olmo2.attention.value_length", 32, 0, NULL}}, {{0}},
          "olmo2: head_count 4 x key_length 32 is not embedding_length 64"},
@@ -498,6 +555,7 @@ static size_t check_gemma(void) {
     };
 #define MG(k, v) {K_U32, "muse-glimmer." k, (v), 0, NULL}
 #define MGF(k, v) {K_F32, "muse-glimmer." k, 0, (v), NULL}
+#define MGARR(et, bits) {K_ARR, "muse-glimmer.attention.sliding_window_pattern", (et), 0, (bits)}
     const bad_case mg[] = {
         {"muse-glimmer unedited", {{0}}, {{0}}, NULL},
         {"muse-glimmer sliding window missing", {{K_DROP, "muse-glimmer.attention.sliding_window", 0, 0, NULL}}, {{0}},
@@ -506,13 +564,24 @@ static size_t check_gemma(void) {
          "'muse-glimmer.attention.sliding_window' = 0 is out of range"},
         {"muse-glimmer sliding window past the context", {MG("attention.sliding_window", 300)}, {{0}},
          "'muse-glimmer.attention.sliding_window' = 300 is larger than the context_length 256"},
+        {"muse-glimmer pattern missing", {{K_DROP, "muse-glimmer.attention.sliding_window_pattern", 0, 0, NULL}}, {{0}},
+         "required key 'muse-glimmer.attention.sliding_window_pattern' is missing"},
         {"muse-glimmer pattern 3 of 2 layers", {MG("attention.sliding_window_pattern", 3)}, {{0}},
          "'muse-glimmer.attention.sliding_window_pattern' = 3 is more than block_count (2)"},
         {"muse-glimmer pattern array 10 (loads: period 2)",
          {{K_BOOLS, "muse-glimmer.attention.sliding_window_pattern", 0, 0, "10"}}, {{0}}, NULL},
-        {"muse-glimmer pattern array 01: no period",
-         {{K_BOOLS, "muse-glimmer.attention.sliding_window_pattern", 0, 0, "01"}}, {{0}},
-         "'muse-glimmer.attention.sliding_window_pattern': layer 1 slides, off the period of 1"},
+        /* llama.cpp's muse-glimmer reads an array layer by layer, any pattern */
+        {"muse-glimmer pattern array 01 (loads: layer 0 full, 1 slides)",
+         {{K_BOOLS, "muse-glimmer.attention.sliding_window_pattern", 0, 0, "01"}}, {{0}}, NULL},
+        {"muse-glimmer pattern array 01 of u32 (loads)", {MGARR(GGUF_TYPE_UINT32, "01")}, {{0}}, NULL},
+        {"muse-glimmer pattern array 01 of i32 (loads)", {MGARR(GGUF_TYPE_INT32, "01")}, {{0}}, NULL},
+        {"muse-glimmer pattern array of 3 layers", {MGARR(GGUF_TYPE_BOOL, "011")}, {{0}},
+         "'muse-glimmer.attention.sliding_window_pattern' has 3 entries, block_count is 2"},
+        {"muse-glimmer pattern array of i64", {MGARR(GGUF_TYPE_INT64, "01")}, {{0}},
+         "key 'muse-glimmer.attention.sliding_window_pattern' is an array of i64: a per-layer pattern is one bool, "
+         "i32 or u32 per layer"},
+        {"muse-glimmer pattern array of f32", {MGARR(GGUF_TYPE_FLOAT32, "01")}, {{0}},
+         "key 'muse-glimmer.attention.sliding_window_pattern' is an array of f32"},
         {"muse-glimmer final soft-cap 0", {MGF("final_logit_softcapping", 0.0f)}, {{0}},
          "'muse-glimmer.final_logit_softcapping' = 0 is not a positive number"},
         {"muse-glimmer final soft-cap NaN", {MGF("final_logit_softcapping", NAN)}, {{0}},
@@ -595,6 +664,9 @@ int main(void) {
          "'llama.attention.sliding_window' = 300 is larger than the context_length 256"},
         {"sliding window pattern 6 of 5 layers", {KU32("attention.sliding_window", 16), KU32("attention.sliding_window_pattern", 6)}, {{0}},
          "'llama.attention.sliding_window_pattern' = 6 is outside 0..block_count (5)"},
+        {"sliding window pattern as an array (llama.cpp's llama has no window)",
+         {KU32("attention.sliding_window", 16), {K_BOOLS, "llama.attention.sliding_window_pattern", 0, 0, "10101"}}, {{0}},
+         "key 'llama.attention.sliding_window_pattern' has type arr, expected an integer"},
         {"context_length 2^31", {KU32("context_length", (uint32_t)1 << 31)}, {{0}},
          "'llama.context_length' = 2147483648 is past vt's context limit of 16777216 tokens"},
         {"context_length 2^24 + 1", {KU32("context_length", (1u << 24) + 1)}, {{0}}, "past vt's context limit"},

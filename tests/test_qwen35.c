@@ -39,10 +39,13 @@ typedef struct {
     int64_t conv, state, groups, rank, inner, interval, nextn, ctx;
     const uint8_t *recurrent; /* NULL: no array */
     uint64_t n_recurrent;
+    bool recurrent_u8;        /* written as u8, not bool */
+    int64_t recurrent_all;    /* >= 0: recurrent_layers as one u32 of this value (no array) */
 } keys;
 
 static keys good_keys(void) {
-    return (keys){.conv = 4, .state = 16, .groups = 2, .rank = 4, .inner = 64, .interval = 4, .nextn = 0, .ctx = 4096};
+    return (keys){.conv = 4, .state = 16, .groups = 2, .rank = 4, .inner = 64, .interval = 4, .nextn = 0, .ctx = 4096,
+                  .recurrent_all = -1};
 }
 
 /* Write the keys (a value < 0: the key left out) to a temp file, parse, load 8 blocks. */
@@ -56,8 +59,11 @@ static vt_status load_keys(const keys *k, q35_hparams *hp) {
     if (k->inner >= 0) gguf_writer_set_u32(w, "qwen35.ssm.inner_size", (uint32_t)k->inner);
     if (k->interval >= 0) gguf_writer_set_u32(w, "qwen35.full_attention_interval", (uint32_t)k->interval);
     if (k->nextn > 0) gguf_writer_set_u32(w, "qwen35.nextn_predict_layers", (uint32_t)k->nextn);
+    if (k->recurrent_all >= 0)
+        gguf_writer_set_u32(w, "qwen35.attention.recurrent_layers", (uint32_t)k->recurrent_all);
     if (k->recurrent)
-        gguf_writer_set_arr(w, "qwen35.attention.recurrent_layers", GGUF_TYPE_BOOL, k->recurrent, k->n_recurrent);
+        gguf_writer_set_arr(w, "qwen35.attention.recurrent_layers", k->recurrent_u8 ? GGUF_TYPE_UINT8 : GGUF_TYPE_BOOL,
+                            k->recurrent, k->n_recurrent);
     const int32_t sections[4] = {11, 11, 10, 0};
     gguf_writer_set_arr(w, "qwen35.rope.dimension_sections", GGUF_TYPE_INT32, sections, 4);
     char path[] = "/tmp/vt_qwen35_keys_XXXXXX";
@@ -127,6 +133,18 @@ static void test_keys(void) {
     for (int il = 0; il < 7; il++) CHECK_EQ_INT(hp.is_linear[il], rec[il]);
     q35_hparams_free(&hp);
 
+    /* one number instead of the array: every layer of that kind (llama.cpp's
+     * get_key_or_arr), whatever the interval says */
+    k = good_keys();
+    k.recurrent_all = 1;
+    CHECK_OK(load_keys(&k, &hp));
+    CHECK_EQ_INT(q35_n_linear(&hp), 8);
+    q35_hparams_free(&hp);
+    k.recurrent_all = 0;
+    CHECK_OK(load_keys(&k, &hp));
+    CHECK_EQ_INT(q35_n_linear(&hp), 0);
+    q35_hparams_free(&hp);
+
     /* bad input: each a clear error naming the key */
     k = good_keys();
     k.state = 0;
@@ -152,6 +170,9 @@ static void test_keys(void) {
     k.recurrent = rec;
     k.n_recurrent = 5;
     expect_error(&k, VT_E_FORMAT, "short array", "recurrent_layers' has 5 elements");
+    k.n_recurrent = 8;
+    k.recurrent_u8 = true; /* llama.cpp's get_arr: bool, i32 or u32 only */
+    expect_error(&k, VT_E_FORMAT, "u8 array", "recurrent_layers' has 8 elements of type u8");
     k = good_keys();
     k.nextn = 8;
     expect_error(&k, VT_E_RANGE, "all layers MTP", "leaves no trunk layers");

@@ -278,6 +278,8 @@ static vt_status get_softcap(const model *m, const char *suffix, float dflt, flo
     return VT_OK;
 }
 
+static vt_status swa_pattern_read(model *m, int64_t dflt);
+
 /* gemma2 and gemma3 as llama.cpp's load_arch_hparams reads them: the window and
  * its pattern (gemma2: always sliding, 4096 every other layer by default;
  * gemma3: sliding only where the file sets a window, 5 of every 6 layers by
@@ -289,7 +291,7 @@ static vt_status get_softcap(const model *m, const char *suffix, float dflt, flo
 static vt_status gemma_hparams(model *m) {
     model_hparams *hp = &m->hp;
     const bool g2 = hp->arch == MODEL_ARCH_GEMMA2;
-    const char *kw = "attention.sliding_window", *kp = "attention.sliding_window_pattern";
+    const char *kw = "attention.sliding_window";
     hp->ffn_act = MODEL_FFN_GELU;
     hp->embd_scale = sqrtf((float)hp->n_embd);
     const bool big = hp->n_layer == (g2 ? 46 : 62);
@@ -304,14 +306,7 @@ static vt_status gemma_hparams(model *m) {
                                  arch_key(m, kw), (long long)w, (long long)hp->n_ctx_train);
         }
         hp->n_swa = w;
-        const gguf_kv *pk = gguf_find(&m->gguf, arch_key(m, kp));
-        if (pk && pk->type == GGUF_TYPE_ARRAY)
-            return vt_errorf(VT_E_UNSUPPORTED, "key '%s': a per-layer pattern array is not supported",
-                             arch_key(m, kp));
-        VT_TRY(get_i64_opt(m, kp, g2 ? 2 : 6, &hp->swa_pattern));
-        if (hp->swa_pattern > hp->n_layer)
-            return vt_errorf(VT_E_RANGE, "key '%s' = %lld is more than block_count (%lld)", arch_key(m, kp),
-                             (long long)hp->swa_pattern, (long long)hp->n_layer);
+        VT_TRY(swa_pattern_read(m, g2 ? 2 : 6));
         VT_TRY(get_f32_opt(m, "rope.freq_base_swa", g2 ? hp->rope_freq_base : 10000.0f, &hp->rope_freq_base_swa));
         if (!(hp->rope_freq_base_swa > 0.0f && isfinite(hp->rope_freq_base_swa)))
             return vt_errorf(VT_E_RANGE, "key '%s' = %g is not a positive number",
@@ -324,60 +319,88 @@ static vt_status gemma_hparams(model *m) {
     return VT_OK;
 }
 
-/* A per-layer attention.sliding_window_pattern (OLMo 3's converter writes one
- * bool per layer, true where the layer slides) as a period: muse-glimmer's
- * llama.cpp reads the array layer by layer; olmo2's reads only a number, so it
- * ignores the array and slides 3 of every 4 layers. vt takes an array of
- * block_count integers or bools that is a period's pattern (layer il slides
- * where il % n < n - 1; n 0: all slide), for olmo2 period 4's, so that both
- * engines slide the layers the file names; any other array is refused. */
-static vt_status swa_pattern_array(model *m, const gguf_kv *pk) {
+/* llama.cpp's set_swa_pattern: with a period n > 0 layer il slides where
+ * il % n < n - 1 (the last of each period attends fully); n 0: all slide. */
+static bool swa_period_slides(int64_t n, int64_t il) { return n == 0 || il % n < n - 1; }
+
+/* A per-layer attention.sliding_window_pattern (the OLMo 3 and Muse Glimmer
+ * converters write one bool per layer, true where the layer slides) as
+ * llama.cpp reads it. Its get_arr takes bool, i32 and u32 elements and refuses
+ * any other type; a layer slides where its entry is not 0; block_count
+ * entries. muse-glimmer's llama.cpp reads the array layer by layer
+ * (hp->swa_layers). gemma2, gemma3, olmo2 and gpt-oss read the key only as a
+ * number (get_key_or_arr into a uint32_t returns false on an array), so
+ * llama.cpp ignores the array there and keeps the default period dflt: vt
+ * takes an array that names that period's layers and refuses any other,
+ * naming the first layer that differs. */
+static vt_status swa_pattern_array(model *m, const gguf_kv *pk, int64_t dflt) {
     model_hparams *hp = &m->hp;
     const char *kp = arch_key(m, "attention.sliding_window_pattern");
     const gguf_type et = pk->v.arr.type;
-    if (gguf_type_size(et) == 0 || et == GGUF_TYPE_FLOAT32 || et == GGUF_TYPE_FLOAT64)
-        return vt_errorf(VT_E_FORMAT, "key '%s' is an array of %s, expected bools", kp, gguf_type_name(et));
+    if (et != GGUF_TYPE_BOOL && et != GGUF_TYPE_INT32 && et != GGUF_TYPE_UINT32)
+        return vt_errorf(VT_E_FORMAT,
+                         "key '%s' is an array of %s: a per-layer pattern is one bool, i32 or u32 per layer "
+                         "(llama.cpp's get_arr takes no other type)",
+                         kp, gguf_type_name(et));
     if (pk->v.arr.n != (uint64_t)hp->n_layer)
         return vt_errorf(VT_E_FORMAT, "key '%s' has %llu entries, block_count is %lld", kp,
                          (unsigned long long)pk->v.arr.n, (long long)hp->n_layer);
-    int64_t n = 0; /* the period: one past the first full layer */
-    for (int64_t il = 0; il < hp->n_layer && n == 0; il++)
-        if (gguf_arr_int(pk, (uint64_t)il) == 0) n = il + 1;
-    const bool olmo2 = hp->arch == MODEL_ARCH_OLMO2;
-    if (olmo2) n = 4;
+    if (hp->arch == MODEL_ARCH_MUSE_GLIMMER) {
+        uint8_t *slides = malloc((size_t)hp->n_layer);
+        if (!slides || model_own(m, slides) != VT_OK) {
+            free(slides);
+            return vt_errorf(VT_E_NOMEM, "out of memory");
+        }
+        for (int64_t il = 0; il < hp->n_layer; il++) slides[il] = gguf_arr_int(pk, (uint64_t)il) != 0;
+        hp->swa_layers = slides;
+        hp->swa_pattern = 0;
+        return VT_OK;
+    }
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const bool slides = gguf_arr_int(pk, (uint64_t)il) != 0;
-        if (slides == (n == 0 || il % n < n - 1)) continue;
-        if (olmo2)
-            return vt_errorf(VT_E_UNSUPPORTED, "key '%s': layer %lld %s, where llama.cpp's olmo2 ignores the array "
-                                               "and slides 3 of every 4 layers (layers 3, 7, ... attend fully)",
-                             kp, (long long)il, slides ? "slides" : "attends fully");
-        return vt_errorf(VT_E_UNSUPPORTED, "key '%s': layer %lld %s, off the period of %lld the layers before it "
-                                           "set: a pattern that does not repeat is not supported",
-                         kp, (long long)il, slides ? "slides" : "attends fully", (long long)n);
+        if (slides == swa_period_slides(dflt, il)) continue;
+        return vt_errorf(VT_E_UNSUPPORTED,
+                         "key '%s': layer %lld %s, where llama.cpp's %s ignores the array and keeps its default "
+                         "period of %lld (layers %lld, %lld, ... attend fully, the others slide)",
+                         kp, (long long)il, slides ? "slides" : "attends fully", arch_names[hp->arch],
+                         (long long)dflt, (long long)(dflt - 1), (long long)(2 * dflt - 1));
     }
-    hp->swa_pattern = n;
+    hp->swa_pattern = dflt;
+    return VT_OK;
+}
+
+/* attention.sliding_window_pattern of gemma2, gemma3, olmo2 and muse-glimmer:
+ * a per-layer array (swa_pattern_array), or a period as llama.cpp's
+ * set_swa_pattern takes it (0: every layer slides; at most block_count here),
+ * or absent: the arch's default dflt, which may be more than the layers (then
+ * all of them slide, as in llama.cpp). */
+static vt_status swa_pattern_read(model *m, int64_t dflt) {
+    model_hparams *hp = &m->hp;
+    const char *kp = arch_key(m, "attention.sliding_window_pattern");
+    const gguf_kv *pk = gguf_find(&m->gguf, kp);
+    hp->swa_pattern = dflt;
+    if (!pk) return VT_OK;
+    if (pk->type == GGUF_TYPE_ARRAY) return swa_pattern_array(m, pk, dflt);
+    VT_TRY(gguf_get_i64(&m->gguf, kp, &hp->swa_pattern));
+    if (hp->swa_pattern < 0)
+        return vt_errorf(VT_E_RANGE, "key '%s' = %lld is negative", kp, (long long)hp->swa_pattern);
+    if (hp->swa_pattern > hp->n_layer)
+        return vt_errorf(VT_E_RANGE, "key '%s' = %lld is more than block_count (%lld)", kp,
+                         (long long)hp->swa_pattern, (long long)hp->n_layer);
     return VT_OK;
 }
 
 /* The sliding window (attention.sliding_window, required here, at most the
- * context) and its period (attention.sliding_window_pattern, default 4, at most
- * the layer count, or a per-layer array that repeats: swa_pattern_array) of
- * olmo2 and muse-glimmer. */
+ * context) and its pattern (swa_pattern_read, default period 4) of olmo2 and
+ * muse-glimmer. */
 static vt_status swa_window_and_pattern(model *m) {
     model_hparams *hp = &m->hp;
-    const char *kw = "attention.sliding_window", *kp = "attention.sliding_window_pattern";
+    const char *kw = "attention.sliding_window";
     VT_TRY(get_i64_req(m, kw, &hp->n_swa));
     if (hp->n_swa > hp->n_ctx_train)
         return vt_errorf(VT_E_RANGE, "key '%s' = %lld is larger than the context_length %lld", arch_key(m, kw),
                          (long long)hp->n_swa, (long long)hp->n_ctx_train);
-    const gguf_kv *pk = gguf_find(&m->gguf, arch_key(m, kp));
-    if (pk && pk->type == GGUF_TYPE_ARRAY) return swa_pattern_array(m, pk);
-    VT_TRY(get_i64_opt(m, kp, 4, &hp->swa_pattern));
-    if (hp->swa_pattern > hp->n_layer)
-        return vt_errorf(VT_E_RANGE, "key '%s' = %lld is more than block_count (%lld)", arch_key(m, kp),
-                         (long long)hp->swa_pattern, (long long)hp->n_layer);
-    return VT_OK;
+    return swa_pattern_read(m, 4);
 }
 
 /* olmo2 as llama.cpp reads it: sliding windows only where the file sets one
@@ -467,10 +490,12 @@ static vt_status dense3_hparams(model *m) {
 }
 
 /* muse-glimmer as llama.cpp reads it: attention.sliding_window (required),
- * on 3 of every 4 layers by default (sliding_window_pattern; a per-layer
- * array is not supported), those layers on rope.freq_base_swa (the global base
- * where absent), never scaled, and the others without rope; logit_scale
- * (required, multiplies the logits), final_logit_softcapping where set; the
+ * on the layers sliding_window_pattern names (required: llama.cpp's default
+ * period 4 is never used, as an absent key fails its read of an array; a
+ * period, or one entry per layer, read layer by layer: swa_pattern_read),
+ * those layers on rope.freq_base_swa (the global base where absent), never
+ * scaled, and the others without rope; logit_scale (required, multiplies the
+ * logits), final_logit_softcapping where set; the
  * post-norms' epsilon 1e-8. Under YaRN the sliding layers take the ramp and
  * magnitude of their own base and scale 1 (yarn_params), as ggml's rope on
  * llama.cpp's get_rope_freq_base/scale: the ramp mixes two equal angles and
@@ -478,6 +503,9 @@ static vt_status dense3_hparams(model *m) {
  * 0.1 ln factor), so YaRN changes the rounding there and the context reached. */
 static vt_status muse_hparams(model *m) {
     model_hparams *hp = &m->hp;
+    const char *kp = arch_key(m, "attention.sliding_window_pattern");
+    if (!gguf_find(&m->gguf, kp)) /* its llama.cpp reads it as an array where it is not a number */
+        return vt_errorf(VT_E_FORMAT, "required key '%s' is missing", kp);
     VT_TRY(swa_window_and_pattern(m));
     VT_TRY(get_f32_opt(m, "rope.freq_base_swa", hp->rope_freq_base, &hp->rope_freq_base_swa));
     if (!(hp->rope_freq_base_swa > 0.0f && isfinite(hp->rope_freq_base_swa)))
@@ -653,13 +681,20 @@ static vt_status load_hparams(model *m, const vt_rope_params *rope) {
             return vt_errorf(VT_E_RANGE, "key '%s' = %lld is larger than the context_length %lld",
                              arch_key(m, "attention.sliding_window"), (long long)hp->n_swa,
                              (long long)hp->n_ctx_train);
-        s = gguf_get_i64(&m->gguf, arch_key(m, "attention.sliding_window_pattern"), &hp->swa_pattern);
-        if (s == VT_E_NOT_FOUND) hp->swa_pattern = gpt_oss ? 2 : 0;
-        else if (s != VT_OK) return s;
-        else if (hp->swa_pattern < 0 || hp->swa_pattern > hp->n_layer)
-            return vt_errorf(VT_E_RANGE, "key '%s' = %lld is outside 0..block_count (%lld)",
-                             arch_key(m, "attention.sliding_window_pattern"), (long long)hp->swa_pattern,
-                             (long long)hp->n_layer);
+        /* gpt-oss: llama.cpp ignores a per-layer array (swa_pattern_array); llama
+         * (vt's own: llama.cpp's llama has no window) takes a number only */
+        const gguf_kv *pk = gguf_find(&m->gguf, arch_key(m, "attention.sliding_window_pattern"));
+        if (gpt_oss && pk && pk->type == GGUF_TYPE_ARRAY) {
+            VT_TRY(swa_pattern_array(m, pk, 2));
+        } else {
+            s = gguf_get_i64(&m->gguf, arch_key(m, "attention.sliding_window_pattern"), &hp->swa_pattern);
+            if (s == VT_E_NOT_FOUND) hp->swa_pattern = gpt_oss ? 2 : 0;
+            else if (s != VT_OK) return s;
+            else if (hp->swa_pattern < 0 || hp->swa_pattern > hp->n_layer)
+                return vt_errorf(VT_E_RANGE, "key '%s' = %lld is outside 0..block_count (%lld)",
+                                 arch_key(m, "attention.sliding_window_pattern"), (long long)hp->swa_pattern,
+                                 (long long)hp->n_layer);
+        }
     }
     VT_TRY(get_i64_opt(m, "rope.scaling.original_context_length", hp->n_ctx_train, &hp->n_ctx_orig));
     hp->rope_freq_base_swa = hp->rope_freq_base;
@@ -1131,8 +1166,8 @@ static vt_status load_weights(model *m, bool progress) {
 #define LNAME(fmt) (snprintf(name, sizeof name, "blk.%lld." fmt, (long long)il), name)
     for (int64_t il = 0; il < hp->n_layer; il++) {
         layer_weights *L = &m->layers[il];
-        const int64_t n = hp->swa_pattern;
-        L->attn.window = hp->n_swa > 0 && (n == 0 || il % n < n - 1) ? hp->n_swa : 0;
+        const bool slides = hp->swa_layers ? hp->swa_layers[il] : swa_period_slides(hp->swa_pattern, il);
+        L->attn.window = hp->n_swa > 0 && slides ? hp->n_swa : 0;
         if (m->q35) {
             VT_TRY(q35_load_layer(m, il, L));
             continue;

@@ -149,6 +149,10 @@ typedef struct model_hparams {
      * fully; 0: every layer slides). n_swa 0: no sliding window. */
     int64_t n_swa;
     int64_t swa_pattern;
+    /* (n_layer) muse-glimmer's per-layer sliding_window_pattern array, read layer
+     * by layer as llama.cpp does: 1 where layer il slides; NULL: swa_pattern says
+     * (owned by the model) */
+    const uint8_t *swa_layers;
     /* the rope of the sliding-window layers (gemma: rope.freq_base_swa, the
      * "local" base; the scale is never scaled there); equal to the global ones
      * where the file has no key of its own */

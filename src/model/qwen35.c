@@ -78,13 +78,23 @@ vt_status q35_hparams_load(const gguf_file *g, const char *arch, int64_t block_c
 
     hp.is_linear = calloc((size_t)hp.n_layer, sizeof(bool));
     if (!hp.is_linear) return vt_errorf(VT_E_NOMEM, "out of memory");
-    if (gguf_get_arr(g, key_of(key, sizeof key, arch, "attention.recurrent_layers"), GGUF_TYPE_COUNT, &arr) ==
-        VT_OK) {
-        if ((int64_t)arr->v.arr.n != block_count || arr->v.arr.type == GGUF_TYPE_STRING ||
-            arr->v.arr.type == GGUF_TYPE_ARRAY || arr->v.arr.type == GGUF_TYPE_FLOAT32 ||
-            arr->v.arr.type == GGUF_TYPE_FLOAT64) {
+    const gguf_kv *rk = gguf_find(g, key_of(key, sizeof key, arch, "attention.recurrent_layers"));
+    if (rk && rk->type != GGUF_TYPE_ARRAY) { /* llama.cpp's get_key_or_arr: one value for every layer */
+        int64_t v = 0;
+        s = gguf_get_i64(g, key, &v);
+        if (s != VT_OK) {
             free(hp.is_linear);
-            return vt_errorf(VT_E_FORMAT, "key '%s' has %llu elements of type %s; want %lld booleans (block_count)",
+            return s;
+        }
+        for (int64_t il = 0; il < hp.n_layer; il++) hp.is_linear[il] = v != 0;
+    } else if (gguf_get_arr(g, key, GGUF_TYPE_COUNT, &arr) == VT_OK) {
+        /* llama.cpp's get_arr takes bool, i32 and u32 elements, no other type */
+        const gguf_type et = arr->v.arr.type;
+        if ((int64_t)arr->v.arr.n != block_count ||
+            (et != GGUF_TYPE_BOOL && et != GGUF_TYPE_INT32 && et != GGUF_TYPE_UINT32)) {
+            free(hp.is_linear);
+            return vt_errorf(VT_E_FORMAT,
+                             "key '%s' has %llu elements of type %s; want %lld booleans (block_count; or i32, u32)",
                              key, (unsigned long long)arr->v.arr.n, gguf_type_name(arr->v.arr.type),
                              (long long)block_count);
         }

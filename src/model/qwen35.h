@@ -8,7 +8,9 @@
  *   <arch>.ssm.group_count       n_k_heads: q/k heads of the linear layers
  *   <arch>.ssm.time_step_rank    n_v_heads: v heads (a multiple of n_k_heads)
  *   <arch>.ssm.inner_size        d_inner = n_v_heads * d_state
- *   <arch>.attention.recurrent_layers   bool per layer (true: linear), or else
+ *   <arch>.attention.recurrent_layers   bool per layer (true: linear; i32 or u32 too, not 0:
+ *                                       linear, as llama.cpp's get_arr), or one number for
+ *                                       every layer (llama.cpp's get_key_or_arr), or else
  *   <arch>.full_attention_interval      n (default 4): layer il is full attention when
  *                                       (il + 1) % n == 0, linear otherwise
  *   <arch>.nextn_predict_layers  the multi-token-prediction layers at the end of

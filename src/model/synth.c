@@ -508,6 +508,14 @@ vt_status synth_write(const synth_params *p, const char *path) {
     if (is_gemma2 && p->n_swa <= 0 && p->n_ctx < 4096)
         return vt_errorf(VT_E_INVALID, "synth: gemma2 needs n_swa (its default window 4096 is past n_ctx %lld)",
                          (long long)p->n_ctx);
+    const bool swa_arr = p->swa_pattern_arr || p->swa_layers;
+    if (swa_arr && (!(is_gemma || is_olmo2 || is_gpt_oss || is_muse) || p->n_swa < 1))
+        return vt_errorf(VT_E_INVALID, "synth: a per-layer sliding_window_pattern needs a window (n_swa) and arch "
+                                       "gemma2, gemma3, olmo2, gpt-oss or muse-glimmer");
+    if (p->swa_layers && (strlen(p->swa_layers) != (size_t)p->n_layer ||
+                          strspn(p->swa_layers, "01") != (size_t)p->n_layer))
+        return vt_errorf(VT_E_INVALID, "synth: swa_layers '%.64s' is not one '0' or '1' per layer (%lld)",
+                         p->swa_layers, (long long)p->n_layer);
 
     gguf_writer *w = NULL;
     mapfile vmap = {0};
@@ -584,10 +592,11 @@ vt_status synth_write(const synth_params *p, const char *path) {
     }
     if (p->n_swa > 0) {
         TRY(gguf_writer_set_u32(w, KEY("attention.sliding_window"), (uint32_t)p->n_swa));
-        if (p->swa_pattern_arr && (is_olmo2 || is_muse)) {
+        if (swa_arr) {
+            const int64_t n = is_gpt_oss && p->swa_pattern == 0 ? 2 : p->swa_pattern; /* gpt-oss's default */
             uint8_t slides[1024]; /* n_layer <= 1024 (checked above) */
             for (int64_t il = 0; il < p->n_layer; il++)
-                slides[il] = p->swa_pattern == 0 || il % p->swa_pattern < p->swa_pattern - 1;
+                slides[il] = p->swa_layers ? p->swa_layers[il] == '1' : n == 0 || il % n < n - 1;
             TRY(gguf_writer_set_arr(w, KEY("attention.sliding_window_pattern"), GGUF_TYPE_BOOL, slides,
                                     (uint64_t)p->n_layer));
         } else if (!is_gpt_oss || p->swa_pattern > 0) { /* gpt-oss without the key: period 2 */

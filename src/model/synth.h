@@ -23,8 +23,10 @@
  *   gemma2, gemma3: blk.N.post_attention_norm.weight / post_ffw_norm.weight (n_embd);
  *     gemma2 has no output.weight (always tied); rms epsilon 1e-6, rope base 10000;
  *     <arch>.attention.sliding_window (gemma2 writes it always: 4096 unless
- *     n_swa says) and .sliding_window_pattern, .rope.freq_base_swa,
- *     .attn_logit_softcapping, .final_logit_softcapping where set
+ *     n_swa says) and .sliding_window_pattern (u32; one bool per layer where
+ *     swa_pattern_arr or swa_layers says, so too for olmo2, gpt-oss and
+ *     muse-glimmer), .rope.freq_base_swa, .attn_logit_softcapping,
+ *     .final_logit_softcapping where set
  *   olmo2: no attn_norm / ffn_norm; post_attention_norm / post_ffw_norm (n_embd);
  *     attn_q_norm (n_head*head_dim) / attn_k_norm (n_head_kv*head_dim), whole-row
  *     QK-norm; never tied; .attention.sliding_window (OLMo 3) where n_swa > 0
@@ -131,8 +133,11 @@ typedef struct synth_params {
     int64_t n_swa;          /* > 0: attention.sliding_window (llama; gpt-oss: required), on the layers of */
     int64_t swa_pattern;    /* attention.sliding_window_pattern (model_hparams; gpt-oss: 0 writes no key,
                                which is period 2) */
-    bool swa_pattern_arr;   /* olmo2, muse-glimmer: that pattern as one bool per layer, true where the
-                               layer slides (as OLMo 3's converter writes it) */
+    bool swa_pattern_arr;   /* gemma2, gemma3, olmo2, gpt-oss, muse-glimmer: that pattern (gpt-oss's 0: its
+                               period 2) as one bool per layer, true where the layer slides (as OLMo 3's
+                               converter writes it); needs n_swa */
+    const char *swa_layers; /* the same arches: the array as n_layer characters, '1' where layer il
+                               slides, '0' where it attends fully (in place of swa_pattern); NULL: none */
     float rope_freq_base_swa; /* > 0: rope.freq_base_swa (gemma2, gemma3, muse-glimmer, gpt-oss) */
     float attn_softcap;     /* > 0: attn_logit_softcapping (gemma2; 0: its default 50) */
     float final_softcap;    /* > 0: final_logit_softcapping (gemma2, gemma3) */

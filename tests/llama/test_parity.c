@@ -133,6 +133,16 @@
  * without the gate 0.8, with rope on the full layer 5e-2, without the logit
  * scale 0.24.
  *
+ * Per-layer sliding_window_pattern arrays (one bool per layer, F16, gpt-2's
+ * vocabulary; PARITY_NMSE_POSTNORM): muse-glimmer's "0110" (layers 1 and 2
+ * slide, with rope; 0 and 3 attend fully without), off any period, which
+ * llama.cpp reads layer by layer; gemma3's default period 6 as an array over 7
+ * layers (layer 5 attends fully, 6 slides again), which its llama.cpp ignores,
+ * keeping that period. Measured: muse-glimmer 3.5e-6, gemma3 3.1e-6; vt
+ * reading muse-glimmer's array as its default period 4 1.36, gemma3's with
+ * every layer sliding 8.5e-2, either with the length as the period 1.36 and
+ * 0.16.
+ *
  * VT_PARITY_ENGINE=llama replaces vt by a second llama.cpp (A/A: its batch and
  * its step-by-step logits against its own batch), to see the harness's floor.
  * VT_PARITY_ONLY=substring runs only the models whose label contains it,
@@ -654,6 +664,8 @@ int main(void) {
         {"gemma2", "vocab/ggml-vocab-gpt-2.gguf", "yarn-f16", VT_DTYPE_F16, false, true, 0},
         {"olmo2", "vocab/ggml-vocab-gpt-2.gguf", "yarn-f16", VT_DTYPE_F16, false, true, 0},
         {"muse-glimmer", "vocab/ggml-vocab-gpt-2.gguf", "yarn-f16", VT_DTYPE_F16, false, true, 0},
+        {"muse-glimmer", "vocab/ggml-vocab-gpt-2.gguf", "swarr-f16", VT_DTYPE_F16, false, true, 0},
+        {"gemma3", "vocab/ggml-vocab-gpt-2.gguf", "swarr-f16", VT_DTYPE_F16, false, true, 0},
     };
     for (size_t a = 0; a < sizeof d3 / sizeof d3[0]; a++) {
         g_nmse = d3[a].post_norms ? PARITY_NMSE_POSTNORM : PARITY_NMSE;
@@ -681,6 +693,16 @@ int main(void) {
                 sp.rope_freq_base_swa = 1e6f;
                 sp.attn_softcap = 50.0f;
                 sp.qk_std = 0.08f;
+            }
+        }
+        if (strstr(d3[a].name, "swarr")) { /* sliding_window_pattern as one bool per layer */
+            if (!strcmp(d3[a].arch, "muse-glimmer")) {
+                sp.swa_layers = "0110"; /* off any period: llama.cpp reads it layer by layer */
+            } else { /* gemma3's default period 6 (which llama.cpp keeps, ignoring the array)
+                        over 7 layers: 5 attends fully, 6 slides again */
+                sp.n_layer = 7;
+                sp.swa_pattern = 6;
+                sp.swa_pattern_arr = true;
             }
         }
         sp.seed = 6000 + 10 * a;
