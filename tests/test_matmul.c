@@ -594,11 +594,11 @@ static void late_fn(void *vctx, int ith, int nth) {
     }
 }
 
-/* A late second thread in one mm_compute_multi step over weights of types[i]
- * (n_outs[i] rows of n_in; one dot type), n_tok tokens: what thread 0 had
- * written when it was out of work, of how many outputs; both printed. */
+/* A late second thread in mm_compute_multi steps over weights of types[i]
+ * (n_outs[i] rows of n_in; one dot type), one step of each n_tok in toks: what
+ * thread 0 had written when it was out of work, of how many outputs; printed. */
 static void late_multi(tp_pool *const *pools, const vt_dtype *types, int n, int64_t n_in, const int64_t *n_outs,
-                       int64_t n_tok) {
+                       const int64_t *toks, int n_toks) {
     enum { N_MAX = 4 };
     VT_ASSERT(n <= N_MAX);
     tp_pool *one = pools[0], *two = pools[1];
@@ -619,38 +619,44 @@ static void late_multi(tp_pool *const *pools, const vt_dtype *types, int n, int6
         CHECK_OK(mm_weight_prepare(&w[i]));
         wp[i] = &w[i];
     }
-    float *x = malloc(n_tok * n_in * sizeof(float));
-    for (int64_t k = 0; k < n_tok * n_in; k++) x[k] = rng_uniform() * 2;
-    void *xq = malloc(mm_act_row_bytes(types[0], n_in) * n_tok);
-    mm_quantize(types[0], x, n_in, n_tok, n_in, xq, 0, 1);
-    float *y[2][N_MAX];
-    for (int i = 0; i < n; i++)
-        for (int k = 0; k < 2; k++) {
-            y[k][i] = malloc(n_tok * n_outs[i] * sizeof(float));
-            memset(y[k][i], 0xff, n_tok * n_outs[i] * sizeof(float));
-        }
-    step_ctx c1 = {wp, y[0], n_outs, n, x, n_in, n_tok, xq, one, 1};
-    tp_run(one, step_fn, &c1);
-    late_ctx c = {.ws = wp, .ys = y[1], .want = y[0], .ldys = n_outs, .n_w = n, .xq = xq, .n_tok = n_tok,
-                  .pool = two};
-    tp_run(two, late_fn, &c);
-    int64_t total;
-    const int64_t written = late_written(&c, &total);
-    CHECK_MSG(c.written_first == c.total, "multi, %s first, %d weights, %lld tokens: the first thread had "
-              "written %lld of %lld outputs when it was out of work (a static split leaves the second's share)",
-              quant_traits_get(types[0])->name, n, (long long)n_tok, (long long)c.written_first, (long long)c.total);
-    CHECK_MSG(written == total, "multi, %s first, %lld tokens: %lld of %lld outputs differ from 1 thread's",
-              quant_traits_get(types[0])->name, (long long)n_tok, (long long)(total - written), (long long)total);
-    printf("  a late second thread: multi, %s first, %d weights, %lld tokens: the first wrote %lld of %lld outputs\n",
-           quant_traits_get(types[0])->name, n, (long long)n_tok, (long long)c.written_first, (long long)c.total);
-    for (int i = 0; i < n; i++) mm_weight_free(&w[i]), free(wd[i]), free(y[0][i]), free(y[1][i]);
-    free(x), free(xq), free(f);
+    for (int ti = 0; ti < n_toks; ti++) {
+        const int64_t n_tok = toks[ti];
+        float *x = malloc(n_tok * n_in * sizeof(float));
+        for (int64_t k = 0; k < n_tok * n_in; k++) x[k] = rng_uniform() * 2;
+        void *xq = malloc(mm_act_row_bytes(types[0], n_in) * n_tok);
+        mm_quantize(types[0], x, n_in, n_tok, n_in, xq, 0, 1);
+        float *y[2][N_MAX];
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < 2; k++) {
+                y[k][i] = malloc(n_tok * n_outs[i] * sizeof(float));
+                memset(y[k][i], 0xff, n_tok * n_outs[i] * sizeof(float));
+            }
+        step_ctx c1 = {wp, y[0], n_outs, n, x, n_in, n_tok, xq, one, 1};
+        tp_run(one, step_fn, &c1);
+        late_ctx c = {.ws = wp, .ys = y[1], .want = y[0], .ldys = n_outs, .n_w = n, .xq = xq, .n_tok = n_tok,
+                      .pool = two};
+        tp_run(two, late_fn, &c);
+        int64_t total;
+        const int64_t written = late_written(&c, &total);
+        const char *name = quant_traits_get(types[0])->name;
+        CHECK_MSG(c.written_first == c.total, "multi, %s first, %d weights, %lld tokens: the first thread had "
+                  "written %lld of %lld outputs when it was out of work (a static split leaves the second's share)",
+                  name, n, (long long)n_tok, (long long)c.written_first, (long long)c.total);
+        CHECK_MSG(written == total, "multi, %s first, %lld tokens: %lld of %lld outputs differ from 1 thread's", name,
+                  (long long)n_tok, (long long)(total - written), (long long)total);
+        printf("  a late second thread: multi, %s first, %d weights, %lld tokens: the first wrote %lld of %lld "
+               "outputs\n", name, n, (long long)n_tok, (long long)c.written_first, (long long)c.total);
+        for (int i = 0; i < n; i++) free(y[0][i]), free(y[1][i]);
+        free(x), free(xq);
+    }
+    for (int i = 0; i < n; i++) mm_weight_free(&w[i]), free(wd[i]);
+    free(f);
 }
 
-/* The same for one mm_compute_glu step: gate and up of `type` (ff rows of n_in),
- * h for a down projection of down_type. */
+/* The same for mm_compute_glu steps: gate and up of `type` (ff rows of n_in), h
+ * for a down projection of down_type. */
 static void late_glu(tp_pool *const *pools, vt_dtype type, vt_dtype down_type, int64_t n_in, int64_t ff,
-                     int64_t n_tok) {
+                     const int64_t *toks, int n_toks) {
     tp_pool *one = pools[0], *two = pools[1];
     const quant_traits *tr = quant_traits_get(type);
     mm_weight w[2];
@@ -669,31 +675,35 @@ static void late_glu(tp_pool *const *pools, vt_dtype type, vt_dtype down_type, i
         CHECK_OK(mm_weight_prepare(&w[i]));
         wp[i] = &w[i];
     }
-    float *x = malloc(n_tok * n_in * sizeof(float));
-    for (int64_t k = 0; k < n_tok * n_in; k++) x[k] = rng_uniform() * 2;
-    void *xq = malloc(mm_act_row_bytes(type, n_in) * n_tok);
-    mm_quantize(type, x, n_in, n_tok, n_in, xq, 0, 1);
-    const size_t h_bytes = mm_act_row_bytes(down_type, ff) * n_tok;
-    uint8_t *want_h = malloc(h_bytes), *hq = malloc(h_bytes);
-    memset(want_h, 0xa5, h_bytes);
-    memset(hq, 0xa5, h_bytes);
-    glu_ctx g1 = {&w[0], &w[1], down_type, x, n_tok, xq, want_h, one};
-    tp_run(one, glu_step, &g1);
-    late_ctx cg = {.ws = wp, .glu = true, .down_type = down_type, .hq = hq, .want_h = want_h, .xq = xq,
-                   .n_tok = n_tok, .pool = two};
-    tp_run(two, late_fn, &cg);
-    int64_t total;
-    const int64_t written_h = late_written(&cg, &total);
-    CHECK_MSG(cg.written_first == cg.total, "glu, %s -> %s, %lld tokens: the first thread had written %lld of "
-              "%lld blocks of h when it was out of work (a static split leaves the second's share)", tr->name,
-              quant_traits_get(down_type)->name, (long long)n_tok, (long long)cg.written_first, (long long)cg.total);
-    CHECK_MSG(written_h == total, "glu, %s -> %s, %lld tokens: %lld of %lld blocks of h differ from 1 thread's",
-              tr->name, quant_traits_get(down_type)->name, (long long)n_tok, (long long)(total - written_h),
-              (long long)total);
-    printf("  a late second thread: glu, %s -> %s, %lld tokens: the first wrote %lld of %lld blocks of h\n", tr->name,
-           quant_traits_get(down_type)->name, (long long)n_tok, (long long)cg.written_first, (long long)cg.total);
+    for (int ti = 0; ti < n_toks; ti++) {
+        const int64_t n_tok = toks[ti];
+        float *x = malloc(n_tok * n_in * sizeof(float));
+        for (int64_t k = 0; k < n_tok * n_in; k++) x[k] = rng_uniform() * 2;
+        void *xq = malloc(mm_act_row_bytes(type, n_in) * n_tok);
+        mm_quantize(type, x, n_in, n_tok, n_in, xq, 0, 1);
+        const size_t h_bytes = mm_act_row_bytes(down_type, ff) * n_tok;
+        uint8_t *want_h = malloc(h_bytes), *hq = malloc(h_bytes);
+        memset(want_h, 0xa5, h_bytes);
+        memset(hq, 0xa5, h_bytes);
+        glu_ctx g1 = {&w[0], &w[1], down_type, x, n_tok, xq, want_h, one};
+        tp_run(one, glu_step, &g1);
+        late_ctx cg = {.ws = wp, .glu = true, .down_type = down_type, .hq = hq, .want_h = want_h, .xq = xq,
+                       .n_tok = n_tok, .pool = two};
+        tp_run(two, late_fn, &cg);
+        int64_t total;
+        const int64_t written_h = late_written(&cg, &total);
+        const char *down = quant_traits_get(down_type)->name;
+        CHECK_MSG(cg.written_first == cg.total, "glu, %s -> %s, %lld tokens: the first thread had written %lld of "
+                  "%lld blocks of h when it was out of work (a static split leaves the second's share)", tr->name,
+                  down, (long long)n_tok, (long long)cg.written_first, (long long)cg.total);
+        CHECK_MSG(written_h == total, "glu, %s -> %s, %lld tokens: %lld of %lld blocks of h differ from 1 thread's",
+                  tr->name, down, (long long)n_tok, (long long)(total - written_h), (long long)total);
+        printf("  a late second thread: glu, %s -> %s, %lld tokens: the first wrote %lld of %lld blocks of h\n",
+               tr->name, down, (long long)n_tok, (long long)cg.written_first, (long long)cg.total);
+        free(x), free(xq), free(want_h), free(hq);
+    }
     for (int i = 0; i < 2; i++) mm_weight_free(&w[i]), free(wd[i]);
-    free(x), free(xq), free(want_h), free(hq), free(f);
+    free(f);
 }
 
 static void check_late_thread(tp_pool *const *pools) {
@@ -701,21 +711,20 @@ static void check_late_thread(tp_pool *const *pools) {
      * chunks of the packed path where the tier has one, tiles of the file layout
      * else); gate/up in Q4_0, h in Q8_0 (units of 32 columns) */
     static const vt_dtype legacy[3] = {VT_DTYPE_Q4_0, VT_DTYPE_Q8_0, VT_DTYPE_Q4_0};
-    late_multi(pools, legacy, 3, 4096, (const int64_t[]){256, 80, 48}, 40);
-    late_glu(pools, VT_DTYPE_Q4_0, VT_DTYPE_Q4_0, 1024, 768, 40);
+    static const int64_t prefill[1] = {40}, decode[2] = {1, 4};
+    late_multi(pools, legacy, 3, 4096, (const int64_t[]){256, 80, 48}, prefill, 1);
+    late_glu(pools, VT_DTYPE_Q4_0, VT_DTYPE_Q4_0, 1024, 768, prefill, 1);
     /* decode, 1 and 4 tokens: shares of several items (Q4_0 units are 36 KiB
      * at n_in 4096, seven to an item of MM_STEAL_BYTES); the Q4_K_M mix (Q8_K
      * input, xblocks made once per call); the file layout (F16); gate/up with h
-     * in Q8_0 and in Q8_K (units of 256 columns, each past MM_STEAL_BYTES) */
+     * in Q8_0 (units of 32 columns) and in Q8_K (units of 256) */
     static const vt_dtype kmix[3] = {VT_DTYPE_Q4_K, VT_DTYPE_Q6_K, VT_DTYPE_Q4_K};
     static const vt_dtype f16[1] = {VT_DTYPE_F16};
-    for (int64_t n_tok = 1; n_tok <= 4; n_tok += 3) {
-        late_multi(pools, legacy, 3, 4096, (const int64_t[]){768, 256, 80}, n_tok);
-        late_multi(pools, kmix, 3, 2048, (const int64_t[]){1024, 256, 256}, n_tok);
-        late_multi(pools, f16, 1, 1024, (const int64_t[]){1024}, n_tok);
-        late_glu(pools, VT_DTYPE_Q4_0, VT_DTYPE_Q8_0, 1024, 4096, n_tok);
-        late_glu(pools, VT_DTYPE_Q4_K, VT_DTYPE_Q6_K, 1024, 2048, n_tok);
-    }
+    late_multi(pools, legacy, 3, 4096, (const int64_t[]){768, 256, 80}, decode, 2);
+    late_multi(pools, kmix, 3, 2048, (const int64_t[]){1024, 256, 256}, decode, 2);
+    late_multi(pools, f16, 1, 1024, (const int64_t[]){1024}, decode, 2);
+    late_glu(pools, VT_DTYPE_Q4_0, VT_DTYPE_Q8_0, 1024, 4096, decode, 2);
+    late_glu(pools, VT_DTYPE_Q4_K, VT_DTYPE_Q6_K, 512, 2048, decode, 2);
 }
 
 /* Two "models" of two Q4_0 weights each in one process. */
