@@ -15,16 +15,16 @@
  *   must give, for every token, the bytes of a 1-token step (so batched and
  *   token-by-token evaluation agree exactly), for 1, 2 and 3 threads, the same
  *   bytes for each thread count, and every output written. With 2 and 3
- *   threads the last units of the 1-token steps are claimed dynamically
- *   (tp_claim); the file-layout types F16 and IQ4_NL go through the same case,
+ *   threads each share of the 1-token steps is taken in several items
+ *   (tp_take); the file-layout types F16 and IQ4_NL go through the same case,
  *   and Q5_0 also at n_in 13696 (GLM-4's FFN width, not a multiple of 256: the
  *   rows llama.cpp's K-quant mixes store in Q5_0), 428 blocks a row.
  * - Fused gate/up (mm_compute_glu): the bytes of mm_compute_multi on {gate, up},
  *   silu_mul and mm_quantize, for 1..4 threads, h blocks of Q8_0, Q8_K and F16,
  *   partial row groups, token blocks and tiles with tails, file-layout weights,
- *   and a decode step long enough for claimed units; and the same bytes in
- *   pieces on one thread (mm_compute_glu_act_cols by columns, mm_compute_rows
- *   by rows), as the MoE step runs a shared expert.
+ *   and a decode step long enough for shares of several items; and the same
+ *   bytes in pieces on one thread (mm_compute_glu_act_cols by columns,
+ *   mm_compute_rows by rows), as the MoE step runs a shared expert.
  * - Arena (mm_arena): weights packed into one arena give the bytes of weights
  *   packed alone, take exactly mm_weight_packed_size each (0 for the file
  *   layout), and an arena short by a byte refuses the last one with
@@ -37,11 +37,13 @@
  * - Prefetch choice (mm_probe_prefetch): it belongs to each weight: a probe of
  *   one model's weights leaves another's choice alone, a second probe of the
  *   same weights changes nothing, VT_PREFETCH=hw sets the undecided ones.
- * - A late thread (the prefill split): a 2-thread mm_compute_multi (three
- *   weights, two types) and mm_compute_glu step whose second thread starts
- *   only once the first is out of work: the first has then written every
- *   output (it took the second's share, which a static split cannot), and the
- *   bytes are those of one thread.
+ * - A late thread: a 2-thread mm_compute_multi and mm_compute_glu step whose
+ *   second thread starts only once the first is out of work: the first has
+ *   then written every output (it took the second's share, which a static
+ *   split cannot), and the bytes are those of one thread. Prefill (40 tokens:
+ *   three weights of two types; gate/up) and decode (1 and 4 tokens: Q4_0 /
+ *   Q8_0 weights, the Q4_K / Q6_K mix, F16 in the file layout, gate/up with h
+ *   in Q8_0 and Q8_K), whose shares are taken in items too.
  * - Pairing of groups: each packed GEMM of the dispatch table (gemm, cached,
  *   nopf), called directly on 1, 2, 3 and 5 groups of distinct rows (a span
  *   that starts at the second group of six) for 1..PACK_TOK_MAX tokens, gives
@@ -196,13 +198,13 @@ static void check_type(vt_dtype type, tp_pool *const *pools, int n_pools) {
     }
 }
 
-/* Long rows through the packed path's blocking and the claimed tail of a step:
+/* Long rows through the packed path's blocking and a decode step's items:
  * every token of a 37-token step equals a 1-token step bit for bit, the same
  * for 1..3 threads, and the ref within bounds. */
 static void check_blocking(vt_dtype type, int64_t n_in, tp_pool *const *pools) {
     const quant_traits *tr = quant_traits_get(type);
     const quant_traits *at = quant_traits_get(tr->dot_type);
-    /* 25 units of 16 rows: a claimed tail at 2 and 3 threads for every type */
+    /* 25 units of 16 rows: at 2 and 3 threads, shares of several decode items for every type */
     const int64_t n_out = 387, n_tok = 37;
     size_t rb, act_min;
     VT_ASSERT(quant_row_bytes(type, n_in, &rb) && quant_row_bytes(tr->dot_type, n_in, &act_min));
@@ -484,7 +486,8 @@ static void check_expert_slices(vt_dtype type, tp_pool *pool) {
  * MXFP4 and Q5_0 all take Q8_0 rows, each with its own xblocks: mm_compute_multi
  * makes the first type's once per call and must never hand them to another
  * type): mm_compute_multi gives each weight the bytes of its own mm_compute on
- * one thread, for 1..4 tokens and 1..3 threads (long rows: claimed tails). */
+ * one thread, for 1..4 tokens and 1..3 threads (long rows: shares of several
+ * items). */
 static void check_multi_types(tp_pool *const *pools) {
     enum { N = 4 };
     static const vt_dtype order[2][N] = {{VT_DTYPE_Q4_0, VT_DTYPE_Q8_0, VT_DTYPE_MXFP4, VT_DTYPE_Q5_0},
@@ -591,18 +594,19 @@ static void late_fn(void *vctx, int ith, int nth) {
     }
 }
 
-static void check_late_thread(tp_pool *const *pools) {
+/* A late second thread in mm_compute_multi steps over weights of types[i]
+ * (n_outs[i] rows of n_in; one dot type), one step of each n_tok in toks: what
+ * thread 0 had written when it was out of work, of how many outputs; printed. */
+static void late_multi(tp_pool *const *pools, const vt_dtype *types, int n, int64_t n_in, const int64_t *n_outs,
+                       const int64_t *toks, int n_toks) {
+    enum { N_MAX = 4 };
+    VT_ASSERT(n <= N_MAX);
     tp_pool *one = pools[0], *two = pools[1];
-    /* multi: Q4_0, Q8_0, Q4_0 on one Q8_0 input, 40 tokens: token blocks and
-     * chunks of the packed path where the tier has one, tiles of the file layout else */
-    enum { N = 3 };
-    static const vt_dtype types[N] = {VT_DTYPE_Q4_0, VT_DTYPE_Q8_0, VT_DTYPE_Q4_0};
-    const int64_t n_in = 4096, n_tok = 40, n_outs[N] = {256, 80, 48};
-    mm_weight w[N];
-    const mm_weight *wp[N];
-    uint8_t *wd[N];
+    mm_weight w[N_MAX];
+    const mm_weight *wp[N_MAX];
+    uint8_t *wd[N_MAX];
     float *f = malloc(n_in * sizeof(float));
-    for (int i = 0; i < N; i++) {
+    for (int i = 0; i < n; i++) {
         const quant_traits *tr = quant_traits_get(types[i]);
         size_t rb;
         VT_ASSERT(quant_row_bytes(types[i], n_in, &rb));
@@ -615,65 +619,112 @@ static void check_late_thread(tp_pool *const *pools) {
         CHECK_OK(mm_weight_prepare(&w[i]));
         wp[i] = &w[i];
     }
-    float *x = malloc(n_tok * n_in * sizeof(float));
-    for (int64_t k = 0; k < n_tok * n_in; k++) x[k] = rng_uniform() * 2;
-    void *xq = malloc(mm_act_row_bytes(types[0], n_in) * n_tok);
-    mm_quantize(types[0], x, n_in, n_tok, n_in, xq, 0, 1);
-    float *y[2][N];
-    for (int i = 0; i < N; i++)
-        for (int k = 0; k < 2; k++) y[k][i] = malloc(n_tok * n_outs[i] * sizeof(float));
-    for (int i = 0; i < N; i++) memset(y[0][i], 0xff, n_tok * n_outs[i] * sizeof(float));
-    step_ctx c1 = {wp, y[0], n_outs, N, x, n_in, n_tok, xq, one, 1};
-    tp_run(one, step_fn, &c1);
-    for (int i = 0; i < N; i++) memset(y[1][i], 0xff, n_tok * n_outs[i] * sizeof(float));
-    late_ctx c = {.ws = wp, .ys = y[1], .want = y[0], .ldys = n_outs, .n_w = N, .xq = xq, .n_tok = n_tok,
-                  .pool = two};
-    tp_run(two, late_fn, &c);
-    int64_t total;
-    const int64_t written = late_written(&c, &total);
-    CHECK_MSG(c.written_first == c.total, "multi: the first thread had written %lld of %lld outputs when it was "
-              "out of work (a static split: about half)", (long long)c.written_first, (long long)c.total);
-    CHECK_MSG(written == total, "multi: %lld of %lld outputs differ from 1 thread's", (long long)(total - written),
-              (long long)total);
-    for (int i = 0; i < N; i++) mm_weight_free(&w[i]), free(wd[i]), free(y[0][i]), free(y[1][i]);
-    free(x), free(xq);
+    for (int ti = 0; ti < n_toks; ti++) {
+        const int64_t n_tok = toks[ti];
+        float *x = malloc(n_tok * n_in * sizeof(float));
+        for (int64_t k = 0; k < n_tok * n_in; k++) x[k] = rng_uniform() * 2;
+        void *xq = malloc(mm_act_row_bytes(types[0], n_in) * n_tok);
+        mm_quantize(types[0], x, n_in, n_tok, n_in, xq, 0, 1);
+        float *y[2][N_MAX];
+        for (int i = 0; i < n; i++)
+            for (int k = 0; k < 2; k++) {
+                y[k][i] = malloc(n_tok * n_outs[i] * sizeof(float));
+                memset(y[k][i], 0xff, n_tok * n_outs[i] * sizeof(float));
+            }
+        step_ctx c1 = {wp, y[0], n_outs, n, x, n_in, n_tok, xq, one, 1};
+        tp_run(one, step_fn, &c1);
+        late_ctx c = {.ws = wp, .ys = y[1], .want = y[0], .ldys = n_outs, .n_w = n, .xq = xq, .n_tok = n_tok,
+                      .pool = two};
+        tp_run(two, late_fn, &c);
+        int64_t total;
+        const int64_t written = late_written(&c, &total);
+        const char *name = quant_traits_get(types[0])->name;
+        CHECK_MSG(c.written_first == c.total, "multi, %s first, %d weights, %lld tokens: the first thread had "
+                  "written %lld of %lld outputs when it was out of work (a static split leaves the second's share)",
+                  name, n, (long long)n_tok, (long long)c.written_first, (long long)c.total);
+        CHECK_MSG(written == total, "multi, %s first, %lld tokens: %lld of %lld outputs differ from 1 thread's", name,
+                  (long long)n_tok, (long long)(total - written), (long long)total);
+        printf("  a late second thread: multi, %s first, %d weights, %lld tokens: the first wrote %lld of %lld "
+               "outputs\n", name, n, (long long)n_tok, (long long)c.written_first, (long long)c.total);
+        for (int i = 0; i < n; i++) free(y[0][i]), free(y[1][i]);
+        free(x), free(xq);
+    }
+    for (int i = 0; i < n; i++) mm_weight_free(&w[i]), free(wd[i]);
+    free(f);
+}
 
-    /* fused gate/up: Q4_0, h in Q8_0 (units of 32 columns) */
-    const int64_t g_in = 1024, ff = 768;
+/* The same for mm_compute_glu steps: gate and up of `type` (ff rows of n_in), h
+ * for a down projection of down_type. */
+static void late_glu(tp_pool *const *pools, vt_dtype type, vt_dtype down_type, int64_t n_in, int64_t ff,
+                     const int64_t *toks, int n_toks) {
+    tp_pool *one = pools[0], *two = pools[1];
+    const quant_traits *tr = quant_traits_get(type);
+    mm_weight w[2];
+    const mm_weight *wp[2];
+    uint8_t *wd[2];
+    float *f = malloc(n_in * sizeof(float));
     size_t rb;
-    VT_ASSERT(quant_row_bytes(VT_DTYPE_Q4_0, g_in, &rb));
+    VT_ASSERT(quant_row_bytes(type, n_in, &rb));
     for (int i = 0; i < 2; i++) {
         wd[i] = malloc(rb * ff);
         for (int64_t r = 0; r < ff; r++) {
-            for (int64_t k = 0; k < g_in; k++) f[k] = rng_uniform();
-            quant_traits_get(VT_DTYPE_Q4_0)->quant_ref(f, wd[i] + r * rb, g_in);
+            for (int64_t k = 0; k < n_in; k++) f[k] = rng_uniform();
+            tr->quant_ref(f, wd[i] + r * rb, n_in);
         }
-        CHECK_OK(mm_weight_init(&w[i], VT_DTYPE_Q4_0, g_in, ff, wd[i]));
+        CHECK_OK(mm_weight_init(&w[i], type, n_in, ff, wd[i]));
         CHECK_OK(mm_weight_prepare(&w[i]));
         wp[i] = &w[i];
     }
-    x = malloc(n_tok * g_in * sizeof(float));
-    for (int64_t k = 0; k < n_tok * g_in; k++) x[k] = rng_uniform() * 2;
-    xq = malloc(mm_act_row_bytes(VT_DTYPE_Q4_0, g_in) * n_tok);
-    mm_quantize(VT_DTYPE_Q4_0, x, g_in, n_tok, g_in, xq, 0, 1);
-    const size_t h_bytes = mm_act_row_bytes(VT_DTYPE_Q4_0, ff) * n_tok;
-    uint8_t *want_h = malloc(h_bytes), *hq = malloc(h_bytes);
-    memset(want_h, 0xa5, h_bytes);
-    memset(hq, 0xa5, h_bytes);
-    glu_ctx g1 = {&w[0], &w[1], VT_DTYPE_Q4_0, x, n_tok, xq, want_h, one};
-    tp_run(one, glu_step, &g1);
-    late_ctx cg = {.ws = wp, .glu = true, .down_type = VT_DTYPE_Q4_0, .hq = hq, .want_h = want_h, .xq = xq,
-                   .n_tok = n_tok, .pool = two};
-    tp_run(two, late_fn, &cg);
-    const int64_t written_h = late_written(&cg, &total);
-    CHECK_MSG(cg.written_first == cg.total, "glu: the first thread had written %lld of %lld blocks of h when it was "
-              "out of work (a static split: about half)", (long long)cg.written_first, (long long)cg.total);
-    CHECK_MSG(written_h == total, "glu: %lld of %lld blocks of h differ from 1 thread's",
-              (long long)(total - written_h), (long long)total);
-    printf("  a late second thread: the first wrote %lld of %lld outputs and %lld of %lld blocks of h\n",
-           (long long)c.written_first, (long long)c.total, (long long)cg.written_first, (long long)cg.total);
+    for (int ti = 0; ti < n_toks; ti++) {
+        const int64_t n_tok = toks[ti];
+        float *x = malloc(n_tok * n_in * sizeof(float));
+        for (int64_t k = 0; k < n_tok * n_in; k++) x[k] = rng_uniform() * 2;
+        void *xq = malloc(mm_act_row_bytes(type, n_in) * n_tok);
+        mm_quantize(type, x, n_in, n_tok, n_in, xq, 0, 1);
+        const size_t h_bytes = mm_act_row_bytes(down_type, ff) * n_tok;
+        uint8_t *want_h = malloc(h_bytes), *hq = malloc(h_bytes);
+        memset(want_h, 0xa5, h_bytes);
+        memset(hq, 0xa5, h_bytes);
+        glu_ctx g1 = {&w[0], &w[1], down_type, x, n_tok, xq, want_h, one};
+        tp_run(one, glu_step, &g1);
+        late_ctx cg = {.ws = wp, .glu = true, .down_type = down_type, .hq = hq, .want_h = want_h, .xq = xq,
+                       .n_tok = n_tok, .pool = two};
+        tp_run(two, late_fn, &cg);
+        int64_t total;
+        const int64_t written_h = late_written(&cg, &total);
+        const char *down = quant_traits_get(down_type)->name;
+        CHECK_MSG(cg.written_first == cg.total, "glu, %s -> %s, %lld tokens: the first thread had written %lld of "
+                  "%lld blocks of h when it was out of work (a static split leaves the second's share)", tr->name,
+                  down, (long long)n_tok, (long long)cg.written_first, (long long)cg.total);
+        CHECK_MSG(written_h == total, "glu, %s -> %s, %lld tokens: %lld of %lld blocks of h differ from 1 thread's",
+                  tr->name, down, (long long)n_tok, (long long)(total - written_h), (long long)total);
+        printf("  a late second thread: glu, %s -> %s, %lld tokens: the first wrote %lld of %lld blocks of h\n",
+               tr->name, down, (long long)n_tok, (long long)cg.written_first, (long long)cg.total);
+        free(x), free(xq), free(want_h), free(hq);
+    }
     for (int i = 0; i < 2; i++) mm_weight_free(&w[i]), free(wd[i]);
-    free(x), free(xq), free(want_h), free(hq), free(f);
+    free(f);
+}
+
+static void check_late_thread(tp_pool *const *pools) {
+    /* prefill, 40 tokens: Q4_0, Q8_0, Q4_0 on one Q8_0 input (token blocks and
+     * chunks of the packed path where the tier has one, tiles of the file layout
+     * else); gate/up in Q4_0, h in Q8_0 (units of 32 columns) */
+    static const vt_dtype legacy[3] = {VT_DTYPE_Q4_0, VT_DTYPE_Q8_0, VT_DTYPE_Q4_0};
+    static const int64_t prefill[1] = {40}, decode[2] = {1, 4};
+    late_multi(pools, legacy, 3, 4096, (const int64_t[]){256, 80, 48}, prefill, 1);
+    late_glu(pools, VT_DTYPE_Q4_0, VT_DTYPE_Q4_0, 1024, 768, prefill, 1);
+    /* decode, 1 and 4 tokens: shares of several items (Q4_0 units are 36 KiB
+     * at n_in 4096, seven to an item of MM_STEAL_BYTES); the Q4_K_M mix (Q8_K
+     * input, xblocks made once per call); the file layout (F16); gate/up with h
+     * in Q8_0 (units of 32 columns) and in Q8_K (units of 256) */
+    static const vt_dtype kmix[3] = {VT_DTYPE_Q4_K, VT_DTYPE_Q6_K, VT_DTYPE_Q4_K};
+    static const vt_dtype f16[1] = {VT_DTYPE_F16};
+    late_multi(pools, legacy, 3, 4096, (const int64_t[]){768, 256, 80}, decode, 2);
+    late_multi(pools, kmix, 3, 2048, (const int64_t[]){1024, 256, 256}, decode, 2);
+    late_multi(pools, f16, 1, 1024, (const int64_t[]){1024}, decode, 2);
+    late_glu(pools, VT_DTYPE_Q4_0, VT_DTYPE_Q8_0, 1024, 4096, decode, 2);
+    late_glu(pools, VT_DTYPE_Q4_K, VT_DTYPE_Q6_K, 512, 2048, decode, 2);
 }
 
 /* Two "models" of two Q4_0 weights each in one process. */
@@ -782,7 +833,7 @@ int main(void) {
     } glus[] = {
         {VT_DTYPE_Q4_0, VT_DTYPE_Q4_0, 96, 416, 5},     /* h in Q8_0, units of 32 columns */
         {VT_DTYPE_Q4_0, VT_DTYPE_Q4_0, 1024, 768, 100}, /* token blocks and tiles with tails */
-        {VT_DTYPE_Q4_0, VT_DTYPE_Q8_0, 256, 4096, 1},   /* decode: a claimed tail */
+        {VT_DTYPE_Q4_0, VT_DTYPE_Q8_0, 256, 4096, 1},   /* decode: shares of several items */
         {VT_DTYPE_Q8_0, VT_DTYPE_Q8_0, 64, 4096, 3},
         {VT_DTYPE_Q4_K, VT_DTYPE_Q6_K, 512, 768, 37},   /* h in Q8_K, units of 256 */
         {VT_DTYPE_Q4_K, VT_DTYPE_Q4_K, 1024, 512, 70},

@@ -12,12 +12,13 @@
  * Work split. Outputs are cut among threads in units of 16 rows (a packed group
  * or a file-layout tile); with several weights (mm_compute_multi) their units
  * are concatenated first, so one split and one barrier cover Q/K/V together.
- * Each thread owns a static share (tp_range) and reads it as one long
- * contiguous run of weights. In decode the first 3/4 of the units are shared
- * that way and the rest is claimed in chunks (tp_claim) by whichever thread is
- * done first; in prefill a thread takes its share item by item (a chunk of
- * units against a token block), and one out of work takes another's items
- * from the back (tp_take; see take_items).
+ * Each thread owns a static share (tp_range), taken item by item: front to back
+ * by its owner, from the back by a thread out of work (tp_take), so a thread
+ * that loses its core for a while does not hold the step. In decode a share's
+ * items are a few contiguous runs of units that halve toward its end (see
+ * split_units): the owner streams long runs of weights, a thief takes small
+ * last pieces. In prefill an item is a chunk of units against a token block
+ * (see take_items).
  * Packed prefill is blocked for the caches: a block of tokens (its activation
  * rows and their pack_xblocks stay in L2) against a chunk of groups (~160 KiB of
  * weights, reused from L2 by every 4-token tile). mm_compute_glu runs gate and up
@@ -63,17 +64,14 @@
 #ifndef MM_CHUNK_BYTES
 #define MM_CHUNK_BYTES (160 << 10)
 #endif
-/* Decode: the last 1/MM_TAIL_DIV of a step's units is claimed dynamically
- * (tp_claim) in chunks of MM_CLAIM_BYTES of weights, so threads that stream at
- * different speeds (a core shared with other work, a slower path to memory)
- * still finish together. On the Zen 5 VM at 2 threads this took the barrier
- * wait of Q4_0 decode from 7.8% to 3.8% of samples and tg128 up 4.4% (median
- * of 8 pairs; Q8_0, Q4_K_M within noise). Smaller claims were slower (64 KiB:
- * -4% in one run; each claim starts a new prefetch stream), and so was a tail
- * of 1/2. Prefill does not claim this way: a claimed piece repeated its token
- * blocks' pack_xblocks and lost in prefill; it takes whole items instead (take_items). */
-#define MM_CLAIM_BYTES (256 << 10)
-#define MM_TAIL_DIV 4
+/* Decode: the last item of a thread's share holds about MM_STEAL_BYTES of
+ * weights, the one before it twice that, and so on; the first item the rest
+ * (split_units). Each item is a kernel call of its own and starts new prefetch
+ * streams, so none is smaller: the claimed tail that came before this split was
+ * slower with 64 KiB pieces than with 256 KiB ones (BENCHMARKS.md, "decode
+ * balance"). Prefill does not cut its items by bytes: a piece that cut a token
+ * block repeated its pack_xblocks and lost; it takes whole items (take_items). */
+#define MM_STEAL_BYTES (256 << 10)
 #ifndef MM_ACT_BLOCK_BYTES
 #define MM_ACT_BLOCK_BYTES (160 << 10)
 #endif
@@ -445,21 +443,64 @@ static void compute_span(const mm_weight *w, int64_t u0, int64_t u1, const uint8
 /* A thread's share of a step's work units: run(ctx, u0, u1) for each piece. */
 typedef void (*mm_units_fn)(const void *ctx, int64_t u0, int64_t u1);
 
+/* Most items of one thread's share in decode: the sizes double from the back,
+ * so 64 covers any share of fewer than 2^62 units. */
+#define MM_DECODE_ITEMS_MAX 64
+
+/* The decode items of the share [s0, s1): item i is units [end[i], end[i + 1]);
+ * returns their count. From the back: `grain` units, then 2, 4, 8, ... times
+ * that while what is left before them is more than twice the next; the first
+ * item takes the rest (between 1 and 4 times the one after it). */
+static int decode_items(int64_t s0, int64_t s1, int64_t grain, int64_t end[MM_DECODE_ITEMS_MAX + 1]) {
+    int64_t size[MM_DECODE_ITEMS_MAX];
+    int n = 0;
+    int64_t left = s1 - s0;
+    for (int64_t b = grain; left > 2 * b && n < MM_DECODE_ITEMS_MAX - 1; b *= 2) {
+        size[n++] = b;
+        left -= b;
+    }
+    if (left > 0) size[n++] = left; /* the first item */
+    end[0] = s0;
+    for (int i = 0; i < n; i++) end[i + 1] = end[i] + size[n - 1 - i];
+    return n;
+}
+
 /* Split units [0, total) of unit_bytes of weights each among the threads of
- * pool: static shares of the head, then claims of the tail (decode only). */
+ * pool. In decode (n_tok <= PACK_TOK_MAX) on several threads: each thread's
+ * static share in decode_items, taken with tp_take, its own from the front, then
+ * the others' from the back; else each its static share in one piece.
+ *
+ * Why this shape. A thread that runs evenly with the others takes only its own
+ * items, in address order: its share as a few long runs, each one kernel call
+ * (one stream, or two far ones where the kernels pair groups g and g + n/2 of
+ * a call), about log2(share / grain) calls in all. A thread that streams more
+ * slowly is, when the others run out, inside an item that held about half of
+ * what was left of its share when it began it (the first item: up to about two
+ * thirds), and they take the rest from the back, smallest first. A thread that
+ * has lost its core has all but the item it is in taken from it; the split
+ * before this one (a static 3/4 of the step, then a claimed tail) left such a
+ * thread's whole static part to wait for it. Each item is one call of its own
+ * span; which thread takes it does not move where it starts or ends, and a
+ * row's bits do not depend on the span it is computed in (the kernels that
+ * pair groups compute each row as its group alone; test_matmul's group pairs
+ * check them against the _ref twins), so results are the same for any timing
+ * and any thread count. */
 static void split_units(int64_t total, size_t unit_bytes, int64_t n_tok, tp_pool *pool, int ith,
                         mm_units_fn run, const void *ctx) {
     const int nth = tp_n_threads(pool);
-    const int64_t grain = unit_bytes >= MM_CLAIM_BYTES ? 1 : (int64_t)(MM_CLAIM_BYTES / unit_bytes);
-    const int64_t tail = nth > 1 && n_tok <= PACK_TOK_MAX ? total / MM_TAIL_DIV / grain * grain : 0;
-    const int64_t head = total - tail;
-    int64_t u0, u1;
-    tp_range(head, 1, ith, nth, &u0, &u1);
-    if (u1 > u0) run(ctx, u0, u1);
-    if (tail == 0) return;
-    for (int64_t c; (c = tp_claim(pool, grain)) < tail;) {
-        const int64_t c1 = c + grain < tail ? c + grain : tail;
-        run(ctx, head + c, head + c1);
+    if (nth == 1 || n_tok > PACK_TOK_MAX) {
+        int64_t u0, u1;
+        tp_range(total, 1, ith, nth, &u0, &u1);
+        if (u1 > u0) run(ctx, u0, u1);
+        return;
+    }
+    const int64_t grain = unit_bytes >= MM_STEAL_BYTES ? 1 : (int64_t)(MM_STEAL_BYTES / unit_bytes);
+    for (int d = 0; d < nth; d++) {
+        const int owner = (ith + d) % nth;
+        int64_t s0, s1, end[MM_DECODE_ITEMS_MAX + 1];
+        tp_range(total, 1, owner, nth, &s0, &s1);
+        const int n = decode_items(s0, s1, grain, end);
+        for (int64_t it; (it = tp_take(pool, owner, n, d > 0)) >= 0;) run(ctx, end[it], end[it + 1]);
     }
 }
 
@@ -477,8 +518,8 @@ static void split_units(int64_t total, size_t unit_bytes, int64_t n_tok, tp_pool
  *
  * Why this shape and not a shared counter: a thread that loses its core for a
  * while (another process, an SMT sibling, a VM's neighbour) left its partner
- * idle at the static split's barrier; the first fix, claiming MM_CLAIM_BYTES
- * pieces from one counter as decode does, repeated a piece's token blocks'
+ * idle at the static split's barrier; the first fix, claiming MM_STEAL_BYTES
+ * pieces from one counter as decode then did, repeated a piece's token blocks'
  * pack_xblocks for every piece and lost at pp128. Here an item is a whole chunk
  * against a whole token block, so taking one repeats nothing; a thread that runs
  * evenly with the others takes only its own items, in the order and with the
@@ -639,7 +680,7 @@ void mm_compute_multi(const mm_weight *const *ws, float *const *ys, const int64_
         return;
     }
     /* Decode: the xblocks once per call (for the first weight's type), not per
-     * weight and per claimed piece of the tail; the same values either way. */
+     * weight and per item; the same values either way. */
     pack_xblock xs[MM_XBLOCKS_MAX];
     if (n_tok <= PACK_TOK_MAX && cpu_kernels_get()->gemm[type] && pack_needs_xblocks(type) &&
         n_tok * (n_in / 32) <= MM_XBLOCKS_MAX) {

@@ -99,9 +99,9 @@ void mm_quantize(vt_dtype w_type, const float *x, int64_t ldx, int64_t n_tok, in
                  void *xq, int ith, int nth);
 
 /* y[t * ldy + o] = dot(W row o, xq row t) for all t < n_tok, o < n_out; thread
- * ith of pool computes its share: in decode (up to PACK_TOK_MAX tokens) a
- * static run of rows, then chunks of the step's tail claimed with tp_claim; in
- * prefill its static share item by item, then, out of work, other threads'
+ * ith of pool computes its share: its static share item by item (decode, up to
+ * PACK_TOK_MAX tokens: a few runs of rows that shrink toward its end; prefill:
+ * chunks of rows against blocks of tokens), then, out of work, other threads'
  * items from the back (tp_take; matmul.c). */
 void mm_compute(const mm_weight *w, const void *xq, int64_t n_tok, float *y, int64_t ldy,
                 tp_pool *pool, int ith);

@@ -328,9 +328,9 @@ VT_INLINE void legacy_rows(const int type, int64_t nb, const uint8_t *g, size_t 
  * read loop over the same bytes (bench/gemm_ab), and `vt bench --bandwidth`
  * reads four; two far streams, each long and in address order, keep two runs
  * of lines in flight, where two adjacent groups would be one stream with a
- * jump. Pairs stay within the call: matmul.c hands a thread a span of groups
- * and then claimed pieces, each its own call, so partners never cross into
- * another thread's groups. Per row the sums and float steps are those of one
+ * jump. Pairs stay within the call: matmul.c hands a thread items of groups
+ * (runs of its share, or of another's it takes), each its own call, so
+ * partners never cross into another thread's groups. Per row the sums and float steps are those of one
  * group alone, so the bits do not depend on pairing. */
 VT_INLINE void legacy_tiles(const int type, int64_t nb, const uint8_t *w, int64_t n_groups, size_t gb,
                             const uint8_t *const *xr, const pack_xblock *xs, float *y, int64_t ldy,
