@@ -44,8 +44,9 @@
  *   three weights of two types; gate/up) and decode (1 and 4 tokens: Q4_0 /
  *   Q8_0 weights, the Q4_K / Q6_K mix, F16 in the file layout, gate/up with h
  *   in Q8_0 and Q8_K), whose shares are taken in items too.
- * - Pairing of groups: each packed GEMM of the dispatch table (gemm, cached,
- *   nopf), called directly on 1, 2, 3 and 5 groups of distinct rows (a span
+ * - Pairing of groups: each packed GEMM of the dispatch table of every tier up
+ *   to the selected one (gemm, cached, nopf), called directly on 1, 2, 3 and 5
+ *   groups of distinct rows (a span
  *   that starts at the second group of six) for 1..PACK_TOK_MAX tokens, gives
  *   the bytes of its pack_gemm_ref twin and leaves the outputs around the span
  *   untouched: the kernels that read group g together with g + n/2 of a call
@@ -760,10 +761,9 @@ static void check_prefetch_choice(tp_pool *pool) {
     }
 }
 
-/* The packed GEMMs of `type` against the ref twin on spans of 1, 2, 3 and 5
- * groups (see the top of the file). */
-static void check_group_pairs(vt_dtype type) {
-    const cpu_kernels *k = cpu_kernels_get();
+/* The packed GEMMs of `type` in table k against the ref twin on spans of 1, 2,
+ * 3 and 5 groups (see the top of the file). */
+static void check_group_pairs(const cpu_kernels *k, vt_dtype type) {
     if (!k->gemm[type]) return;
     const quant_traits *tr = quant_traits_get(type), *dt = quant_traits_get(tr->dot_type);
     enum { N_GROUPS = 6 };
@@ -801,13 +801,13 @@ static void check_group_pairs(vt_dtype type) {
                 cases++;
                 if (memcmp(ya, ye, sizeof(float) * ldy * PACK_TOK_MAX)) {
                     if (bad < 3)
-                        fprintf(stderr, "  %s kernel %d: %lld groups, %d tokens differ from the ref twin\n",
-                                tr->name, ki, (long long)spans[si], nt);
+                        fprintf(stderr, "  %s %s kernel %d: %lld groups, %d tokens differ from the ref twin\n",
+                                tr->name, k->isa_name, ki, (long long)spans[si], nt);
                     bad++;
                 }
             }
     }
-    CHECK_MSG(bad == 0, "%s: %d of %d group spans differ from pack_gemm_ref", tr->name, bad, cases);
+    CHECK_MSG(bad == 0, "%s %s: %d of %d group spans differ from pack_gemm_ref", tr->name, k->isa_name, bad, cases);
     free(w), free(wp), free(x), free(f), free(xs), free(ya), free(ye);
 }
 
@@ -853,7 +853,13 @@ int main(void) {
     check_expert_slices(VT_DTYPE_Q4_K, pools[1]);
     static const vt_dtype pair_types[] = {VT_DTYPE_Q4_0, VT_DTYPE_Q8_0, VT_DTYPE_MXFP4,
                                           VT_DTYPE_Q4_K, VT_DTYPE_Q5_K, VT_DTYPE_Q6_K};
-    for (size_t i = 0; i < sizeof pair_types / sizeof pair_types[0]; i++) check_group_pairs(pair_types[i]);
+    /* every tier up to the selected one: an AVX-512 CPU runs the AVX2 tier's pairs too */
+    for (int isa = CPU_ISA_REF + 1; isa <= (int)cpu_kernels_get()->isa; isa++) {
+        cpu_kernels tier;
+        cpu_kernels_build((cpu_isa)isa, &tier);
+        if (tier.isa != (cpu_isa)isa) continue;
+        for (size_t i = 0; i < sizeof pair_types / sizeof pair_types[0]; i++) check_group_pairs(&tier, pair_types[i]);
+    }
     for (int i = 0; i < 4; i++) tp_destroy(pools[i]);
     return test_finish();
 }

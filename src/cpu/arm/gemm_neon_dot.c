@@ -305,9 +305,11 @@ LEG5_GEMM(q5_1, true, true, block_q5_1)
  * accumulator per (row quad, token) live, so one token takes all 16 rows in one
  * pass (decode: the group is read once, in order), two tokens two halves of 8
  * rows and three or four tokens four passes of one quad each: the weights are
- * unpacked once per pass and used by every token. A one-token tile over two
- * groups (the legacy types' two streams) would need twice those registers, so
- * the K-quants read one group at a time. */
+ * unpacked once per pass and used by every token. One token reads two groups,
+ * g and g + n_groups / 2 of the call (two streams, as the legacy types): a
+ * tile over both at once would need twice those registers, so they take
+ * turns, a super-block of one group, then of the other, and only the float
+ * accumulators are both groups'. */
 
 /* GCC's pre-allocation scheduler (on at -O2 for aarch64) hoists the loads of a
  * whole unrolled super-block ahead of their use and then spills 40-190 vectors
@@ -397,95 +399,82 @@ VT_INLINE int8x16_t bsum_pair_bytes(const block_q8_K *x) {
     return vuzp1q_s8(vreinterpretq_s8_s16(lo), vreinterpretq_s8_s16(hi));
 }
 
-/* Rows 4 q0 .. 4 (q0 + nq) - 1 of one Q4_K (q5: Q5_K) group, nt tokens; pf:
- * issue the group's prefetches (the first pass over it). */
-VT_INLINE void q4_K_q5_K_tile(int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y,
-                              int64_t ldy, const int q0, const int nq, const int nt, const bool pf,
-                              const bool q5) {
+/* Super-block b of rows 4 q0 .. 4 (q0 + nq) - 1 of one Q4_K (q5: Q5_K) group,
+ * nt tokens, into acc[t][a0 + q]; pf: issue the group's prefetches (the first
+ * pass over it). */
+VT_INLINE void q4_K_q5_K_block(int64_t b, const uint8_t *g, const block_q8_K *const *xr, const int q0,
+                               const int nq, const int nt, const bool pf, const bool q5,
+                               float32x4_t acc[PACK_TOK_MAX][TILE_QUADS_MAX], const int a0) {
     const uint8x16_t m4 = vdupq_n_u8(0x0f), bit4 = vdupq_n_u8(0x10);
     const size_t tile_bytes = q5 ? TILE_Q5_K : TILE_Q4_K;
     const size_t pf_dist = q5 ? PF_DIST_Q5_K : PF_DIST_K;
-    float32x4_t acc[PACK_TOK_MAX][4];
-    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++) acc[t][q] = vdupq_n_f32(0);
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *tile = g + b * tile_bytes;
-        const uint8_t *sv = tile + 4 * PACK_ROWS, *v = sv + 3 * CHUNK_VEC;
-        const uint8_t *vh = tile + TILE_Q4_K; /* Q5_K: the 8 high-bit chunk vectors */
-        int32x4_t isum[PACK_TOK_MAX][4];
+    const uint8_t *tile = g + b * tile_bytes;
+    const uint8_t *sv = tile + 4 * PACK_ROWS, *v = sv + 3 * CHUNK_VEC;
+    const uint8_t *vh = tile + TILE_Q4_K; /* Q5_K: the 8 high-bit chunk vectors */
+    int32x4_t isum[PACK_TOK_MAX][4];
+    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++)
+        isum[t][q] = vdupq_n_s32(0);
+    UNROLL for (int j = 0; j < 4; j++) {
+        /* a quarter of the super-block's lines (9, Q5_K 11) per quarter of its work */
+        if (pf) prefetch_lines(tile + pf_dist + j * tile_bytes / 4, (int)(tile_bytes / 4 / 64));
+        /* Q5_K: bit 2j of a high-bit byte extends the low nibble, bit 2j + 1
+         * the high one; shifted to bit 4 (a negative count shifts right) */
+        const int8x16_t sh_lo = vdupq_n_s8((int8_t)(4 - 2 * j));
+        const int8x16_t sh_hi = vdupq_n_s8((int8_t)(3 - 2 * j));
+        int32x4_t plo[PACK_TOK_MAX][4], phi[PACK_TOK_MAX][4];
         UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++)
-            isum[t][q] = vdupq_n_s32(0);
-        UNROLL for (int j = 0; j < 4; j++) {
-            /* a quarter of the super-block's lines (9, Q5_K 11) per quarter of its work */
-            if (pf) prefetch_lines(tile + pf_dist + j * tile_bytes / 4, (int)(tile_bytes / 4 / 64));
-            /* Q5_K: bit 2j of a high-bit byte extends the low nibble, bit 2j + 1
-             * the high one; shifted to bit 4 (a negative count shifts right) */
-            const int8x16_t sh_lo = vdupq_n_s8((int8_t)(4 - 2 * j));
-            const int8x16_t sh_hi = vdupq_n_s8((int8_t)(3 - 2 * j));
-            int32x4_t plo[PACK_TOK_MAX][4], phi[PACK_TOK_MAX][4];
-            UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++)
-                plo[t][q] = phi[t][q] = vdupq_n_s32(0);
-            int8x16_t xlo[PACK_TOK_MAX], xhi[PACK_TOK_MAX];
-            UNROLL for (int c = 0; c < 8; c++) {
-                /* chunk c: elements 64j + 4c .. (low nibbles), 64j + 32 + 4c .. (high) */
-                if ((c & 3) == 0)
-                    UNROLL for (int t = 0; t < nt; t++) {
-                        xlo[t] = vld1q_s8(xr[t][b].qs + 64 * j + 4 * c);
-                        xhi[t] = vld1q_s8(xr[t][b].qs + 64 * j + 32 + 4 * c);
-                    }
-                uint8x16_t raw[4];
-                load_quads(v + (8 * j + c) * CHUNK_VEC, q0, nq, raw);
-                UNROLL for (int q = 0; q < nq; q++) {
-                    uint8x16_t ulo = vandq_u8(raw[q], m4), uhi = vshrq_n_u8(raw[q], 4);
-                    if (q5) {
-                        const uint8x16_t h = vld1q_u8(vh + c * CHUNK_VEC + 16 * (q0 + q));
-                        ulo = vorrq_u8(ulo, vandq_u8(vshlq_u8(h, sh_lo), bit4));
-                        uhi = vorrq_u8(uhi, vandq_u8(vshlq_u8(h, sh_hi), bit4));
-                    }
-                    const int8x16_t lo = vreinterpretq_s8_u8(ulo), hi = vreinterpretq_s8_u8(uhi);
-                    UNROLL for (int t = 0; t < nt; t++) {
-                        plo[t][q] = DOT_LANE(plo[t][q], lo, xlo[t], c & 3);
-                        phi[t][q] = DOT_LANE(phi[t][q], hi, xhi[t], c & 3);
-                    }
+            plo[t][q] = phi[t][q] = vdupq_n_s32(0);
+        int8x16_t xlo[PACK_TOK_MAX], xhi[PACK_TOK_MAX];
+        UNROLL for (int c = 0; c < 8; c++) {
+            /* chunk c: elements 64j + 4c .. (low nibbles), 64j + 32 + 4c .. (high) */
+            if ((c & 3) == 0)
+                UNROLL for (int t = 0; t < nt; t++) {
+                    xlo[t] = vld1q_s8(xr[t][b].qs + 64 * j + 4 * c);
+                    xhi[t] = vld1q_s8(xr[t][b].qs + 64 * j + 32 + 4 * c);
+                }
+            uint8x16_t raw[4];
+            load_quads(v + (8 * j + c) * CHUNK_VEC, q0, nq, raw);
+            UNROLL for (int q = 0; q < nq; q++) {
+                uint8x16_t ulo = vandq_u8(raw[q], m4), uhi = vshrq_n_u8(raw[q], 4);
+                if (q5) {
+                    const uint8x16_t h = vld1q_u8(vh + c * CHUNK_VEC + 16 * (q0 + q));
+                    ulo = vorrq_u8(ulo, vandq_u8(vshlq_u8(h, sh_lo), bit4));
+                    uhi = vorrq_u8(uhi, vandq_u8(vshlq_u8(h, sh_hi), bit4));
+                }
+                const int8x16_t lo = vreinterpretq_s8_u8(ulo), hi = vreinterpretq_s8_u8(uhi);
+                UNROLL for (int t = 0; t < nt; t++) {
+                    plo[t][q] = DOT_LANE(plo[t][q], lo, xlo[t], c & 3);
+                    phi[t][q] = DOT_LANE(phi[t][q], hi, xhi[t], c & 3);
                 }
             }
-            UNROLL for (int q = 0; q < nq; q++) {
-                const int32x4_t sa = q4_K_scale(sv, q0 + q, 2 * j);
-                const int32x4_t sb = q4_K_scale(sv, q0 + q, 2 * j + 1);
-                UNROLL for (int t = 0; t < nt; t++)
-                    isum[t][q] = vmlaq_s32(vmlaq_s32(isum[t][q], plo[t][q], sa), phi[t][q], sb);
-            }
-        }
-        int8x16_t xm[PACK_TOK_MAX];
-        float dx[PACK_TOK_MAX];
-        UNROLL for (int t = 0; t < nt; t++) {
-            xm[t] = bsum_pair_bytes(&xr[t][b]);
-            dx[t] = xr[t][b].d;
         }
         UNROLL for (int q = 0; q < nq; q++) {
-            int8x16_t mn_lo, mn_hi;
-            q4_K_mins(sv, q0 + q, &mn_lo, &mn_hi);
-            const float32x4_t dw = load_f16x4(tile + 8 * (q0 + q));
-            const float32x4_t dmw = load_f16x4(tile + 2 * PACK_ROWS + 8 * (q0 + q));
-            UNROLL for (int t = 0; t < nt; t++) {
-                int32x4_t imin = vdotq_laneq_s32(vdupq_n_s32(0), mn_lo, xm[t], 2);
-                imin = vshlq_n_s32(vdotq_laneq_s32(imin, mn_hi, xm[t], 3), 7);
-                imin = vdotq_laneq_s32(vdotq_laneq_s32(imin, mn_lo, xm[t], 0), mn_hi, xm[t], 1);
-                acc[t][q] = vfmaq_f32(acc[t][q], vmulq_n_f32(dw, dx[t]), vcvtq_f32_s32(isum[t][q]));
-                acc[t][q] = vfmsq_f32(acc[t][q], vmulq_n_f32(dmw, dx[t]), vcvtq_f32_s32(imin));
-            }
+            const int32x4_t sa = q4_K_scale(sv, q0 + q, 2 * j);
+            const int32x4_t sb = q4_K_scale(sv, q0 + q, 2 * j + 1);
+            UNROLL for (int t = 0; t < nt; t++)
+                isum[t][q] = vmlaq_s32(vmlaq_s32(isum[t][q], plo[t][q], sa), phi[t][q], sb);
         }
     }
-    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++)
-        vst1q_f32(y + t * ldy + 4 * (q0 + q), acc[t][q]);
-}
-
-VT_INLINE void q4_K_tile(int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y,
-                         int64_t ldy, const int q0, const int nq, const int nt, const bool pf) {
-    q4_K_q5_K_tile(nb, g, xr, y, ldy, q0, nq, nt, pf, false);
-}
-VT_INLINE void q5_K_tile(int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y,
-                         int64_t ldy, const int q0, const int nq, const int nt, const bool pf) {
-    q4_K_q5_K_tile(nb, g, xr, y, ldy, q0, nq, nt, pf, true);
+    int8x16_t xm[PACK_TOK_MAX];
+    float dx[PACK_TOK_MAX];
+    UNROLL for (int t = 0; t < nt; t++) {
+        xm[t] = bsum_pair_bytes(&xr[t][b]);
+        dx[t] = xr[t][b].d;
+    }
+    UNROLL for (int q = 0; q < nq; q++) {
+        int8x16_t mn_lo, mn_hi;
+        q4_K_mins(sv, q0 + q, &mn_lo, &mn_hi);
+        const float32x4_t dw = load_f16x4(tile + 8 * (q0 + q));
+        const float32x4_t dmw = load_f16x4(tile + 2 * PACK_ROWS + 8 * (q0 + q));
+        UNROLL for (int t = 0; t < nt; t++) {
+            int32x4_t imin = vdotq_laneq_s32(vdupq_n_s32(0), mn_lo, xm[t], 2);
+            imin = vshlq_n_s32(vdotq_laneq_s32(imin, mn_hi, xm[t], 3), 7);
+            imin = vdotq_laneq_s32(vdotq_laneq_s32(imin, mn_lo, xm[t], 0), mn_hi, xm[t], 1);
+            const int a = a0 + q;
+            acc[t][a] = vfmaq_f32(acc[t][a], vmulq_n_f32(dw, dx[t]), vcvtq_f32_s32(isum[t][q]));
+            acc[t][a] = vfmsq_f32(acc[t][a], vmulq_n_f32(dmw, dx[t]), vcvtq_f32_s32(imin));
+        }
+    }
 }
 
 /* Scale of sub-block m of a quarter (qt), rows 4q .. 4q + 3, as int32 lanes. */
@@ -495,76 +484,108 @@ VT_INLINE int32x4_t q6_K_scale(const uint8_t *qt, const int m, const int q) {
     return q & 1 ? vmovl_high_s16(h) : vmovl_s16(vget_low_s16(h));
 }
 
-VT_INLINE void q6_K_tile(int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y,
-                         int64_t ldy, const int q0, const int nq, const int nt, const bool pf) {
+/* Super-block b of rows 4 q0 .. 4 (q0 + nq) - 1 of one Q6_K group of nb
+ * super-blocks, nt tokens, into acc[t][a0 + q] (as q4_K_q5_K_block). */
+VT_INLINE void q6_K_block(int64_t b, const uint8_t *g, int64_t nb, const block_q8_K *const *xr, const int q0,
+                          const int nq, const int nt, const bool pf, float32x4_t acc[PACK_TOK_MAX][TILE_QUADS_MAX],
+                          const int a0) {
     const uint8x16_t m33 = vdupq_n_u8(0x33);
-    float32x4_t acc[PACK_TOK_MAX][4];
-    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++) acc[t][q] = vdupq_n_f32(0);
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *tile = g + pack_q6_K_tile(nb, b);
-        int32x4_t isum[PACK_TOK_MAX][4];
-        UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++)
-            isum[t][q] = vdupq_n_s32(0);
-        UNROLL for (int h = 0; h < 2; h++) UNROLL for (int u = 0; u < 2; u++) {
-            const uint8_t *qt = tile + (2 * h + u) * PACK_Q6_K_QUARTER;
-            if (pf) {
-                /* the linear position of this quarter super-block, 14 lines
-                 * covering its 840 bytes (groups are 32-byte aligned, not 64) */
-                const size_t quarter = PACK_ROWS * sizeof(block_q6_K) / 4;
-                const uintptr_t at =
-                    (uintptr_t)g + PF_DIST_K + (4 * (uintptr_t)b + 2 * h + u) * quarter;
-                prefetch_lines((const uint8_t *)(at & ~(uintptr_t)63), 14);
-            }
-            /* s = 0: the ql chunks of sub-blocks m = 0 (low nibbles) and m = 2
-             * (high); s = 1: the next 32 ql bytes, m = 1 and 3. The qh byte holds
-             * the two high bits of m = 0..3 at bits 2m, 2m + 1. */
-            UNROLL for (int s = 0; s < 2; s++) {
-                const int ja = 8 * h + 2 * s + u, jb = ja + 4; /* sub-blocks of m = s, s + 2 */
-                int32x4_t pa[PACK_TOK_MAX][4], pb[PACK_TOK_MAX][4];
-                int8x16_t xa[PACK_TOK_MAX], xb[PACK_TOK_MAX];
-                UNROLL for (int t = 0; t < nt; t++) {
-                    xa[t] = vld1q_s8(xr[t][b].qs + 16 * ja);
-                    xb[t] = vld1q_s8(xr[t][b].qs + 16 * jb);
-                    const int32x4_t ca = vdupq_n_s32(-32 * xr[t][b].bsums[ja]);
-                    const int32x4_t cb = vdupq_n_s32(-32 * xr[t][b].bsums[jb]);
-                    UNROLL for (int q = 0; q < nq; q++) {
-                        pa[t][q] = ca;
-                        pb[t][q] = cb;
-                    }
-                }
-                UNROLL for (int c4 = 0; c4 < 4; c4++) {
-                    uint8x16_t l[4], hb[4];
-                    load_quads(qt + PACK_Q6_K_VEC(s, c4), q0, nq, l);
-                    load_quads(qt + PACK_Q6_K_VEC(2, c4), q0, nq, hb);
-                    UNROLL for (int q = 0; q < nq; q++) {
-                        /* bits 0-1: the high bits of m = s, bits 4-5: of m = s + 2 */
-                        const uint8x16_t hm = vandq_u8(s ? vshrq_n_u8(hb[q], 2) : hb[q], m33);
-                        /* qa = l & 15 | hm << 4, qb = hm & 0x30 | l >> 4 */
-                        const int8x16_t qa = vreinterpretq_s8_u8(vsliq_n_u8(l[q], hm, 4));
-                        const int8x16_t qb = vreinterpretq_s8_u8(vsriq_n_u8(hm, l[q], 4));
-                        UNROLL for (int t = 0; t < nt; t++) {
-                            pa[t][q] = DOT_LANE(pa[t][q], qa, xa[t], c4);
-                            pb[t][q] = DOT_LANE(pb[t][q], qb, xb[t], c4);
-                        }
-                    }
-                }
-                UNROLL for (int q = 0; q < nq; q++) {
-                    const int32x4_t sa = q6_K_scale(qt, s, q0 + q), sb = q6_K_scale(qt, s + 2, q0 + q);
-                    UNROLL for (int t = 0; t < nt; t++)
-                        isum[t][q] = vmlaq_s32(vmlaq_s32(isum[t][q], pa[t][q], sa), pb[t][q], sb);
-                }
-            }
+    const uint8_t *tile = g + pack_q6_K_tile(nb, b);
+    int32x4_t isum[PACK_TOK_MAX][4];
+    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++)
+        isum[t][q] = vdupq_n_s32(0);
+    UNROLL for (int h = 0; h < 2; h++) UNROLL for (int u = 0; u < 2; u++) {
+        const uint8_t *qt = tile + (2 * h + u) * PACK_Q6_K_QUARTER;
+        if (pf) {
+            /* the linear position of this quarter super-block, 14 lines
+             * covering its 840 bytes (groups are 32-byte aligned, not 64) */
+            const size_t quarter = PACK_ROWS * sizeof(block_q6_K) / 4;
+            const uintptr_t at =
+                (uintptr_t)g + PF_DIST_K + (4 * (uintptr_t)b + 2 * h + u) * quarter;
+            prefetch_lines((const uint8_t *)(at & ~(uintptr_t)63), 14);
         }
-        UNROLL for (int q = 0; q < nq; q++) {
-            const float32x4_t dw = load_f16x4(g + pack_q6_K_d(nb, b) + 8 * (q0 + q));
+        /* s = 0: the ql chunks of sub-blocks m = 0 (low nibbles) and m = 2
+         * (high); s = 1: the next 32 ql bytes, m = 1 and 3. The qh byte holds
+         * the two high bits of m = 0..3 at bits 2m, 2m + 1. */
+        UNROLL for (int s = 0; s < 2; s++) {
+            const int ja = 8 * h + 2 * s + u, jb = ja + 4; /* sub-blocks of m = s, s + 2 */
+            int32x4_t pa[PACK_TOK_MAX][4], pb[PACK_TOK_MAX][4];
+            int8x16_t xa[PACK_TOK_MAX], xb[PACK_TOK_MAX];
             UNROLL for (int t = 0; t < nt; t++) {
-                const float32x4_t s = vmulq_n_f32(dw, xr[t][b].d);
-                acc[t][q] = vfmaq_f32(acc[t][q], s, vcvtq_f32_s32(isum[t][q]));
+                xa[t] = vld1q_s8(xr[t][b].qs + 16 * ja);
+                xb[t] = vld1q_s8(xr[t][b].qs + 16 * jb);
+                const int32x4_t ca = vdupq_n_s32(-32 * xr[t][b].bsums[ja]);
+                const int32x4_t cb = vdupq_n_s32(-32 * xr[t][b].bsums[jb]);
+                UNROLL for (int q = 0; q < nq; q++) {
+                    pa[t][q] = ca;
+                    pb[t][q] = cb;
+                }
+            }
+            UNROLL for (int c4 = 0; c4 < 4; c4++) {
+                uint8x16_t l[4], hb[4];
+                load_quads(qt + PACK_Q6_K_VEC(s, c4), q0, nq, l);
+                load_quads(qt + PACK_Q6_K_VEC(2, c4), q0, nq, hb);
+                UNROLL for (int q = 0; q < nq; q++) {
+                    /* bits 0-1: the high bits of m = s, bits 4-5: of m = s + 2 */
+                    const uint8x16_t hm = vandq_u8(s ? vshrq_n_u8(hb[q], 2) : hb[q], m33);
+                    /* qa = l & 15 | hm << 4, qb = hm & 0x30 | l >> 4 */
+                    const int8x16_t qa = vreinterpretq_s8_u8(vsliq_n_u8(l[q], hm, 4));
+                    const int8x16_t qb = vreinterpretq_s8_u8(vsriq_n_u8(hm, l[q], 4));
+                    UNROLL for (int t = 0; t < nt; t++) {
+                        pa[t][q] = DOT_LANE(pa[t][q], qa, xa[t], c4);
+                        pb[t][q] = DOT_LANE(pb[t][q], qb, xb[t], c4);
+                    }
+                }
+            }
+            UNROLL for (int q = 0; q < nq; q++) {
+                const int32x4_t sa = q6_K_scale(qt, s, q0 + q), sb = q6_K_scale(qt, s + 2, q0 + q);
+                UNROLL for (int t = 0; t < nt; t++)
+                    isum[t][q] = vmlaq_s32(vmlaq_s32(isum[t][q], pa[t][q], sa), pb[t][q], sb);
             }
         }
     }
-    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int q = 0; q < nq; q++)
-        vst1q_f32(y + t * ldy + 4 * (q0 + q), acc[t][q]);
+    UNROLL for (int q = 0; q < nq; q++) {
+        const float32x4_t dw = load_f16x4(g + pack_q6_K_d(nb, b) + 8 * (q0 + q));
+        UNROLL for (int t = 0; t < nt; t++) {
+            const float32x4_t s = vmulq_n_f32(dw, xr[t][b].d);
+            acc[t][a0 + q] = vfmaq_f32(acc[t][a0 + q], s, vcvtq_f32_s32(isum[t][q]));
+        }
+    }
+}
+
+enum { K_Q4_K, K_Q5_K, K_Q6_K };
+
+/* Rows 4 q0 .. 4 (q0 + nq) - 1 of ns groups of type kind gs bytes apart
+ * (outputs ys floats apart), nt tokens. Two groups (one token) take turns, a
+ * super-block of one, then of the other, as x86/gemm_impl.h's K-quant pairs:
+ * the integer tile stays one group's, only the float accumulators double. */
+VT_INLINE void k_tile(const int kind, int64_t nb, const uint8_t *g, size_t gs, const int ns,
+                      const block_q8_K *const *xr, float *y, int64_t ys, int64_t ldy, const int q0, const int nq,
+                      const int nt, const bool pf) {
+    float32x4_t acc[PACK_TOK_MAX][TILE_QUADS_MAX];
+    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int r = 0; r < ns * nq; r++) acc[t][r] = vdupq_n_f32(0);
+    for (int64_t b = 0; b < nb; b++) {
+        UNROLL for (int s = 0; s < ns; s++) {
+            const uint8_t *gr = g + (size_t)s * gs;
+            if (kind == K_Q6_K) q6_K_block(b, gr, nb, xr, q0, nq, nt, pf, acc, s * nq);
+            else q4_K_q5_K_block(b, gr, xr, q0, nq, nt, pf, kind == K_Q5_K, acc, s * nq);
+        }
+    }
+    UNROLL for (int t = 0; t < nt; t++) UNROLL for (int r = 0; r < ns * nq; r++)
+        vst1q_f32(y + t * ldy + quad_row(r, q0, nq, ys), acc[t][r]);
+}
+
+VT_INLINE void q4_K_tile(int64_t nb, const uint8_t *g, size_t gs, const int ns, const block_q8_K *const *xr,
+                         float *y, int64_t ys, int64_t ldy, const int q0, const int nq, const int nt, const bool pf) {
+    k_tile(K_Q4_K, nb, g, gs, ns, xr, y, ys, ldy, q0, nq, nt, pf);
+}
+VT_INLINE void q5_K_tile(int64_t nb, const uint8_t *g, size_t gs, const int ns, const block_q8_K *const *xr,
+                         float *y, int64_t ys, int64_t ldy, const int q0, const int nq, const int nt, const bool pf) {
+    k_tile(K_Q5_K, nb, g, gs, ns, xr, y, ys, ldy, q0, nq, nt, pf);
+}
+VT_INLINE void q6_K_tile(int64_t nb, const uint8_t *g, size_t gs, const int ns, const block_q8_K *const *xr,
+                         float *y, int64_t ys, int64_t ldy, const int q0, const int nq, const int nt, const bool pf) {
+    k_tile(K_Q6_K, nb, g, gs, ns, xr, y, ys, ldy, q0, nq, nt, pf);
 }
 
 /* The passes over a group: all 16 rows for 1 token, two halves for 2, four quads
@@ -574,9 +595,18 @@ VT_INLINE void q6_K_tile(int64_t nb, const uint8_t *g, const block_q8_K *const *
 #define K_PASS(name, q0, nq, nt, pf)                                                       \
     static __attribute__((noinline)) void name##_pass_##q0##_##nt(                         \
         int64_t nb, const uint8_t *g, const block_q8_K *const *xr, float *y, int64_t ldy) { \
-        name##_tile(nb, g, xr, y, ldy, q0, nq, nt, pf);                                    \
+        name##_tile(nb, g, 0, 1, xr, y, 0, ldy, q0, nq, nt, pf);                           \
+    }
+/* One token over groups g and g + h of the call (h = n_groups / 2, ys = h *
+ * PACK_ROWS outputs on): two streams, as the legacy types read them. */
+#define K_PAIR(name)                                                                       \
+    static __attribute__((noinline)) void name##_pair(int64_t nb, const uint8_t *g, size_t gs, \
+                                                      const block_q8_K *const *xr, float *y, \
+                                                      int64_t ys, int64_t ldy) {           \
+        name##_tile(nb, g, gs, 2, xr, y, ys, ldy, 0, 4, 1, true);                          \
     }
 #define K_PASSES(name)                                                                     \
+    K_PAIR(name)                                                                           \
     K_PASS(name, 0, 4, 1, true)                                                            \
     K_PASS(name, 0, 2, 2, true)                                                            \
     K_PASS(name, 2, 2, 2, false)                                                           \
@@ -600,7 +630,15 @@ VT_INLINE void q6_K_tile(int64_t nb, const uint8_t *g, const block_q8_K *const *
         const block_q8_K *xr[PACK_TOK_MAX];                                                \
         for (int t = 0; t < n_tok; t++)                                                    \
             xr[t] = (const block_q8_K *)((const uint8_t *)x + (size_t)t * x_stride);       \
-        for (int64_t gi = 0; gi < n_groups; gi++) {                                        \
+        int64_t gi = 0;                                                                    \
+        if (n_tok == 1 && n_groups >= 2) {                                                 \
+            const int64_t h = n_groups / 2;                                                \
+            for (; gi < h; gi++)                                                           \
+                name##_pair(nb, (const uint8_t *)w + (size_t)gi * group_bytes, (size_t)h * group_bytes, \
+                            xr, y + gi * PACK_ROWS, h * PACK_ROWS, ldy);                   \
+            gi = 2 * h;                                                                    \
+        }                                                                                  \
+        for (; gi < n_groups; gi++) {                                                      \
             const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;              \
             float *yg = y + gi * PACK_ROWS;                                                \
             switch (n_tok) {                                                               \

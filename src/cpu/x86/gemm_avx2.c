@@ -5,10 +5,13 @@
  * sign trick (|w| times x with w's sign), its products widened one chunk at a
  * time. With 16 registers the tiles are small: one token (Q4_0, Q8_0, MXFP4:
  * also two) takes all 16 rows of a group in one pass, so decode reads the group
- * once, in order, each activation broadcast feeding both halves; one token of
- * Q4_0 and Q8_0 takes two such groups at once, g and g + n/2 of the call (two
- * streams: gemm_impl.h legacy_tiles), which MXFP4's split sums and grid
- * table leave no registers for; larger tiles
+ * once, in order, each activation broadcast feeding both halves; one token
+ * reads two such groups, g and g + n/2 of the call (two streams: gemm_impl.h
+ * legacy_tiles), Q4_0 and Q8_0 both tiles at once, MXFP4 (whose split sums
+ * and grid table leave no registers for two tiles) and the K-quants (whose
+ * one-group tile already holds a group's two halves) in turns, a block or
+ * super-block of one group, then of the other, the integer tile one group's
+ * and only the float accumulators both groups'; larger tiles
  * take one half a pass (Q4_K / Q5_K two tokens, the others four), and only the
  * first pass over a group prefetches (the second rereads its lines from L1 / L2). */
 #include "cpu/x86/gemm_ymm.h"
@@ -16,7 +19,8 @@
 
 #define GEMM_SFX avx2
 #define GEMM_LEGACY_NV(nt) ((nt) <= 2 ? 2 : 1)
-#define GEMM_LEGACY_NS(leg, nt) ((nt) == 1 && (leg) != LEG_MXFP4 ? 2 : 1)
+#define GEMM_LEGACY_NS(leg, nt) ((nt) == 1 ? 2 : 1)
+#define GEMM_LEGACY_TURNS(leg, nt) ((leg) == LEG_MXFP4)
 #define GEMM_SPLIT_SUMS 0
 #define GEMM_BIAS_IN_ACC 0
 #define GEMM_Q8_BIASED 0
@@ -32,7 +36,8 @@ VT_INLINE vi vi_dot(vi acc, vi w, vi x) { return _mm256_add_epi32(acc, run_i32(_
 
 #define GEMM_K_TOK 2
 #define GEMM_K_NV(nt) ((nt) == 1 ? 2 : 1)
-#define GEMM_K_NS1(kq) 1 /* a one-token pass already holds a group's two halves */
+#define GEMM_K_NS1(kq) 2
+#define GEMM_K_TURNS 1 /* a one-token tile already holds a group's two halves */
 #define GEMM_K_ROLL_J(nt) ((nt) == 1)
 #define GEMM_Q5_RUN 4
 #define GEMM_Q5_DOUBLED 0

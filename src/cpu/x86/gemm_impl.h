@@ -45,6 +45,9 @@
  *   GEMM_LEGACY_NS(leg, nt)  streams such a pass reads (1 or 2): 2 takes group g
  *                        of the call together with group g + n_groups / 2 (see
  *                        legacy_tiles), where the registers hold twice the tile
+ *   GEMM_LEGACY_TURNS(leg, nt)  1: a two-stream pass takes each block of one
+ *                        group, then of the other, so its integer tile is one
+ *                        group's (legacy_rows); 0 (the default): both at once
  *   GEMM_SPLIT_SUMS      1: a block's sums over its elements 0..15 and 16..31 in
  *                        two accumulators (32 registers: more chains); 0: in one
  *   GEMM_BIAS_IN_ACC     1: a block's sum starts at pack_xblock.bias; 0: it is added
@@ -53,6 +56,7 @@
 #include "cpu/unroll.h"
 #include "quant/blocks.h"
 
+#include <assert.h>
 #include <stddef.h>
 
 #ifndef GEMM_SFX
@@ -62,8 +66,21 @@
 #define CHUNK_VEC 64
 #define GEMM_NVG (PACK_ROWS / GEMM_VL)
 #define GEMM_NV_MAX 2
-/* row vectors a legacy-type pass takes at most: GEMM_LEGACY_NV x GEMM_LEGACY_NS */
+/* row vectors a pass takes at most: GEMM_LEGACY_NV x GEMM_LEGACY_NS, or a K-quant
+ * pass of two streams in turns (GEMM_K_TURNS); GEMM_NV_MAX of them at once in a
+ * K-quant's integer tile */
 #define GEMM_PASS_MAX 4
+/* Between the turns of two streams: the activations both turns read are loaded
+ * again in the second, instead of the first turn's registers being kept (and
+ * spilled) across it. */
+#define TURN_BARRIER() __asm__ volatile("" ::: "memory")
+/* Older tier files (the variants bench/gemm_ab compiles) do not name the turns. */
+#ifndef GEMM_LEGACY_TURNS
+#define GEMM_LEGACY_TURNS(leg, nt) 0
+#endif
+#ifndef GEMM_K_TURNS
+#define GEMM_K_TURNS 0
+#endif
 /* Q4_K and Q5_K groups are runs of per-super-block tiles (cpu/pack.h) */
 #define TILE_Q4_K (PACK_ROWS * sizeof(block_q4_K))
 #define TILE_Q5_K (PACK_ROWS * sizeof(block_q5_K))
@@ -226,14 +243,13 @@ VT_INLINE void legacy_dot(const int type, const bool split, vi *sa, vi *sb, vi r
     if (split) GEMM_KEEP(*sb);
 }
 
-/* Rows of ns streams of nv row vectors each (from vector v0 on: see pass_off;
- * the streams' groups gs bytes apart, their outputs ys floats), nt tokens, one
- * pass over their blocks; xr[t]: token t's activation row (Q8_0 blocks, Q8_1
- * for Q4_1 / Q5_1). */
-VT_INLINE void legacy_rows(const int type, int64_t nb, const uint8_t *g, size_t gs, const int ns, const int v0,
-                           const int nv, const uint8_t *const *xr, const pack_xblock *xs, float *y, int64_t ys,
-                           int64_t ldy, const int nt, const bool pf_on) {
-    const size_t blk = leg_blk(type);
+/* Block b of ns streams of nv row vectors each (from vector v0 on: see
+ * pass_off; the streams' groups gs bytes apart), nt tokens: its integer sums
+ * and float steps into acc[t][a0 + r] for row vector r of the pass; xr[t]:
+ * token t's activation row (Q8_0 blocks, Q8_1 for Q4_1 / Q5_1). */
+VT_INLINE void legacy_block(const int type, int64_t nb, int64_t b, const uint8_t *g, size_t gs, const int ns,
+                            const int v0, const int nv, const uint8_t *const *xr, const pack_xblock *xs,
+                            const int nt, vf acc[PACK_TOK_MAX][GEMM_PASS_MAX], const int a0) {
     const bool q5 = leg_q5(type), min = leg_min(type);
     const size_t xblk = min ? sizeof(block_q8_1) : sizeof(block_q8_0);
     const size_t xoff = min ? offsetof(block_q8_1, qs) : offsetof(block_q8_0, qs);
@@ -241,6 +257,81 @@ VT_INLINE void legacy_rows(const int type, int64_t nb, const uint8_t *g, size_t 
     const bool bias = type == LEG_Q8_0 ? GEMM_Q8_BIASED : !min;
     /* sums of elements 0..15, 16..31 apart */
     const bool split = GEMM_SPLIT_SUMS || type == LEG_MXFP4 || q5;
+    const uint8_t *v = g + leg_qs(type, nb, b);
+    vi sa[PACK_TOK_MAX][GEMM_PASS_MAX], sb[PACK_TOK_MAX][GEMM_PASS_MAX];
+    UNROLL
+    for (int t = 0; t < nt; t++)
+        UNROLL
+        for (int r = 0; r < nr; r++) {
+            sa[t][r] = GEMM_BIAS_IN_ACC && bias ? vi_set1(xs[t * nb + b].bias) : vi_zero();
+            if (split) sb[t][r] = vi_zero();
+        }
+    UNROLL
+    for (int k = 0; k < 4; k++) {
+        if (nt == 1) {
+            /* one token: each row vector's weights right before its dots, so
+             * those of a two-stream pass are not all live at once */
+            const int8_t *xq = (const int8_t *)(xr[0] + (size_t)b * xblk + xoff);
+            const vi xa = vi_bcast32(xq + 4 * k), xb = vi_bcast32(xq + 16 + 4 * k);
+            UNROLL
+            for (int r = 0; r < nr; r++) {
+                vi ra, rb, wa, wb;
+                legacy_w(type, split, v + pass_off(r, v0, nv, gs, 4) + k * CHUNK_VEC, k, &ra, &rb, &wa, &wb);
+                legacy_dot(type, split, &sa[0][r], &sb[0][r], ra, rb, wa, wb, xa, xb);
+            }
+            continue;
+        }
+        /* several tokens: the weights of the pass once, for every token */
+        vi ra[GEMM_PASS_MAX], rb[GEMM_PASS_MAX], wa[GEMM_PASS_MAX], wb[GEMM_PASS_MAX];
+        UNROLL
+        for (int r = 0; r < nr; r++)
+            legacy_w(type, split, v + pass_off(r, v0, nv, gs, 4) + k * CHUNK_VEC, k, &ra[r], &rb[r], &wa[r],
+                     &wb[r]);
+        UNROLL
+        for (int t = 0; t < nt; t++) {
+            const int8_t *xq = (const int8_t *)(xr[t] + (size_t)b * xblk + xoff);
+            const vi xa = vi_bcast32(xq + 4 * k), xb = vi_bcast32(xq + 16 + 4 * k);
+            UNROLL
+            for (int r = 0; r < nr; r++) legacy_dot(type, split, &sa[t][r], &sb[t][r], ra[r], rb[r], wa[r], wb[r], xa, xb);
+        }
+    }
+    UNROLL
+    for (int r = 0; r < nr; r++) {
+        const vf dw = type == LEG_MXFP4 ? vf_e8m0_half(g + pass_off(r, v0, nv, gs, 1) + pack_mxfp4_e(b))
+                                        : vf_f16(g + pass_off(r, v0, nv, gs, 2) + leg_d(type, b));
+        const vf mw = min ? vf_f16(g + pass_off(r, v0, nv, gs, 2) + leg_d(type, b) + 2 * PACK_ROWS) : vf_zero();
+        UNROLL
+        for (int t = 0; t < nt; t++) {
+            const pack_xblock *xi = xs + t * nb + b;
+            vi s;
+            if (type == LEG_Q8_0) s = split ? vi_add(sa[t][r], sb[t][r]) : sa[t][r];
+            else if (type == LEG_MXFP4) s = vi_add(run_i32(sa[t][r]), run_i32(sb[t][r]));
+            else if (q5) s = vi_add(run_i32(sa[t][r]), vi_sra(run_i32(sb[t][r]), LEG_Q5_DOUBLED));
+            else if (split) s = vi_add(run_i32(sa[t][r]), vi_sra(run_i32(sb[t][r]), GEMM_NIB_HI16_SHIFT));
+            else s = run_i32(sa[t][r]);
+            if (bias && !GEMM_BIAS_IN_ACC) s = vi_add(s, vi_set1(xi->bias));
+            /* Q5_0, Q4_1, Q5_1: the float steps of the quant module's _ref dot */
+            const vf sd = vf_mul(vf_mul(dw, vf_set1(xi->d)), vf_cvt(s));
+            const int a = a0 + r;
+            if (min) acc[t][a] = vf_add(acc[t][a], vf_add(sd, vf_mul(mw, vf_set1(xi->s))));
+            else if (type == LEG_Q5_0) acc[t][a] = vf_add(acc[t][a], sd);
+            else acc[t][a] = vf_fma(vf_mul(dw, vf_set1(xi->d)), vf_cvt(s), acc[t][a]);
+        }
+    }
+}
+
+/* Rows of ns streams of nv row vectors each (from vector v0 on: see pass_off;
+ * the streams' groups gs bytes apart, their outputs ys floats), nt tokens, one
+ * pass over their blocks. Two streams where the tier asks for turns
+ * (GEMM_LEGACY_TURNS) take each block of one group, then of the other: the
+ * integer tile holds one group's row vectors at a time, the float
+ * accumulators both groups'. */
+VT_INLINE void legacy_rows(const int type, int64_t nb, const uint8_t *g, size_t gs, const int ns, const int v0,
+                           const int nv, const uint8_t *const *xr, const pack_xblock *xs, float *y, int64_t ys,
+                           int64_t ldy, const int nt, const bool pf_on) {
+    const size_t blk = leg_blk(type);
+    const int nr = ns * nv; /* row vectors of the pass */
+    const bool turns = ns == 2 && GEMM_LEGACY_TURNS(type, nt);
     vf acc[PACK_TOK_MAX][GEMM_PASS_MAX];
     UNROLL
     for (int t = 0; t < nt; t++)
@@ -248,66 +339,15 @@ VT_INLINE void legacy_rows(const int type, int64_t nb, const uint8_t *g, size_t 
         for (int r = 0; r < nr; r++) acc[t][r] = vf_zero();
     size_t pf[2] = {PF_DIST, PF_DIST};
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *v = g + leg_qs(type, nb, b);
         if (pf_on) prefetch_streams(g, gs, ns, pf, PF_DIST + (size_t)(b + 1) * PACK_ROWS * blk);
-        vi sa[PACK_TOK_MAX][GEMM_PASS_MAX], sb[PACK_TOK_MAX][GEMM_PASS_MAX];
-        UNROLL
-        for (int t = 0; t < nt; t++)
+        if (turns) {
             UNROLL
-            for (int r = 0; r < nr; r++) {
-                sa[t][r] = GEMM_BIAS_IN_ACC && bias ? vi_set1(xs[t * nb + b].bias) : vi_zero();
-                if (split) sb[t][r] = vi_zero();
+            for (int s = 0; s < ns; s++) {
+                if (s) TURN_BARRIER();
+                legacy_block(type, nb, b, g + (size_t)s * gs, 0, 1, v0, nv, xr, xs, nt, acc, s * nv);
             }
-        UNROLL
-        for (int k = 0; k < 4; k++) {
-            if (nt == 1) {
-                /* one token: each row vector's weights right before its dots, so
-                 * those of a two-stream pass are not all live at once */
-                const int8_t *xq = (const int8_t *)(xr[0] + (size_t)b * xblk + xoff);
-                const vi xa = vi_bcast32(xq + 4 * k), xb = vi_bcast32(xq + 16 + 4 * k);
-                UNROLL
-                for (int r = 0; r < nr; r++) {
-                    vi ra, rb, wa, wb;
-                    legacy_w(type, split, v + pass_off(r, v0, nv, gs, 4) + k * CHUNK_VEC, k, &ra, &rb, &wa, &wb);
-                    legacy_dot(type, split, &sa[0][r], &sb[0][r], ra, rb, wa, wb, xa, xb);
-                }
-                continue;
-            }
-            /* several tokens: the weights of the pass once, for every token */
-            vi ra[GEMM_PASS_MAX], rb[GEMM_PASS_MAX], wa[GEMM_PASS_MAX], wb[GEMM_PASS_MAX];
-            UNROLL
-            for (int r = 0; r < nr; r++)
-                legacy_w(type, split, v + pass_off(r, v0, nv, gs, 4) + k * CHUNK_VEC, k, &ra[r], &rb[r], &wa[r],
-                         &wb[r]);
-            UNROLL
-            for (int t = 0; t < nt; t++) {
-                const int8_t *xq = (const int8_t *)(xr[t] + (size_t)b * xblk + xoff);
-                const vi xa = vi_bcast32(xq + 4 * k), xb = vi_bcast32(xq + 16 + 4 * k);
-                UNROLL
-                for (int r = 0; r < nr; r++) legacy_dot(type, split, &sa[t][r], &sb[t][r], ra[r], rb[r], wa[r], wb[r], xa, xb);
-            }
-        }
-        UNROLL
-        for (int r = 0; r < nr; r++) {
-            const vf dw = type == LEG_MXFP4 ? vf_e8m0_half(g + pass_off(r, v0, nv, gs, 1) + pack_mxfp4_e(b))
-                                            : vf_f16(g + pass_off(r, v0, nv, gs, 2) + leg_d(type, b));
-            const vf mw = min ? vf_f16(g + pass_off(r, v0, nv, gs, 2) + leg_d(type, b) + 2 * PACK_ROWS) : vf_zero();
-            UNROLL
-            for (int t = 0; t < nt; t++) {
-                const pack_xblock *xi = xs + t * nb + b;
-                vi s;
-                if (type == LEG_Q8_0) s = split ? vi_add(sa[t][r], sb[t][r]) : sa[t][r];
-                else if (type == LEG_MXFP4) s = vi_add(run_i32(sa[t][r]), run_i32(sb[t][r]));
-                else if (q5) s = vi_add(run_i32(sa[t][r]), vi_sra(run_i32(sb[t][r]), LEG_Q5_DOUBLED));
-                else if (split) s = vi_add(run_i32(sa[t][r]), vi_sra(run_i32(sb[t][r]), GEMM_NIB_HI16_SHIFT));
-                else s = run_i32(sa[t][r]);
-                if (bias && !GEMM_BIAS_IN_ACC) s = vi_add(s, vi_set1(xi->bias));
-                /* Q5_0, Q4_1, Q5_1: the float steps of the quant module's _ref dot */
-                const vf sd = vf_mul(vf_mul(dw, vf_set1(xi->d)), vf_cvt(s));
-                if (min) acc[t][r] = vf_add(acc[t][r], vf_add(sd, vf_mul(mw, vf_set1(xi->s))));
-                else if (type == LEG_Q5_0) acc[t][r] = vf_add(acc[t][r], sd);
-                else acc[t][r] = vf_fma(vf_mul(dw, vf_set1(xi->d)), vf_cvt(s), acc[t][r]);
-            }
+        } else {
+            legacy_block(type, nb, b, g, gs, ns, v0, nv, xr, xs, nt, acc, 0);
         }
     }
     UNROLL
@@ -321,9 +361,11 @@ VT_INLINE void legacy_rows(const int type, int64_t nb, const uint8_t *g, size_t 
  * GEMM_NVG; only the first prefetches, the others reread its lines from L1 /
  * L2).
  *
- * Two streams: where the tier's registers hold two groups' tiles
- * (GEMM_LEGACY_NS), a pass reads group g together with group g + h, h =
- * n_groups / 2, for g < h, and the last group of an odd count alone. One
+ * Two streams: where the tier asks for them (GEMM_LEGACY_NS: its registers
+ * hold two groups' tiles, or one group's tile and both groups' float
+ * accumulators where they take turns, GEMM_LEGACY_TURNS), a pass reads group
+ * g together with group g + h, h = n_groups / 2, for g < h, and the last group
+ * of an odd count alone. One
  * sequential stream per thread read decode's weights more slowly than a plain
  * read loop over the same bytes (bench/gemm_ab), and `vt bench --bandwidth`
  * reads four; two far streams, each long and in address order, keep two runs
@@ -402,6 +444,10 @@ VT_INLINE void legacy_gemm(const int type, int64_t n_in, const void *w, int64_t 
  *   GEMM_K_NV(nt)        row vectors a pass of nt tokens takes (<= GEMM_NVG)
  *   GEMM_K_NS1(kq)       streams a one-token pass over KQ_ type kq reads (1 or 2,
  *                        as GEMM_LEGACY_NS: kq_gemm)
+ *   GEMM_K_TURNS         1: such a two-stream pass takes each super-block of one
+ *                        group, then of the other (k45_rows), so the integer tile
+ *                        is one group's GEMM_K_NV(1) row vectors; 0 (the
+ *                        default): both groups' at once
  *   GEMM_Q5_RUN          chunks a Q5_K run sums (quants up to 31: 4 in int16)
  *   GEMM_K_ROLL_J(nt)    1: a tile of nt tokens keeps a super-block's quarters as
  *                        a loop (less code), 0: unrolled
@@ -425,7 +471,7 @@ VT_INLINE void k_scales(const uint8_t *sp, vi ks[4]) {
     ks[3] = vi_or(vi_and(vi_srl(u2, 4), k4), vi_sll(vi_and(vi_srl(u1, 6), k2), 4));
 }
 
-/* Quarter j of super-block b of k45_rows: sub-blocks 2j and 2j + 1 into isum. */
+/* Quarter j of super-block b of k45_block: sub-blocks 2j and 2j + 1 into isum. */
 VT_INLINE void k45_quarter(const bool q5, const int j, int64_t b, const uint8_t *g, size_t gs, const int ns,
                            const uint8_t *v, const uint8_t *vh, const int v0, const int nv, vi ks[GEMM_NV_MAX][4],
                            const block_q8_K *const *xr, vi isum[PACK_TOK_MAX][GEMM_NV_MAX], const int nt,
@@ -487,68 +533,90 @@ VT_INLINE void k45_quarter(const bool q5, const int j, int64_t b, const uint8_t 
     }
 }
 
+/* Super-block b of ns streams of nv row vectors each (from vector v0 on: see
+ * pass_off; the streams' groups gs bytes apart), nt tokens (q5: Q5_K): its
+ * integer sums and float steps into acc[t][a0 + r] for row vector r of the
+ * pass (at most GEMM_NV_MAX of them); pf[s]: stream s's prefetch pointer. */
+VT_INLINE void k45_block(const bool q5, int64_t b, const uint8_t *g, size_t gs, const int ns, const int v0,
+                         const int nv, const block_q8_K *const *xr, const int nt, const uint8_t *pf[2],
+                         const bool pf_on, vf acc[PACK_TOK_MAX][GEMM_PASS_MAX], const int a0) {
+    const int nr = ns * nv;
+    const size_t tile = q5 ? TILE_Q5_K : TILE_Q4_K;
+    const bool doubled = q5 && GEMM_Q5_DOUBLED;
+    const uint8_t *dd = g, *scv = g + 4 * PACK_ROWS, *qs = scv + 3 * CHUNK_VEC; /* + b * tile */
+    const uint8_t *qhp = qs + 32 * CHUNK_VEC;
+    vi ks[GEMM_NV_MAX][4];
+    UNROLL
+    for (int r = 0; r < nr; r++) k_scales(scv + b * tile + pass_off(r, v0, nv, gs, 4), ks[r]);
+    vi isum[PACK_TOK_MAX][GEMM_NV_MAX], imin[PACK_TOK_MAX][GEMM_NV_MAX];
+    UNROLL
+    for (int t = 0; t < nt; t++)
+        UNROLL
+        for (int r = 0; r < nr; r++) isum[t][r] = imin[t][r] = vi_zero();
+    const uint8_t *v = qs + b * tile, *vh = qhp + b * tile;
+    /* the one-token AVX2 tile runs faster with its quarters as a loop */
+    if (GEMM_K_ROLL_J(nt)) {
+        VT_UNROLL(1)
+        for (int j = 0; j < 4; j++) k45_quarter(q5, j, b, g, gs, ns, v, vh, v0, nv, ks, xr, isum, nt, pf, pf_on);
+    } else {
+        UNROLL
+        for (int j = 0; j < 4; j++) k45_quarter(q5, j, b, g, gs, ns, v, vh, v0, nv, ks, xr, isum, nt, pf, pf_on);
+    }
+    if (doubled) {
+        UNROLL
+        for (int t = 0; t < nt; t++)
+            UNROLL
+            for (int r = 0; r < nr; r++) isum[t][r] = vi_sra(isum[t][r], 1);
+    }
+    /* mins: sum_j m_j (bsum_2j + bsum_2j+1) with int16 pairs (m_j, m_j) */
+    UNROLL
+    for (int j = 0; j < 8; j++) {
+        UNROLL
+        for (int r = 0; r < nr; r++) {
+            const vi pair = k_min_pair(ks[r][2 + (j >= 4)], j & 3);
+            UNROLL
+            for (int t = 0; t < nt; t++) imin[t][r] = vi_dot16(imin[t][r], pair, vi_bcast32(xr[t][b].bsums + 2 * j));
+        }
+    }
+    UNROLL
+    for (int r = 0; r < nr; r++) {
+        const vf dw = vf_f16(dd + b * tile + pass_off(r, v0, nv, gs, 2));
+        const vf dmw = vf_f16(dd + b * tile + 2 * PACK_ROWS + pass_off(r, v0, nv, gs, 2));
+        UNROLL
+        for (int t = 0; t < nt; t++) {
+            const vf xd = vf_set1(xr[t][b].d);
+            const int a = a0 + r;
+            acc[t][a] = vf_fma(vf_mul(dw, xd), vf_cvt(isum[t][r]), acc[t][a]);
+            acc[t][a] = vf_fnma(vf_mul(dmw, xd), vf_cvt(imin[t][r]), acc[t][a]);
+        }
+    }
+}
+
 /* Rows of ns streams of nv row vectors each (from vector v0 on: see pass_off;
  * the streams' groups gs bytes apart, their outputs ys floats), nt tokens (q5:
- * Q5_K). */
+ * Q5_K). Two streams where the tier asks for turns (GEMM_K_TURNS) take each
+ * super-block of one group, then of the other (as legacy_rows). */
 VT_INLINE void k45_rows(const bool q5, int64_t nb, const uint8_t *g, size_t gs, const int ns, const int v0,
                         const int nv, const block_q8_K *const *xr, float *y, int64_t ys, int64_t ldy, const int nt,
                         const bool pf_on) {
     const int nr = ns * nv;
-    const size_t tile = q5 ? TILE_Q5_K : TILE_Q4_K;
     const size_t pfd = q5 ? GEMM_PF_DIST_Q5_K : GEMM_PF_DIST_K;
-    const bool doubled = q5 && GEMM_Q5_DOUBLED;
-    const uint8_t *dd = g, *scv = g + 4 * PACK_ROWS, *qs = scv + 3 * CHUNK_VEC; /* + b * tile */
-    const uint8_t *qhp = qs + 32 * CHUNK_VEC;
-    vf acc[PACK_TOK_MAX][GEMM_NV_MAX];
+    const bool turns = ns == 2 && GEMM_K_TURNS;
+    vf acc[PACK_TOK_MAX][GEMM_PASS_MAX];
     UNROLL
     for (int t = 0; t < nt; t++)
         UNROLL
         for (int r = 0; r < nr; r++) acc[t][r] = vf_zero();
     const uint8_t *pf[2] = {g + pfd, g + gs + pfd};
     for (int64_t b = 0; b < nb; b++) {
-        vi ks[GEMM_NV_MAX][4];
-        UNROLL
-        for (int r = 0; r < nr; r++) k_scales(scv + b * tile + pass_off(r, v0, nv, gs, 4), ks[r]);
-        vi isum[PACK_TOK_MAX][GEMM_NV_MAX], imin[PACK_TOK_MAX][GEMM_NV_MAX];
-        UNROLL
-        for (int t = 0; t < nt; t++)
+        if (turns) {
             UNROLL
-            for (int r = 0; r < nr; r++) isum[t][r] = imin[t][r] = vi_zero();
-        const uint8_t *v = qs + b * tile, *vh = qhp + b * tile;
-        /* the one-token AVX2 tile runs faster with its quarters as a loop */
-        if (GEMM_K_ROLL_J(nt)) {
-            VT_UNROLL(1)
-            for (int j = 0; j < 4; j++) k45_quarter(q5, j, b, g, gs, ns, v, vh, v0, nv, ks, xr, isum, nt, pf, pf_on);
+            for (int s = 0; s < ns; s++) {
+                if (s) TURN_BARRIER();
+                k45_block(q5, b, g + (size_t)s * gs, 0, 1, v0, nv, xr, nt, pf + s, pf_on, acc, s * nv);
+            }
         } else {
-            UNROLL
-            for (int j = 0; j < 4; j++) k45_quarter(q5, j, b, g, gs, ns, v, vh, v0, nv, ks, xr, isum, nt, pf, pf_on);
-        }
-        if (doubled) {
-            UNROLL
-            for (int t = 0; t < nt; t++)
-                UNROLL
-                for (int r = 0; r < nr; r++) isum[t][r] = vi_sra(isum[t][r], 1);
-        }
-        /* mins: sum_j m_j (bsum_2j + bsum_2j+1) with int16 pairs (m_j, m_j) */
-        UNROLL
-        for (int j = 0; j < 8; j++) {
-            UNROLL
-            for (int r = 0; r < nr; r++) {
-                const vi pair = k_min_pair(ks[r][2 + (j >= 4)], j & 3);
-                UNROLL
-                for (int t = 0; t < nt; t++) imin[t][r] = vi_dot16(imin[t][r], pair, vi_bcast32(xr[t][b].bsums + 2 * j));
-            }
-        }
-        UNROLL
-        for (int r = 0; r < nr; r++) {
-            const vf dw = vf_f16(dd + b * tile + pass_off(r, v0, nv, gs, 2));
-            const vf dmw = vf_f16(dd + b * tile + 2 * PACK_ROWS + pass_off(r, v0, nv, gs, 2));
-            UNROLL
-            for (int t = 0; t < nt; t++) {
-                const vf xd = vf_set1(xr[t][b].d);
-                acc[t][r] = vf_fma(vf_mul(dw, xd), vf_cvt(isum[t][r]), acc[t][r]);
-                acc[t][r] = vf_fnma(vf_mul(dmw, xd), vf_cvt(imin[t][r]), acc[t][r]);
-            }
+            k45_block(q5, b, g, gs, ns, v0, nv, xr, nt, pf, pf_on, acc, 0);
         }
     }
     UNROLL
@@ -615,101 +683,121 @@ VT_INLINE vi q6_run_start(const block_q8_K *x, const int j) {
     return GEMM_BIAS_IN_ACC ? vi_set1(-32 * x->bsums[j]) : vi_zero();
 }
 
-/* Rows of ns streams of nv row vectors each (as k45_rows), nt tokens. */
-VT_INLINE void q6_rows(int64_t nb, const uint8_t *g, size_t gs, const int ns, const int v0, const int nv,
-                       const block_q8_K *const *xr, float *y, int64_t ys, int64_t ldy, const int nt, const bool pf_on) {
+/* Super-block b of ns streams of nv row vectors each (as k45_block), nt tokens:
+ * its integer sums and float steps into acc[t][a0 + r]. */
+VT_INLINE void q6_block(int64_t nb, int64_t b, const uint8_t *g, size_t gs, const int ns, const int v0, const int nv,
+                        const block_q8_K *const *xr, const int nt, const uint8_t *pf[2], const bool pf_on,
+                        vf acc[PACK_TOK_MAX][GEMM_PASS_MAX], const int a0) {
     const int run = GEMM_Q6_RUN(nt);
     const int nr = ns * nv;
+    const uint8_t *tile = g + pack_q6_K_tile(nb, b);
+    vi isum[PACK_TOK_MAX][GEMM_NV_MAX];
+    UNROLL
+    for (int t = 0; t < nt; t++)
+        UNROLL
+        for (int r = 0; r < nr; r++) isum[t][r] = vi_zero();
+    UNROLL
+    for (int h = 0; h < 2; h++) {
+        UNROLL
+        for (int u = 0; u < 2; u++) {
+            /* quarter (h, u): sub-blocks j = 8h + 2m + u, elements 128h + 32m + 16u .. + 16 */
+            const uint8_t *qt = tile + (2 * h + u) * PACK_Q6_K_QUARTER;
+            /* a quarter super-block per quarter of the work */
+            if (pf_on)
+                for (int s = 0; s < ns; s++)
+                    prefetch_to(&pf[s], g + (size_t)s * gs + GEMM_PF_DIST_K +
+                                            (size_t)(4 * b + 2 * h + u + 1) * PACK_ROWS * sizeof(block_q6_K) / 4);
+            if (GEMM_Q6_BY_CHUNK(nt)) {
+                vi sc[4][GEMM_NV_MAX], s[4][PACK_TOK_MAX][GEMM_NV_MAX];
+                UNROLL
+                for (int m = 0; m < 4; m++) q6_scales(qt, gs, ns, m, v0, nv, sc[m]);
+                UNROLL
+                for (int m = 0; m < 4; m++)
+                    UNROLL
+                    for (int t = 0; t < nt; t++)
+                        UNROLL
+                        for (int r = 0; r < nr; r++) s[m][t][r] = q6_run_start(xr[t] + b, 8 * h + 2 * m + u);
+                UNROLL
+                for (int c4 = 0; c4 < 4; c4++)
+                    UNROLL
+                    for (int m = 0; m < 4; m++) q6_chunk(qt, gs, ns, v0, nv, m, c4, 8 * h + 2 * m + u, xr, b, s[m], nt);
+                UNROLL
+                for (int m = 0; m < 4; m++)
+                    UNROLL
+                    for (int t = 0; t < nt; t++)
+                        UNROLL
+                        for (int r = 0; r < nr; r++) isum[t][r] = vi_add(isum[t][r], run_scaled(s[m][t][r], sc[m][r]));
+                continue;
+            }
+            UNROLL
+            for (int m = 0; m < 4; m++) {
+                vi sc[GEMM_NV_MAX];
+                q6_scales(qt, gs, ns, m, v0, nv, sc);
+                UNROLL
+                for (int c0 = 0; c0 < 4; c0 += run) {
+                    vi s[PACK_TOK_MAX][GEMM_NV_MAX];
+                    UNROLL
+                    for (int t = 0; t < nt; t++)
+                        UNROLL
+                        for (int r = 0; r < nr; r++) s[t][r] = q6_run_start(xr[t] + b, 8 * h + 2 * m + u);
+                    UNROLL
+                    for (int c4 = c0; c4 < c0 + run; c4++) q6_chunk(qt, gs, ns, v0, nv, m, c4, 8 * h + 2 * m + u, xr, b, s, nt);
+                    UNROLL
+                    for (int t = 0; t < nt; t++)
+                        UNROLL
+                        for (int r = 0; r < nr; r++) {
+                            isum[t][r] = vi_add(isum[t][r], run_scaled(s[t][r], sc[r]));
+                            GEMM_KEEP(isum[t][r]);
+                        }
+                }
+            }
+        }
+        if (!GEMM_BIAS_IN_ACC) {
+            /* -32 * the sum over the pairs (j0, j0 + 1) = (8h + 2m, + 1), from
+             * quarters (h, 0) and (h, 1), of sc_j * bsum_j */
+            const uint8_t *q0 = tile + 2 * h * PACK_Q6_K_QUARTER, *q1 = q0 + PACK_Q6_K_QUARTER;
+            UNROLL
+            for (int m = 0; m < 4; m++)
+                UNROLL
+                for (int r = 0; r < nr; r++) {
+                    const size_t off = PACK_Q6_K_SC(m) + pass_off(r, v0, nv, gs, 1);
+                    const vi sc32 = vi_or(vi_and(vi_sll(vi_i8(q0 + off), 5), vi_set1(0xffff)), vi_sll(vi_i8(q1 + off), 21));
+                    UNROLL
+                    for (int t = 0; t < nt; t++)
+                        isum[t][r] = vi_sub(isum[t][r], vi_dot16(vi_zero(), sc32, vi_bcast32(xr[t][b].bsums + 8 * h + 2 * m)));
+                }
+        }
+    }
+    UNROLL
+    for (int r = 0; r < nr; r++) {
+        const vf dw = vf_f16(g + pack_q6_K_d(nb, b) + pass_off(r, v0, nv, gs, 2));
+        UNROLL
+        for (int t = 0; t < nt; t++)
+            acc[t][a0 + r] = vf_fma(vf_mul(dw, vf_set1(xr[t][b].d)), vf_cvt(isum[t][r]), acc[t][a0 + r]);
+    }
+}
+
+/* Rows of ns streams of nv row vectors each (as k45_rows, GEMM_K_TURNS too), nt
+ * tokens. */
+VT_INLINE void q6_rows(int64_t nb, const uint8_t *g, size_t gs, const int ns, const int v0, const int nv,
+                       const block_q8_K *const *xr, float *y, int64_t ys, int64_t ldy, const int nt, const bool pf_on) {
+    const int nr = ns * nv;
+    const bool turns = ns == 2 && GEMM_K_TURNS;
     const uint8_t *pf[2] = {g + GEMM_PF_DIST_K, g + gs + GEMM_PF_DIST_K};
-    vf acc[PACK_TOK_MAX][GEMM_NV_MAX];
+    vf acc[PACK_TOK_MAX][GEMM_PASS_MAX];
     UNROLL
     for (int t = 0; t < nt; t++)
         UNROLL
         for (int r = 0; r < nr; r++) acc[t][r] = vf_zero();
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *tile = g + pack_q6_K_tile(nb, b);
-        vi isum[PACK_TOK_MAX][GEMM_NV_MAX];
-        UNROLL
-        for (int t = 0; t < nt; t++)
+        if (turns) {
             UNROLL
-            for (int r = 0; r < nr; r++) isum[t][r] = vi_zero();
-        UNROLL
-        for (int h = 0; h < 2; h++) {
-            UNROLL
-            for (int u = 0; u < 2; u++) {
-                /* quarter (h, u): sub-blocks j = 8h + 2m + u, elements 128h + 32m + 16u .. + 16 */
-                const uint8_t *qt = tile + (2 * h + u) * PACK_Q6_K_QUARTER;
-                /* a quarter super-block per quarter of the work */
-                if (pf_on)
-                    for (int s = 0; s < ns; s++)
-                        prefetch_to(&pf[s], g + (size_t)s * gs + GEMM_PF_DIST_K +
-                                                (size_t)(4 * b + 2 * h + u + 1) * PACK_ROWS * sizeof(block_q6_K) / 4);
-                if (GEMM_Q6_BY_CHUNK(nt)) {
-                    vi sc[4][GEMM_NV_MAX], s[4][PACK_TOK_MAX][GEMM_NV_MAX];
-                    UNROLL
-                    for (int m = 0; m < 4; m++) q6_scales(qt, gs, ns, m, v0, nv, sc[m]);
-                    UNROLL
-                    for (int m = 0; m < 4; m++)
-                        UNROLL
-                        for (int t = 0; t < nt; t++)
-                            UNROLL
-                            for (int r = 0; r < nr; r++) s[m][t][r] = q6_run_start(xr[t] + b, 8 * h + 2 * m + u);
-                    UNROLL
-                    for (int c4 = 0; c4 < 4; c4++)
-                        UNROLL
-                        for (int m = 0; m < 4; m++) q6_chunk(qt, gs, ns, v0, nv, m, c4, 8 * h + 2 * m + u, xr, b, s[m], nt);
-                    UNROLL
-                    for (int m = 0; m < 4; m++)
-                        UNROLL
-                        for (int t = 0; t < nt; t++)
-                            UNROLL
-                            for (int r = 0; r < nr; r++) isum[t][r] = vi_add(isum[t][r], run_scaled(s[m][t][r], sc[m][r]));
-                    continue;
-                }
-                UNROLL
-                for (int m = 0; m < 4; m++) {
-                    vi sc[GEMM_NV_MAX];
-                    q6_scales(qt, gs, ns, m, v0, nv, sc);
-                    UNROLL
-                    for (int c0 = 0; c0 < 4; c0 += run) {
-                        vi s[PACK_TOK_MAX][GEMM_NV_MAX];
-                        UNROLL
-                        for (int t = 0; t < nt; t++)
-                            UNROLL
-                            for (int r = 0; r < nr; r++) s[t][r] = q6_run_start(xr[t] + b, 8 * h + 2 * m + u);
-                        UNROLL
-                        for (int c4 = c0; c4 < c0 + run; c4++) q6_chunk(qt, gs, ns, v0, nv, m, c4, 8 * h + 2 * m + u, xr, b, s, nt);
-                        UNROLL
-                        for (int t = 0; t < nt; t++)
-                            UNROLL
-                            for (int r = 0; r < nr; r++) {
-                                isum[t][r] = vi_add(isum[t][r], run_scaled(s[t][r], sc[r]));
-                                GEMM_KEEP(isum[t][r]);
-                            }
-                    }
-                }
+            for (int s = 0; s < ns; s++) {
+                if (s) TURN_BARRIER();
+                q6_block(nb, b, g + (size_t)s * gs, 0, 1, v0, nv, xr, nt, pf + s, pf_on, acc, s * nv);
             }
-            if (!GEMM_BIAS_IN_ACC) {
-                /* -32 * the sum over the pairs (j0, j0 + 1) = (8h + 2m, + 1), from
-                 * quarters (h, 0) and (h, 1), of sc_j * bsum_j */
-                const uint8_t *q0 = tile + 2 * h * PACK_Q6_K_QUARTER, *q1 = q0 + PACK_Q6_K_QUARTER;
-                UNROLL
-                for (int m = 0; m < 4; m++)
-                    UNROLL
-                    for (int r = 0; r < nr; r++) {
-                        const size_t off = PACK_Q6_K_SC(m) + pass_off(r, v0, nv, gs, 1);
-                        const vi sc32 = vi_or(vi_and(vi_sll(vi_i8(q0 + off), 5), vi_set1(0xffff)), vi_sll(vi_i8(q1 + off), 21));
-                        UNROLL
-                        for (int t = 0; t < nt; t++)
-                            isum[t][r] = vi_sub(isum[t][r], vi_dot16(vi_zero(), sc32, vi_bcast32(xr[t][b].bsums + 8 * h + 2 * m)));
-                    }
-            }
-        }
-        UNROLL
-        for (int r = 0; r < nr; r++) {
-            const vf dw = vf_f16(g + pack_q6_K_d(nb, b) + pass_off(r, v0, nv, gs, 2));
-            UNROLL
-            for (int t = 0; t < nt; t++) acc[t][r] = vf_fma(vf_mul(dw, vf_set1(xr[t][b].d)), vf_cvt(isum[t][r]), acc[t][r]);
+        } else {
+            q6_block(nb, b, g, gs, ns, v0, nv, xr, nt, pf, pf_on, acc, 0);
         }
     }
     UNROLL
@@ -721,6 +809,13 @@ VT_INLINE void q6_rows(int64_t nb, const uint8_t *g, size_t gs, const int ns, co
 /* ---- the K-quant GEMMs ------------------------------------------------------------------ */
 
 enum { KQ_Q4_K, KQ_Q5_K, KQ_Q6_K };
+
+/* The integer tile of a one-token pass holds its row vectors of both streams at
+ * once, or of one where they take turns: at most GEMM_NV_MAX. */
+#define K_NS1_TILE(kq) ((GEMM_K_NS1(kq) == 2 && !GEMM_K_TURNS ? 2 : 1) * GEMM_K_NV(1))
+static_assert(K_NS1_TILE(KQ_Q4_K) <= GEMM_NV_MAX && K_NS1_TILE(KQ_Q5_K) <= GEMM_NV_MAX &&
+                  K_NS1_TILE(KQ_Q6_K) <= GEMM_NV_MAX,
+              "a one-token K-quant tile of more row vectors than GEMM_NV_MAX");
 
 /* One group (ns 2: and its partner gs bytes on, outputs ys floats on), nt
  * tokens, in passes of GEMM_K_NV(nt) row vectors of a group (only the first
@@ -738,9 +833,10 @@ VT_INLINE void kq_group(const int type, int64_t nb, const uint8_t *g, size_t gs,
 #define K_TILE_NT(n, tok) ((n) < (tok) ? (n) : (tok))
 
 /* The body of an exported K-quant GEMM: each group in tiles of up to the tier's
- * tokens. One token, where the tier's registers hold two groups' tiles
- * (GEMM_K_NS1), reads group g together with g + n_groups / 2 as the legacy
- * types do (legacy_tiles says why); more tokens keep one group at a time, all
+ * tokens. One token, where the tier asks for two streams (GEMM_K_NS1: both
+ * groups' tiles at once, or in turns a super-block each), reads group g
+ * together with g + n_groups / 2 as the legacy types do (legacy_tiles says
+ * why); more tokens keep one group at a time, all
  * their tiles over it before the next, so a second tile rereads it from cache. */
 VT_INLINE void kq_gemm(const int type, int64_t n_in, const void *w, int64_t n_groups, const void *x,
                        size_t x_stride, int n_tok, float *y, int64_t ldy, const bool pf_on) {
