@@ -5,6 +5,7 @@
 #include "llama.h"
 #include "../../tools/llama_rope.h"
 
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,4 +253,14 @@ bool llama_ref_ftype(const char *name, enum llama_ftype *out) {
 void llama_ref_print_ftypes(FILE *f) {
     for (size_t i = 0; i < sizeof ftypes / sizeof ftypes[0]; i++)
         fprintf(f, "%s%s", i ? " " : "", ftypes[i].name);
+}
+
+void llama_ref_gguf_free(struct gguf_context *g) {
+    static void (*fn)(struct gguf_context *);
+    if (!fn) {
+        void *h = dlopen("libggml-base.so", RTLD_NOW | RTLD_NOLOAD);
+        fn = (void (*)(struct gguf_context *))(h ? dlsym(h, "gguf_free") : NULL);
+        if (h) dlclose(h);
+    }
+    if (fn) fn(g);
 }

@@ -71,4 +71,13 @@ bool llama_ref_greedy(llama_ref *r, const int32_t *prompt, int32_t n_prompt, int
  * and the second largest value. */
 int32_t llama_ref_argmax(const float *x, int32_t n, float *gap);
 
+/* ggml's gguf_free, for a gguf_context that ggml's GGUF API (gguf.h) made. vt's
+ * libvt also defines gguf_free (and gguf_find_tensor, gguf_type_name) with other
+ * signatures; a direct call would link vt's object into the program, and the
+ * dynamic linker would then bind libllama's own calls to vt's functions. So
+ * ggml's is looked up at run time, and a test that uses ggml's GGUF API names
+ * none of them. */
+struct gguf_context;
+void llama_ref_gguf_free(struct gguf_context *g);
+
 #endif

@@ -23,24 +23,9 @@
 #include "model/synth.h"
 #include "test.h"
 
-#include <dlfcn.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* vt's libvt also defines gguf_free (and gguf_find_tensor, gguf_type_name) with
- * other signatures. A direct call here would link vt's object into this program,
- * and the dynamic linker would then bind libllama's own calls to vt's functions.
- * So ggml's gguf_free is looked up at run time, and nothing here names vt's. */
-static void ggml_gguf_free(struct gguf_context *g) {
-    static void (*fn)(struct gguf_context *);
-    if (!fn) {
-        void *h = dlopen("libggml-base.so", RTLD_NOW | RTLD_NOLOAD);
-        fn = (void (*)(struct gguf_context *))(h ? dlsym(h, "gguf_free") : NULL);
-        if (h) dlclose(h);
-    }
-    if (fn) fn(g);
-}
 
 static char tmp_dir[256];
 
@@ -127,7 +112,7 @@ static bool write_synthetic(const char *path, const struct gguf_context *tok_src
     }
 #undef ADD
     const bool ok = gguf_write_to_file(g, path, false);
-    ggml_gguf_free(g);
+    llama_ref_gguf_free(g);
     ggml_free(ctx);
     return ok;
 }
@@ -217,7 +202,7 @@ static bool write_synthetic_moe(const char *path, const struct gguf_context *tok
     }
 #undef ADD
     const bool ok = gguf_write_to_file(g, path, false);
-    ggml_gguf_free(g);
+    llama_ref_gguf_free(g);
     ggml_free(ctx);
     return ok;
 }
@@ -267,7 +252,7 @@ static bool parse(const char *path, parsed *p) {
     return ok;
 }
 static void unparse(parsed *p) {
-    if (p->g) ggml_gguf_free(p->g);
+    if (p->g) llama_ref_gguf_free(p->g);
     free(p->bytes);
 }
 static const uint8_t *tensor_data(const parsed *p, int64_t i) {

@@ -20,7 +20,6 @@
 #include "tokenizer/tokenizer.h"
 #include "test.h"
 
-#include <dlfcn.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -314,18 +313,6 @@ static void compare_vocab(const char *file, int n_random) {
 
 /* ---- pre-tokenizers on a retagged vocabulary ------------------------------------ */
 
-/* vt's libvt defines gguf_free too (another signature); ggml's is looked up at
- * run time so that nothing here links vt's (see test_quantize_llama.c). */
-static void ggml_gguf_free(struct gguf_context *g) {
-    static void (*fn)(struct gguf_context *);
-    if (!fn) {
-        void *h = dlopen("libggml-base.so", RTLD_NOW | RTLD_NOLOAD);
-        fn = (void (*)(struct gguf_context *))(h ? dlsym(h, "gguf_free") : NULL);
-        if (h) dlclose(h);
-    }
-    if (fn) fn(g);
-}
-
 /* Texts that tell o200k's splitting apart, as llama.cpp runs it (std::regex over
  * its category-collapsed text): case runs inside words, letters outside ASCII
  * (upper and lower both), combining marks, digit runs of 1-7, upper-case
@@ -402,8 +389,8 @@ done:
     free(toks);
     free(types);
     free(scores);
-    if (g) ggml_gguf_free(g);
-    if (out) ggml_gguf_free(out);
+    if (g) llama_ref_gguf_free(g);
+    if (out) llama_ref_gguf_free(out);
     return ok;
 }
 
