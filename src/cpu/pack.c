@@ -230,31 +230,45 @@ static inline vt_f16 pair_scale(const uint8_t *g, int64_t b, size_t qb, int r) {
     return d;
 }
 
-void gemm_q4_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
-    (void)xs; /* read from x itself: the same values either way */
-    const int64_t nb = n_in / QK4_0;
-    const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_q4_0);
+/* The scalar twins share one driver, gemm_ref: per group, token and row of the
+ * group, acc starts at 0 and takes one step per block in block order, then
+ * y[t * ldy + 16 g + r] = acc. A type gives only its block (elements, and the
+ * bytes of one row's block: a group's block is PACK_ROWS of them, which the
+ * _Static_asserts above pin down for every layout) and its step, which returns
+ * acc after block b of row r of group g, x being the token's activation row. The
+ * steps keep each type's float operations and their order (an fmaf per block
+ * where the SIMD kernels fuse, quant_dot_*_ref's steps where they do not): the
+ * SIMD kernels are tested against these bits. One indirect call per block is
+ * noise next to the block's scalar loop. */
+typedef float (*ref_step_fn)(const uint8_t *g, int64_t nb, int64_t b, int r, const void *x, float acc);
+
+static void gemm_ref(ref_step_fn step, int64_t block, size_t row_block_bytes, int64_t n_in, const void *w,
+                     int64_t n_groups, const void *x, size_t x_stride, int n_tok, float *y, int64_t ldy) {
+    const int64_t nb = n_in / block;
+    const size_t group_bytes = (size_t)nb * PACK_ROWS * row_block_bytes;
     for (int64_t gi = 0; gi < n_groups; gi++) {
         const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
         for (int t = 0; t < n_tok; t++) {
-            const block_q8_0 *xb = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride);
+            const void *xr = (const uint8_t *)x + (size_t)t * x_stride;
             for (int r = 0; r < PACK_ROWS; r++) {
                 float acc = 0.0f;
-                for (int64_t b = 0; b < nb; b++) {
-                    const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q4_0);
-                    int32_t isum = 0;
-                    for (int i = 0; i < 16; i++) {
-                        const uint8_t q = chunk_byte(v, r, i);
-                        isum += ((q & 0x0f) - 8) * xb[b].qs[i] + ((q >> 4) - 8) * xb[b].qs[16 + i];
-                    }
-                    const float s = f16_to_f32(pair_scale(g, b, PACK_QB_Q4_0, r)) * f16_to_f32(xb[b].d);
-                    acc = fmaf(s, (float)isum, acc);
-                }
+                for (int64_t b = 0; b < nb; b++) acc = step(g, nb, b, r, xr, acc);
                 y[t * ldy + gi * PACK_ROWS + r] = acc;
             }
         }
     }
+}
+
+static float q4_0_step(const uint8_t *g, int64_t nb, int64_t b, int r, const void *x, float acc) {
+    const block_q8_0 *xb = (const block_q8_0 *)x + b;
+    const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q4_0);
+    int32_t isum = 0;
+    for (int i = 0; i < 16; i++) {
+        const uint8_t q = chunk_byte(v, r, i);
+        isum += ((q & 0x0f) - 8) * xb->qs[i] + ((q >> 4) - 8) * xb->qs[16 + i];
+    }
+    const float s = f16_to_f32(pair_scale(g, b, PACK_QB_Q4_0, r)) * f16_to_f32(xb->d);
+    return fmaf(s, (float)isum, acc);
 }
 
 /* Quant i (0..31) of row r of a Q4_0-style block whose nibble vectors start at
@@ -266,119 +280,53 @@ static inline int leg_quant(const uint8_t *v, const uint8_t *hv, int r, int i) {
     return hv ? nib | ((chunk_byte(hv, r, i % 4) >> (2 * k + hi)) & 1) << 4 : nib;
 }
 
-void gemm_q5_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
-    (void)xs; /* read from x itself: the same values either way */
-    const int64_t nb = n_in / QK5_0;
-    const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_q5_0);
-    for (int64_t gi = 0; gi < n_groups; gi++) {
-        const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
-        for (int t = 0; t < n_tok; t++) {
-            const block_q8_0 *xb = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride);
-            for (int r = 0; r < PACK_ROWS; r++) {
-                float acc = 0.0f;
-                for (int64_t b = 0; b < nb; b++) {
-                    const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q5_0);
-                    int32_t isum = 0;
-                    for (int i = 0; i < 32; i++) isum += (leg_quant(v, v + 4 * CHUNK_VEC, r, i) - 16) * xb[b].qs[i];
-                    const float s = f16_to_f32(pair_scale(g, b, PACK_QB_Q5_0, r)) * f16_to_f32(xb[b].d);
-                    acc += s * (float)isum; /* quant_dot_q5_0_ref's steps (built without contraction) */
-                }
-                y[t * ldy + gi * PACK_ROWS + r] = acc;
-            }
-        }
-    }
+static float q5_0_step(const uint8_t *g, int64_t nb, int64_t b, int r, const void *x, float acc) {
+    const block_q8_0 *xb = (const block_q8_0 *)x + b;
+    const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q5_0);
+    int32_t isum = 0;
+    for (int i = 0; i < 32; i++) isum += (leg_quant(v, v + 4 * CHUNK_VEC, r, i) - 16) * xb->qs[i];
+    const float s = f16_to_f32(pair_scale(g, b, PACK_QB_Q5_0, r)) * f16_to_f32(xb->d);
+    return acc + s * (float)isum; /* quant_dot_q5_0_ref's steps (built without contraction) */
 }
 
 /* Q4_1 (q5 false) and Q5_1 against Q8_1 activations. */
-static void gemm_dm_ref(bool q5, int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                        int n_tok, float *y, int64_t ldy) {
-    const int64_t nb = n_in / 32;
-    const size_t qb = q5 ? PACK_QB_Q5_0 : PACK_QB_Q4_0;
-    const size_t group_bytes = (size_t)nb * (4 * PACK_ROWS + qb);
-    for (int64_t gi = 0; gi < n_groups; gi++) {
-        const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
-        for (int t = 0; t < n_tok; t++) {
-            const block_q8_1 *xb = (const block_q8_1 *)((const uint8_t *)x + (size_t)t * x_stride);
-            for (int r = 0; r < PACK_ROWS; r++) {
-                float acc = 0.0f;
-                for (int64_t b = 0; b < nb; b++) {
-                    const uint8_t *tb = g + pack_dm_tile(b, qb), *v = tb + 4 * PACK_ROWS;
-                    int32_t isum = 0;
-                    for (int i = 0; i < 32; i++) isum += leg_quant(v, q5 ? v + 4 * CHUNK_VEC : NULL, r, i) * xb[b].qs[i];
-                    vt_f16 d, m;
-                    memcpy(&d, tb + 2 * (size_t)r, 2);
-                    memcpy(&m, tb + 2 * PACK_ROWS + 2 * (size_t)r, 2);
-                    /* quant_dot_q4_1_ref's / _q5_1_ref's steps */
-                    acc += (f16_to_f32(d) * f16_to_f32(xb[b].d)) * (float)isum + f16_to_f32(m) * f16_to_f32(xb[b].s);
-                }
-                y[t * ldy + gi * PACK_ROWS + r] = acc;
-            }
-        }
+static inline float dm_step(bool q5, const uint8_t *g, int64_t b, int r, const void *x, float acc) {
+    const block_q8_1 *xb = (const block_q8_1 *)x + b;
+    const uint8_t *tb = g + pack_dm_tile(b, q5 ? PACK_QB_Q5_0 : PACK_QB_Q4_0), *v = tb + 4 * PACK_ROWS;
+    int32_t isum = 0;
+    for (int i = 0; i < 32; i++) isum += leg_quant(v, q5 ? v + 4 * CHUNK_VEC : NULL, r, i) * xb->qs[i];
+    vt_f16 d, m;
+    memcpy(&d, tb + 2 * (size_t)r, 2);
+    memcpy(&m, tb + 2 * PACK_ROWS + 2 * (size_t)r, 2);
+    /* quant_dot_q4_1_ref's / _q5_1_ref's steps */
+    return acc + ((f16_to_f32(d) * f16_to_f32(xb->d)) * (float)isum + f16_to_f32(m) * f16_to_f32(xb->s));
+}
+static float q4_1_step(const uint8_t *g, int64_t nb, int64_t b, int r, const void *x, float acc) {
+    return dm_step(false, g, b, r, x, acc);
+}
+static float q5_1_step(const uint8_t *g, int64_t nb, int64_t b, int r, const void *x, float acc) {
+    return dm_step(true, g, b, r, x, acc);
+}
+
+static float q8_0_step(const uint8_t *g, int64_t nb, int64_t b, int r, const void *x, float acc) {
+    const block_q8_0 *xb = (const block_q8_0 *)x + b;
+    const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q8_0);
+    int32_t isum = 0;
+    for (int i = 0; i < 32; i++) isum += (int8_t)chunk_byte(v, r, i) * xb->qs[i];
+    const float s = f16_to_f32(pair_scale(g, b, PACK_QB_Q8_0, r)) * f16_to_f32(xb->d);
+    return fmaf(s, (float)isum, acc);
+}
+
+static float mxfp4_step(const uint8_t *g, int64_t nb, int64_t b, int r, const void *x, float acc) {
+    const block_q8_0 *xb = (const block_q8_0 *)x + b;
+    const uint8_t *v = g + pack_mxfp4_qs(nb, b);
+    int32_t isum = 0;
+    for (int i = 0; i < 16; i++) {
+        const uint8_t q = chunk_byte(v, r, i);
+        isum += mxfp4_values[q & 0x0f] * xb->qs[i] + mxfp4_values[q >> 4] * xb->qs[16 + i];
     }
-}
-
-void gemm_q4_1_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
-    (void)xs; /* read from x itself: the same values either way */
-    gemm_dm_ref(false, n_in, w, n_groups, x, x_stride, n_tok, y, ldy);
-}
-
-void gemm_q5_1_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
-    (void)xs; /* read from x itself: the same values either way */
-    gemm_dm_ref(true, n_in, w, n_groups, x, x_stride, n_tok, y, ldy);
-}
-
-void gemm_q8_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
-    (void)xs; /* read from x itself: the same values either way */
-    const int64_t nb = n_in / QK8_0;
-    const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_q8_0);
-    for (int64_t gi = 0; gi < n_groups; gi++) {
-        const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
-        for (int t = 0; t < n_tok; t++) {
-            const block_q8_0 *xb = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride);
-            for (int r = 0; r < PACK_ROWS; r++) {
-                float acc = 0.0f;
-                for (int64_t b = 0; b < nb; b++) {
-                    const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q8_0);
-                    int32_t isum = 0;
-                    for (int i = 0; i < 32; i++) isum += (int8_t)chunk_byte(v, r, i) * xb[b].qs[i];
-                    const float s = f16_to_f32(pair_scale(g, b, PACK_QB_Q8_0, r)) * f16_to_f32(xb[b].d);
-                    acc = fmaf(s, (float)isum, acc);
-                }
-                y[t * ldy + gi * PACK_ROWS + r] = acc;
-            }
-        }
-    }
-}
-
-void gemm_mxfp4_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                    const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
-    (void)xs; /* read from x itself: the same values either way */
-    const int64_t nb = n_in / QK_MXFP4;
-    const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_mxfp4);
-    for (int64_t gi = 0; gi < n_groups; gi++) {
-        const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
-        for (int t = 0; t < n_tok; t++) {
-            const block_q8_0 *xb = (const block_q8_0 *)((const uint8_t *)x + (size_t)t * x_stride);
-            for (int r = 0; r < PACK_ROWS; r++) {
-                float acc = 0.0f;
-                for (int64_t b = 0; b < nb; b++) {
-                    const uint8_t *v = g + pack_mxfp4_qs(nb, b);
-                    int32_t isum = 0;
-                    for (int i = 0; i < 16; i++) {
-                        const uint8_t q = chunk_byte(v, r, i);
-                        isum += mxfp4_values[q & 0x0f] * xb[b].qs[i] + mxfp4_values[q >> 4] * xb[b].qs[16 + i];
-                    }
-                    const float s = mxfp4_e8m0_half(g[pack_mxfp4_e(b) + (size_t)r]) * f16_to_f32(xb[b].d);
-                    acc = fmaf(s, (float)isum, acc);
-                }
-                y[t * ldy + gi * PACK_ROWS + r] = acc;
-            }
-        }
-    }
+    const float s = mxfp4_e8m0_half(g[pack_mxfp4_e(b) + (size_t)r]) * f16_to_f32(xb->d);
+    return fmaf(s, (float)isum, acc);
 }
 
 /* The 8 scales and 8 mins of a Q4_K super-block from its 12 scale bytes. */
@@ -391,137 +339,91 @@ static void q4_K_scales_mins(const uint8_t *p, uint8_t sc[8], uint8_t mn[8]) {
     }
 }
 
-void gemm_q4_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
-    (void)xs; /* read from x itself: the same values either way */
-    const int64_t nb = n_in / QK_K;
-    const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_q4_K);
-    for (int64_t gi = 0; gi < n_groups; gi++) {
-        const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
-        const size_t tile = PACK_ROWS * sizeof(block_q4_K);
-        for (int t = 0; t < n_tok; t++) {
-            const block_q8_K *xb = (const block_q8_K *)((const uint8_t *)x + (size_t)t * x_stride);
-            for (int r = 0; r < PACK_ROWS; r++) {
-                float acc = 0.0f;
-                for (int64_t b = 0; b < nb; b++) {
-                    uint8_t packed[12], sc[8], mn[8];
-                    const uint8_t *tb = g + b * tile;
-                    vt_f16 d, dmin;
-                    memcpy(&d, tb + 2 * r, 2);
-                    memcpy(&dmin, tb + 2 * PACK_ROWS + 2 * r, 2);
-                    for (int i = 0; i < 12; i++) packed[i] = chunk_byte(tb + 4 * PACK_ROWS, r, i);
-                    q4_K_scales_mins(packed, sc, mn);
-                    const uint8_t *v = tb + 4 * PACK_ROWS + 3 * CHUNK_VEC;
-                    int32_t isum = 0, imin = 0;
-                    for (int j = 0; j < 4; j++) {
-                        int32_t lo = 0, hi = 0;
-                        for (int l = 0; l < 32; l++) {
-                            const uint8_t q = chunk_byte(v, r, 32 * j + l);
-                            lo += (q & 0x0f) * xb[b].qs[64 * j + l];
-                            hi += (q >> 4) * xb[b].qs[64 * j + 32 + l];
-                        }
-                        isum += sc[2 * j] * lo + sc[2 * j + 1] * hi;
-                    }
-                    for (int j = 0; j < 8; j++) imin += mn[j] * (xb[b].bsums[2 * j] + xb[b].bsums[2 * j + 1]);
-                    const float s = f16_to_f32(d) * xb[b].d;
-                    const float sm = f16_to_f32(dmin) * xb[b].d;
-                    acc = fmaf(s, (float)isum, acc);
-                    acc = fmaf(-sm, (float)imin, acc);
-                }
-                y[t * ldy + gi * PACK_ROWS + r] = acc;
-            }
+/* Q4_K (q5 false) and Q5_K: the Q4_K tile, and for Q5_K its 8 fifth-bit vectors. */
+static inline float k45_step(bool q5, const uint8_t *g, int64_t b, int r, const void *x, float acc) {
+    const block_q8_K *xb = (const block_q8_K *)x + b;
+    const uint8_t *tb = g + (size_t)b * PACK_ROWS * (q5 ? sizeof(block_q5_K) : sizeof(block_q4_K));
+    uint8_t packed[12], sc[8], mn[8];
+    vt_f16 d, dmin;
+    memcpy(&d, tb + 2 * r, 2);
+    memcpy(&dmin, tb + 2 * PACK_ROWS + 2 * r, 2);
+    for (int i = 0; i < 12; i++) packed[i] = chunk_byte(tb + 4 * PACK_ROWS, r, i);
+    q4_K_scales_mins(packed, sc, mn);
+    const uint8_t *v = tb + 4 * PACK_ROWS + 3 * CHUNK_VEC, *vh = v + 32 * CHUNK_VEC;
+    int32_t isum = 0, imin = 0;
+    for (int j = 0; j < 4; j++) {
+        int32_t lo = 0, hi = 0;
+        for (int l = 0; l < 32; l++) {
+            const uint8_t q = chunk_byte(v, r, 32 * j + l), h = q5 ? chunk_byte(vh, r, l) : 0;
+            lo += ((q & 0x0f) | ((h >> (2 * j) & 1) << 4)) * xb->qs[64 * j + l];
+            hi += ((q >> 4) | ((h >> (2 * j + 1) & 1) << 4)) * xb->qs[64 * j + 32 + l];
         }
+        isum += sc[2 * j] * lo + sc[2 * j + 1] * hi;
     }
+    for (int j = 0; j < 8; j++) imin += mn[j] * (xb->bsums[2 * j] + xb->bsums[2 * j + 1]);
+    const float s = f16_to_f32(d) * xb->d;
+    const float sm = f16_to_f32(dmin) * xb->d;
+    acc = fmaf(s, (float)isum, acc);
+    return fmaf(-sm, (float)imin, acc);
+}
+static float q4_K_step(const uint8_t *g, int64_t nb, int64_t b, int r, const void *x, float acc) {
+    return k45_step(false, g, b, r, x, acc);
+}
+static float q5_K_step(const uint8_t *g, int64_t nb, int64_t b, int r, const void *x, float acc) {
+    return k45_step(true, g, b, r, x, acc);
 }
 
-void gemm_q5_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
-    (void)xs; /* read from x itself: the same values either way */
-    const int64_t nb = n_in / QK_K;
-    const size_t tile = PACK_ROWS * sizeof(block_q5_K);
-    const size_t group_bytes = (size_t)nb * tile;
-    for (int64_t gi = 0; gi < n_groups; gi++) {
-        const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
-        for (int t = 0; t < n_tok; t++) {
-            const block_q8_K *xb = (const block_q8_K *)((const uint8_t *)x + (size_t)t * x_stride);
-            for (int r = 0; r < PACK_ROWS; r++) {
-                float acc = 0.0f;
-                for (int64_t b = 0; b < nb; b++) {
-                    uint8_t packed[12], sc[8], mn[8];
-                    const uint8_t *tb = g + b * tile;
-                    vt_f16 d, dmin;
-                    memcpy(&d, tb + 2 * r, 2);
-                    memcpy(&dmin, tb + 2 * PACK_ROWS + 2 * r, 2);
-                    for (int i = 0; i < 12; i++) packed[i] = chunk_byte(tb + 4 * PACK_ROWS, r, i);
-                    q4_K_scales_mins(packed, sc, mn);
-                    const uint8_t *v = tb + 4 * PACK_ROWS + 3 * CHUNK_VEC, *vh = v + 32 * CHUNK_VEC;
-                    int32_t isum = 0, imin = 0;
-                    for (int j = 0; j < 4; j++) {
-                        int32_t lo = 0, hi = 0;
-                        for (int l = 0; l < 32; l++) {
-                            const uint8_t q = chunk_byte(v, r, 32 * j + l), h = chunk_byte(vh, r, l);
-                            lo += ((q & 0x0f) | ((h >> (2 * j) & 1) << 4)) * xb[b].qs[64 * j + l];
-                            hi += ((q >> 4) | ((h >> (2 * j + 1) & 1) << 4)) * xb[b].qs[64 * j + 32 + l];
-                        }
-                        isum += sc[2 * j] * lo + sc[2 * j + 1] * hi;
-                    }
-                    for (int j = 0; j < 8; j++) imin += mn[j] * (xb[b].bsums[2 * j] + xb[b].bsums[2 * j + 1]);
-                    const float s = f16_to_f32(d) * xb[b].d;
-                    const float sm = f16_to_f32(dmin) * xb[b].d;
-                    acc = fmaf(s, (float)isum, acc);
-                    acc = fmaf(-sm, (float)imin, acc);
-                }
-                y[t * ldy + gi * PACK_ROWS + r] = acc;
-            }
+static float q6_K_step(const uint8_t *g, int64_t nb, int64_t b, int r, const void *x, float acc) {
+    const block_q8_K *xb = (const block_q8_K *)x + b;
+    int8_t q[QK_K], sc[16];
+    for (int qi = 0; qi < 4; qi++) {
+        const int h = qi >> 1, u = qi & 1;
+        const uint8_t *qt = g + pack_q6_K_tile(nb, b) + (size_t)qi * PACK_Q6_K_QUARTER;
+        for (int m = 0; m < 4; m++) sc[8 * h + 2 * m + u] = (int8_t)qt[PACK_Q6_K_SC(m) + r];
+        for (int l = 0; l < 16; l++) {
+            const size_t at = 4 * (size_t)r + (size_t)(l % 4); /* byte of row r */
+            const uint8_t la = qt[PACK_Q6_K_VEC(0, l / 4) + at];
+            const uint8_t lb = qt[PACK_Q6_K_VEC(1, l / 4) + at];
+            const uint8_t hb = qt[PACK_Q6_K_VEC(2, l / 4) + at];
+            const int e = 128 * h + 16 * u + l; /* element of m = 0 */
+            q[e] = (int8_t)((la & 0x0f) | ((hb & 3) << 4));
+            q[e + 32] = (int8_t)((lb & 0x0f) | (((hb >> 2) & 3) << 4));
+            q[e + 64] = (int8_t)((la >> 4) | (((hb >> 4) & 3) << 4));
+            q[e + 96] = (int8_t)((lb >> 4) | (((hb >> 6) & 3) << 4));
         }
     }
+    int32_t isum = 0;
+    for (int j = 0; j < 16; j++) {
+        int32_t sj = 0;
+        for (int l = 0; l < 16; l++) sj += (q[16 * j + l] - 32) * xb->qs[16 * j + l];
+        isum += sc[j] * sj;
+    }
+    vt_f16 d;
+    memcpy(&d, g + pack_q6_K_d(nb, b) + 2 * (size_t)r, 2);
+    const float s = f16_to_f32(d) * xb->d;
+    return fmaf(s, (float)isum, acc);
 }
 
-void gemm_q6_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy) {
-    (void)xs; /* read from x itself: the same values either way */
-    const int64_t nb = n_in / QK_K;
-    const size_t group_bytes = (size_t)nb * PACK_ROWS * sizeof(block_q6_K);
-    for (int64_t gi = 0; gi < n_groups; gi++) {
-        const uint8_t *g = (const uint8_t *)w + (size_t)gi * group_bytes;
-        for (int t = 0; t < n_tok; t++) {
-            const block_q8_K *xb = (const block_q8_K *)((const uint8_t *)x + (size_t)t * x_stride);
-            for (int r = 0; r < PACK_ROWS; r++) {
-                float acc = 0.0f;
-                for (int64_t b = 0; b < nb; b++) {
-                    int8_t q[QK_K], sc[16];
-                    for (int qi = 0; qi < 4; qi++) {
-                        const int h = qi >> 1, u = qi & 1;
-                        const uint8_t *qt = g + pack_q6_K_tile(nb, b) + (size_t)qi * PACK_Q6_K_QUARTER;
-                        for (int m = 0; m < 4; m++) sc[8 * h + 2 * m + u] = (int8_t)qt[PACK_Q6_K_SC(m) + r];
-                        for (int l = 0; l < 16; l++) {
-                            const size_t at = 4 * (size_t)r + (size_t)(l % 4); /* byte of row r */
-                            const uint8_t la = qt[PACK_Q6_K_VEC(0, l / 4) + at];
-                            const uint8_t lb = qt[PACK_Q6_K_VEC(1, l / 4) + at];
-                            const uint8_t hb = qt[PACK_Q6_K_VEC(2, l / 4) + at];
-                            const int e = 128 * h + 16 * u + l; /* element of m = 0 */
-                            q[e] = (int8_t)((la & 0x0f) | ((hb & 3) << 4));
-                            q[e + 32] = (int8_t)((lb & 0x0f) | (((hb >> 2) & 3) << 4));
-                            q[e + 64] = (int8_t)((la >> 4) | (((hb >> 4) & 3) << 4));
-                            q[e + 96] = (int8_t)((lb >> 4) | (((hb >> 6) & 3) << 4));
-                        }
-                    }
-                    int32_t isum = 0;
-                    for (int j = 0; j < 16; j++) {
-                        int32_t sj = 0;
-                        for (int l = 0; l < 16; l++) sj += (q[16 * j + l] - 32) * xb[b].qs[16 * j + l];
-                        isum += sc[j] * sj;
-                    }
-                    vt_f16 d;
-                    memcpy(&d, g + pack_q6_K_d(nb, b) + 2 * (size_t)r, 2);
-                    const float s = f16_to_f32(d) * xb[b].d;
-                    acc = fmaf(s, (float)isum, acc);
-                }
-                y[t * ldy + gi * PACK_ROWS + r] = acc;
-            }
-        }
+/* The pack_gemm_fn of each type: gemm_ref over its block (qk elements, a row's
+ * share of block_t bytes) and its step. xs is not read: x itself gives the same
+ * values. */
+#define REF_GEMM(name, qk, block_t)                                                                      \
+    static void gemm_##name##_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x,          \
+                                  size_t x_stride, const pack_xblock *xs, int n_tok, float *y,          \
+                                  int64_t ldy) {                                                        \
+        (void)xs;                                                                                       \
+        gemm_ref(name##_step, qk, sizeof(block_t), n_in, w, n_groups, x, x_stride, n_tok, y, ldy);      \
     }
-}
+REF_GEMM(q4_0, QK4_0, block_q4_0)
+REF_GEMM(q4_1, QK4_1, block_q4_1)
+REF_GEMM(q5_0, QK5_0, block_q5_0)
+REF_GEMM(q5_1, QK5_1, block_q5_1)
+REF_GEMM(q8_0, QK8_0, block_q8_0)
+REF_GEMM(q4_K, QK_K, block_q4_K)
+REF_GEMM(q5_K, QK_K, block_q5_K)
+REF_GEMM(q6_K, QK_K, block_q6_K)
+REF_GEMM(mxfp4, QK_MXFP4, block_mxfp4)
+#undef REF_GEMM
 
 pack_gemm_fn pack_gemm_ref(vt_dtype type) {
     switch (type) {
