@@ -273,20 +273,7 @@ VT_INLINE void iq4_xs_block(const block_iq4_xs *w, const block_q8_K *x, k_acc *a
                 name##_block((const block_t *)(w + (size_t)r * ws) + b, x + b, &a[r]);     \
         for (int r = 0; r < nr; r++) s[r] = hsum_f32x8(a[r].acc) - hsum_f32x8(a[r].acc_m); \
     }                                                                                      \
-    float dot_##name##_avx2(int64_t n, const void *w, const void *x) {                     \
-        float s;                                                                           \
-        name##_rows(n, w, 0, x, &s, 1);                                                    \
-        return s;                                                                          \
-    }                                                                                      \
-    void dot_rows_##name##_avx2(int64_t n, const void *w, size_t ws, const void *x,        \
-                                float *s, int nr) {                                        \
-        switch (nr) {                                                                      \
-        case 4: name##_rows(n, w, ws, x, s, 4); break;                                     \
-        case 3: name##_rows(n, w, ws, x, s, 3); break;                                     \
-        case 2: name##_rows(n, w, ws, x, s, 2); break;                                     \
-        default: name##_rows(n, w, ws, x, s, 1); break;                                    \
-        }                                                                                  \
-    }
+    CPU_DEFINE_DOT(name, avx2)
 
 K_KERNEL(q2_K, block_q2_K)
 K_KERNEL(q3_K, block_q3_K)
