@@ -41,28 +41,16 @@ static inline void get_scale_min(int j, const uint8_t *q, uint8_t *d, uint8_t *m
 
 /* Q3_K: the 16 6-bit scales (still offset by 32) unpacked from 12 bytes. */
 static void q3_K_unpack_scales(const uint8_t *packed, int8_t out[16]) {
-    const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
-    uint32_t aux[4];
-    memcpy(aux, packed, 12);
-    const uint32_t tmp = aux[2];
-    aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
-    aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
-    aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
-    aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
-    memcpy(out, aux, 16);
+    uint32_t w[4];
+    q3_K_scale_words(packed, w);
+    memcpy(out, w, 16);
 }
 
 /* Q4_K/Q5_K: the 8 scales (out[0..7]) and 8 mins (out[8..15]). */
 static void q4_K_unpack_scales(const uint8_t *packed, uint8_t out[16]) {
-    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-    uint32_t u[4];
-    memcpy(u, packed, 12);
-    u[3] = ((u[2] >> 4) & kmask2) | (((u[1] >> 6) & kmask3) << 4);
-    const uint32_t mins_lo = u[1] & kmask1;
-    u[1] = (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4);
-    u[2] = mins_lo;
-    u[0] &= kmask1;
-    memcpy(out, u, 16);
+    uint32_t w[4];
+    q4_K_scale_words(packed, w);
+    memcpy(out, w, 16);
 }
 
 /* ---- search helpers (the scale/min fitting of ggml's K-quant reference) ---------- */

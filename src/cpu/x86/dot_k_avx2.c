@@ -64,18 +64,12 @@ typedef struct {
 
 /* ---- Q4_K, Q5_K: 8 sub-blocks of 32, 6-bit scale and min each ------------------------- */
 
-/* Unpack the 12 bytes into 8 scales (bytes 0..7) and 8 mins (bytes 8..15).
- * Sub-blocks 0..3 keep their 6 bits in bytes 0..3 (scale) and 4..7 (min);
- * sub-blocks 4..7 take the low/high nibbles of bytes 8..11 plus the top two bits
- * of bytes 0..7. */
+/* The 8 scales (bytes 0..7) and 8 mins (bytes 8..15) from the 12 packed bytes
+ * (q4_K_scale_words). */
 VT_INLINE __m128i unpack_q4_K_scales(const uint8_t *p) {
-    uint32_t u[3];
-    memcpy(u, p, 12);
-    const uint32_t sc_lo = u[0] & 0x3f3f3f3f;
-    const uint32_t mn_lo = u[1] & 0x3f3f3f3f;
-    const uint32_t sc_hi = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
-    const uint32_t mn_hi = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
-    return _mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)mn_lo, (int)mn_hi);
+    uint32_t s[4];
+    q4_K_scale_words(p, s);
+    return _mm_setr_epi32((int)s[0], (int)s[1], (int)s[2], (int)s[3]);
 }
 
 /* acc_m += dmin * sum_g bsums[g] * mins[g / 2] (4 lanes used) */
@@ -165,18 +159,11 @@ VT_INLINE void q6_K_block(const block_q6_K *w, const block_q8_K *x, k_acc *a) {
 
 /* ---- Q3_K: 16 sub-blocks of 16, 6-bit scales centred on 32, q = 2 + 1 bits - 4 ------- */
 
-/* The 16 scales (minus 32) from the 12 packed bytes: low 4 bits of scale j in the
- * nibbles of bytes 0..7 (j < 8: low nibble of byte j, else high nibble of byte
- * j - 8), the top 2 bits in bytes 8..11 (byte 8 + j % 4, bit pair j / 4). */
+/* The 16 scales (minus 32) from the 12 packed bytes (q3_K_scale_words). */
 VT_INLINE __m128i unpack_q3_K_scales(const uint8_t *p) {
-    uint32_t u[3];
-    memcpy(u, p, 12);
-    const uint32_t k4 = 0x0f0f0f0f, k2 = 0x03030303;
-    const uint32_t s0 = (u[0] & k4) | (((u[2] >> 0) & k2) << 4);
-    const uint32_t s1 = (u[1] & k4) | (((u[2] >> 2) & k2) << 4);
-    const uint32_t s2 = ((u[0] >> 4) & k4) | (((u[2] >> 4) & k2) << 4);
-    const uint32_t s3 = ((u[1] >> 4) & k4) | (((u[2] >> 6) & k2) << 4);
-    return _mm_sub_epi8(_mm_setr_epi32((int)s0, (int)s1, (int)s2, (int)s3), _mm_set1_epi8(32));
+    uint32_t s[4];
+    q3_K_scale_words(p, s);
+    return _mm_sub_epi8(_mm_setr_epi32((int)s[0], (int)s[1], (int)s[2], (int)s[3]), _mm_set1_epi8(32));
 }
 
 VT_INLINE void q3_K_block(const block_q3_K *w, const block_q8_K *x, k_acc *a) {
