@@ -58,14 +58,8 @@ static void q4_K_unpack_scales(const uint8_t *packed, uint8_t out[16]) {
 /* Symmetric fit of n values to integers in [-nmax, nmax-1] (stored + nmax in L),
  * weighted by x^2 (rmse_type 1), trying 18 scales around nmax / max. */
 static float make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse_type) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; ++i) {
-        const float ax = fabsf(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[i];
-        }
-    }
+    float amax;
+    const float max = quant_signed_absmax(x, n, &amax);
     if (amax < GROUP_MAX_EPS) {
         for (int i = 0; i < n; ++i) L[i] = 0;
         return 0.f;
@@ -115,14 +109,8 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse
 
 /* Symmetric fit to [-nmax, nmax-1] with greedy per-element refinement (Q3_K). */
 static float make_q3_quants(int n, int nmax, const float *x, int8_t *L) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; ++i) {
-        const float ax = fabsf(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[i];
-        }
-    }
+    float amax;
+    const float max = quant_signed_absmax(x, n, &amax);
     if (amax < GROUP_MAX_EPS) {
         for (int i = 0; i < n; ++i) L[i] = 0;
         return 0.f;
@@ -360,15 +348,8 @@ void quant_row_q3_K_ref(const float *x, void *dst, int64_t n) {
     float scales[QK_K / 16];
 
     for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
-        float max_scale = 0, amax = 0;
-        for (int j = 0; j < QK_K / 16; ++j) {
-            scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
-            const float scale = fabsf(scales[j]);
-            if (scale > amax) {
-                amax = scale;
-                max_scale = scales[j];
-            }
-        }
+        for (int j = 0; j < QK_K / 16; ++j) scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+        const float max_scale = quant_signed_absmax(scales, QK_K / 16, NULL);
         memset(y[i].scales, 0, 12);
         if (max_scale) {
             const float iscale = -32.f / max_scale;
@@ -700,16 +681,9 @@ void quant_row_q6_K_ref(const float *x, void *dst, int64_t n) {
     float scales[QK_K / 16];
 
     for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
-        float max_scale = 0, max_abs_scale = 0;
-        for (int ib = 0; ib < QK_K / 16; ++ib) {
-            const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, 1);
-            scales[ib] = scale;
-            const float abs_scale = fabsf(scale);
-            if (abs_scale > max_abs_scale) {
-                max_abs_scale = abs_scale;
-                max_scale = scale;
-            }
-        }
+        for (int ib = 0; ib < QK_K / 16; ++ib) scales[ib] = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, 1);
+        float max_abs_scale;
+        const float max_scale = quant_signed_absmax(scales, QK_K / 16, &max_abs_scale);
         if (max_abs_scale < GROUP_MAX_EPS) {
             memset(&y[i], 0, sizeof(block_q6_K));
             y[i].d = f32_to_f16(0.f);
@@ -821,14 +795,8 @@ float quant_dot_q6_K_ref(int64_t n, const void *w, const void *xq) {
 void quant_row_q8_K_ref(const float *x, void *dst, int64_t n) {
     block_q8_K *y = dst;
     for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
-        float max = 0, amax = 0;
-        for (int j = 0; j < QK_K; ++j) {
-            const float ax = fabsf(x[j]);
-            if (ax > amax) {
-                amax = ax;
-                max = x[j];
-            }
-        }
+        float amax;
+        const float max = quant_signed_absmax(x, QK_K, &amax);
         if (!amax) {
             /* ggml leaves bsums untouched here; vt zeroes them (they are sums of zeros) */
             y[i].d = 0;

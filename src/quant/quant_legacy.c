@@ -71,18 +71,6 @@ float quant_dot_bf16_ref(int64_t n, const void *w, const void *x) {
 
 /* ---- shared block helpers ------------------------------------------------------- */
 
-/* The element of largest magnitude (the first one on ties), sign kept. */
-static float signed_absmax(const float *x, int n) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < n; j++) {
-        if (amax < fabsf(x[j])) {
-            amax = fabsf(x[j]);
-            max = x[j];
-        }
-    }
-    return max;
-}
-
 static void min_max(const float *x, int n, float *min_out, float *max_out) {
     float min = FLT_MAX, max = -FLT_MAX;
     for (int j = 0; j < n; j++) {
@@ -98,7 +86,7 @@ static void min_max(const float *x, int n, float *min_out, float *max_out) {
 void quant_row_q4_0_ref(const float *src, void *dst, int64_t n) {
     block_q4_0 *y = dst;
     for (int64_t b = 0; b < n / QK4_0; b++, src += QK4_0) {
-        const float max = signed_absmax(src, QK4_0);
+        const float max = quant_signed_absmax(src, QK4_0, NULL);
         const float d = max / -8;
         const float id = d ? 1.0f / d : 0.0f;
         y[b].d = f32_to_f16(d);
@@ -192,7 +180,7 @@ float quant_dot_q4_1_ref(int64_t n, const void *w, const void *xq) {
 void quant_row_q5_0_ref(const float *src, void *dst, int64_t n) {
     block_q5_0 *y = dst;
     for (int64_t b = 0; b < n / QK5_0; b++, src += QK5_0) {
-        const float max = signed_absmax(src, QK5_0);
+        const float max = quant_signed_absmax(src, QK5_0, NULL);
         const float d = max / -16;
         const float id = d ? 1.0f / d : 0.0f;
         y[b].d = f32_to_f16(d);
