@@ -81,16 +81,26 @@ VT_INLINE __m256 q45_K_mins(const block_q8_K *x, __m128i packed, float dmin, __m
     return _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_castps128_ps256(m), acc_m);
 }
 
-VT_INLINE void q4_K_block(const block_q4_K *w, const block_q8_K *x, k_acc *a) {
-    const __m128i packed = unpack_q4_K_scales(w->scales);
+/* Q4_K (qh NULL) and Q5_K (qh: the fifth bits; bit 2j of qh[l] is that of
+ * element 64j + l, bit 2j + 1 of 64j + 32 + l). Always inlined with a constant
+ * qh, so each type keeps its own straight-line code. */
+VT_INLINE void q45_K_block(const uint8_t *scales, vt_f16 wd, vt_f16 wdmin, const uint8_t *qs, const uint8_t *qh,
+                           const block_q8_K *x, k_acc *a) {
+    const __m128i packed = unpack_q4_K_scales(scales);
     const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(packed));
-    const float d = x->d * f16c_to_f32(w->d), dmin = x->d * f16c_to_f32(w->dmin);
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const float d = x->d * f16c_to_f32(wd), dmin = x->d * f16c_to_f32(wdmin);
+    const __m256i m4 = _mm256_set1_epi8(0x0f), b5 = _mm256_set1_epi8(0x10);
+    __m256i hbits = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
     __m256i sumi = _mm256_setzero_si256();
     for (int j = 0; j < 4; j++) {
-        const __m256i bits = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * j));
-        const __m256i lo = _mm256_and_si256(bits, m4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+        const __m256i bits = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+        __m256i lo = _mm256_and_si256(bits, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+        if (qh) {
+            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hbits, 4), b5));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(hbits, 3), b5));
+            hbits = _mm256_srli_epi16(hbits, 2);
+        }
         const __m256i xl = _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j));
         const __m256i xh = _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j + 32));
         const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), bcast_scale(sc, 2 * j));
@@ -100,30 +110,11 @@ VT_INLINE void q4_K_block(const block_q4_K *w, const block_q8_K *x, k_acc *a) {
     a->acc_m = q45_K_mins(x, packed, dmin, a->acc_m);
     a->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), a->acc);
 }
-
+VT_INLINE void q4_K_block(const block_q4_K *w, const block_q8_K *x, k_acc *a) {
+    q45_K_block(w->scales, w->d, w->dmin, w->qs, NULL, x, a);
+}
 VT_INLINE void q5_K_block(const block_q5_K *w, const block_q8_K *x, k_acc *a) {
-    const __m128i packed = unpack_q4_K_scales(w->scales);
-    const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(packed));
-    const float d = x->d * f16c_to_f32(w->d), dmin = x->d * f16c_to_f32(w->dmin);
-    const __m256i m4 = _mm256_set1_epi8(0x0f), b5 = _mm256_set1_epi8(0x10);
-    __m256i hbits = _mm256_loadu_si256((const __m256i *)w->qh);
-    __m256i sumi = _mm256_setzero_si256();
-    for (int j = 0; j < 4; j++) {
-        /* bit 2j of qh[l] is the fifth bit of element 64j + l, bit 2j + 1 of 64j + 32 + l */
-        const __m256i hl = _mm256_and_si256(_mm256_slli_epi16(hbits, 4), b5);
-        const __m256i hh = _mm256_and_si256(_mm256_slli_epi16(hbits, 3), b5);
-        hbits = _mm256_srli_epi16(hbits, 2);
-        const __m256i bits = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * j));
-        const __m256i lo = _mm256_or_si256(_mm256_and_si256(bits, m4), hl);
-        const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4), hh);
-        const __m256i xl = _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j));
-        const __m256i xh = _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j + 32));
-        const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), bcast_scale(sc, 2 * j));
-        const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), bcast_scale(sc, 2 * j + 1));
-        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
-    }
-    a->acc_m = q45_K_mins(x, packed, dmin, a->acc_m);
-    a->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), a->acc);
+    q45_K_block(w->scales, w->d, w->dmin, w->qs, w->qh, x, a);
 }
 
 /* ---- Q6_K: 16 sub-blocks of 16, int8 scales, q = 4 + 2 bits, centred on 32 ---------- */
