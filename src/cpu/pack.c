@@ -188,14 +188,21 @@ static inline vt_f16 pair_scale(const uint8_t *g, int64_t b, size_t qb, int r) {
  * against these bits. */
 typedef float (*ref_step_fn)(const uint8_t *g, int64_t nb, int64_t b, int r, const void *x, float acc);
 
-static float q4_0_step(const uint8_t *g, int64_t nb, int64_t b, int r, const void *x, float acc) {
-    const block_q8_0 *xb = (const block_q8_0 *)x + b;
-    const uint8_t *v = g + pack_pair_qs(nb, b, PACK_QB_Q4_0);
+/* The integer dot of row r's nibbles (Q4_0's 4 chunk vectors at v) as the
+ * values grid[nibble] with the 32 activation quants xq. */
+static int32_t nibble_isum(const uint8_t *v, int r, const int8_t grid[16], const int8_t *xq) {
     int32_t isum = 0;
     for (int i = 0; i < 16; i++) {
         const uint8_t q = chunk_byte(v, r, i);
-        isum += ((q & 0x0f) - 8) * xb->qs[i] + ((q >> 4) - 8) * xb->qs[16 + i];
+        isum += grid[q & 0x0f] * xq[i] + grid[q >> 4] * xq[16 + i];
     }
+    return isum;
+}
+static const int8_t q4_0_values[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
+
+static float q4_0_step(const uint8_t *g, int64_t nb, int64_t b, int r, const void *x, float acc) {
+    const block_q8_0 *xb = (const block_q8_0 *)x + b;
+    const int32_t isum = nibble_isum(g + pack_pair_qs(nb, b, PACK_QB_Q4_0), r, q4_0_values, xb->qs);
     const float s = f16_to_f32(pair_scale(g, b, PACK_QB_Q4_0, r)) * f16_to_f32(xb->d);
     return fmaf(s, (float)isum, acc);
 }
@@ -248,12 +255,7 @@ static float q8_0_step(const uint8_t *g, int64_t nb, int64_t b, int r, const voi
 
 static float mxfp4_step(const uint8_t *g, int64_t nb, int64_t b, int r, const void *x, float acc) {
     const block_q8_0 *xb = (const block_q8_0 *)x + b;
-    const uint8_t *v = g + pack_mxfp4_qs(nb, b);
-    int32_t isum = 0;
-    for (int i = 0; i < 16; i++) {
-        const uint8_t q = chunk_byte(v, r, i);
-        isum += mxfp4_values[q & 0x0f] * xb->qs[i] + mxfp4_values[q >> 4] * xb->qs[16 + i];
-    }
+    const int32_t isum = nibble_isum(g + pack_mxfp4_qs(nb, b), r, mxfp4_values, xb->qs);
     const float s = mxfp4_e8m0_half(g[pack_mxfp4_e(b) + (size_t)r]) * f16_to_f32(xb->d);
     return fmaf(s, (float)isum, acc);
 }
