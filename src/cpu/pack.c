@@ -237,12 +237,13 @@ static inline float dm_step(bool q5, const uint8_t *g, int64_t b, int r, const v
     /* quant_dot_q4_1_ref's / _q5_1_ref's steps */
     return acc + ((f16_to_f32(d) * f16_to_f32(xb->d)) * (float)isum + f16_to_f32(m) * f16_to_f32(xb->s));
 }
-static float q4_1_step(const uint8_t *g, int64_t nb, int64_t b, int r, const void *x, float acc) {
-    return dm_step(false, g, b, r, x, acc);
-}
-static float q5_1_step(const uint8_t *g, int64_t nb, int64_t b, int r, const void *x, float acc) {
-    return dm_step(true, g, b, r, x, acc);
-}
+/* The steps of the two types of a shared routine (dm_step, k45_step below). */
+#define PAIR_STEP(name, routine, q5)                                                                     \
+    static float name##_step(const uint8_t *g, int64_t nb, int64_t b, int r, const void *x, float acc) { \
+        return routine(q5, g, b, r, x, acc);                                                            \
+    }
+PAIR_STEP(q4_1, dm_step, false)
+PAIR_STEP(q5_1, dm_step, true)
 
 static float q8_0_step(const uint8_t *g, int64_t nb, int64_t b, int r, const void *x, float acc) {
     const block_q8_0 *xb = (const block_q8_0 *)x + b;
@@ -297,12 +298,9 @@ static inline float k45_step(bool q5, const uint8_t *g, int64_t b, int r, const 
     acc = fmaf(s, (float)isum, acc);
     return fmaf(-sm, (float)imin, acc);
 }
-static float q4_K_step(const uint8_t *g, int64_t nb, int64_t b, int r, const void *x, float acc) {
-    return k45_step(false, g, b, r, x, acc);
-}
-static float q5_K_step(const uint8_t *g, int64_t nb, int64_t b, int r, const void *x, float acc) {
-    return k45_step(true, g, b, r, x, acc);
-}
+PAIR_STEP(q4_K, k45_step, false)
+PAIR_STEP(q5_K, k45_step, true)
+#undef PAIR_STEP
 
 static float q6_K_step(const uint8_t *g, int64_t nb, int64_t b, int r, const void *x, float acc) {
     const block_q8_K *xb = (const block_q8_K *)x + b;
