@@ -334,9 +334,7 @@ static float q6_K_step(const uint8_t *g, int64_t nb, int64_t b, int r, const voi
 }
 
 /* One row per type with a packed layout: its block, its packer, its ref step
- * and the pack_gemm_fn over that step, indexed by type (pack NULL: no layout).
- * The table is defined below the functions it names, and they read their own
- * row: hence the declaration first. */
+ * and the pack_gemm_fn over that step (layouts below, indexed by type). */
 typedef struct {
     int64_t block;          /* elements per block */
     size_t row_block_bytes; /* bytes of one row's block; a group's block is PACK_ROWS of them */
@@ -345,11 +343,10 @@ typedef struct {
     ref_step_fn step;
     pack_gemm_fn ref;
 } pack_layout;
-static const pack_layout layouts[VT_DTYPE_COUNT];
 
-static const pack_layout *layout_of(vt_dtype type) {
-    return (unsigned)type < (unsigned)VT_DTYPE_COUNT && layouts[type].pack ? &layouts[type] : NULL;
-}
+/* The row of `type`, NULL without a packed layout (defined below the table,
+ * whose ref gemms read their own row through it). */
+static const pack_layout *layout_of(vt_dtype type);
 
 /* The scalar twins share one driver: per group, token and row of the group,
  * acc starts at 0 and takes the type's step once per block in block order,
@@ -379,7 +376,7 @@ static void gemm_ref(const pack_layout *l, int64_t n_in, const void *w, int64_t 
                                   size_t x_stride, const pack_xblock *xs, int n_tok, float *y,          \
                                   int64_t ldy) {                                                        \
         (void)xs;                                                                                       \
-        gemm_ref(&layouts[VT_DTYPE_##TYPE], n_in, w, n_groups, x, x_stride, n_tok, y, ldy);              \
+        gemm_ref(layout_of(VT_DTYPE_##TYPE), n_in, w, n_groups, x, x_stride, n_tok, y, ldy);             \
     }
 REF_GEMM(q4_0, Q4_0)
 REF_GEMM(q4_1, Q4_1)
@@ -403,6 +400,10 @@ static const pack_layout layouts[VT_DTYPE_COUNT] = {
     [VT_DTYPE_Q6_K] = {QK_K, sizeof(block_q6_K), false, q6_K_pack, q6_K_step, gemm_q6_K_ref},
     [VT_DTYPE_MXFP4] = {QK_MXFP4, sizeof(block_mxfp4), true, mxfp4_pack, mxfp4_step, gemm_mxfp4_ref},
 };
+
+static const pack_layout *layout_of(vt_dtype type) {
+    return (unsigned)type < (unsigned)VT_DTYPE_COUNT && layouts[type].pack ? &layouts[type] : NULL;
+}
 
 bool pack_has_layout(vt_dtype type) { return layout_of(type) != NULL; }
 
