@@ -417,20 +417,32 @@ void quant_dequant_q3_K_ref(const void *src, float *y, int64_t n) {
     }
 }
 
+/* The integer part of ggml's generic K-quant dots: the 256 quants a times the
+ * activation quants q8 in runs of 8 (int16 products), run k weighted by
+ * sc[k / runs] into 8 int32 lanes; then sums[l] += d * lane l. */
+static void k_aux_dot(const int8_t *a, const int8_t *q8, const int32_t *sc, int runs, float d, float sums[8]) {
+    int16_t aux16[8];
+    int32_t aux32[8] = {0};
+    for (int k = 0; k < QK_K / 8; k++) {
+        const int32_t scale = sc[k / runs];
+        for (int l = 0; l < 8; ++l) aux16[l] = (int16_t)(q8[l] * a[l]);
+        for (int l = 0; l < 8; ++l) aux32[l] += scale * aux16[l];
+        q8 += 8;
+        a += 8;
+    }
+    for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
+}
+
 float quant_dot_q3_K_ref(int64_t n, const void *w, const void *xq) {
     const block_q3_K *x = w;
     const block_q8_K *y = xq;
     int8_t aux8[QK_K];
-    int16_t aux16[8];
-    int32_t aux32[8];
     float sums[8] = {0};
     int8_t scales[16];
 
     for (int64_t i = 0; i < n / QK_K; ++i) {
         const uint8_t *q3 = x[i].qs;
         const uint8_t *hm = x[i].hmask;
-        const int8_t *q8 = y[i].qs;
-        memset(aux32, 0, sizeof aux32);
         int8_t *a = aux8;
         uint8_t m = 1;
         for (int j = 0; j < QK_K; j += 128) {
@@ -443,18 +455,10 @@ float quant_dot_q3_K_ref(int64_t n, const void *w, const void *xq) {
             }
             q3 += 32;
         }
-        a = aux8;
         q3_K_unpack_scales(x[i].scales, scales);
-        for (int j = 0; j < QK_K / 16; ++j) {
-            for (int half = 0; half < 2; half++) {
-                for (int l = 0; l < 8; ++l) aux16[l] = (int16_t)(q8[l] * a[l]);
-                for (int l = 0; l < 8; ++l) aux32[l] += (scales[j] - 32) * aux16[l];
-                q8 += 8;
-                a += 8;
-            }
-        }
-        const float d = f16_to_f32(x[i].d) * y[i].d;
-        for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
+        int32_t sc[16];
+        for (int j = 0; j < 16; ++j) sc[j] = scales[j] - 32;
+        k_aux_dot(aux8, y[i].qs, sc, 2, f16_to_f32(x[i].d) * y[i].d, sums);
     }
     float sumf = 0;
     for (int l = 0; l < 8; ++l) sumf += sums[l];
@@ -551,23 +555,12 @@ static void q45_K_dot_block(const uint8_t *packed_scales, vt_f16 xd, vt_f16 xdmi
                             const block_q8_K *y, const int8_t *aux8, float sums[8], float *sumf) {
     uint8_t sm[16];
     q4_K_unpack_scales(packed_scales, sm);
-    const uint8_t *scales = sm, *mins = sm + 8;
-    int16_t aux16[8];
-    int32_t aux32[8] = {0};
+    const uint8_t *mins = sm + 8;
     int sumi = 0;
     for (int j = 0; j < QK_K / 16; ++j) sumi += y->bsums[j] * mins[j / 2];
-    const int8_t *a = aux8, *q8 = y->qs;
-    for (int j = 0; j < QK_K / 32; ++j) {
-        const int32_t scale = scales[j];
-        for (int k = 0; k < 4; k++) {
-            for (int l = 0; l < 8; ++l) aux16[l] = (int16_t)(q8[l] * a[l]);
-            for (int l = 0; l < 8; ++l) aux32[l] += scale * aux16[l];
-            q8 += 8;
-            a += 8;
-        }
-    }
-    const float d = f16_to_f32(xd) * y->d;
-    for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
+    int32_t sc[8];
+    for (int j = 0; j < 8; ++j) sc[j] = sm[j];
+    k_aux_dot(aux8, y->qs, sc, 4, f16_to_f32(xd) * y->d, sums);
     const float dmin = f16_to_f32(xdmin) * y->d;
     *sumf -= dmin * sumi;
 }
@@ -752,14 +745,10 @@ float quant_dot_q6_K_ref(int64_t n, const void *w, const void *xq) {
     const block_q6_K *x = w;
     const block_q8_K *y = xq;
     int8_t aux8[QK_K];
-    int16_t aux16[8];
-    int32_t aux32[8];
     float sums[8] = {0};
     for (int64_t i = 0; i < n / QK_K; ++i) {
         const uint8_t *q4 = x[i].ql;
         const uint8_t *qh = x[i].qh;
-        const int8_t *q8 = y[i].qs;
-        memset(aux32, 0, sizeof aux32);
         int8_t *a = aux8;
         for (int j = 0; j < QK_K; j += 128) {
             for (int l = 0; l < 32; ++l) {
@@ -772,18 +761,9 @@ float quant_dot_q6_K_ref(int64_t n, const void *w, const void *xq) {
             q4 += 64;
             qh += 32;
         }
-        a = aux8;
-        for (int j = 0; j < QK_K / 16; ++j) {
-            const int scale = x[i].scales[j];
-            for (int half = 0; half < 2; half++) {
-                for (int l = 0; l < 8; ++l) aux16[l] = (int16_t)(q8[l] * a[l]);
-                for (int l = 0; l < 8; ++l) aux32[l] += scale * aux16[l];
-                q8 += 8;
-                a += 8;
-            }
-        }
-        const float d = f16_to_f32(x[i].d) * y[i].d;
-        for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
+        int32_t sc[16];
+        for (int j = 0; j < 16; ++j) sc[j] = x[i].scales[j];
+        k_aux_dot(aux8, y[i].qs, sc, 2, f16_to_f32(x[i].d) * y[i].d, sums);
     }
     float sumf = 0;
     for (int l = 0; l < 8; ++l) sumf += sums[l];
