@@ -59,6 +59,43 @@
 typedef void (*cpu_dot_rows_fn)(int64_t n, const void *w, size_t w_stride, const void *x,
                                 float *s, int nr);
 
+/* A tier's pair of dot kernels for type t, dot_<t>_<isa> and dot_rows_<t>_<isa>,
+ * declared (the backends' kernel lists) and defined (in an ISA file) alike on
+ * every ISA; isa may be a macro (the arm files' ARM_SFX). CPU_DEFINE_DOT makes
+ * both out of one always-inline routine t##_rows(n, w, ws, x, s, nr) over nr
+ * weight rows that share the activation loads: dot is its one-row instance,
+ * dot_rows switches to one instance per nr (a constant inside, so the row loops
+ * unroll and the accumulators stay in registers). One routine serves both, so
+ * they agree bit for bit, as the contract above asks. */
+#define CPU_DECLARE_DOT(t, isa) CPU_DECLARE_DOT_(t, isa)
+#define CPU_DECLARE_DOT_(t, isa)                                                           \
+    float dot_##t##_##isa(int64_t n, const void *w, const void *x);                        \
+    void dot_rows_##t##_##isa(int64_t n, const void *w, size_t w_stride, const void *x,    \
+                              float *s, int nr);
+#define CPU_DEFINE_DOT(t, isa) CPU_DEFINE_DOT_(t, isa)
+#define CPU_DEFINE_DOT_(t, isa)                                                            \
+    float dot_##t##_##isa(int64_t n, const void *w, const void *x) {                       \
+        float s;                                                                           \
+        t##_rows(n, w, 0, x, &s, 1);                                                       \
+        return s;                                                                          \
+    }                                                                                      \
+    void dot_rows_##t##_##isa(int64_t n, const void *w, size_t ws, const void *x,          \
+                              float *s, int nr) {                                          \
+        switch (nr) {                                                                      \
+        case 4: t##_rows(n, w, ws, x, s, 4); break;                                        \
+        case 3: t##_rows(n, w, ws, x, s, 3); break;                                        \
+        case 2: t##_rows(n, w, ws, x, s, 2); break;                                        \
+        default: t##_rows(n, w, ws, x, s, 1); break;                                       \
+        }                                                                                  \
+    }
+_Static_assert(CPU_DOT_ROWS_MAX == 4, "CPU_DEFINE_DOT has one instance per nr = 1..4");
+
+/* A tier's packed GEMM of type t, gemm_<t>_<isa>: a pack_gemm_fn (cpu/pack.h). */
+#define CPU_DECLARE_GEMM(t, isa)                                                           \
+    void gemm_##t##_##isa(int64_t n_in, const void *w, int64_t n_groups, const void *x,    \
+                          size_t x_stride, const pack_xblock *xs, int n_tok, float *y,     \
+                          int64_t ldy);
+
 typedef struct cpu_kernels {
     cpu_isa isa;                              /* the tier the table was built for */
     const char *isa_name;                     /* cpu_isa_str(isa) */

@@ -233,27 +233,8 @@ bool pack_needs_xblocks(vt_dtype type);
 void pack_xblocks(vt_dtype type, const void *x, size_t x_stride, int64_t n_tok, int64_t nb,
                   pack_xblock *out);
 
-/* The scalar twins every SIMD gemm is tested against (bit-identical). */
-void gemm_q4_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
-void gemm_q5_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
-void gemm_q4_1_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
-void gemm_q5_1_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
-void gemm_q8_0_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
-void gemm_q4_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
-void gemm_q5_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
-void gemm_q6_K_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                   const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
-void gemm_mxfp4_ref(int64_t n_in, const void *w, int64_t n_groups, const void *x, size_t x_stride,
-                    const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
-
-/* The ref twin for `type`, NULL without a packed layout. */
+/* The scalar twin every SIMD gemm of `type` is tested against (bit-identical;
+ * pack.c), NULL without a packed layout. */
 pack_gemm_fn pack_gemm_ref(vt_dtype type);
 
 #endif

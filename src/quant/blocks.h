@@ -117,4 +117,32 @@ static inline float mxfp4_e8m0_half(uint8_t e) {
     return f;
 }
 
+/* The 12 scale bytes of a Q4_K / Q5_K super-block as four words of four 6-bit
+ * values: the scales of sub-blocks 0..3, of 4..7, then the mins of 0..3, of
+ * 4..7. Sub-blocks 0..3 keep their 6 bits in bytes 0..3 (scale) and 4..7 (min);
+ * sub-blocks 4..7 take the low / high nibbles of bytes 8..11 plus the top two
+ * bits of bytes 0..3 / 4..7. Shared by the scalar reference and the SIMD dots. */
+static inline void q4_K_scale_words(const uint8_t p[12], uint32_t out[4]) {
+    uint32_t u[3];
+    memcpy(u, p, 12);
+    out[0] = u[0] & 0x3f3f3f3f;
+    out[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
+    out[2] = u[1] & 0x3f3f3f3f;
+    out[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
+}
+
+/* The 16 6-bit scales of a Q3_K super-block (still offset by 32) from its 12
+ * bytes, as four words of four: the low 4 bits of scale j in the nibbles of
+ * bytes 0..7 (j < 8: low nibble of byte j, else high nibble of byte j - 8), the
+ * top 2 bits in bytes 8..11 (byte 8 + j % 4, bit pair j / 4). */
+static inline void q3_K_scale_words(const uint8_t p[12], uint32_t out[4]) {
+    uint32_t u[3];
+    memcpy(u, p, 12);
+    const uint32_t k4 = 0x0f0f0f0f, k2 = 0x03030303;
+    out[0] = (u[0] & k4) | (((u[2] >> 0) & k2) << 4);
+    out[1] = (u[1] & k4) | (((u[2] >> 2) & k2) << 4);
+    out[2] = ((u[0] >> 4) & k4) | (((u[2] >> 4) & k2) << 4);
+    out[3] = ((u[1] >> 4) & k4) | (((u[2] >> 6) & k2) << 4);
+}
+
 #endif

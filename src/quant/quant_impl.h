@@ -10,6 +10,7 @@
 #include "quant/blocks.h"
 #include "quant/quant.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -24,6 +25,23 @@ static inline int quant_nearest_int(float f) {
 
 static inline int quant_min_i(int a, int b) { return a < b ? a : b; }
 static inline int quant_max_i(int a, int b) { return a > b ? a : b; }
+
+/* The element of v[0..n) of largest magnitude, sign kept (the first one on
+ * ties, 0 when none is above 0), and that magnitude in *amax (NULL: not
+ * wanted): the pick of ggml's quantizers, |v| > amax strictly, so a NaN is
+ * passed over. */
+static inline float quant_signed_absmax(const float *v, int n, float *amax) {
+    float max = 0.0f, a = 0.0f;
+    for (int i = 0; i < n; i++) {
+        const float av = fabsf(v[i]);
+        if (av > a) {
+            a = av;
+            max = v[i];
+        }
+    }
+    if (amax) *amax = a;
+    return max;
+}
 
 #define QUANT_DECLARE(t)                                                             \
     void quant_dequant_##t##_ref(const void *src, float *dst, int64_t n);            \

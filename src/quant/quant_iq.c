@@ -34,14 +34,8 @@ static float iq4_block_scale(const float *xb, uint8_t *L) {
     const int8_t *values = iq4nl_values;
     float weight[32];
     for (int j = 0; j < 32; ++j) weight[j] = xb[j] * xb[j];
-    float amax = 0, max = 0;
-    for (int j = 0; j < 32; ++j) {
-        const float ax = fabsf(xb[j]);
-        if (ax > amax) {
-            amax = ax;
-            max = xb[j];
-        }
-    }
+    float amax;
+    const float max = quant_signed_absmax(xb, 32, &amax);
     if (amax < GROUP_MAX_EPS) return 0;
     float d = -max / values[0];
     float id = 1 / d;
@@ -130,15 +124,8 @@ void quant_row_iq4_xs_ref(const float *x, void *dst, int64_t n) {
     uint8_t L[QK_K];
     float scales[QK_K / 32];
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
-        float max_scale = 0, amax_scale = 0;
-        for (int ib = 0; ib < QK_K / 32; ++ib) {
-            scales[ib] = iq4_block_scale(x + 32 * ib, L + 32 * ib);
-            const float abs_d = fabsf(scales[ib]);
-            if (abs_d > amax_scale) {
-                amax_scale = abs_d;
-                max_scale = scales[ib];
-            }
-        }
+        for (int ib = 0; ib < QK_K / 32; ++ib) scales[ib] = iq4_block_scale(x + 32 * ib, L + 32 * ib);
+        const float max_scale = quant_signed_absmax(scales, QK_K / 32, NULL);
         y[b].scales_h = 0;
         const float d = -max_scale / 32;
         y[b].d = f32_to_f16(d);

@@ -41,28 +41,16 @@ static inline void get_scale_min(int j, const uint8_t *q, uint8_t *d, uint8_t *m
 
 /* Q3_K: the 16 6-bit scales (still offset by 32) unpacked from 12 bytes. */
 static void q3_K_unpack_scales(const uint8_t *packed, int8_t out[16]) {
-    const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
-    uint32_t aux[4];
-    memcpy(aux, packed, 12);
-    const uint32_t tmp = aux[2];
-    aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
-    aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
-    aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
-    aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
-    memcpy(out, aux, 16);
+    uint32_t w[4];
+    q3_K_scale_words(packed, w);
+    memcpy(out, w, 16);
 }
 
 /* Q4_K/Q5_K: the 8 scales (out[0..7]) and 8 mins (out[8..15]). */
 static void q4_K_unpack_scales(const uint8_t *packed, uint8_t out[16]) {
-    const uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
-    uint32_t u[4];
-    memcpy(u, packed, 12);
-    u[3] = ((u[2] >> 4) & kmask2) | (((u[1] >> 6) & kmask3) << 4);
-    const uint32_t mins_lo = u[1] & kmask1;
-    u[1] = (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4);
-    u[2] = mins_lo;
-    u[0] &= kmask1;
-    memcpy(out, u, 16);
+    uint32_t w[4];
+    q4_K_scale_words(packed, w);
+    memcpy(out, w, 16);
 }
 
 /* ---- search helpers (the scale/min fitting of ggml's K-quant reference) ---------- */
@@ -70,14 +58,8 @@ static void q4_K_unpack_scales(const uint8_t *packed, uint8_t out[16]) {
 /* Symmetric fit of n values to integers in [-nmax, nmax-1] (stored + nmax in L),
  * weighted by x^2 (rmse_type 1), trying 18 scales around nmax / max. */
 static float make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse_type) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; ++i) {
-        const float ax = fabsf(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[i];
-        }
-    }
+    float amax;
+    const float max = quant_signed_absmax(x, n, &amax);
     if (amax < GROUP_MAX_EPS) {
         for (int i = 0; i < n; ++i) L[i] = 0;
         return 0.f;
@@ -127,14 +109,8 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse
 
 /* Symmetric fit to [-nmax, nmax-1] with greedy per-element refinement (Q3_K). */
 static float make_q3_quants(int n, int nmax, const float *x, int8_t *L) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; ++i) {
-        const float ax = fabsf(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[i];
-        }
-    }
+    float amax;
+    const float max = quant_signed_absmax(x, n, &amax);
     if (amax < GROUP_MAX_EPS) {
         for (int i = 0; i < n; ++i) L[i] = 0;
         return 0.f;
@@ -372,15 +348,8 @@ void quant_row_q3_K_ref(const float *x, void *dst, int64_t n) {
     float scales[QK_K / 16];
 
     for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
-        float max_scale = 0, amax = 0;
-        for (int j = 0; j < QK_K / 16; ++j) {
-            scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
-            const float scale = fabsf(scales[j]);
-            if (scale > amax) {
-                amax = scale;
-                max_scale = scales[j];
-            }
-        }
+        for (int j = 0; j < QK_K / 16; ++j) scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+        const float max_scale = quant_signed_absmax(scales, QK_K / 16, NULL);
         memset(y[i].scales, 0, 12);
         if (max_scale) {
             const float iscale = -32.f / max_scale;
@@ -448,20 +417,32 @@ void quant_dequant_q3_K_ref(const void *src, float *y, int64_t n) {
     }
 }
 
+/* The integer part of ggml's generic K-quant dots: the 256 quants a times the
+ * activation quants q8 in runs of 8 (int16 products), run k weighted by
+ * sc[k / runs] into 8 int32 lanes; then sums[l] += d * lane l. */
+static void k_aux_dot(const int8_t *a, const int8_t *q8, const int32_t *sc, int runs, float d, float sums[8]) {
+    int16_t aux16[8];
+    int32_t aux32[8] = {0};
+    for (int k = 0; k < QK_K / 8; k++) {
+        const int32_t scale = sc[k / runs];
+        for (int l = 0; l < 8; ++l) aux16[l] = (int16_t)(q8[l] * a[l]);
+        for (int l = 0; l < 8; ++l) aux32[l] += scale * aux16[l];
+        q8 += 8;
+        a += 8;
+    }
+    for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
+}
+
 float quant_dot_q3_K_ref(int64_t n, const void *w, const void *xq) {
     const block_q3_K *x = w;
     const block_q8_K *y = xq;
     int8_t aux8[QK_K];
-    int16_t aux16[8];
-    int32_t aux32[8];
     float sums[8] = {0};
     int8_t scales[16];
 
     for (int64_t i = 0; i < n / QK_K; ++i) {
         const uint8_t *q3 = x[i].qs;
         const uint8_t *hm = x[i].hmask;
-        const int8_t *q8 = y[i].qs;
-        memset(aux32, 0, sizeof aux32);
         int8_t *a = aux8;
         uint8_t m = 1;
         for (int j = 0; j < QK_K; j += 128) {
@@ -474,18 +455,10 @@ float quant_dot_q3_K_ref(int64_t n, const void *w, const void *xq) {
             }
             q3 += 32;
         }
-        a = aux8;
         q3_K_unpack_scales(x[i].scales, scales);
-        for (int j = 0; j < QK_K / 16; ++j) {
-            for (int half = 0; half < 2; half++) {
-                for (int l = 0; l < 8; ++l) aux16[l] = (int16_t)(q8[l] * a[l]);
-                for (int l = 0; l < 8; ++l) aux32[l] += (scales[j] - 32) * aux16[l];
-                q8 += 8;
-                a += 8;
-            }
-        }
-        const float d = f16_to_f32(x[i].d) * y[i].d;
-        for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
+        int32_t sc[16];
+        for (int j = 0; j < 16; ++j) sc[j] = scales[j] - 32;
+        k_aux_dot(aux8, y[i].qs, sc, 2, f16_to_f32(x[i].d) * y[i].d, sums);
     }
     float sumf = 0;
     for (int l = 0; l < 8; ++l) sumf += sums[l];
@@ -582,23 +555,12 @@ static void q45_K_dot_block(const uint8_t *packed_scales, vt_f16 xd, vt_f16 xdmi
                             const block_q8_K *y, const int8_t *aux8, float sums[8], float *sumf) {
     uint8_t sm[16];
     q4_K_unpack_scales(packed_scales, sm);
-    const uint8_t *scales = sm, *mins = sm + 8;
-    int16_t aux16[8];
-    int32_t aux32[8] = {0};
+    const uint8_t *mins = sm + 8;
     int sumi = 0;
     for (int j = 0; j < QK_K / 16; ++j) sumi += y->bsums[j] * mins[j / 2];
-    const int8_t *a = aux8, *q8 = y->qs;
-    for (int j = 0; j < QK_K / 32; ++j) {
-        const int32_t scale = scales[j];
-        for (int k = 0; k < 4; k++) {
-            for (int l = 0; l < 8; ++l) aux16[l] = (int16_t)(q8[l] * a[l]);
-            for (int l = 0; l < 8; ++l) aux32[l] += scale * aux16[l];
-            q8 += 8;
-            a += 8;
-        }
-    }
-    const float d = f16_to_f32(xd) * y->d;
-    for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
+    int32_t sc[8];
+    for (int j = 0; j < 8; ++j) sc[j] = sm[j];
+    k_aux_dot(aux8, y->qs, sc, 4, f16_to_f32(xd) * y->d, sums);
     const float dmin = f16_to_f32(xdmin) * y->d;
     *sumf -= dmin * sumi;
 }
@@ -712,16 +674,9 @@ void quant_row_q6_K_ref(const float *x, void *dst, int64_t n) {
     float scales[QK_K / 16];
 
     for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
-        float max_scale = 0, max_abs_scale = 0;
-        for (int ib = 0; ib < QK_K / 16; ++ib) {
-            const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, 1);
-            scales[ib] = scale;
-            const float abs_scale = fabsf(scale);
-            if (abs_scale > max_abs_scale) {
-                max_abs_scale = abs_scale;
-                max_scale = scale;
-            }
-        }
+        for (int ib = 0; ib < QK_K / 16; ++ib) scales[ib] = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, 1);
+        float max_abs_scale;
+        const float max_scale = quant_signed_absmax(scales, QK_K / 16, &max_abs_scale);
         if (max_abs_scale < GROUP_MAX_EPS) {
             memset(&y[i], 0, sizeof(block_q6_K));
             y[i].d = f32_to_f16(0.f);
@@ -790,14 +745,10 @@ float quant_dot_q6_K_ref(int64_t n, const void *w, const void *xq) {
     const block_q6_K *x = w;
     const block_q8_K *y = xq;
     int8_t aux8[QK_K];
-    int16_t aux16[8];
-    int32_t aux32[8];
     float sums[8] = {0};
     for (int64_t i = 0; i < n / QK_K; ++i) {
         const uint8_t *q4 = x[i].ql;
         const uint8_t *qh = x[i].qh;
-        const int8_t *q8 = y[i].qs;
-        memset(aux32, 0, sizeof aux32);
         int8_t *a = aux8;
         for (int j = 0; j < QK_K; j += 128) {
             for (int l = 0; l < 32; ++l) {
@@ -810,18 +761,9 @@ float quant_dot_q6_K_ref(int64_t n, const void *w, const void *xq) {
             q4 += 64;
             qh += 32;
         }
-        a = aux8;
-        for (int j = 0; j < QK_K / 16; ++j) {
-            const int scale = x[i].scales[j];
-            for (int half = 0; half < 2; half++) {
-                for (int l = 0; l < 8; ++l) aux16[l] = (int16_t)(q8[l] * a[l]);
-                for (int l = 0; l < 8; ++l) aux32[l] += scale * aux16[l];
-                q8 += 8;
-                a += 8;
-            }
-        }
-        const float d = f16_to_f32(x[i].d) * y[i].d;
-        for (int l = 0; l < 8; ++l) sums[l] += d * aux32[l];
+        int32_t sc[16];
+        for (int j = 0; j < 16; ++j) sc[j] = x[i].scales[j];
+        k_aux_dot(aux8, y[i].qs, sc, 2, f16_to_f32(x[i].d) * y[i].d, sums);
     }
     float sumf = 0;
     for (int l = 0; l < 8; ++l) sumf += sums[l];
@@ -833,14 +775,8 @@ float quant_dot_q6_K_ref(int64_t n, const void *w, const void *xq) {
 void quant_row_q8_K_ref(const float *x, void *dst, int64_t n) {
     block_q8_K *y = dst;
     for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
-        float max = 0, amax = 0;
-        for (int j = 0; j < QK_K; ++j) {
-            const float ax = fabsf(x[j]);
-            if (ax > amax) {
-                amax = ax;
-                max = x[j];
-            }
-        }
+        float amax;
+        const float max = quant_signed_absmax(x, QK_K, &amax);
         if (!amax) {
             /* ggml leaves bsums untouched here; vt zeroes them (they are sums of zeros) */
             y[i].d = 0;

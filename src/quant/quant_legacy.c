@@ -35,53 +35,29 @@ float quant_dot_f32_ref(int64_t n, const void *w, const void *x) {
     return (float)sum;
 }
 
-void quant_dequant_f16_ref(const void *src, float *dst, int64_t n) {
-    const vt_f16 *h = src;
-    for (int64_t i = 0; i < n; i++) dst[i] = f16_to_f32(h[i]);
-}
-
-void quant_row_f16_ref(const float *src, void *dst, int64_t n) {
-    vt_f16 *h = dst;
-    for (int64_t i = 0; i < n; i++) h[i] = f32_to_f16(src[i]);
-}
-
-float quant_dot_f16_ref(int64_t n, const void *w, const void *x) {
-    const vt_f16 *a = w, *b = x;
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(f16_to_f32(a[i]) * f16_to_f32(b[i]));
-    return (float)sum;
-}
-
-void quant_dequant_bf16_ref(const void *src, float *dst, int64_t n) {
-    const vt_bf16 *h = src;
-    for (int64_t i = 0; i < n; i++) dst[i] = bf16_to_f32(h[i]);
-}
-
-void quant_row_bf16_ref(const float *src, void *dst, int64_t n) {
-    vt_bf16 *h = dst;
-    for (int64_t i = 0; i < n; i++) h[i] = f32_to_bf16(src[i]);
-}
-
-float quant_dot_bf16_ref(int64_t n, const void *w, const void *x) {
-    const vt_bf16 *a = w, *b = x;
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(bf16_to_f32(a[i]) * bf16_to_f32(b[i]));
-    return (float)sum;
-}
+/* f16 and bf16 as f32: each element converted to f32 (exact) and back with
+ * base/fp16.h's name##_to_f32 / f32_to_##name, the products accumulated in
+ * double. */
+#define HALF_TYPE(name, half_t)                                                            \
+    void quant_dequant_##name##_ref(const void *src, float *dst, int64_t n) {              \
+        const half_t *h = src;                                                             \
+        for (int64_t i = 0; i < n; i++) dst[i] = name##_to_f32(h[i]);                      \
+    }                                                                                      \
+    void quant_row_##name##_ref(const float *src, void *dst, int64_t n) {                  \
+        half_t *h = dst;                                                                   \
+        for (int64_t i = 0; i < n; i++) h[i] = f32_to_##name(src[i]);                      \
+    }                                                                                      \
+    float quant_dot_##name##_ref(int64_t n, const void *w, const void *x) {                \
+        const half_t *a = w, *b = x;                                                       \
+        double sum = 0.0;                                                                  \
+        for (int64_t i = 0; i < n; i++) sum += (double)(name##_to_f32(a[i]) * name##_to_f32(b[i])); \
+        return (float)sum;                                                                 \
+    }
+HALF_TYPE(f16, vt_f16)
+HALF_TYPE(bf16, vt_bf16)
+#undef HALF_TYPE
 
 /* ---- shared block helpers ------------------------------------------------------- */
-
-/* The element of largest magnitude (the first one on ties), sign kept. */
-static float signed_absmax(const float *x, int n) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < n; j++) {
-        if (amax < fabsf(x[j])) {
-            amax = fabsf(x[j]);
-            max = x[j];
-        }
-    }
-    return max;
-}
 
 static void min_max(const float *x, int n, float *min_out, float *max_out) {
     float min = FLT_MAX, max = -FLT_MAX;
@@ -98,7 +74,7 @@ static void min_max(const float *x, int n, float *min_out, float *max_out) {
 void quant_row_q4_0_ref(const float *src, void *dst, int64_t n) {
     block_q4_0 *y = dst;
     for (int64_t b = 0; b < n / QK4_0; b++, src += QK4_0) {
-        const float max = signed_absmax(src, QK4_0);
+        const float max = quant_signed_absmax(src, QK4_0, NULL);
         const float d = max / -8;
         const float id = d ? 1.0f / d : 0.0f;
         y[b].d = f32_to_f16(d);
@@ -192,7 +168,7 @@ float quant_dot_q4_1_ref(int64_t n, const void *w, const void *xq) {
 void quant_row_q5_0_ref(const float *src, void *dst, int64_t n) {
     block_q5_0 *y = dst;
     for (int64_t b = 0; b < n / QK5_0; b++, src += QK5_0) {
-        const float max = signed_absmax(src, QK5_0);
+        const float max = quant_signed_absmax(src, QK5_0, NULL);
         const float d = max / -16;
         const float id = d ? 1.0f / d : 0.0f;
         y[b].d = f32_to_f16(d);

@@ -18,35 +18,30 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ARM_DECLARE_DOT(t, isa)                                                            \
-    float dot_##t##_##isa(int64_t n, const void *w, const void *x);                        \
-    void dot_rows_##t##_##isa(int64_t n, const void *w, size_t w_stride, const void *x,    \
-                              float *s, int nr);
-
 /* The thirteen int8-domain weight types, one set per tier:
  * dot_legacy_<isa>.c and dot_k_<isa>.c. */
 #define ARM_DECLARE_INT8_DOTS(isa)                                                         \
-    ARM_DECLARE_DOT(q4_0, isa)                                                             \
-    ARM_DECLARE_DOT(q4_1, isa)                                                             \
-    ARM_DECLARE_DOT(q5_0, isa)                                                             \
-    ARM_DECLARE_DOT(q5_1, isa)                                                             \
-    ARM_DECLARE_DOT(q8_0, isa)                                                             \
-    ARM_DECLARE_DOT(iq4_nl, isa)                                                           \
-    ARM_DECLARE_DOT(q2_K, isa)                                                             \
-    ARM_DECLARE_DOT(q3_K, isa)                                                             \
-    ARM_DECLARE_DOT(q4_K, isa)                                                             \
-    ARM_DECLARE_DOT(q5_K, isa)                                                             \
-    ARM_DECLARE_DOT(q6_K, isa)                                                             \
-    ARM_DECLARE_DOT(iq4_xs, isa)                                                           \
-    ARM_DECLARE_DOT(mxfp4, isa)
+    CPU_DECLARE_DOT(q4_0, isa)                                                             \
+    CPU_DECLARE_DOT(q4_1, isa)                                                             \
+    CPU_DECLARE_DOT(q5_0, isa)                                                             \
+    CPU_DECLARE_DOT(q5_1, isa)                                                             \
+    CPU_DECLARE_DOT(q8_0, isa)                                                             \
+    CPU_DECLARE_DOT(iq4_nl, isa)                                                           \
+    CPU_DECLARE_DOT(q2_K, isa)                                                             \
+    CPU_DECLARE_DOT(q3_K, isa)                                                             \
+    CPU_DECLARE_DOT(q4_K, isa)                                                             \
+    CPU_DECLARE_DOT(q5_K, isa)                                                             \
+    CPU_DECLARE_DOT(q6_K, isa)                                                             \
+    CPU_DECLARE_DOT(iq4_xs, isa)                                                           \
+    CPU_DECLARE_DOT(mxfp4, isa)
 
 ARM_DECLARE_INT8_DOTS(neon)
 ARM_DECLARE_INT8_DOTS(neon_dot)
 
 /* dot_float_neon.c */
-ARM_DECLARE_DOT(f32, neon)
-ARM_DECLARE_DOT(f16, neon)
-ARM_DECLARE_DOT(bf16, neon)
+CPU_DECLARE_DOT(f32, neon)
+CPU_DECLARE_DOT(f16, neon)
+CPU_DECLARE_DOT(bf16, neon)
 
 /* quant_act_neon.c: bit-identical with quant_row_*_ref */
 /* vec_neon.c */
@@ -66,30 +61,19 @@ void quantize_f16_neon(const float *x, void *y, int64_t n);
 void quantize_bf16_neon(const float *x, void *y, int64_t n);
 
 /* gemm_neon_dot.c: packed-layout GEMMs (cpu/pack.h), sdot by element */
-void gemm_q4_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
-                        size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
-void gemm_q4_1_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
-                        size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
-void gemm_q5_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
-                        size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
-void gemm_q5_1_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
-                        size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
-void gemm_q8_0_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
-                        size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
-void gemm_q4_K_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
-                        size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
-void gemm_q5_K_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
-                        size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
-void gemm_q6_K_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
-                        size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
-void gemm_mxfp4_neon_dot(int64_t n_in, const void *w, int64_t n_groups, const void *x,
-                         size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
+CPU_DECLARE_GEMM(q4_0, neon_dot)
+CPU_DECLARE_GEMM(q4_1, neon_dot)
+CPU_DECLARE_GEMM(q5_0, neon_dot)
+CPU_DECLARE_GEMM(q5_1, neon_dot)
+CPU_DECLARE_GEMM(q8_0, neon_dot)
+CPU_DECLARE_GEMM(q4_K, neon_dot)
+CPU_DECLARE_GEMM(q5_K, neon_dot)
+CPU_DECLARE_GEMM(q6_K, neon_dot)
+CPU_DECLARE_GEMM(mxfp4, neon_dot)
 /* gemm_neon_i8mm.c: Q8_0 with smmla for the 4-token tile (fewer tokens: sdot) */
-void gemm_q8_0_neon_i8mm(int64_t n_in, const void *w, int64_t n_groups, const void *x,
-                         size_t x_stride, const pack_xblock *xs, int n_tok, float *y, int64_t ldy);
+CPU_DECLARE_GEMM(q8_0, neon_i8mm)
 
 #undef ARM_DECLARE_INT8_DOTS
-#undef ARM_DECLARE_DOT
 
 /* arm_kernels.c: the rows of the dispatch table (cpu/kernels.h), tiers ascending */
 extern const cpu_type_row arm_type_rows[];

@@ -60,16 +60,12 @@ VT_INLINE int32_t bsums_dot16(const block_q8_K *x, int16x8_t sc_lo, int16x8_t sc
 
 /* ---- Q4_K, Q5_K: 8 sub-blocks of 32, 6-bit scale and min each ------------------------- */
 
-/* The 8 scales (bytes 0..7) and 8 mins (bytes 8..15) from the 12 packed bytes. */
+/* The 8 scales (bytes 0..7) and 8 mins (bytes 8..15) from the 12 packed bytes
+ * (q4_K_scale_words). */
 VT_INLINE uint8x16_t unpack_q4_K_scales(const uint8_t *p) {
-    uint32_t u[3];
-    memcpy(u, p, 12);
-    const uint32_t sc_lo = u[0] & 0x3f3f3f3f;
-    const uint32_t mn_lo = u[1] & 0x3f3f3f3f;
-    const uint32_t sc_hi = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
-    const uint32_t mn_hi = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
-    const uint64_t sc = sc_lo | (uint64_t)sc_hi << 32, mn = mn_lo | (uint64_t)mn_hi << 32;
-    return vcombine_u8(vcreate_u8(sc), vcreate_u8(mn));
+    uint32_t s[4];
+    q4_K_scale_words(p, s);
+    return vcombine_u8(vcreate_u8(s[0] | (uint64_t)s[1] << 32), vcreate_u8(s[2] | (uint64_t)s[3] << 32));
 }
 
 /* min term: sum_j mins[j] * (bsums[2j] + bsums[2j + 1]) */
@@ -172,16 +168,11 @@ VT_INLINE void q6_K_block(const block_q6_K *w, const block_q8_K *x, float *acc, 
 
 /* ---- Q3_K: 16 sub-blocks of 16, 6-bit scales centred on 32, q = 2 + 1 bits - 4 ------- */
 
-/* The 16 scales (minus 32) from the 12 packed bytes. */
+/* The 16 scales (minus 32) from the 12 packed bytes (q3_K_scale_words). */
 VT_INLINE int8x16_t unpack_q3_K_scales(const uint8_t *p) {
-    uint32_t u[3];
-    memcpy(u, p, 12);
-    const uint32_t k4 = 0x0f0f0f0f, k2 = 0x03030303;
-    const uint32_t s0 = (u[0] & k4) | (((u[2] >> 0) & k2) << 4);
-    const uint32_t s1 = (u[1] & k4) | (((u[2] >> 2) & k2) << 4);
-    const uint32_t s2 = ((u[0] >> 4) & k4) | (((u[2] >> 4) & k2) << 4);
-    const uint32_t s3 = ((u[1] >> 4) & k4) | (((u[2] >> 6) & k2) << 4);
-    const uint8x16_t v = vcombine_u8(vcreate_u8(s0 | (uint64_t)s1 << 32), vcreate_u8(s2 | (uint64_t)s3 << 32));
+    uint32_t s[4];
+    q3_K_scale_words(p, s);
+    const uint8x16_t v = vcombine_u8(vcreate_u8(s[0] | (uint64_t)s[1] << 32), vcreate_u8(s[2] | (uint64_t)s[3] << 32));
     return vsubq_s8(vreinterpretq_s8_u8(v), vdupq_n_s8(32));
 }
 

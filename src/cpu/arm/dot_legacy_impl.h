@@ -145,6 +145,19 @@ VT_INLINE float32x4_t e8m0x4_strided(const uint8_t *p, size_t stride, int count)
         }                                                                                  \
     } while (0)
 
+/* The cnt blocks from b on, their scales in d4: four unrolled, else the tail. */
+#define GROUP_DOTS(name, block_t)                                                          \
+    do {                                                                                   \
+        if (cnt == 4) {                                                                    \
+            GROUP_STEP(name, block_t, 0);                                                  \
+            GROUP_STEP(name, block_t, 1);                                                  \
+            GROUP_STEP(name, block_t, 2);                                                  \
+            GROUP_STEP(name, block_t, 3);                                                  \
+        } else {                                                                           \
+            GROUP_TAIL(name, block_t);                                                     \
+        }                                                                                  \
+    } while (0)
+
 /* Symmetric types x Q8_0: s[r] = sum_b d_w d_x * dot_i8(w_b, x_b). `unit` is
  * the factor the bytes function leaves on the integer dot (1/16 for Q4_0),
  * applied once at the end (exact: a power of two). */
@@ -163,14 +176,7 @@ VT_INLINE float32x4_t e8m0x4_strided(const uint8_t *p, size_t stride, int count)
                 const block_t *wb = (const block_t *)(w + (size_t)r * ws) + b;             \
                 d4[r] = vmulq_f32(scale4(wb, cnt), dx4);                                   \
             }                                                                              \
-            if (cnt == 4) {                                                                \
-                GROUP_STEP(name, block_t, 0);                                              \
-                GROUP_STEP(name, block_t, 1);                                              \
-                GROUP_STEP(name, block_t, 2);                                              \
-                GROUP_STEP(name, block_t, 3);                                              \
-            } else {                                                                       \
-                GROUP_TAIL(name, block_t);                                                 \
-            }                                                                              \
+            GROUP_DOTS(name, block_t);                                                     \
         }                                                                                  \
         VT_UNROLL(4) for (int r = 0; r < nr; r++)                                          \
             s[r] = vaddvq_f32(vaddq_f32(acc[r][0], acc[r][1])) * (unit);                   \
@@ -195,14 +201,7 @@ VT_INLINE float32x4_t e8m0x4_strided(const uint8_t *p, size_t stride, int count)
                 d4[r] = vmulq_f32(f16x4_strided((const uint8_t *)&wb->d, sizeof *wb, cnt), dx4); \
                 summ[r] = vfmaq_f32(summ[r], f16x4_strided((const uint8_t *)&wb->m, sizeof *wb, cnt), sx4); \
             }                                                                              \
-            if (cnt == 4) {                                                                \
-                GROUP_STEP(name, block_t, 0);                                              \
-                GROUP_STEP(name, block_t, 1);                                              \
-                GROUP_STEP(name, block_t, 2);                                              \
-                GROUP_STEP(name, block_t, 3);                                              \
-            } else {                                                                       \
-                GROUP_TAIL(name, block_t);                                                 \
-            }                                                                              \
+            GROUP_DOTS(name, block_t);                                                     \
         }                                                                                  \
         VT_UNROLL(4) for (int r = 0; r < nr; r++)                                          \
             s[r] = vaddvq_f32(vaddq_f32(acc[r][0], acc[r][1])) + vaddvq_f32(summ[r]);      \
@@ -216,10 +215,10 @@ SYM_KERNEL(mxfp4, block_mxfp4, 1.0f, SCALE4_E8M0)
 OFS_KERNEL(q4_1, block_q4_1)
 OFS_KERNEL(q5_1, block_q5_1)
 
-ARM_EXPORT_DOT(q4_0)
-ARM_EXPORT_DOT(q5_0)
-ARM_EXPORT_DOT(q8_0)
-ARM_EXPORT_DOT(iq4_nl)
-ARM_EXPORT_DOT(mxfp4)
-ARM_EXPORT_DOT(q4_1)
-ARM_EXPORT_DOT(q5_1)
+CPU_DEFINE_DOT(q4_0, ARM_SFX)
+CPU_DEFINE_DOT(q5_0, ARM_SFX)
+CPU_DEFINE_DOT(q8_0, ARM_SFX)
+CPU_DEFINE_DOT(iq4_nl, ARM_SFX)
+CPU_DEFINE_DOT(mxfp4, ARM_SFX)
+CPU_DEFINE_DOT(q4_1, ARM_SFX)
+CPU_DEFINE_DOT(q5_1, ARM_SFX)

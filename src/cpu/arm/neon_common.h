@@ -75,25 +75,6 @@ VT_INLINE int32x4_t hsum4_i32(int32x4_t p0, int32x4_t p1, int32x4_t p2, int32x4_
     return vpaddq_s32(vpaddq_s32(p0, p1), vpaddq_s32(p2, p3));
 }
 
-/* The exported pair for a kernel name##_rows(n, w, ws, x, s, nr): a single row,
- * and 1..CPU_DOT_ROWS_MAX rows, each nr a separate instance (nr is a constant
- * inside, so the row loops unroll and the accumulators stay in registers). */
-#define ARM_EXPORT_DOT(name)                                                               \
-    float ARM_FN(dot, name)(int64_t n, const void *w, const void *x) {                     \
-        float s;                                                                           \
-        name##_rows(n, w, 0, x, &s, 1);                                                    \
-        return s;                                                                          \
-    }                                                                                      \
-    void ARM_FN(dot_rows, name)(int64_t n, const void *w, size_t ws, const void *x,        \
-                                float *s, int nr) {                                        \
-        switch (nr) {                                                                      \
-        case 4: name##_rows(n, w, ws, x, s, 4); break;                                     \
-        case 3: name##_rows(n, w, ws, x, s, 3); break;                                     \
-        case 2: name##_rows(n, w, ws, x, s, 2); break;                                     \
-        default: name##_rows(n, w, ws, x, s, 1); break;                                    \
-        }                                                                                  \
-    }
-
 /* exp(x) for x <= 0: the polynomial of x86/simd_avx2.h's exp_neg_f32x8 (Cephes'
  * expf, about 1 ulp), 0 below the smallest normal result. */
 VT_INLINE float32x4_t exp_neg_f32x4(float32x4_t x) {

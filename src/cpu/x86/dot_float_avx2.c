@@ -52,20 +52,7 @@ VT_INLINE float load1_bf16(const void *p, int64_t i) { return bf16_to_f32(((cons
             s[r] = hsum_f32x8(a) + tail;                                                   \
         }                                                                                  \
     }                                                                                      \
-    float dot_##name##_avx2(int64_t n, const void *w, const void *x) {                     \
-        float s;                                                                           \
-        name##_rows(n, w, 0, x, &s, 1);                                                    \
-        return s;                                                                          \
-    }                                                                                      \
-    void dot_rows_##name##_avx2(int64_t n, const void *w, size_t ws, const void *x,        \
-                                float *s, int nr) {                                        \
-        switch (nr) {                                                                      \
-        case 4: name##_rows(n, w, ws, x, s, 4); break;                                     \
-        case 3: name##_rows(n, w, ws, x, s, 3); break;                                     \
-        case 2: name##_rows(n, w, ws, x, s, 2); break;                                     \
-        default: name##_rows(n, w, ws, x, s, 1); break;                                    \
-        }                                                                                  \
-    }
+    CPU_DEFINE_DOT(name, avx2)
 
 FLOAT_KERNEL(f32, float)
 FLOAT_KERNEL(f16, uint16_t)

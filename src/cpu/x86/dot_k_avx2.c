@@ -64,18 +64,12 @@ typedef struct {
 
 /* ---- Q4_K, Q5_K: 8 sub-blocks of 32, 6-bit scale and min each ------------------------- */
 
-/* Unpack the 12 bytes into 8 scales (bytes 0..7) and 8 mins (bytes 8..15).
- * Sub-blocks 0..3 keep their 6 bits in bytes 0..3 (scale) and 4..7 (min);
- * sub-blocks 4..7 take the low/high nibbles of bytes 8..11 plus the top two bits
- * of bytes 0..7. */
+/* The 8 scales (bytes 0..7) and 8 mins (bytes 8..15) from the 12 packed bytes
+ * (q4_K_scale_words). */
 VT_INLINE __m128i unpack_q4_K_scales(const uint8_t *p) {
-    uint32_t u[3];
-    memcpy(u, p, 12);
-    const uint32_t sc_lo = u[0] & 0x3f3f3f3f;
-    const uint32_t mn_lo = u[1] & 0x3f3f3f3f;
-    const uint32_t sc_hi = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
-    const uint32_t mn_hi = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
-    return _mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)mn_lo, (int)mn_hi);
+    uint32_t s[4];
+    q4_K_scale_words(p, s);
+    return _mm_setr_epi32((int)s[0], (int)s[1], (int)s[2], (int)s[3]);
 }
 
 /* acc_m += dmin * sum_g bsums[g] * mins[g / 2] (4 lanes used) */
@@ -87,16 +81,26 @@ VT_INLINE __m256 q45_K_mins(const block_q8_K *x, __m128i packed, float dmin, __m
     return _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_castps128_ps256(m), acc_m);
 }
 
-VT_INLINE void q4_K_block(const block_q4_K *w, const block_q8_K *x, k_acc *a) {
-    const __m128i packed = unpack_q4_K_scales(w->scales);
+/* Q4_K (qh NULL) and Q5_K (qh: the fifth bits; bit 2j of qh[l] is that of
+ * element 64j + l, bit 2j + 1 of 64j + 32 + l). Always inlined with a constant
+ * qh, so each type keeps its own straight-line code. */
+VT_INLINE void q45_K_block(const uint8_t *scales, vt_f16 wd, vt_f16 wdmin, const uint8_t *qs, const uint8_t *qh,
+                           const block_q8_K *x, k_acc *a) {
+    const __m128i packed = unpack_q4_K_scales(scales);
     const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(packed));
-    const float d = x->d * f16c_to_f32(w->d), dmin = x->d * f16c_to_f32(w->dmin);
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const float d = x->d * f16c_to_f32(wd), dmin = x->d * f16c_to_f32(wdmin);
+    const __m256i m4 = _mm256_set1_epi8(0x0f), b5 = _mm256_set1_epi8(0x10);
+    __m256i hbits = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
     __m256i sumi = _mm256_setzero_si256();
     for (int j = 0; j < 4; j++) {
-        const __m256i bits = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * j));
-        const __m256i lo = _mm256_and_si256(bits, m4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+        const __m256i bits = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+        __m256i lo = _mm256_and_si256(bits, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+        if (qh) {
+            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hbits, 4), b5));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(hbits, 3), b5));
+            hbits = _mm256_srli_epi16(hbits, 2);
+        }
         const __m256i xl = _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j));
         const __m256i xh = _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j + 32));
         const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), bcast_scale(sc, 2 * j));
@@ -106,30 +110,11 @@ VT_INLINE void q4_K_block(const block_q4_K *w, const block_q8_K *x, k_acc *a) {
     a->acc_m = q45_K_mins(x, packed, dmin, a->acc_m);
     a->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), a->acc);
 }
-
+VT_INLINE void q4_K_block(const block_q4_K *w, const block_q8_K *x, k_acc *a) {
+    q45_K_block(w->scales, w->d, w->dmin, w->qs, NULL, x, a);
+}
 VT_INLINE void q5_K_block(const block_q5_K *w, const block_q8_K *x, k_acc *a) {
-    const __m128i packed = unpack_q4_K_scales(w->scales);
-    const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(packed));
-    const float d = x->d * f16c_to_f32(w->d), dmin = x->d * f16c_to_f32(w->dmin);
-    const __m256i m4 = _mm256_set1_epi8(0x0f), b5 = _mm256_set1_epi8(0x10);
-    __m256i hbits = _mm256_loadu_si256((const __m256i *)w->qh);
-    __m256i sumi = _mm256_setzero_si256();
-    for (int j = 0; j < 4; j++) {
-        /* bit 2j of qh[l] is the fifth bit of element 64j + l, bit 2j + 1 of 64j + 32 + l */
-        const __m256i hl = _mm256_and_si256(_mm256_slli_epi16(hbits, 4), b5);
-        const __m256i hh = _mm256_and_si256(_mm256_slli_epi16(hbits, 3), b5);
-        hbits = _mm256_srli_epi16(hbits, 2);
-        const __m256i bits = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * j));
-        const __m256i lo = _mm256_or_si256(_mm256_and_si256(bits, m4), hl);
-        const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4), hh);
-        const __m256i xl = _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j));
-        const __m256i xh = _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j + 32));
-        const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), bcast_scale(sc, 2 * j));
-        const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), bcast_scale(sc, 2 * j + 1));
-        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
-    }
-    a->acc_m = q45_K_mins(x, packed, dmin, a->acc_m);
-    a->acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), a->acc);
+    q45_K_block(w->scales, w->d, w->dmin, w->qs, w->qh, x, a);
 }
 
 /* ---- Q6_K: 16 sub-blocks of 16, int8 scales, q = 4 + 2 bits, centred on 32 ---------- */
@@ -165,18 +150,11 @@ VT_INLINE void q6_K_block(const block_q6_K *w, const block_q8_K *x, k_acc *a) {
 
 /* ---- Q3_K: 16 sub-blocks of 16, 6-bit scales centred on 32, q = 2 + 1 bits - 4 ------- */
 
-/* The 16 scales (minus 32) from the 12 packed bytes: low 4 bits of scale j in the
- * nibbles of bytes 0..7 (j < 8: low nibble of byte j, else high nibble of byte
- * j - 8), the top 2 bits in bytes 8..11 (byte 8 + j % 4, bit pair j / 4). */
+/* The 16 scales (minus 32) from the 12 packed bytes (q3_K_scale_words). */
 VT_INLINE __m128i unpack_q3_K_scales(const uint8_t *p) {
-    uint32_t u[3];
-    memcpy(u, p, 12);
-    const uint32_t k4 = 0x0f0f0f0f, k2 = 0x03030303;
-    const uint32_t s0 = (u[0] & k4) | (((u[2] >> 0) & k2) << 4);
-    const uint32_t s1 = (u[1] & k4) | (((u[2] >> 2) & k2) << 4);
-    const uint32_t s2 = ((u[0] >> 4) & k4) | (((u[2] >> 4) & k2) << 4);
-    const uint32_t s3 = ((u[1] >> 4) & k4) | (((u[2] >> 6) & k2) << 4);
-    return _mm_sub_epi8(_mm_setr_epi32((int)s0, (int)s1, (int)s2, (int)s3), _mm_set1_epi8(32));
+    uint32_t s[4];
+    q3_K_scale_words(p, s);
+    return _mm_sub_epi8(_mm_setr_epi32((int)s[0], (int)s[1], (int)s[2], (int)s[3]), _mm_set1_epi8(32));
 }
 
 VT_INLINE void q3_K_block(const block_q3_K *w, const block_q8_K *x, k_acc *a) {
@@ -273,20 +251,7 @@ VT_INLINE void iq4_xs_block(const block_iq4_xs *w, const block_q8_K *x, k_acc *a
                 name##_block((const block_t *)(w + (size_t)r * ws) + b, x + b, &a[r]);     \
         for (int r = 0; r < nr; r++) s[r] = hsum_f32x8(a[r].acc) - hsum_f32x8(a[r].acc_m); \
     }                                                                                      \
-    float dot_##name##_avx2(int64_t n, const void *w, const void *x) {                     \
-        float s;                                                                           \
-        name##_rows(n, w, 0, x, &s, 1);                                                    \
-        return s;                                                                          \
-    }                                                                                      \
-    void dot_rows_##name##_avx2(int64_t n, const void *w, size_t ws, const void *x,        \
-                                float *s, int nr) {                                        \
-        switch (nr) {                                                                      \
-        case 4: name##_rows(n, w, ws, x, s, 4); break;                                     \
-        case 3: name##_rows(n, w, ws, x, s, 3); break;                                     \
-        case 2: name##_rows(n, w, ws, x, s, 2); break;                                     \
-        default: name##_rows(n, w, ws, x, s, 1); break;                                    \
-        }                                                                                  \
-    }
+    CPU_DEFINE_DOT(name, avx2)
 
 K_KERNEL(q2_K, block_q2_K)
 K_KERNEL(q3_K, block_q3_K)

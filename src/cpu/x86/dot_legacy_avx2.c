@@ -96,27 +96,11 @@ SYM_KERNEL(mxfp4, block_mxfp4, mxfp4_bytes, SCALE_E8M0)
 OFS_KERNEL(q4_1, block_q4_1, q4_1_bytes)
 OFS_KERNEL(q5_1, block_q5_1, q5_1_bytes)
 
-/* The exported pair for each type: a single row, and 1..4 rows. */
-#define EXPORT(name)                                                                       \
-    float dot_##name##_avx2(int64_t n, const void *w, const void *x) {                     \
-        float s;                                                                           \
-        name##_rows(n, w, 0, x, &s, 1);                                                    \
-        return s;                                                                          \
-    }                                                                                      \
-    void dot_rows_##name##_avx2(int64_t n, const void *w, size_t ws, const void *x,        \
-                                float *s, int nr) {                                        \
-        switch (nr) {                                                                      \
-        case 4: name##_rows(n, w, ws, x, s, 4); break;                                     \
-        case 3: name##_rows(n, w, ws, x, s, 3); break;                                     \
-        case 2: name##_rows(n, w, ws, x, s, 2); break;                                     \
-        default: name##_rows(n, w, ws, x, s, 1); break;                                    \
-        }                                                                                  \
-    }
-
-EXPORT(q4_0)
-EXPORT(q5_0)
-EXPORT(q8_0)
-EXPORT(iq4_nl)
-EXPORT(mxfp4)
-EXPORT(q4_1)
-EXPORT(q5_1)
+/* The exported pair for each type (cpu/kernels.h). */
+CPU_DEFINE_DOT(q4_0, avx2)
+CPU_DEFINE_DOT(q5_0, avx2)
+CPU_DEFINE_DOT(q8_0, avx2)
+CPU_DEFINE_DOT(iq4_nl, avx2)
+CPU_DEFINE_DOT(mxfp4, avx2)
+CPU_DEFINE_DOT(q4_1, avx2)
+CPU_DEFINE_DOT(q5_1, avx2)

@@ -9,30 +9,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define X86_DECLARE_DOT(t, isa)                                                            \
-    float dot_##t##_##isa(int64_t n, const void *w, const void *x);                        \
-    void dot_rows_##t##_##isa(int64_t n, const void *w, size_t w_stride, const void *x,    \
-                              float *s, int nr);
-
 /* dot_legacy_avx2.c */
-X86_DECLARE_DOT(q4_0, avx2)
-X86_DECLARE_DOT(q4_1, avx2)
-X86_DECLARE_DOT(q5_0, avx2)
-X86_DECLARE_DOT(q5_1, avx2)
-X86_DECLARE_DOT(q8_0, avx2)
-X86_DECLARE_DOT(iq4_nl, avx2)
-X86_DECLARE_DOT(mxfp4, avx2)
+CPU_DECLARE_DOT(q4_0, avx2)
+CPU_DECLARE_DOT(q4_1, avx2)
+CPU_DECLARE_DOT(q5_0, avx2)
+CPU_DECLARE_DOT(q5_1, avx2)
+CPU_DECLARE_DOT(q8_0, avx2)
+CPU_DECLARE_DOT(iq4_nl, avx2)
+CPU_DECLARE_DOT(mxfp4, avx2)
 /* dot_k_avx2.c */
-X86_DECLARE_DOT(q2_K, avx2)
-X86_DECLARE_DOT(q3_K, avx2)
-X86_DECLARE_DOT(q4_K, avx2)
-X86_DECLARE_DOT(q5_K, avx2)
-X86_DECLARE_DOT(q6_K, avx2)
-X86_DECLARE_DOT(iq4_xs, avx2)
+CPU_DECLARE_DOT(q2_K, avx2)
+CPU_DECLARE_DOT(q3_K, avx2)
+CPU_DECLARE_DOT(q4_K, avx2)
+CPU_DECLARE_DOT(q5_K, avx2)
+CPU_DECLARE_DOT(q6_K, avx2)
+CPU_DECLARE_DOT(iq4_xs, avx2)
 /* dot_float_avx2.c */
-X86_DECLARE_DOT(f32, avx2)
-X86_DECLARE_DOT(f16, avx2)
-X86_DECLARE_DOT(bf16, avx2)
+CPU_DECLARE_DOT(f32, avx2)
+CPU_DECLARE_DOT(f16, avx2)
+CPU_DECLARE_DOT(bf16, avx2)
 
 /* quant_act_avx2.c */
 void quantize_q8_0_avx2(const float *x, void *y, int64_t n);
@@ -55,66 +50,58 @@ void rms_norm_avx2(const float *x, const float *w, int64_t n, float eps, float *
 /* deltanet_avx2.c, deltanet_avx512.c: the Gated DeltaNet kernels (cpu/deltanet_impl.h) */
 extern const dn_kernels dn_kernels_avx2, dn_kernels_avx512;
 
-#define X86_DECLARE_GEMM(t, isa)                                                           \
-    void gemm_##t##_##isa(int64_t n_in, const void *w, int64_t n_groups, const void *x,    \
-                          size_t x_stride, const pack_xblock *xs, int n_tok, float *y,     \
-                          int64_t ldy);
-
 /* gemm_avx2.c: packed-layout GEMMs (cpu/pack.h) */
-X86_DECLARE_GEMM(q4_0, avx2)
-X86_DECLARE_GEMM(q4_1, avx2)
-X86_DECLARE_GEMM(q5_0, avx2)
-X86_DECLARE_GEMM(q5_1, avx2)
-X86_DECLARE_GEMM(q8_0, avx2)
-X86_DECLARE_GEMM(q4_K, avx2)
-X86_DECLARE_GEMM(q5_K, avx2)
-X86_DECLARE_GEMM(q6_K, avx2)
-X86_DECLARE_GEMM(mxfp4, avx2)
+CPU_DECLARE_GEMM(q4_0, avx2)
+CPU_DECLARE_GEMM(q4_1, avx2)
+CPU_DECLARE_GEMM(q5_0, avx2)
+CPU_DECLARE_GEMM(q5_1, avx2)
+CPU_DECLARE_GEMM(q8_0, avx2)
+CPU_DECLARE_GEMM(q4_K, avx2)
+CPU_DECLARE_GEMM(q5_K, avx2)
+CPU_DECLARE_GEMM(q6_K, avx2)
+CPU_DECLARE_GEMM(mxfp4, avx2)
 /* ... and without software prefetch (gemm_nopf) */
-X86_DECLARE_GEMM(q4_0, avx2_nopf)
-X86_DECLARE_GEMM(q4_1, avx2_nopf)
-X86_DECLARE_GEMM(q5_0, avx2_nopf)
-X86_DECLARE_GEMM(q5_1, avx2_nopf)
-X86_DECLARE_GEMM(q8_0, avx2_nopf)
-X86_DECLARE_GEMM(q4_K, avx2_nopf)
-X86_DECLARE_GEMM(q5_K, avx2_nopf)
-X86_DECLARE_GEMM(q6_K, avx2_nopf)
-X86_DECLARE_GEMM(mxfp4, avx2_nopf)
+CPU_DECLARE_GEMM(q4_0, avx2_nopf)
+CPU_DECLARE_GEMM(q4_1, avx2_nopf)
+CPU_DECLARE_GEMM(q5_0, avx2_nopf)
+CPU_DECLARE_GEMM(q5_1, avx2_nopf)
+CPU_DECLARE_GEMM(q8_0, avx2_nopf)
+CPU_DECLARE_GEMM(q4_K, avx2_nopf)
+CPU_DECLARE_GEMM(q5_K, avx2_nopf)
+CPU_DECLARE_GEMM(q6_K, avx2_nopf)
+CPU_DECLARE_GEMM(mxfp4, avx2_nopf)
 /* gemm_avx512.c: the same with AVX-512 VNNI */
-X86_DECLARE_GEMM(q4_0, avx512)
-X86_DECLARE_GEMM(q4_1, avx512)
-X86_DECLARE_GEMM(q5_0, avx512)
-X86_DECLARE_GEMM(q5_1, avx512)
-X86_DECLARE_GEMM(q8_0, avx512)
-X86_DECLARE_GEMM(q4_K, avx512)
-X86_DECLARE_GEMM(q5_K, avx512)
-X86_DECLARE_GEMM(q6_K, avx512)
-X86_DECLARE_GEMM(mxfp4, avx512)
+CPU_DECLARE_GEMM(q4_0, avx512)
+CPU_DECLARE_GEMM(q4_1, avx512)
+CPU_DECLARE_GEMM(q5_0, avx512)
+CPU_DECLARE_GEMM(q5_1, avx512)
+CPU_DECLARE_GEMM(q8_0, avx512)
+CPU_DECLARE_GEMM(q4_K, avx512)
+CPU_DECLARE_GEMM(q5_K, avx512)
+CPU_DECLARE_GEMM(q6_K, avx512)
+CPU_DECLARE_GEMM(mxfp4, avx512)
 /* ... and for prefill token blocks, without software prefetch (gemm_cached) */
-X86_DECLARE_GEMM(q4_0, avx512_cached)
-X86_DECLARE_GEMM(q4_1, avx512_cached)
-X86_DECLARE_GEMM(q5_0, avx512_cached)
-X86_DECLARE_GEMM(q5_1, avx512_cached)
-X86_DECLARE_GEMM(q8_0, avx512_cached)
+CPU_DECLARE_GEMM(q4_0, avx512_cached)
+CPU_DECLARE_GEMM(q4_1, avx512_cached)
+CPU_DECLARE_GEMM(q5_0, avx512_cached)
+CPU_DECLARE_GEMM(q5_1, avx512_cached)
+CPU_DECLARE_GEMM(q8_0, avx512_cached)
 /* ... without software prefetch (gemm_nopf; Q4_0's, Q4_1's, Q5_0's and Q5_1's are avx512_cached) */
-X86_DECLARE_GEMM(q8_0, avx512_nopf)
-X86_DECLARE_GEMM(q4_K, avx512_nopf)
-X86_DECLARE_GEMM(q5_K, avx512_nopf)
-X86_DECLARE_GEMM(q6_K, avx512_nopf)
-X86_DECLARE_GEMM(mxfp4, avx512_nopf)
+CPU_DECLARE_GEMM(q8_0, avx512_nopf)
+CPU_DECLARE_GEMM(q4_K, avx512_nopf)
+CPU_DECLARE_GEMM(q5_K, avx512_nopf)
+CPU_DECLARE_GEMM(q6_K, avx512_nopf)
+CPU_DECLARE_GEMM(mxfp4, avx512_nopf)
 /* gemm8_avx512.c: the AVX-512 tier's Q8_0 decode, 8 rows a ymm */
-X86_DECLARE_GEMM(q8_0, avx512_y)
-X86_DECLARE_GEMM(q8_0, avx512_y_nopf)
+CPU_DECLARE_GEMM(q8_0, avx512_y)
+CPU_DECLARE_GEMM(q8_0, avx512_y_nopf)
 /* gemm_amx.c: AMX-INT8 tile GEMMs for n_tok <= PACK_TOK_WIDE (two 16-token tiles) */
-X86_DECLARE_GEMM(q4_0, amx)
-X86_DECLARE_GEMM(q8_0, amx)
-X86_DECLARE_GEMM(q4_K, amx)
-X86_DECLARE_GEMM(q5_K, amx)
-X86_DECLARE_GEMM(q6_K, amx)
-X86_DECLARE_GEMM(mxfp4, amx)
-
-#undef X86_DECLARE_DOT
-#undef X86_DECLARE_GEMM
+CPU_DECLARE_GEMM(q4_0, amx)
+CPU_DECLARE_GEMM(q8_0, amx)
+CPU_DECLARE_GEMM(q4_K, amx)
+CPU_DECLARE_GEMM(q5_K, amx)
+CPU_DECLARE_GEMM(q6_K, amx)
+CPU_DECLARE_GEMM(mxfp4, amx)
 
 /* x86_kernels.c: the rows of the dispatch table (cpu/kernels.h), tiers ascending */
 extern const cpu_type_row x86_type_rows[];
