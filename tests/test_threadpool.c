@@ -201,48 +201,52 @@ static void test_take(int n_threads, int n_runs) {
     tp_destroy(pool);
 }
 
-/* ---- tp_run_n: runs of 1, all, 2, all - 1, ... threads in turn, each with
- * barrier phases, a claimed step and a taken step, so every change of nth
- * meets counters and a barrier count left by a run of another width. In each
- * run: exactly threads 0 .. n_active - 1 run fn, with nth = n_active and
- * tp_run_threads = n_active; barriers order the phases; every claimed index and
- * every owner's taken items are handed out exactly once. Runs differ in their
- * number of steps (so the end falls at every step mod 2 and mod 3), some steps
- * take or claim nothing, and in every third run the last thread dawdles before
- * the end, so the others sleep in the end's barrier. Pinned to one CPU
- * (test_affinity), a worker is often still in the end's barrier when the next
- * run, which may leave it out, begins. --------------------------------------- */
-#define RUNN_STEPS_MAX 5
+/* ---- tp_run_n: runs of 1, all, 2, all - 1, ... threads in turn, so every
+ * change of nth meets the barrier count and the claim and take counters a run
+ * of another width left. Each run is 1 to 7 steps, one barrier after each; in
+ * step s each thread writes its slot of buffer s % 2 and checks the other
+ * buffer, which all threads wrote in step s - 1, and per (run, step) the step
+ * claims, takes, both or neither. So steps of every index mod 2 and mod 3 claim
+ * and take (steps 0 and 1 too, whose counters only the caller's zeroing cleans),
+ * and the last step, whose counters no barrier resets, falls at every index. In
+ * each run: exactly threads 0 .. n_active - 1 run fn, with nth = n_active and
+ * tp_run_threads = n_active; every claimed index and every owner's taken items
+ * are handed out exactly once. In every other taking step thread 1 starts only
+ * when thread 0 is out of work (stealing across widths), and in every third run
+ * the last thread dawdles before the end, so the others sleep in the end's
+ * barrier. In odd runs the end is the last step's barrier, so that step's claim
+ * counter too is left as it was. Pinned to one CPU (test_affinity), a worker is often still in the
+ * end's barrier when the next run, which may leave it out, begins. --------- */
+#define RUNN_STEPS_MAX 7
 
 typedef struct {
     tp_pool *pool;
     int run, n_steps, n_active;
     int calls[MAX_T];
     int bad_nth[MAX_T], bad_barrier[MAX_T]; /* per thread */
-    int64_t slot[MAX_T];
+    int64_t slot[2][MAX_T];
     unsigned char claimed[RUNN_STEPS_MAX][CLAIM_N];
     unsigned char taken[RUNN_STEPS_MAX][MAX_T][TAKE_N];
     _Atomic int first_done[RUNN_STEPS_MAX];
 } runn_ctx;
 
-static bool runn_claims(int run, int s) { return (run + s) % 3 != 1; }
-static bool runn_takes(int run, int s) { return (run + s) % 4 != 2; }
+static bool runn_claims(int run, int s) { return (run * 5 + s) % 3 != 1; }
+static bool runn_takes(int run, int s) { return (run * 3 + s) % 4 != 2; }
+static int64_t runn_tag(int run, int s) { return (int64_t)run * 64 + s; }
 
 static void runn_fn(void *vctx, int ith, int nth) {
     runn_ctx *c = vctx;
     c->calls[ith]++; /* plain: two threads with one index race (TSan) */
     if (nth != c->n_active || tp_run_threads(c->pool) != nth || ith >= nth) c->bad_nth[ith]++;
     for (int s = 0; s < c->n_steps; s++) {
-        c->slot[ith] = (int64_t)c->run * 16 + s;
-        tp_barrier(c->pool);
-        for (int j = 0; j < nth; j++)
-            if (c->slot[j] != (int64_t)c->run * 16 + s) c->bad_barrier[ith]++;
+        if (s > 0)
+            for (int j = 0; j < nth; j++)
+                if (c->slot[(s - 1) % 2][j] != runn_tag(c->run, s - 1)) c->bad_barrier[ith]++;
+        c->slot[s % 2][ith] = runn_tag(c->run, s);
         if (nth > 1 && runn_claims(c->run, s))
             for (int64_t i; (i = tp_claim(c->pool, 1 + c->run % 3)) < CLAIM_N;)
                 for (int64_t j = i; j < i + 1 + c->run % 3 && j < CLAIM_N; j++) c->claimed[s][j]++;
-        tp_barrier(c->pool);
-        /* a late thread 1 in every other taking step: thread 0 takes its share */
-        const bool late = nth > 1 && s % 2 == 1;
+        const bool late = nth > 1 && (c->run + s) % 2 == 1;
         if (late && ith == 1)
             while (!atomic_load_explicit(&c->first_done[s], memory_order_acquire)) sched_yield();
         if (nth > 1 && runn_takes(c->run, s))
@@ -252,7 +256,7 @@ static void runn_fn(void *vctx, int ith, int nth) {
                     c->taken[s][owner][i]++;
             }
         if (late && ith == 0) atomic_store_explicit(&c->first_done[s], 1, memory_order_release);
-        tp_barrier(c->pool);
+        if (s < c->n_steps - 1 || c->run % 2 == 0) tp_barrier(c->pool); /* else the end closes the step */
     }
     if (c->run % 3 == 0 && ith == nth - 1 && nth > 1)
         for (int k = 0; k < 20; k++) sched_yield();
@@ -274,7 +278,7 @@ static void test_run_n(int n_threads, int n_runs) {
         memset(c, 0, sizeof *c);
         c->pool = pool;
         c->run = r;
-        c->n_steps = 1 + r % RUNN_STEPS_MAX;
+        c->n_steps = 1 + r * 5 % RUNN_STEPS_MAX; /* coprime with the pattern's 12 */
         c->n_active = n_active;
         tp_run_n(pool, n_active, runn_fn, c);
         for (int i = 0; i < n_threads; i++) {
