@@ -1,6 +1,8 @@
 /* cpu/threadpool: barriers order plain memory, tp_run can be called many times,
  * oversubscription (more threads than cores) does not deadlock, an idle pool
- * sleeps, n_threads = 1 runs inline. Also meant to run under TSan
+ * sleeps, n_threads = 1 runs inline, tp_run_n runs of changing width keep every
+ * barrier, claim and take exact, and tp_elastic picks the counts it should for
+ * fed measurements. Also meant to run under TSan
  * (-DVT_SANITIZE=thread): every cross-thread access here is plain memory ordered
  * only by tp_run / tp_barrier, so a missing edge is a TSan report. */
 #include "cpu/threadpool.h"
@@ -43,6 +45,18 @@ static void phase_fn(void *vctx, int ith, int nth) {
             if (c->slot[j] != k) c->bad[ith]++;
         tp_barrier(c->pool);
     }
+}
+
+/* Barrier phases on all threads of an existing pool: 0 mismatches, fn once per run. */
+static void test_barriers_on(tp_pool *pool, int n_threads) {
+    phase_ctx c;
+    memset(&c, 0, sizeof c);
+    c.pool = pool;
+    c.n_phases = 20;
+    for (int r = 0; r < 10; r++) tp_run(pool, phase_fn, &c);
+    int bad = 0;
+    for (int i = 0; i < n_threads; i++) bad += c.bad[i] + (c.calls[i] != 10);
+    CHECK_MSG(bad == 0, "%d threads: %d bad phases or calls on the full pool", n_threads, bad);
 }
 
 static void test_barriers(int n_threads, int n_runs, int n_phases) {
@@ -187,6 +201,281 @@ static void test_take(int n_threads, int n_runs) {
     tp_destroy(pool);
 }
 
+/* ---- tp_run_n: runs of 1, all, 2, all - 1, ... threads in turn, so every
+ * change of nth meets the barrier count and the claim and take counters a run
+ * of another width left. Each run is 1 to 7 steps, one barrier after each; in
+ * step s each thread writes its slot of buffer s % 2 and checks the other
+ * buffer, which all threads wrote in step s - 1, and per (run, step) the step
+ * claims, takes, both or neither. So steps of every index mod 2 and mod 3 claim
+ * and take (steps 0 and 1 too, whose counters only the caller's zeroing cleans),
+ * and the last step, whose counters no barrier resets, falls at every index. In
+ * each run: exactly threads 0 .. n_active - 1 run fn, with nth = n_active and
+ * tp_run_threads = n_active; every claimed index and every owner's taken items
+ * are handed out exactly once. In every other taking step thread 1 starts only
+ * when thread 0 is out of work (stealing across widths), and in every third run
+ * the last thread dawdles before the end, so the others sleep in the end's
+ * barrier. In odd runs the end is the last step's barrier, so that step's claim
+ * counter too is left as it was. Pinned to one CPU (test_affinity), a worker is often still in the
+ * end's barrier when the next run, which may leave it out, begins. --------- */
+#define RUNN_STEPS_MAX 7
+
+typedef struct {
+    tp_pool *pool;
+    int run, n_steps, n_active;
+    int calls[MAX_T];
+    int bad_nth[MAX_T], bad_barrier[MAX_T]; /* per thread */
+    int64_t slot[2][MAX_T];
+    unsigned char claimed[RUNN_STEPS_MAX][CLAIM_N];
+    unsigned char taken[RUNN_STEPS_MAX][MAX_T][TAKE_N];
+    _Atomic int first_done[RUNN_STEPS_MAX];
+} runn_ctx;
+
+static bool runn_claims(int run, int s) { return (run * 5 + s) % 3 != 1; }
+static bool runn_takes(int run, int s) { return (run * 3 + s) % 4 != 2; }
+static int64_t runn_tag(int run, int s) { return (int64_t)run * 64 + s; }
+
+static void runn_fn(void *vctx, int ith, int nth) {
+    runn_ctx *c = vctx;
+    c->calls[ith]++; /* plain: two threads with one index race (TSan) */
+    if (nth != c->n_active || tp_run_threads(c->pool) != nth || ith >= nth) c->bad_nth[ith]++;
+    for (int s = 0; s < c->n_steps; s++) {
+        if (s > 0)
+            for (int j = 0; j < nth; j++)
+                if (c->slot[(s - 1) % 2][j] != runn_tag(c->run, s - 1)) c->bad_barrier[ith]++;
+        c->slot[s % 2][ith] = runn_tag(c->run, s);
+        if (nth > 1 && runn_claims(c->run, s))
+            for (int64_t i; (i = tp_claim(c->pool, 1 + c->run % 3)) < CLAIM_N;)
+                for (int64_t j = i; j < i + 1 + c->run % 3 && j < CLAIM_N; j++) c->claimed[s][j]++;
+        const bool late = nth > 1 && (c->run + s) % 2 == 1;
+        if (late && ith == 1)
+            while (!atomic_load_explicit(&c->first_done[s], memory_order_acquire)) sched_yield();
+        if (nth > 1 && runn_takes(c->run, s))
+            for (int d = 0; d < nth; d++) {
+                const int owner = (ith + d) % nth;
+                for (int64_t i; (i = tp_take(c->pool, owner, take_n(c->run, s, owner), d > 0)) >= 0;)
+                    c->taken[s][owner][i]++;
+            }
+        if (late && ith == 0) atomic_store_explicit(&c->first_done[s], 1, memory_order_release);
+        if (s < c->n_steps - 1 || c->run % 2 == 0) tp_barrier(c->pool); /* else the end closes the step */
+    }
+    if (c->run % 3 == 0 && ith == nth - 1 && nth > 1)
+        for (int k = 0; k < 20; k++) sched_yield();
+}
+
+static void test_run_n(int n_threads, int n_runs) {
+    tp_pool *pool = NULL;
+    CHECK_OK(tp_create(n_threads, &pool));
+    if (!pool) return;
+    runn_ctx *c = malloc(sizeof *c);
+    int bad_calls = 0, bad_nth = 0, bad_barrier = 0, bad_claim = 0, bad_take = 0, bad_stats = 0;
+    for (int r = 0; r < n_runs; r++) {
+        /* 1, all, 2, all - 1, 1, all, all, 2, ...: shrink, grow, stay */
+        static const int pattern[] = {1, 0, 2, -1, 1, 0, 0, 2, -1, -1, 1, 1};
+        const int p = pattern[r % (int)(sizeof pattern / sizeof pattern[0])];
+        int n_active = p > 0 ? p : n_threads + p;
+        if (n_active < 1) n_active = 1;
+        if (n_active > n_threads) n_active = n_threads;
+        memset(c, 0, sizeof *c);
+        c->pool = pool;
+        c->run = r;
+        c->n_steps = 1 + r * 5 % RUNN_STEPS_MAX; /* coprime with the pattern's 12 */
+        c->n_active = n_active;
+        tp_run_n(pool, n_active, runn_fn, c);
+        for (int i = 0; i < n_threads; i++) {
+            bad_calls += c->calls[i] != (i < n_active);
+            bad_nth += c->bad_nth[i];
+            bad_barrier += c->bad_barrier[i];
+        }
+        for (int s = 0; s < c->n_steps; s++) {
+            for (int i = 0; i < CLAIM_N; i++) bad_claim += c->claimed[s][i] != (n_active > 1 && runn_claims(r, s));
+            for (int o = 0; o < n_threads; o++)
+                for (int i = 0; i < TAKE_N; i++)
+                    bad_take += c->taken[s][o][i] !=
+                                (n_active > 1 && o < n_active && runn_takes(r, s) && i < take_n(r, s, o));
+        }
+        const tp_run_stats st = tp_last_run(pool);
+        bad_stats += st.n_active != n_active || st.wall_ns < 0 || st.wait_ns < 0;
+    }
+    CHECK_MSG(bad_calls == 0, "%d threads: %d threads ran fn other than once when active, never when not",
+              n_threads, bad_calls);
+    CHECK_MSG(bad_nth == 0, "%d threads: %d calls saw another nth than n_active", n_threads, bad_nth);
+    CHECK_MSG(bad_barrier == 0, "%d threads: %d barrier mismatches across widths", n_threads, bad_barrier);
+    CHECK_MSG(bad_claim == 0, "%d threads: %d claimed indices not handed out exactly once", n_threads, bad_claim);
+    CHECK_MSG(bad_take == 0, "%d threads: %d items not taken exactly once", n_threads, bad_take);
+    CHECK_EQ_INT(bad_stats, 0);
+    /* and the full width still works after all of that */
+    test_barriers_on(pool, n_threads);
+    printf("  %d threads: %d runs of 1..%d threads\n", n_threads, n_runs, n_threads);
+    free(c);
+    tp_destroy(pool);
+}
+
+/* ---- tp_last_run: a thread held up well past the spin phase (20 ms asleep
+ * before a barrier) makes its partner sleep in that barrier, which wait_ns
+ * counts, whether the sleeper is the caller or a worker. Only that it is
+ * counted, never how long: a loaded machine changes the figure. ------------- */
+typedef struct {
+    tp_pool *pool;
+    int late;               /* the thread that sleeps before the barrier */
+    _Atomic int other_here; /* the other thread is at the barrier (or about to be) */
+} stats_ctx;
+
+static void stats_fn(void *vctx, int ith, int nth) {
+    stats_ctx *c = vctx;
+    if (ith == c->late && nth > 1) {
+        while (!atomic_load_explicit(&c->other_here, memory_order_acquire)) sched_yield();
+        struct timespec t = {0, 20 * 1000 * 1000};
+        nanosleep(&t, NULL);
+    } else {
+        atomic_store_explicit(&c->other_here, 1, memory_order_release);
+    }
+    tp_barrier(c->pool);
+}
+
+static void test_stats(void) {
+    tp_pool *pool = NULL;
+    CHECK_OK(tp_create(2, &pool));
+    if (!pool) return;
+    for (int late = 0; late < 2; late++) {
+        /* A waiter that itself loses its core while it spins (a loaded machine)
+         * may see the barrier complete before its spin phase ends, and count
+         * nothing: so at least one of several runs, never a figure. */
+        int counted = 0, bad = 0;
+        for (int r = 0; r < 10 && !counted; r++) {
+            stats_ctx c = {pool, late, 0};
+            tp_run(pool, stats_fn, &c);
+            const tp_run_stats st = tp_last_run(pool);
+            counted = st.wait_ns > 0;
+            /* each thread waits at most the run: the sum, at most 2 runs */
+            bad += st.n_active != 2 || st.wait_ns < 0 || st.wait_ns > 2 * st.wall_ns;
+        }
+        CHECK_MSG(counted, "thread %d late by 20 ms: no barrier wait counted in 10 runs", late);
+        CHECK_EQ_INT(bad, 0);
+    }
+    stats_ctx c = {pool, 0, 0};
+    tp_run_n(pool, 1, stats_fn, &c); /* alone: no barrier to wait in */
+    CHECK_EQ_INT(tp_last_run(pool).n_active, 1);
+    CHECK_EQ_INT(tp_last_run(pool).wait_ns, 0);
+    tp_destroy(pool);
+}
+
+/* ---- tp_elastic, fed measurements of a fake machine: the wall time and barrier
+ * wait of a decode pass at each thread count. No clock: deterministic. ------- */
+typedef struct {
+    int64_t wall[MAX_T + 1], wait[MAX_T + 1]; /* [n]: a pass on n threads */
+} fake_machine;
+
+/* Runs `passes` decode passes of n_tokens on m through e; hist[n] += passes on
+ * n threads. Returns the count the last pass picked. */
+static int elastic_drive(tp_elastic *e, const fake_machine *m, int64_t n_tokens, int passes, int *hist) {
+    int n = 0;
+    for (int p = 0; p < passes; p++) {
+        n = tp_elastic_pick(e, n_tokens);
+        if (hist) hist[n]++;
+        const tp_run_stats st = {.n_active = n, .wall_ns = m->wall[n], .wait_ns = m->wait[n]};
+        tp_elastic_record(e, n_tokens, &st);
+    }
+    return n;
+}
+
+static void test_elastic(void) {
+    /* balanced: no thread ever sleeps in a barrier, so all 2 (or 4) stay */
+    const fake_machine idle2 = {.wall = {0, 18000, 10000}};
+    const fake_machine idle4 = {.wall = {0, 18000, 10000, 7000, 5500}};
+    /* one core taken: 2 threads run in lockstep with the preempted one and
+     * wait a lot; the caller alone, on the free core, is faster */
+    const fake_machine busy2 = {.wall = {0, 18000, 25000}, .wait = {0, 0, 9000}};
+    /* the same waits, but the caller alone is slower: stay at 2 */
+    const fake_machine busy2_slow1 = {.wall = {0, 40000, 25000}, .wait = {0, 0, 9000}};
+    /* 4 threads, one core taken: 3 are the fastest, and balanced */
+    const fake_machine busy4 = {.wall = {0, 40000, 26000, 20000, 30000}, .wait = {0, 0, 0, 0, 3 * 10000}};
+    /* a high wait just below the share that starts a trial (0.2 per waiting thread) */
+    const fake_machine low_wait2 = {.wall = {0, 18000, 25000}, .wait = {0, 0, 4000}};
+    tp_elastic e;
+    int hist[MAX_T + 1];
+
+    tp_elastic_init(&e, 2, true);
+    memset(hist, 0, sizeof hist);
+    CHECK_EQ_INT(elastic_drive(&e, &idle2, 1, 5000, hist), 2);
+    CHECK_EQ_INT(hist[2], 5000);
+    tp_elastic_init(&e, 4, true);
+    memset(hist, 0, sizeof hist);
+    CHECK_EQ_INT(elastic_drive(&e, &idle4, 1, 5000, hist), 4);
+    CHECK_EQ_INT(hist[4], 5000);
+    tp_elastic_init(&e, 2, true);
+    memset(hist, 0, sizeof hist);
+    CHECK_EQ_INT(elastic_drive(&e, &low_wait2, 1, 5000, hist), 2);
+    CHECK_EQ_INT(hist[2], 5000);
+
+    /* shrinks under a high wait when one fewer is faster, and stays shrunk but
+     * for probes of 2 now and then */
+    tp_elastic_init(&e, 2, true);
+    CHECK_EQ_INT(elastic_drive(&e, &busy2, 1, 100, NULL), 1);
+    CHECK_EQ_INT(e.n, 1);
+    memset(hist, 0, sizeof hist);
+    elastic_drive(&e, &busy2, 1, 5000, hist);
+    CHECK_MSG(hist[2] > 0 && hist[2] < 5000 / 10, "shrunk: %d of 5000 passes on 2 threads", hist[2]);
+    CHECK_EQ_INT(e.n, 1);
+    /* prefill keeps all threads, and its passes leave the decode count alone */
+    CHECK_EQ_INT(tp_elastic_pick(&e, 512), 2);
+    const tp_run_stats prefill = {.n_active = 2, .wall_ns = 900000, .wait_ns = 0};
+    tp_elastic_record(&e, 512, &prefill);
+    CHECK_EQ_INT(e.n, 1);
+    /* the load goes away: a probe of 2 finds it faster, and 2 stay */
+    memset(hist, 0, sizeof hist);
+    CHECK_EQ_INT(elastic_drive(&e, &idle2, 1, 600, NULL), 2);
+    CHECK_EQ_INT(e.n, 2);
+    elastic_drive(&e, &idle2, 1, 5000, hist);
+    CHECK_EQ_INT(hist[2], 5000);
+
+    /* a high wait but one fewer is slower: trials now and then, never kept */
+    tp_elastic_init(&e, 2, true);
+    memset(hist, 0, sizeof hist);
+    elastic_drive(&e, &busy2_slow1, 1, 5000, hist);
+    CHECK_MSG(hist[1] > 0 && hist[1] < 5000 / 10, "1 thread slower: %d of 5000 passes on it", hist[1]);
+    CHECK_EQ_INT(e.n, 2);
+
+    /* 4 threads, one core taken: down to 3, not further (3 do not wait), and
+     * probes of 4 do not bring it back */
+    tp_elastic_init(&e, 4, true);
+    memset(hist, 0, sizeof hist);
+    elastic_drive(&e, &busy4, 1, 5000, hist);
+    CHECK_EQ_INT(e.n, 3);
+    CHECK_EQ_INT(hist[1] + hist[2], 0);
+    CHECK_MSG(hist[4] < 5000 / 10, "4 threads, 3 best: %d of 5000 passes on 4", hist[4]);
+
+    /* like with like: a trial meeting a pass of another size starts over, at
+     * the count it had */
+    tp_elastic_init(&e, 2, true);
+    int n = 2;
+    for (int p = 0; p < 100 && n == 2; p++) {
+        n = tp_elastic_pick(&e, 1);
+        const tp_run_stats st = {.n_active = n, .wall_ns = busy2.wall[n], .wait_ns = busy2.wait[n]};
+        if (n == 2) tp_elastic_record(&e, 1, &st);
+    }
+    CHECK_EQ_INT(n, 1); /* a trial of 1 began */
+    const tp_run_stats two = {.n_active = 1, .wall_ns = 30000, .wait_ns = 0};
+    tp_elastic_record(&e, 2, &two); /* a pass of 2 tokens (the engine picked up a sequence) */
+    CHECK_EQ_INT(tp_elastic_pick(&e, 2), 2);
+    CHECK_EQ_INT(tp_elastic_pick(&e, 1), 2);
+
+    /* disabled (VT_TP_ELASTIC=0): never changes; a pool of one has nothing to pick */
+    tp_elastic_init(&e, 2, false);
+    memset(hist, 0, sizeof hist);
+    CHECK_EQ_INT(elastic_drive(&e, &busy2, 1, 5000, hist), 2);
+    CHECK_EQ_INT(hist[2], 5000);
+    tp_elastic_init(&e, 1, true);
+    CHECK_EQ_INT(elastic_drive(&e, &busy2, 1, 100, NULL), 1);
+    unsetenv("VT_TP_ELASTIC");
+    CHECK(tp_elastic_env());
+    setenv("VT_TP_ELASTIC", "1", 1);
+    CHECK(tp_elastic_env());
+    setenv("VT_TP_ELASTIC", "0", 1);
+    CHECK(!tp_elastic_env());
+    unsetenv("VT_TP_ELASTIC");
+    printf("  tp_elastic: shrinks, stays, probes back, grows, keeps prefill and other sizes apart\n");
+}
+
 /* ---- many runs: data written by the caller before tp_run is visible to the
  * workers, data written by workers is visible to the caller after it ---------- */
 typedef struct {
@@ -328,6 +617,7 @@ static void test_affinity(void) {
     tp_destroy(pool);
     test_barriers(4, 20, 50);
     test_claim(3, 200);
+    test_run_n(3, 200);
     CHECK(sched_setaffinity(0, sizeof old, &old) == 0);
     CHECK_OK(tp_create(CPU_COUNT(&old), &pool));
     if (pool) CHECK(!tp_oversubscribed(pool));
@@ -351,6 +641,11 @@ int main(void) {
     test_claim(3, 500);
     test_take(2, 300);
     test_take(3, 100);
+    test_run_n(2, 2000);
+    test_run_n(3, 1000);
+    test_run_n(4, 600);
+    test_stats();
+    test_elastic();
     test_many_runs(2, 10000);
     test_many_runs(4, 10000);
     test_idle_sleeps();

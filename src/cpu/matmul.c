@@ -487,7 +487,7 @@ static int decode_items(int64_t s0, int64_t s1, int64_t grain, int64_t end[MM_DE
  * and any thread count. */
 static void split_units(int64_t total, size_t unit_bytes, int64_t n_tok, tp_pool *pool, int ith,
                         mm_units_fn run, const void *ctx) {
-    const int nth = tp_n_threads(pool);
+    const int nth = tp_run_threads(pool);
     if (nth == 1 || n_tok > PACK_TOK_MAX) {
         int64_t u0, u1;
         tp_range(total, 1, ith, nth, &u0, &u1);
@@ -579,7 +579,7 @@ typedef void (*mm_item_fn)(void *state, const mm_item *item);
 /* Thread ith's part of a prefill step: its own items, then the others' from the
  * back, each by run(state, item). */
 static void take_items(const item_plan *p, tp_pool *pool, int ith, mm_item_fn run, void *state) {
-    const int nth = tp_n_threads(pool);
+    const int nth = tp_run_threads(pool);
     for (int d = 0; d < nth; d++) {
         const int owner = (ith + d) % nth;
         item_share s;
@@ -675,7 +675,7 @@ void mm_compute_multi(const mm_weight *const *ws, float *const *ys, const int64_
         total += (ws[i]->n_out + MM_ROW_TILE - 1) / MM_ROW_TILE;
     }
     multi_job job = {ws, ys, ldys, n, xq, mm_act_row_bytes(type, n_in), n_tok, NULL, type};
-    if (n_tok > PACK_TOK_MAX && tp_n_threads(pool) > 1 && n <= MM_SEGS_MAX) {
+    if (n_tok > PACK_TOK_MAX && tp_run_threads(pool) > 1 && n <= MM_SEGS_MAX) {
         multi_prefill(&job, pool, ith);
         return;
     }
@@ -836,7 +836,7 @@ void mm_compute_glu_act(const mm_weight *gate, const mm_weight *up,
     if (n_tok <= 0) return;
     const glu_job job = glu_job_of(gate, up, act_mul, down_type, xq, n_tok, hq);
     const int64_t uc = job.unit_cols, units = (gate->n_out + uc - 1) / uc;
-    if (n_tok > PACK_TOK_MAX && tp_n_threads(pool) > 1) { /* items of one span (see take_items) */
+    if (n_tok > PACK_TOK_MAX && tp_run_threads(pool) > 1) { /* items of one span (see take_items) */
         glu_items g; /* not zeroed: glu_setup fills it but for the xblock buffers */
         g.j = &job;
         glu_setup(&job, &g.s);

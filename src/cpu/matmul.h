@@ -99,7 +99,8 @@ void mm_quantize(vt_dtype w_type, const float *x, int64_t ldx, int64_t n_tok, in
                  void *xq, int ith, int nth);
 
 /* y[t * ldy + o] = dot(W row o, xq row t) for all t < n_tok, o < n_out; thread
- * ith of pool computes its share: its static share item by item (decode, up to
+ * ith of the run in flight on pool (its tp_run_threads threads; a pool of one
+ * outside any run) computes its share: its static share item by item (decode, up to
  * PACK_TOK_MAX tokens: a few runs of rows that shrink toward its end; prefill:
  * chunks of rows against blocks of tokens), then, out of work, other threads'
  * items from the back (tp_take; matmul.c). */

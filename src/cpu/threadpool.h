@@ -1,11 +1,15 @@
 /* The threadpool: persistent workers, woken once per forward pass.
  *
  * tp_run(pool, fn, ctx) runs fn(ctx, ith, nth) on every thread, the caller being
- * thread 0, and returns when all are done. Inside fn, dependent steps are
- * separated by tp_barrier(), which all nth threads must call the same number of
- * times. Between ops workers stay hot (they spin on the barrier); between
- * tp_run calls they spin briefly and then sleep on a futex, so an idle vt uses
- * no CPU. */
+ * thread 0, and returns when all are done; tp_run_n runs it on the first
+ * n_active threads only (nth = n_active), the others staying asleep. Inside
+ * fn, dependent steps are separated by tp_barrier(), which all nth threads must
+ * call the same number of times. Between ops workers stay hot (they spin on the
+ * barrier); between tp_run calls they spin briefly and then sleep on a futex,
+ * so an idle vt uses no CPU.
+ *
+ * tp_elastic (below) picks n_active for decode passes: fewer threads while a
+ * partner keeps losing its core to another process, all of them otherwise. */
 #ifndef VT_CPU_THREADPOOL_H
 #define VT_CPU_THREADPOOL_H
 
@@ -26,14 +30,35 @@ int tp_n_threads(const tp_pool *pool);
 bool tp_oversubscribed(const tp_pool *pool);
 
 void tp_run(tp_pool *pool, tp_fn fn, void *ctx);
-/* Called by every thread inside fn. */
+/* tp_run on threads 0 .. n_active - 1 (1 <= n_active <= tp_n_threads): fn sees
+ * nth = n_active, and the other workers neither run fn nor take part in its
+ * barriers (they sleep, and are not woken, until a run includes them again).
+ * n_active = 1 runs fn on the caller alone. n_active may change from one run to
+ * the next. */
+void tp_run_n(tp_pool *pool, int n_active, tp_fn fn, void *ctx);
+/* The nth of the run in flight (inside fn: fn's nth); outside a run, that of
+ * the last run (tp_n_threads before the first). Code that splits work by the
+ * pool, not by fn's nth, must use this, not tp_n_threads. */
+int tp_run_threads(const tp_pool *pool);
+/* Called by every thread of the run inside fn. */
 void tp_barrier(tp_pool *pool);
+
+/* What the last tp_run / tp_run_n measured, for tp_elastic. wait_ns: time the
+ * run's threads spent in barriers past the spin phase (asleep on the futex,
+ * which a balanced step never reaches: only a partner that lost its core makes
+ * one), summed over threads; the workers' wait at the run's end is not counted
+ * (the caller's is). Read by the caller after the run. */
+typedef struct {
+    int n_active;    /* the run's nth */
+    int64_t wall_ns; /* tp_run_n's own wall time, on the caller's monotonic clock */
+    int64_t wait_ns; /* barrier time past the spin phase, summed over the threads */
+} tp_run_stats;
+tp_run_stats tp_last_run(const tp_pool *pool);
 
 /* Dynamic work sharing inside one step (between two barriers): the calls of all
  * threads in a step draw from one counter, which is 0 when the step begins;
  * returns its value before n was added. For the tail of a step whose threads do
- * not run at the same speed. Only in pools of more than one thread: a pool of
- * one has no barrier that could reset the counter. */
+ * not run at the same speed. Only in runs of more than one thread (nth > 1). */
 int64_t tp_claim(tp_pool *pool, int64_t n);
 
 /* Work stealing inside one step (between two barriers). Each thread owner has
@@ -43,7 +68,8 @@ int64_t tp_claim(tp_pool *pool, int64_t n);
  * = true). Returns the item, or -1 when none is left; each item is returned
  * once per step. When threads run evenly each takes only its own items, in
  * order, as a static split would; when one is held up (its core preempted),
- * the others take its last items. Only in pools of more than one thread. */
+ * the others take its last items. owner < nth; only in runs of more than one
+ * thread (nth > 1). */
 int64_t tp_take(tp_pool *pool, int owner, int64_t n, bool back);
 
 /* Static split of [0, n) into nth contiguous ranges, rounded to `grain`. */
@@ -56,6 +82,51 @@ static inline void tp_range(int64_t n, int64_t grain, int ith, int nth, int64_t 
     *begin = c0 * grain < n ? c0 * grain : n;
     *end = c1 * grain < n ? c1 * grain : n;
 }
+
+/* ---- elastic thread count for decode ---------------------------------------
+ *
+ * Work stealing lets a free thread take a preempted partner's items, but every
+ * barrier still waits for the partner to arrive, which it does only when the
+ * scheduler gives it a core again (time slices of milliseconds, against steps
+ * of microseconds): the pool runs in lockstep with its slowest thread. So when
+ * the threads of recent decode passes spent a large share of their time asleep
+ * in barriers, tp_elastic tries one thread fewer for a few passes and keeps that
+ * only when passes got faster; while shrunk it now and then tries one more and
+ * grows when that is faster. Balanced threads never sleep in a barrier, so an
+ * unloaded pool never leaves the full count.
+ *
+ * Pure bookkeeping, no clock of its own: the caller asks tp_elastic_pick for a
+ * pass's thread count, runs it with tp_run_n, and feeds tp_last_run back with
+ * tp_elastic_record. Only passes of at most TP_ELASTIC_TOKENS_MAX tokens (decode)
+ * are elastic, and passes are compared only with passes of the same size; the
+ * results do not depend on the count where fn's results do not depend on nth
+ * (forward.c's do not). */
+#define TP_ELASTIC_TOKENS_MAX 8
+
+typedef struct {
+    bool enabled;
+    int n_max;        /* the pool's threads */
+    int n;            /* the count decode passes run at */
+    int n_try;        /* a trial in progress: the count tried (n - 1 or n + 1); 0: none */
+    int64_t key;      /* tokens per pass of the passes measured (0: none yet) */
+    int passes;       /* passes in the current window or trial */
+    int64_t wall_ns;  /* their wall times, summed */
+    int64_t wait_ns;  /* their barrier waits, summed */
+    int64_t ref_ns;   /* mean pass at n over the last window: what a trial must beat */
+    int since_probe;  /* passes at n < n_max since the last trial of n + 1 */
+    int hold;         /* windows to pass before the next shrink trial */
+    int backoff;      /* hold set by the next failed shrink trial */
+} tp_elastic;
+
+/* A policy for a pool of n_threads; disabled, it always picks n_threads. */
+void tp_elastic_init(tp_elastic *e, int n_threads, bool enabled);
+/* false when the environment says VT_TP_ELASTIC=0 (fixed thread count), else true. */
+bool tp_elastic_env(void);
+/* The thread count for a pass of n_tokens tokens. */
+int tp_elastic_pick(const tp_elastic *e, int64_t n_tokens);
+/* What the pass of n_tokens picked by tp_elastic_pick measured (tp_last_run).
+ * Returns true when the count for later passes changed. */
+bool tp_elastic_record(tp_elastic *e, int64_t n_tokens, const tp_run_stats *st);
 
 /* The default thread count: the physical cores among the CPUs this process may
  * run on (sched_getaffinity), capped by a cgroup v2 CPU quota; fallback: the

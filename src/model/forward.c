@@ -74,6 +74,7 @@ struct fwd_ctx {
     tp_pool *pool;   /* all threads */
     tp_pool *solo;   /* the caller alone, for passes too small to share (NULL: 1 thread) */
     tp_pool *run;    /* the pool of the pass in flight: pool or solo */
+    tp_elastic elastic; /* how many of pool's threads a decode pass runs on (threadpool.h) */
     size_t layer_bytes; /* weight bytes of the mean layer */
     size_t solo_bytes;  /* layer_bytes x tokens below which a pass runs solo */
     int64_t max_tokens;
@@ -270,6 +271,11 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
     f->ffn_act_mul = hp->ffn_act == MODEL_FFN_GELU ? cpu_kernels_get()->gelu_mul : cpu_kernels_get()->silu_mul;
     f->vops = attn_ops_get(kv->type_v);
     f->nth_max = tp_n_threads(pool);
+    /* Which threads compute what never changes a bit of the results (the
+     * kernels, attention items and MoE items: test_matmul, test_model and
+     * test_moe at 1, 2 and 3 threads), so the count may change between any two
+     * passes, mid-sequence too. */
+    tp_elastic_init(&f->elastic, f->nth_max, tp_elastic_env());
     size_t lb = 0;
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const layer_weights *Li = &m->layers[il];
@@ -1214,7 +1220,16 @@ vt_status fwd_run(fwd_ctx *f, const fwd_batch *b) {
     }
     f->batch = b;
     f->run = f->solo && f->layer_bytes * (size_t)T < f->solo_bytes ? f->solo : f->pool;
-    tp_run(f->run, forward_worker, f);
+    if (f->run == f->pool) {
+        tp_run_n(f->pool, tp_elastic_pick(&f->elastic, T), forward_worker, f);
+        const tp_run_stats rs = tp_last_run(f->pool);
+        if (rs.n_active < f->nth_max) f->st.elastic_passes++;
+        if (tp_elastic_record(&f->elastic, T, &rs))
+            log_debug("decode passes of %lld tokens now on %d of %d threads", (long long)T,
+                      tp_elastic_pick(&f->elastic, T), f->nth_max);
+    } else {
+        tp_run(f->run, forward_worker, f);
+    }
     /* fwd_stats: the weights of the pass besides the experts (moe_ffn counted those) */
     const bool tied = f->m->output.data == f->m->embd;
     f->st.passes++;

@@ -113,6 +113,7 @@ typedef struct fwd_stats {
     int64_t moe_layer_passes; /* MoE layers evaluated, summed over passes */
     int64_t moe_experts_read; /* the distinct experts those layers read, summed */
     uint64_t weight_bytes;
+    int64_t elastic_passes;   /* passes on fewer threads than the pool (tp_elastic) */
 } fwd_stats;
 
 /* f's counts so far; call between passes, from the thread that runs them. */
