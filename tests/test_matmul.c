@@ -205,8 +205,10 @@ static void check_type(vt_dtype type, tp_pool *const *pools, int n_pools) {
 static void check_blocking(vt_dtype type, int64_t n_in, tp_pool *const *pools) {
     const quant_traits *tr = quant_traits_get(type);
     const quant_traits *at = quant_traits_get(tr->dot_type);
-    /* 25 units of 16 rows: at 2 and 3 threads, shares of several decode items for every type */
-    const int64_t n_out = 387, n_tok = 37;
+    /* 25 units of 16 rows: at 2 and 3 threads, shares of several decode items for
+     * every type; 101 tokens: at least two full token blocks and a tail, even for
+     * long rows, whose blocks hold MM_TOK_BLOCK_MIN (matmul.c) tokens */
+    const int64_t n_out = 387, n_tok = 101;
     size_t rb, act_min;
     VT_ASSERT(quant_row_bytes(type, n_in, &rb) && quant_row_bytes(tr->dot_type, n_in, &act_min));
     uint8_t *wd = malloc(rb * n_out);

@@ -75,7 +75,21 @@
 #ifndef MM_ACT_BLOCK_BYTES
 #define MM_ACT_BLOCK_BYTES (160 << 10)
 #endif
-#define MM_XBLOCKS_MAX 8192 /* pack_xblocks of a token block's narrow rows (on the stack) */
+/* Fewest tokens of a packed prefill token block, whatever MM_ACT_BLOCK_BYTES
+ * says: each token block streams the weights from memory once, so a long row
+ * (an FFN down projection of n_in 16384 and more, whose activation rows are
+ * 17-21 KiB in Q8) held to MM_ACT_BLOCK_BYTES got blocks of 4 to 8 tokens and
+ * ran at the memory's speed, not the kernels' (BENCHMARKS.md, "Long rows").
+ * Its activations then outgrow the budget, but they are read once per group
+ * and the group's tile stays in L1 / L2 across the block's tiles. */
+#ifndef MM_TOK_BLOCK_MIN
+#define MM_TOK_BLOCK_MIN 48
+#endif
+/* pack_xblocks of a token block's narrow rows (on the stack): MM_TOK_BLOCK_MIN
+ * tokens of rows up to 21845 wide. */
+#ifndef MM_XBLOCKS_MAX
+#define MM_XBLOCKS_MAX 32768
+#endif
 /* Floats in each of the two buffers of a fused gate/up block (on the stack):
  * 64 tokens x 256 columns; 128 KiB together, in L2 beside a chunk of weights. */
 #define MM_GLU_TILE 16384
@@ -332,6 +346,7 @@ static tok_block tok_kernels(const mm_weight *w, size_t x_stride, int64_t n_tok)
 static int64_t tok_block_size(const mm_weight *w, const tok_block *k, size_t act_bytes, int64_t cap) {
     const int64_t tok_max = k->wide ? PACK_TOK_WIDE : k->gemm ? PACK_TOK_MAX : MM_TOK_TILE;
     int64_t tb = (int64_t)(act_bytes / k->x_stride);
+    if (tb < MM_TOK_BLOCK_MIN) tb = MM_TOK_BLOCK_MIN;
     if (cap > 0 && tb > cap) tb = cap;
     if (k->gemm && !k->wide && pack_needs_xblocks(w->type) && tb > MM_XBLOCKS_MAX / (w->n_in / 32))
         tb = MM_XBLOCKS_MAX / (w->n_in / 32);
