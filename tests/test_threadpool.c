@@ -269,8 +269,10 @@ static void test_run_n(int n_threads, int n_runs) {
     runn_ctx *c = malloc(sizeof *c);
     int bad_calls = 0, bad_nth = 0, bad_barrier = 0, bad_claim = 0, bad_take = 0, bad_stats = 0;
     for (int r = 0; r < n_runs; r++) {
-        /* 1, all, 2, all - 1, 1, all, all, 2, ...: shrink, grow, stay */
-        static const int pattern[] = {1, 0, 2, -1, 1, 0, 0, 2, -1, -1, 1, 1};
+        /* 1, all, 2, all - 1, 1, all, all, 2, ...: shrink, grow, stay; and
+         * all - 1, 1, all - 1, where the run of one posts nothing and the
+         * second all - 1 must not need to wake the thread parked by the first */
+        static const int pattern[] = {1, 0, 2, -1, 1, 0, 0, 2, -1, -1, 1, -1};
         const int p = pattern[r % (int)(sizeof pattern / sizeof pattern[0])];
         int n_active = p > 0 ? p : n_threads + p;
         if (n_active < 1) n_active = 1;

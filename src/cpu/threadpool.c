@@ -30,9 +30,12 @@
  *              (counted in n_parked) at once, without the idle spin, and no run
  *              without it wakes it, so a shrunk pool costs nothing per run. The
  *              caller wakes parked threads (bumps park_gen, futex_wake) only for
- *              a run of more threads than the run before it: a worker below the
- *              previous run's count took part in that run, so it cannot have
- *              seen a run without it since, and waits in the ordinary way.
+ *              a run of more threads than the last run posted before it: a
+ *              worker below that run's count took part in it, so it cannot have
+ *              seen a run without it since, and waits in the ordinary way. A run
+ *              of one thread posts nothing (no worker sees it), so it leaves
+ *              that count as it was, and passes on the caller alone between
+ *              passes on a shrunk pool wake no parked thread.
  *              Dekker as for n_sleeping (n_parked, park_gen, run_seq). A worker
  *              may miss any number of runs without it; never one with it, which
  *              cannot end before it arrives.
@@ -182,7 +185,7 @@ struct tp_pool {
 
     /* the caller's own */
     uint64_t seq;          /* the last run_seq it stored */
-    int prev_active;       /* the last run's nth */
+    int prev_active;       /* the nth of the last run posted (of more than one thread) */
     tp_run_stats last;     /* tp_last_run */
 
     _Alignas(CACHE_LINE) _Atomic uint64_t run_seq;
@@ -394,8 +397,8 @@ void tp_run_n(tp_pool *pool, int n_active, tp_fn fn, void *ctx) {
         post_run(pool, n_active);
         fn(ctx, 0, n_active);
         barrier_wait(pool, true, true); /* the job's end, passed by every worker of the run too */
+        pool->prev_active = n_active; /* posted runs only (see parking at the top) */
     }
-    pool->prev_active = n_active;
     pool->last = (tp_run_stats){
         .n_active = n_active,
         .wall_ns = now_ns() - t0,
