@@ -529,17 +529,19 @@ int64_t tp_take(tp_pool *pool, int owner, int64_t n, bool back) {
  * made us shrink may be gone (one trial is TP_ELASTIC_SETTLE + TP_ELASTIC_TRIAL
  * passes, a few percent of this). One more, not the full count: with several
  * cores taken, the full count can be slower than one more than now while one
- * more is faster, and the shrink side also moves one thread at a time. */
+ * more is faster. */
 #define TP_ELASTIC_PROBE_EVERY 256
-/* A failed shrink trial waits 1, 2, 4, ... up to this many windows before the
- * next one, so a load that keeps the wait high without making fewer threads
- * faster costs a trial only now and then. */
+/* A lost shrink trial of n - 1 waits 1, 2, 4, ... up to this many windows before
+ * the next shrink trial, so a load that keeps the wait high without making
+ * fewer threads faster costs a trial (or the few of one descent, see lost in
+ * threadpool.h) only now and then. */
 #define TP_ELASTIC_BACKOFF_MAX 64
 
-void tp_elastic_init(tp_elastic *e, int n_threads, bool enabled) {
+void tp_elastic_init(tp_elastic *e, int n_threads, int n_cpus, bool enabled) {
     memset(e, 0, sizeof *e);
     e->enabled = enabled && n_threads > 1;
     e->n_max = e->n = n_threads;
+    e->n_cpus = n_cpus > 0 ? n_cpus : n_threads;
     e->backoff = 1;
 }
 
@@ -565,6 +567,24 @@ static void elastic_restart(tp_elastic *e, int64_t n_tokens) {
     e->wall_ns = e->wait_ns = 0;
 }
 
+/* The count a shrink trial from e->n tries, after a window of wall_ns (> 0) in
+ * which the threads slept wait_ns in barriers (see threadpool.h): the threads
+ * awake on average, n - wait / wall, rounded to the nearest; at most n_cpus;
+ * above a lost trial's count (halfway back up to n, at least one more); in
+ * [1, n - 1]. Integer arithmetic: the same sums give the same count. */
+static int elastic_shrink_to(const tp_elastic *e, int64_t wall_ns, int64_t wait_ns) {
+    const int n = e->n;
+    const int64_t awake = ((int64_t)n * wall_ns - wait_ns + wall_ns / 2) / wall_ns;
+    int to = awake < n ? (int)awake : n;
+    if (to > e->n_cpus) to = e->n_cpus;
+    if (e->lost > 0) {
+        const int up = e->lost + ((n - e->lost) / 2 > 1 ? (n - e->lost) / 2 : 1);
+        if (to < up) to = up;
+    }
+    if (to > n - 1) to = n - 1;
+    return to < 1 ? 1 : to;
+}
+
 bool tp_elastic_record(tp_elastic *e, int64_t n_tokens, const tp_run_stats *st) {
     if (!elastic_applies(e, n_tokens)) return false; /* prefill: all threads, not measured */
     const int n_was = e->n;
@@ -579,15 +599,22 @@ bool tp_elastic_record(tp_elastic *e, int64_t n_tokens, const tp_run_stats *st) 
         e->wall_ns += st->wall_ns;
         if (e->passes < TP_ELASTIC_SETTLE + TP_ELASTIC_TRIAL) return false;
         const double mean = (double)e->wall_ns / TP_ELASTIC_TRIAL;
+        const bool grow = e->n_try > e->n;
+        e->since_probe = 0;
         if (mean < TP_ELASTIC_GAIN * (double)e->ref_ns) {
             e->n = e->n_try;
             e->backoff = 1;
             e->hold = 0;
-        } else if (e->n_try < e->n) {
+            e->lost = 0;
+            /* a grow that won: the load is likely leaving, try the next one now */
+            if (grow) e->since_probe = TP_ELASTIC_PROBE_EVERY;
+        } else if (!grow && e->n_try < e->n - 1) {
+            e->lost = e->n_try; /* the next window tries between it and n */
+        } else if (!grow) {
+            e->lost = 0;
             e->hold = e->backoff;
             e->backoff = e->backoff * 2 < TP_ELASTIC_BACKOFF_MAX ? e->backoff * 2 : TP_ELASTIC_BACKOFF_MAX;
         }
-        e->since_probe = 0;
         elastic_restart(e, n_tokens);
         return e->n != n_was;
     }
@@ -602,9 +629,12 @@ bool tp_elastic_record(tp_elastic *e, int64_t n_tokens, const tp_run_stats *st) 
         e->wall_ns > 0 && (double)e->wait_ns >= TP_ELASTIC_WAIT_SHARE * (double)e->wall_ns * waiting;
     const bool may_shrink = e->hold == 0;
     if (e->hold > 0) e->hold--;
+    if (!high_wait) e->lost = 0; /* the load changed: a lost trial says nothing now */
+    const int top = e->n_max < e->n_cpus ? e->n_max : e->n_cpus;
+    const int shrink_to = e->n > 1 && high_wait && may_shrink ? elastic_shrink_to(e, e->wall_ns, e->wait_ns) : 0;
     elastic_restart(e, n_tokens);
-    if (e->n > 1 && high_wait && may_shrink) e->n_try = e->n - 1;
-    else if (e->n < e->n_max && e->since_probe >= TP_ELASTIC_PROBE_EVERY) e->n_try = e->n + 1;
+    if (shrink_to > 0) e->n_try = shrink_to;
+    else if (e->n < top && e->since_probe >= TP_ELASTIC_PROBE_EVERY) e->n_try = e->n + 1;
     return false;
 }
 
