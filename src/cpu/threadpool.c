@@ -47,13 +47,13 @@
  *              quiescent: every arrival of the last run has happened, and threads
  *              outside a run never arrive). Instance k of a run (k = 0, 1, ...;
  *              the last is the end) is complete when the counter reaches
- *              bar_base + (k + 1) * nth, nth being the run's. A thread reads nth
- *              and bar_base before its arrival: once it has arrived, the run may
- *              end and the caller write the next run's. A waiter of an old run
- *              still spinning sees the counter only grow, so the next run (of any
- *              nth) cannot hold it. A waiter spins for bar_spin_ns, then sleeps
- *              on bar_gen (bumped by each completing arrival, which wakes
- *              sleepers when bar_sleeping > 0).
+ *              bar_base + (k + 1) * nth, nth being the run's. A thread reads nth,
+ *              bar_base and the run's spin (bar_spin_*) before its arrival: once
+ *              it has arrived, the run may end and the caller write the next
+ *              run's. A waiter of an old run still spinning sees the counter only
+ *              grow, so the next run (of any nth) cannot hold it. A waiter spins
+ *              for bar_spin_ns, then sleeps on bar_gen (bumped by each completing
+ *              arrival, which wakes sleepers when bar_sleeping > 0).
  *   claim      the tp_claim counters. A thread in step k of a run (between its
  *              barriers k - 1 and k) reads (bar_arrived - bar_base) / nth == k
  *              (barrier k cannot complete before it arrives), so step k draws
@@ -95,9 +95,13 @@
  * Under load (other processes on our cores, or more threads than the cores this
  * process may run on) a spinning waiter steals time from the thread it waits
  * for. So a barrier waiter spins for a bounded time and then sleeps on a futex;
- * a pool with more threads than the CPUs in its affinity mask (tp_usable_cpus)
- * is oversubscribed by construction and spins far less before it yields and
- * sleeps. The results do not depend on any of this: only who waits how. */
+ * a run of more threads than the CPUs in the pool's affinity mask
+ * (tp_usable_cpus) is oversubscribed by construction and its waiters spin far
+ * less before they yield and sleep, as do a pool's idle workers when it has
+ * more threads than those CPUs. A run's count, not the pool's, decides its
+ * barriers' spin, so a pool that tp_elastic shrank to the CPUs it may use
+ * waits as a pool of that size would. The results do not depend on any of
+ * this: only who waits how. */
 #include "cpu/threadpool.h"
 
 #include "base/size.h"
@@ -143,8 +147,9 @@ static inline void cpu_relax(void) { __asm__ __volatile__("" ::: "memory"); }
  * process, and sleeping frees our core for it (the scheduler moves it over)
  * instead of making it wait out that process's time slice. */
 #define TP_BARRIER_SPIN_NS_DEFAULT 50000
-/* The same two spins in an oversubscribed pool: a partner we wait for is most
- * likely waiting for a core, so give ours up almost at once. */
+/* The same two spins in an oversubscribed pool (idle) or run (barriers): a
+ * partner we wait for is most likely waiting for a core, so give ours up almost
+ * at once. */
 #define TP_IDLE_SPIN_NS_OVERSUBSCRIBED 10000
 #define TP_BARRIER_SPIN_NS_OVERSUBSCRIBED 2000
 
@@ -170,8 +175,9 @@ static inline int run_active(uint64_t seq) { return (int)(seq & ((1u << RUN_ACTI
 
 struct tp_pool {
     int n_threads;
-    bool oversubscribed;  /* n_threads > tp_usable_cpus() at creation */
-    int spin_rounds;      /* pause rounds before sched_yield */
+    int n_cpus;           /* tp_usable_cpus() at creation */
+    bool oversubscribed;  /* n_threads > n_cpus */
+    int spin_rounds;      /* pause rounds before sched_yield, idle */
     int64_t idle_spin_ns; /* idle spin after a job before sleeping */
     tp_worker *workers; /* [n_threads - 1]: threads 1..n-1 */
 
@@ -181,6 +187,8 @@ struct tp_pool {
     void *ctx;
     int nth;           /* the run's threads (tp_run_threads) */
     uint64_t bar_base; /* bar_arrived when the run began */
+    int bar_spin_rounds;   /* pause rounds before sched_yield in a barrier: by nth against n_cpus */
+    int64_t bar_spin_ns;   /* spin before sleeping in a barrier: by nth against n_cpus */
     int stop;
 
     /* the caller's own */
@@ -197,7 +205,6 @@ struct tp_pool {
     _Alignas(CACHE_LINE) _Atomic uint64_t bar_arrived;
     _Alignas(CACHE_LINE) _Atomic uint32_t bar_gen; /* futex word: bumped per completed barrier */
     _Atomic int bar_sleeping;                      /* threads asleep in a barrier */
-    int64_t bar_spin_ns;                           /* spin before sleeping in a barrier */
     struct {
         _Alignas(CACHE_LINE) _Atomic int64_t n;
     } claim[2]; /* tp_claim, by step parity */
@@ -221,9 +228,9 @@ static void futex_wake_all(_Atomic uint32_t *addr) {
 }
 
 /* Spin helper: call with an incrementing counter; pauses, and yields the core
- * once the counter passes TP_SPIN_BEFORE_YIELD. */
-static inline void spin_wait_step(const tp_pool *pool, int *rounds) {
-    if (*rounds < pool->spin_rounds) {
+ * once the counter passes spin_rounds. */
+static inline void spin_wait_step(int spin_rounds, int *rounds) {
+    if (*rounds < spin_rounds) {
         (*rounds)++;
         cpu_relax();
     } else {
@@ -262,7 +269,7 @@ static uint64_t worker_wait_job(tp_pool *pool, int ith, uint64_t seen) {
                 break;
             }
         }
-        spin_wait_step(pool, &rounds);
+        spin_wait_step(pool->spin_rounds, &rounds);
     }
     for (;;) {
         atomic_fetch_add_explicit(&pool->n_sleeping, 1, memory_order_seq_cst);
@@ -304,9 +311,9 @@ vt_status tp_create(int n_threads, tp_pool **out) {
      * yield almost at once instead of spinning out a time slice. The CPUs that
      * count are those this process may run on (taskset, cgroup cpusets), not
      * those the machine has. */
-    pool->oversubscribed = n_threads > tp_usable_cpus();
+    pool->n_cpus = tp_usable_cpus();
+    pool->oversubscribed = n_threads > pool->n_cpus;
     pool->idle_spin_ns = pool->oversubscribed ? TP_IDLE_SPIN_NS_OVERSUBSCRIBED : TP_IDLE_SPIN_NS_DEFAULT;
-    pool->bar_spin_ns = pool->oversubscribed ? TP_BARRIER_SPIN_NS_OVERSUBSCRIBED : TP_BARRIER_SPIN_NS_DEFAULT;
     pool->spin_rounds = pool->oversubscribed ? TP_SPIN_OVERSUBSCRIBED : TP_SPIN_BEFORE_YIELD;
     const char *env = getenv("VT_TP_SPIN_US");
     if (env && *env) {
@@ -387,6 +394,9 @@ void tp_run_n(tp_pool *pool, int n_active, tp_fn fn, void *ctx) {
     } else {
         pool->fn = fn;
         pool->ctx = ctx;
+        const bool over = n_active > pool->n_cpus;
+        pool->bar_spin_rounds = over ? TP_SPIN_OVERSUBSCRIBED : TP_SPIN_BEFORE_YIELD;
+        pool->bar_spin_ns = over ? TP_BARRIER_SPIN_NS_OVERSUBSCRIBED : TP_BARRIER_SPIN_NS_DEFAULT;
         /* relaxed: this thread saw the last run end, after its every arrival */
         pool->bar_base = atomic_load_explicit(&pool->bar_arrived, memory_order_relaxed);
         for (int s = 0; s < 2; s++) {
@@ -415,6 +425,8 @@ static void barrier_wait(tp_pool *pool, bool end, bool count) {
      * write the next run's (see bar_arrived at the top). */
     const uint64_t nth = (uint64_t)pool->nth, base = pool->bar_base;
     if (nth == 1) return;
+    const int spin_rounds = pool->bar_spin_rounds;
+    const int64_t spin_ns = pool->bar_spin_ns;
     /* One monotonically increasing arrival counter, never reset: the arrival
      * that returns v belongs to barrier instance (v - base) / nth, which is
      * complete when the counter reaches base + ((v - base) / nth + 1) * nth. One
@@ -455,12 +467,12 @@ static void barrier_wait(tp_pool *pool, bool end, bool count) {
             int64_t t = now_ns();
             if (deadline == 0) {
                 first = t;
-                deadline = t + pool->bar_spin_ns;
+                deadline = t + spin_ns;
             } else if (t >= deadline) {
                 break;
             }
         }
-        spin_wait_step(pool, &rounds);
+        spin_wait_step(spin_rounds, &rounds);
     }
     /* Sleep until the last arrival bumps bar_gen. The generation is read before
      * the completion check, so a bump between the two makes futex_wait return. */

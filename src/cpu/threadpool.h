@@ -25,8 +25,10 @@ typedef void (*tp_fn)(void *ctx, int ith, int nth);
 vt_status tp_create(int n_threads, tp_pool **out);
 void tp_destroy(tp_pool *pool);
 int tp_n_threads(const tp_pool *pool);
-/* More threads than tp_usable_cpus() when the pool was created: its waiters spin
- * far less before they yield and sleep. */
+/* More threads than tp_usable_cpus() when the pool was created: its idle
+ * workers spin far less before they yield and sleep, and so do the barrier
+ * waiters of a run of more threads than those CPUs (a run of fewer, on a pool
+ * shrunk by tp_elastic, spins as a pool of that many threads would). */
 bool tp_oversubscribed(const tp_pool *pool);
 
 void tp_run(tp_pool *pool, tp_fn fn, void *ctx);
