@@ -463,7 +463,11 @@ static void barrier_wait(tp_pool *pool, bool end, bool count) {
             }
             return;
         }
-        if ((i & 63) == 63) {
+        /* every 64 pause rounds, and at every round once they are spent: a
+         * sched_yield can give the core away for a whole time slice, so an
+         * oversubscribed run (32 rounds) whose waiter read the clock only
+         * every 64 would yield its wait away uncounted and never sleep */
+        if ((i & 63) == 63 || rounds >= spin_rounds) {
             int64_t t = now_ns();
             if (deadline == 0) {
                 first = t;
