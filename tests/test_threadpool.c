@@ -269,8 +269,10 @@ static void test_run_n(int n_threads, int n_runs) {
     runn_ctx *c = malloc(sizeof *c);
     int bad_calls = 0, bad_nth = 0, bad_barrier = 0, bad_claim = 0, bad_take = 0, bad_stats = 0;
     for (int r = 0; r < n_runs; r++) {
-        /* 1, all, 2, all - 1, 1, all, all, 2, ...: shrink, grow, stay */
-        static const int pattern[] = {1, 0, 2, -1, 1, 0, 0, 2, -1, -1, 1, 1};
+        /* 1, all, 2, all - 1, 1, all, all, 2, ...: shrink, grow, stay; and
+         * all - 1, 1, all - 1, where the run of one posts nothing and the
+         * second all - 1 must not need to wake the thread parked by the first */
+        static const int pattern[] = {1, 0, 2, -1, 1, 0, 0, 2, -1, -1, 1, -1};
         const int p = pattern[r % (int)(sizeof pattern / sizeof pattern[0])];
         int n_active = p > 0 ? p : n_threads + p;
         if (n_active < 1) n_active = 1;
@@ -360,13 +362,22 @@ static void test_stats(void) {
 }
 
 /* ---- tp_elastic, fed measurements of a fake machine: the wall time and barrier
- * wait of a decode pass at each thread count. No clock: deterministic. ------- */
+ * wait of a decode pass at each thread count. No clock: deterministic, and the
+ * bounds below are counts of passes (windows and trials), never times. ------- */
 typedef struct {
     int64_t wall[MAX_T + 1], wait[MAX_T + 1]; /* [n]: a pass on n threads */
 } fake_machine;
 
+/* tp_elastic's timing as threadpool.c sets it: passes per window, per trial (a
+ * settling pass and the measured ones), between probes of one thread more. */
+#define EL_WINDOW 8
+#define EL_TRIAL 9
+#define EL_PROBE_EVERY 256
+#define EL_LONG 5000 /* passes of a steady state */
+#define EL_FIRST 1    /* a fresh policy's first pass only keys its window to the pass size */
+
 /* Runs `passes` decode passes of n_tokens on m through e; hist[n] += passes on
- * n threads. Returns the count the last pass picked. */
+ * n threads (hist may be NULL). Returns the count the last pass picked. */
 static int elastic_drive(tp_elastic *e, const fake_machine *m, int64_t n_tokens, int passes, int *hist) {
     int n = 0;
     for (int p = 0; p < passes; p++) {
@@ -378,6 +389,32 @@ static int elastic_drive(tp_elastic *e, const fake_machine *m, int64_t n_tokens,
     return n;
 }
 
+/* A fresh policy for n_threads on n_cpus CPUs, and hist zeroed. */
+static void elastic_fresh(tp_elastic *e, int n_threads, int n_cpus, bool enabled, int *hist) {
+    tp_elastic_init(e, n_threads, n_cpus, enabled);
+    memset(hist, 0, (MAX_T + 1) * sizeof *hist);
+}
+
+/* Decode passes of one token on m until e's count (not a trial's) is n: how
+ * many, or -1 when it is not after max_passes. */
+static int elastic_passes_to(tp_elastic *e, const fake_machine *m, int n, int max_passes, int *hist) {
+    for (int p = 0; p < max_passes; p++) {
+        if (e->n == n) return p;
+        elastic_drive(e, m, 1, 1, hist);
+    }
+    return e->n == n ? max_passes : -1;
+}
+
+/* A fresh policy that must never leave n_threads in EL_LONG passes on m. */
+static void elastic_check_stays(int n_threads, int n_cpus, bool enabled, const fake_machine *m, const char *what) {
+    tp_elastic e;
+    int hist[MAX_T + 1];
+    elastic_fresh(&e, n_threads, n_cpus, enabled, hist);
+    const int last = elastic_drive(&e, m, 1, EL_LONG, hist);
+    CHECK_MSG(last == n_threads && hist[n_threads] == EL_LONG, "%s: %d of %d passes on all %d threads", what,
+              hist[n_threads], EL_LONG, n_threads);
+}
+
 static void test_elastic(void) {
     /* balanced: no thread ever sleeps in a barrier, so all 2 (or 4) stay */
     const fake_machine idle2 = {.wall = {0, 18000, 10000}};
@@ -387,34 +424,40 @@ static void test_elastic(void) {
     const fake_machine busy2 = {.wall = {0, 18000, 25000}, .wait = {0, 0, 9000}};
     /* the same waits, but the caller alone is slower: stay at 2 */
     const fake_machine busy2_slow1 = {.wall = {0, 40000, 25000}, .wait = {0, 0, 9000}};
-    /* 4 threads, one core taken: 3 are the fastest, and balanced */
+    /* 4 threads, one core taken: 3 are the fastest, and balanced; 4 sleep one
+     * thread's worth (the wall), so 3 are awake on average */
     const fake_machine busy4 = {.wall = {0, 40000, 26000, 20000, 30000}, .wait = {0, 0, 0, 0, 3 * 10000}};
     /* a high wait just below the share that starts a trial (0.2 per waiting thread) */
     const fake_machine low_wait2 = {.wall = {0, 18000, 25000}, .wait = {0, 0, 4000}};
+    /* -t 4 on 2 CPUs (issue 30 item 12), nothing else running: on average 2
+     * threads awake, 2 asleep; 3 threads are no faster than 4 (one fewer
+     * never wins), 2 are */
+    const fake_machine over2 = {.wall = {0, 40000, 20000, 31000, 30000}, .wait = {0, 0, 0, 31000, 2 * 30000}};
+    /* -t 4 on 2 CPUs, one taken by another process: about one thread's worth
+     * of progress at every count; each count is faster than the one above */
+    const fake_machine over1 = {.wall = {0, 20000, 30000, 36000, 40000},
+                                .wait = {0, 0, 21000, 64800, 112000}};
+    /* the waits of over1, but 1 thread is slower than 4 and 3 no faster: the
+     * estimate (1) aims too low, 2 are the fastest */
+    const fake_machine over1_best2 = {.wall = {0, 50000, 25000, 40000, 40000},
+                                      .wait = {0, 0, 0, 72000, 112000}};
+    /* the waits of over1, and no fewer threads are faster */
+    const fake_machine over1_none = {.wall = {0, 50000, 45000, 42000, 40000},
+                                     .wait = {0, 0, 21000, 64800, 112000}};
     tp_elastic e;
     int hist[MAX_T + 1];
 
-    tp_elastic_init(&e, 2, true);
-    memset(hist, 0, sizeof hist);
-    CHECK_EQ_INT(elastic_drive(&e, &idle2, 1, 5000, hist), 2);
-    CHECK_EQ_INT(hist[2], 5000);
-    tp_elastic_init(&e, 4, true);
-    memset(hist, 0, sizeof hist);
-    CHECK_EQ_INT(elastic_drive(&e, &idle4, 1, 5000, hist), 4);
-    CHECK_EQ_INT(hist[4], 5000);
-    tp_elastic_init(&e, 2, true);
-    memset(hist, 0, sizeof hist);
-    CHECK_EQ_INT(elastic_drive(&e, &low_wait2, 1, 5000, hist), 2);
-    CHECK_EQ_INT(hist[2], 5000);
+    elastic_check_stays(2, 2, true, &idle2, "2 threads, idle");
+    elastic_check_stays(4, 4, true, &idle4, "4 threads, idle");
+    elastic_check_stays(2, 2, true, &low_wait2, "2 threads, a wait below the share");
 
     /* shrinks under a high wait when one fewer is faster, and stays shrunk but
      * for probes of 2 now and then */
-    tp_elastic_init(&e, 2, true);
+    elastic_fresh(&e, 2, 2, true, hist);
     CHECK_EQ_INT(elastic_drive(&e, &busy2, 1, 100, NULL), 1);
     CHECK_EQ_INT(e.n, 1);
-    memset(hist, 0, sizeof hist);
-    elastic_drive(&e, &busy2, 1, 5000, hist);
-    CHECK_MSG(hist[2] > 0 && hist[2] < 5000 / 10, "shrunk: %d of 5000 passes on 2 threads", hist[2]);
+    elastic_drive(&e, &busy2, 1, EL_LONG, hist);
+    CHECK_MSG(hist[2] > 0 && hist[2] < EL_LONG / 10, "shrunk: %d of %d passes on 2 threads", hist[2], EL_LONG);
     CHECK_EQ_INT(e.n, 1);
     /* prefill keeps all threads, and its passes leave the decode count alone */
     CHECK_EQ_INT(tp_elastic_pick(&e, 512), 2);
@@ -422,33 +465,76 @@ static void test_elastic(void) {
     tp_elastic_record(&e, 512, &prefill);
     CHECK_EQ_INT(e.n, 1);
     /* the load goes away: a probe of 2 finds it faster, and 2 stay */
-    memset(hist, 0, sizeof hist);
     CHECK_EQ_INT(elastic_drive(&e, &idle2, 1, 600, NULL), 2);
     CHECK_EQ_INT(e.n, 2);
-    elastic_drive(&e, &idle2, 1, 5000, hist);
-    CHECK_EQ_INT(hist[2], 5000);
+    memset(hist, 0, sizeof hist);
+    elastic_drive(&e, &idle2, 1, EL_LONG, hist);
+    CHECK_EQ_INT(hist[2], EL_LONG);
 
     /* a high wait but one fewer is slower: trials now and then, never kept */
-    tp_elastic_init(&e, 2, true);
-    memset(hist, 0, sizeof hist);
-    elastic_drive(&e, &busy2_slow1, 1, 5000, hist);
-    CHECK_MSG(hist[1] > 0 && hist[1] < 5000 / 10, "1 thread slower: %d of 5000 passes on it", hist[1]);
+    elastic_fresh(&e, 2, 2, true, hist);
+    elastic_drive(&e, &busy2_slow1, 1, EL_LONG, hist);
+    CHECK_MSG(hist[1] > 0 && hist[1] < EL_LONG / 10, "1 thread slower: %d of %d passes on it", hist[1], EL_LONG);
     CHECK_EQ_INT(e.n, 2);
 
     /* 4 threads, one core taken: down to 3, not further (3 do not wait), and
      * probes of 4 do not bring it back */
-    tp_elastic_init(&e, 4, true);
-    memset(hist, 0, sizeof hist);
-    elastic_drive(&e, &busy4, 1, 5000, hist);
+    elastic_fresh(&e, 4, 4, true, hist);
+    elastic_drive(&e, &busy4, 1, EL_LONG, hist);
     CHECK_EQ_INT(e.n, 3);
     CHECK_EQ_INT(hist[1] + hist[2], 0);
-    CHECK_MSG(hist[4] < 5000 / 10, "4 threads, 3 best: %d of 5000 passes on 4", hist[4]);
+    CHECK_MSG(hist[4] < EL_LONG / 10, "4 threads, 3 best: %d of %d passes on 4", hist[4], EL_LONG);
+
+    /* -t 4 on 2 CPUs: straight to 2 (the threads awake, the CPUs), in one
+     * window and one trial, though 3 would not have been faster; then no
+     * probe above the 2 CPUs */
+    elastic_fresh(&e, 4, 2, true, hist);
+    int p = elastic_passes_to(&e, &over2, 2, 1000, hist);
+    CHECK_MSG(p >= 0 && p <= EL_FIRST + EL_WINDOW + EL_TRIAL, "4 threads on 2 CPUs: %d passes to 2 threads", p);
+    CHECK_EQ_INT(hist[3], 0);
+    memset(hist, 0, sizeof hist);
+    elastic_drive(&e, &over2, 1, EL_LONG, hist);
+    CHECK_EQ_INT(hist[2], EL_LONG);
+    /* with one of the 2 CPUs taken: straight to 1, and only probes of 2 */
+    elastic_fresh(&e, 4, 2, true, hist);
+    p = elastic_passes_to(&e, &over1, 1, 1000, hist);
+    CHECK_MSG(p >= 0 && p <= EL_FIRST + EL_WINDOW + EL_TRIAL, "4 threads on 1 free CPU of 2: %d passes to 1 thread", p);
+    CHECK_EQ_INT(hist[2] + hist[3], 0);
+    memset(hist, 0, sizeof hist);
+    elastic_drive(&e, &over1, 1, EL_LONG, hist);
+    CHECK_EQ_INT(e.n, 1);
+    CHECK_EQ_INT(hist[3] + hist[4], 0);
+    CHECK_MSG(hist[2] > 0 && hist[2] < EL_LONG / 10, "on 1 free CPU: %d of %d passes on 2 threads", hist[2], EL_LONG);
+    /* the estimate aims too low (1 is slower than 4): the next window tries
+     * halfway back up, 2, which wins; 1 was tried once */
+    elastic_fresh(&e, 4, 2, true, hist);
+    p = elastic_passes_to(&e, &over1_best2, 2, 1000, hist);
+    CHECK_MSG(p >= 0 && p <= EL_FIRST + 2 * (EL_WINDOW + EL_TRIAL), "estimate too low: %d passes to 2 threads", p);
+    CHECK_EQ_INT(hist[1], EL_TRIAL);
+    CHECK_EQ_INT(hist[3], 0);
+    /* no fewer threads are faster: a descent (1, 2, 3, each lost) now and then,
+     * backing off as one thread fewer did */
+    elastic_fresh(&e, 4, 2, true, hist);
+    elastic_drive(&e, &over1_none, 1, EL_LONG, hist);
+    CHECK_EQ_INT(e.n, 4);
+    CHECK_MSG(hist[1] > 0 && hist[2] > 0 && hist[3] > 0, "no fewer faster: %d, %d, %d passes on 1, 2, 3", hist[1],
+              hist[2], hist[3]);
+    CHECK_MSG(hist[4] > EL_LONG * 9 / 10, "no fewer faster: %d of %d passes on 4 threads", hist[4], EL_LONG);
+
+    /* the load goes away after a shrink to 1 of 4 (4 CPUs): a probe that wins
+     * is followed by the next at once, so the pool is whole again within one
+     * probe interval and three windows and trials, not three intervals */
+    elastic_fresh(&e, 4, 4, true, hist);
+    CHECK_EQ_INT(elastic_drive(&e, &over1, 1, 100, NULL), 1);
+    p = elastic_passes_to(&e, &idle4, 4, 2000, NULL);
+    CHECK_MSG(p >= 0 && p <= EL_PROBE_EVERY + 3 * EL_WINDOW + 3 * EL_TRIAL, "load gone: %d passes from 1 to 4 threads",
+              p);
 
     /* like with like: a trial meeting a pass of another size starts over, at
      * the count it had */
-    tp_elastic_init(&e, 2, true);
+    elastic_fresh(&e, 2, 2, true, hist);
     int n = 2;
-    for (int p = 0; p < 100 && n == 2; p++) {
+    for (p = 0; p < 100 && n == 2; p++) {
         n = tp_elastic_pick(&e, 1);
         const tp_run_stats st = {.n_active = n, .wall_ns = busy2.wall[n], .wait_ns = busy2.wait[n]};
         if (n == 2) tp_elastic_record(&e, 1, &st);
@@ -460,11 +546,9 @@ static void test_elastic(void) {
     CHECK_EQ_INT(tp_elastic_pick(&e, 1), 2);
 
     /* disabled (VT_TP_ELASTIC=0): never changes; a pool of one has nothing to pick */
-    tp_elastic_init(&e, 2, false);
-    memset(hist, 0, sizeof hist);
-    CHECK_EQ_INT(elastic_drive(&e, &busy2, 1, 5000, hist), 2);
-    CHECK_EQ_INT(hist[2], 5000);
-    tp_elastic_init(&e, 1, true);
+    elastic_check_stays(2, 2, false, &busy2, "disabled");
+    elastic_check_stays(4, 2, false, &over1, "disabled, 4 threads on 2 CPUs");
+    elastic_fresh(&e, 1, 1, true, hist);
     CHECK_EQ_INT(elastic_drive(&e, &busy2, 1, 100, NULL), 1);
     unsetenv("VT_TP_ELASTIC");
     CHECK(tp_elastic_env());
@@ -473,7 +557,8 @@ static void test_elastic(void) {
     setenv("VT_TP_ELASTIC", "0", 1);
     CHECK(!tp_elastic_env());
     unsetenv("VT_TP_ELASTIC");
-    printf("  tp_elastic: shrinks, stays, probes back, grows, keeps prefill and other sizes apart\n");
+    printf("  tp_elastic: shrinks (straight to the threads awake, at most the CPUs), stays, probes back, "
+           "grows, keeps prefill and other sizes apart\n");
 }
 
 /* ---- many runs: data written by the caller before tp_run is visible to the

@@ -30,9 +30,12 @@
  *              (counted in n_parked) at once, without the idle spin, and no run
  *              without it wakes it, so a shrunk pool costs nothing per run. The
  *              caller wakes parked threads (bumps park_gen, futex_wake) only for
- *              a run of more threads than the run before it: a worker below the
- *              previous run's count took part in that run, so it cannot have
- *              seen a run without it since, and waits in the ordinary way.
+ *              a run of more threads than the last run posted before it: a
+ *              worker below that run's count took part in it, so it cannot have
+ *              seen a run without it since, and waits in the ordinary way. A run
+ *              of one thread posts nothing (no worker sees it), so it leaves
+ *              that count as it was, and passes on the caller alone between
+ *              passes on a shrunk pool wake no parked thread.
  *              Dekker as for n_sleeping (n_parked, park_gen, run_seq). A worker
  *              may miss any number of runs without it; never one with it, which
  *              cannot end before it arrives.
@@ -44,13 +47,13 @@
  *              quiescent: every arrival of the last run has happened, and threads
  *              outside a run never arrive). Instance k of a run (k = 0, 1, ...;
  *              the last is the end) is complete when the counter reaches
- *              bar_base + (k + 1) * nth, nth being the run's. A thread reads nth
- *              and bar_base before its arrival: once it has arrived, the run may
- *              end and the caller write the next run's. A waiter of an old run
- *              still spinning sees the counter only grow, so the next run (of any
- *              nth) cannot hold it. A waiter spins for bar_spin_ns, then sleeps
- *              on bar_gen (bumped by each completing arrival, which wakes
- *              sleepers when bar_sleeping > 0).
+ *              bar_base + (k + 1) * nth, nth being the run's. A thread reads nth,
+ *              bar_base and the run's spin (bar_spin_*) before its arrival: once
+ *              it has arrived, the run may end and the caller write the next
+ *              run's. A waiter of an old run still spinning sees the counter only
+ *              grow, so the next run (of any nth) cannot hold it. A waiter spins
+ *              for bar_spin_ns, then sleeps on bar_gen (bumped by each completing
+ *              arrival, which wakes sleepers when bar_sleeping > 0).
  *   claim      the tp_claim counters. A thread in step k of a run (between its
  *              barriers k - 1 and k) reads (bar_arrived - bar_base) / nth == k
  *              (barrier k cannot complete before it arrives), so step k draws
@@ -92,9 +95,13 @@
  * Under load (other processes on our cores, or more threads than the cores this
  * process may run on) a spinning waiter steals time from the thread it waits
  * for. So a barrier waiter spins for a bounded time and then sleeps on a futex;
- * a pool with more threads than the CPUs in its affinity mask (tp_usable_cpus)
- * is oversubscribed by construction and spins far less before it yields and
- * sleeps. The results do not depend on any of this: only who waits how. */
+ * a run of more threads than the CPUs in the pool's affinity mask
+ * (tp_usable_cpus) is oversubscribed by construction and its waiters spin far
+ * less before they yield and sleep, as do a pool's idle workers when it has
+ * more threads than those CPUs. A run's count, not the pool's, decides its
+ * barriers' spin, so a pool that tp_elastic shrank to the CPUs it may use
+ * waits as a pool of that size would. The results do not depend on any of
+ * this: only who waits how. */
 #include "cpu/threadpool.h"
 
 #include "base/size.h"
@@ -140,8 +147,9 @@ static inline void cpu_relax(void) { __asm__ __volatile__("" ::: "memory"); }
  * process, and sleeping frees our core for it (the scheduler moves it over)
  * instead of making it wait out that process's time slice. */
 #define TP_BARRIER_SPIN_NS_DEFAULT 50000
-/* The same two spins in an oversubscribed pool: a partner we wait for is most
- * likely waiting for a core, so give ours up almost at once. */
+/* The same two spins in an oversubscribed pool (idle) or run (barriers): a
+ * partner we wait for is most likely waiting for a core, so give ours up almost
+ * at once. */
 #define TP_IDLE_SPIN_NS_OVERSUBSCRIBED 10000
 #define TP_BARRIER_SPIN_NS_OVERSUBSCRIBED 2000
 
@@ -167,8 +175,9 @@ static inline int run_active(uint64_t seq) { return (int)(seq & ((1u << RUN_ACTI
 
 struct tp_pool {
     int n_threads;
-    bool oversubscribed;  /* n_threads > tp_usable_cpus() at creation */
-    int spin_rounds;      /* pause rounds before sched_yield */
+    int n_cpus;           /* tp_usable_cpus() at creation */
+    bool oversubscribed;  /* n_threads > n_cpus */
+    int spin_rounds;      /* pause rounds before sched_yield, idle */
     int64_t idle_spin_ns; /* idle spin after a job before sleeping */
     tp_worker *workers; /* [n_threads - 1]: threads 1..n-1 */
 
@@ -178,11 +187,13 @@ struct tp_pool {
     void *ctx;
     int nth;           /* the run's threads (tp_run_threads) */
     uint64_t bar_base; /* bar_arrived when the run began */
+    int bar_spin_rounds;   /* pause rounds before sched_yield in a barrier: by nth against n_cpus */
+    int64_t bar_spin_ns;   /* spin before sleeping in a barrier: by nth against n_cpus */
     int stop;
 
     /* the caller's own */
     uint64_t seq;          /* the last run_seq it stored */
-    int prev_active;       /* the last run's nth */
+    int prev_active;       /* the nth of the last run posted (of more than one thread) */
     tp_run_stats last;     /* tp_last_run */
 
     _Alignas(CACHE_LINE) _Atomic uint64_t run_seq;
@@ -194,7 +205,6 @@ struct tp_pool {
     _Alignas(CACHE_LINE) _Atomic uint64_t bar_arrived;
     _Alignas(CACHE_LINE) _Atomic uint32_t bar_gen; /* futex word: bumped per completed barrier */
     _Atomic int bar_sleeping;                      /* threads asleep in a barrier */
-    int64_t bar_spin_ns;                           /* spin before sleeping in a barrier */
     struct {
         _Alignas(CACHE_LINE) _Atomic int64_t n;
     } claim[2]; /* tp_claim, by step parity */
@@ -218,9 +228,9 @@ static void futex_wake_all(_Atomic uint32_t *addr) {
 }
 
 /* Spin helper: call with an incrementing counter; pauses, and yields the core
- * once the counter passes TP_SPIN_BEFORE_YIELD. */
-static inline void spin_wait_step(const tp_pool *pool, int *rounds) {
-    if (*rounds < pool->spin_rounds) {
+ * once the counter passes spin_rounds. */
+static inline void spin_wait_step(int spin_rounds, int *rounds) {
+    if (*rounds < spin_rounds) {
         (*rounds)++;
         cpu_relax();
     } else {
@@ -259,7 +269,7 @@ static uint64_t worker_wait_job(tp_pool *pool, int ith, uint64_t seen) {
                 break;
             }
         }
-        spin_wait_step(pool, &rounds);
+        spin_wait_step(pool->spin_rounds, &rounds);
     }
     for (;;) {
         atomic_fetch_add_explicit(&pool->n_sleeping, 1, memory_order_seq_cst);
@@ -301,9 +311,9 @@ vt_status tp_create(int n_threads, tp_pool **out) {
      * yield almost at once instead of spinning out a time slice. The CPUs that
      * count are those this process may run on (taskset, cgroup cpusets), not
      * those the machine has. */
-    pool->oversubscribed = n_threads > tp_usable_cpus();
+    pool->n_cpus = tp_usable_cpus();
+    pool->oversubscribed = n_threads > pool->n_cpus;
     pool->idle_spin_ns = pool->oversubscribed ? TP_IDLE_SPIN_NS_OVERSUBSCRIBED : TP_IDLE_SPIN_NS_DEFAULT;
-    pool->bar_spin_ns = pool->oversubscribed ? TP_BARRIER_SPIN_NS_OVERSUBSCRIBED : TP_BARRIER_SPIN_NS_DEFAULT;
     pool->spin_rounds = pool->oversubscribed ? TP_SPIN_OVERSUBSCRIBED : TP_SPIN_BEFORE_YIELD;
     const char *env = getenv("VT_TP_SPIN_US");
     if (env && *env) {
@@ -384,6 +394,9 @@ void tp_run_n(tp_pool *pool, int n_active, tp_fn fn, void *ctx) {
     } else {
         pool->fn = fn;
         pool->ctx = ctx;
+        const bool over = n_active > pool->n_cpus;
+        pool->bar_spin_rounds = over ? TP_SPIN_OVERSUBSCRIBED : TP_SPIN_BEFORE_YIELD;
+        pool->bar_spin_ns = over ? TP_BARRIER_SPIN_NS_OVERSUBSCRIBED : TP_BARRIER_SPIN_NS_DEFAULT;
         /* relaxed: this thread saw the last run end, after its every arrival */
         pool->bar_base = atomic_load_explicit(&pool->bar_arrived, memory_order_relaxed);
         for (int s = 0; s < 2; s++) {
@@ -394,8 +407,8 @@ void tp_run_n(tp_pool *pool, int n_active, tp_fn fn, void *ctx) {
         post_run(pool, n_active);
         fn(ctx, 0, n_active);
         barrier_wait(pool, true, true); /* the job's end, passed by every worker of the run too */
+        pool->prev_active = n_active; /* posted runs only (see parking at the top) */
     }
-    pool->prev_active = n_active;
     pool->last = (tp_run_stats){
         .n_active = n_active,
         .wall_ns = now_ns() - t0,
@@ -412,6 +425,8 @@ static void barrier_wait(tp_pool *pool, bool end, bool count) {
      * write the next run's (see bar_arrived at the top). */
     const uint64_t nth = (uint64_t)pool->nth, base = pool->bar_base;
     if (nth == 1) return;
+    const int spin_rounds = pool->bar_spin_rounds;
+    const int64_t spin_ns = pool->bar_spin_ns;
     /* One monotonically increasing arrival counter, never reset: the arrival
      * that returns v belongs to barrier instance (v - base) / nth, which is
      * complete when the counter reaches base + ((v - base) / nth + 1) * nth. One
@@ -448,16 +463,20 @@ static void barrier_wait(tp_pool *pool, bool end, bool count) {
             }
             return;
         }
-        if ((i & 63) == 63) {
+        /* every 64 pause rounds, and at every round once they are spent: a
+         * sched_yield can give the core away for a whole time slice, so an
+         * oversubscribed run (32 rounds) whose waiter read the clock only
+         * every 64 would yield its wait away uncounted and never sleep */
+        if ((i & 63) == 63 || rounds >= spin_rounds) {
             int64_t t = now_ns();
             if (deadline == 0) {
                 first = t;
-                deadline = t + pool->bar_spin_ns;
+                deadline = t + spin_ns;
             } else if (t >= deadline) {
                 break;
             }
         }
-        spin_wait_step(pool, &rounds);
+        spin_wait_step(spin_rounds, &rounds);
     }
     /* Sleep until the last arrival bumps bar_gen. The generation is read before
      * the completion check, so a bump between the two makes futex_wait return. */
@@ -526,17 +545,19 @@ int64_t tp_take(tp_pool *pool, int owner, int64_t n, bool back) {
  * made us shrink may be gone (one trial is TP_ELASTIC_SETTLE + TP_ELASTIC_TRIAL
  * passes, a few percent of this). One more, not the full count: with several
  * cores taken, the full count can be slower than one more than now while one
- * more is faster, and the shrink side also moves one thread at a time. */
+ * more is faster. */
 #define TP_ELASTIC_PROBE_EVERY 256
-/* A failed shrink trial waits 1, 2, 4, ... up to this many windows before the
- * next one, so a load that keeps the wait high without making fewer threads
- * faster costs a trial only now and then. */
+/* A lost shrink trial of n - 1 waits 1, 2, 4, ... up to this many windows before
+ * the next shrink trial, so a load that keeps the wait high without making
+ * fewer threads faster costs a trial (or the few of one descent, see lost in
+ * threadpool.h) only now and then. */
 #define TP_ELASTIC_BACKOFF_MAX 64
 
-void tp_elastic_init(tp_elastic *e, int n_threads, bool enabled) {
+void tp_elastic_init(tp_elastic *e, int n_threads, int n_cpus, bool enabled) {
     memset(e, 0, sizeof *e);
     e->enabled = enabled && n_threads > 1;
     e->n_max = e->n = n_threads;
+    e->n_cpus = n_cpus > 0 ? n_cpus : n_threads;
     e->backoff = 1;
 }
 
@@ -562,6 +583,24 @@ static void elastic_restart(tp_elastic *e, int64_t n_tokens) {
     e->wall_ns = e->wait_ns = 0;
 }
 
+/* The count a shrink trial from e->n tries, after a window of wall_ns (> 0) in
+ * which the threads slept wait_ns in barriers (see threadpool.h): the threads
+ * awake on average, n - wait / wall, rounded to the nearest; at most n_cpus;
+ * above a lost trial's count (halfway back up to n, at least one more); in
+ * [1, n - 1]. Integer arithmetic: the same sums give the same count. */
+static int elastic_shrink_to(const tp_elastic *e, int64_t wall_ns, int64_t wait_ns) {
+    const int n = e->n;
+    const int64_t awake = ((int64_t)n * wall_ns - wait_ns + wall_ns / 2) / wall_ns;
+    int to = awake < n ? (int)awake : n;
+    if (to > e->n_cpus) to = e->n_cpus;
+    if (e->lost > 0) {
+        const int up = e->lost + ((n - e->lost) / 2 > 1 ? (n - e->lost) / 2 : 1);
+        if (to < up) to = up;
+    }
+    if (to > n - 1) to = n - 1;
+    return to < 1 ? 1 : to;
+}
+
 bool tp_elastic_record(tp_elastic *e, int64_t n_tokens, const tp_run_stats *st) {
     if (!elastic_applies(e, n_tokens)) return false; /* prefill: all threads, not measured */
     const int n_was = e->n;
@@ -576,15 +615,22 @@ bool tp_elastic_record(tp_elastic *e, int64_t n_tokens, const tp_run_stats *st) 
         e->wall_ns += st->wall_ns;
         if (e->passes < TP_ELASTIC_SETTLE + TP_ELASTIC_TRIAL) return false;
         const double mean = (double)e->wall_ns / TP_ELASTIC_TRIAL;
+        const bool grow = e->n_try > e->n;
+        e->since_probe = 0;
         if (mean < TP_ELASTIC_GAIN * (double)e->ref_ns) {
             e->n = e->n_try;
             e->backoff = 1;
             e->hold = 0;
-        } else if (e->n_try < e->n) {
+            e->lost = 0;
+            /* a grow that won: the load is likely leaving, try the next one now */
+            if (grow) e->since_probe = TP_ELASTIC_PROBE_EVERY;
+        } else if (!grow && e->n_try < e->n - 1) {
+            e->lost = e->n_try; /* the next window tries between it and n */
+        } else if (!grow) {
+            e->lost = 0;
             e->hold = e->backoff;
             e->backoff = e->backoff * 2 < TP_ELASTIC_BACKOFF_MAX ? e->backoff * 2 : TP_ELASTIC_BACKOFF_MAX;
         }
-        e->since_probe = 0;
         elastic_restart(e, n_tokens);
         return e->n != n_was;
     }
@@ -599,9 +645,12 @@ bool tp_elastic_record(tp_elastic *e, int64_t n_tokens, const tp_run_stats *st) 
         e->wall_ns > 0 && (double)e->wait_ns >= TP_ELASTIC_WAIT_SHARE * (double)e->wall_ns * waiting;
     const bool may_shrink = e->hold == 0;
     if (e->hold > 0) e->hold--;
+    if (!high_wait) e->lost = 0; /* the load changed: a lost trial says nothing now */
+    const int top = e->n_max < e->n_cpus ? e->n_max : e->n_cpus;
+    const int shrink_to = e->n > 1 && high_wait && may_shrink ? elastic_shrink_to(e, e->wall_ns, e->wait_ns) : 0;
     elastic_restart(e, n_tokens);
-    if (e->n > 1 && high_wait && may_shrink) e->n_try = e->n - 1;
-    else if (e->n < e->n_max && e->since_probe >= TP_ELASTIC_PROBE_EVERY) e->n_try = e->n + 1;
+    if (shrink_to > 0) e->n_try = shrink_to;
+    else if (e->n < top && e->since_probe >= TP_ELASTIC_PROBE_EVERY) e->n_try = e->n + 1;
     return false;
 }
 

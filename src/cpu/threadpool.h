@@ -25,8 +25,10 @@ typedef void (*tp_fn)(void *ctx, int ith, int nth);
 vt_status tp_create(int n_threads, tp_pool **out);
 void tp_destroy(tp_pool *pool);
 int tp_n_threads(const tp_pool *pool);
-/* More threads than tp_usable_cpus() when the pool was created: its waiters spin
- * far less before they yield and sleep. */
+/* More threads than tp_usable_cpus() when the pool was created: its idle
+ * workers spin far less before they yield and sleep, and so do the barrier
+ * waiters of a run of more threads than those CPUs (a run of fewer, on a pool
+ * shrunk by tp_elastic, spins as a pool of that many threads would). */
 bool tp_oversubscribed(const tp_pool *pool);
 
 void tp_run(tp_pool *pool, tp_fn fn, void *ctx);
@@ -90,36 +92,63 @@ static inline void tp_range(int64_t n, int64_t grain, int ith, int nth, int64_t 
  * scheduler gives it a core again (time slices of milliseconds, against steps
  * of microseconds): the pool runs in lockstep with its slowest thread. So when
  * the threads of recent decode passes spent a large share of their time asleep
- * in barriers, tp_elastic tries one thread fewer for a few passes and keeps that
+ * in barriers, tp_elastic tries fewer threads for a few passes and keeps that
  * only when passes got faster; while shrunk it now and then tries one more and
  * grows when that is faster. Balanced threads never sleep in a barrier, so an
  * unloaded pool never leaves the full count.
+ *
+ * How many fewer: the sleep itself says how many threads really ran. A window's
+ * summed barrier sleep over its wall time is the mean number of threads asleep
+ * in a barrier, so n less that is the mean number awake: running, or waiting
+ * for a core that another process holds. A shrink trial goes straight to that
+ * estimate (rounded), and never above the CPUs the process may use (n_cpus:
+ * with more threads than CPUs some thread always waits for a core), nor above
+ * n - 1. So -t 4 on two CPUs with one of them taken tries 1 or 2 threads at
+ * once rather than 3, then 2, then 1, each a trial of its own. The estimate
+ * is a mean, and can aim too low (a load that comes and goes; a thread that
+ * lost its core while it spun in a barrier counts as asleep): when a trial
+ * below n - 1 loses, the next window tries halfway from it back up to n (at
+ * least one more), without waiting, and only a lost trial of n - 1 holds off
+ * the next one (1, 2, 4, ... windows). A trial that wins makes its count the
+ * count, whatever lies between.
+ *
+ * Growing stays one thread at a time (the full count can be slower than one
+ * more than now while one more is faster, with several cores taken), never
+ * above n_cpus, every TP_ELASTIC_PROBE_EVERY passes; after a grow that won, the
+ * next one up is tried at the next window, as the load that made us shrink is
+ * then likely leaving.
  *
  * Pure bookkeeping, no clock of its own: the caller asks tp_elastic_pick for a
  * pass's thread count, runs it with tp_run_n, and feeds tp_last_run back with
  * tp_elastic_record. Only passes of at most TP_ELASTIC_TOKENS_MAX tokens (decode)
  * are elastic, and passes are compared only with passes of the same size; the
  * results do not depend on the count where fn's results do not depend on nth
- * (forward.c's do not). */
+ * (forward.c's do not). The same measurements give the same counts. */
 #define TP_ELASTIC_TOKENS_MAX 8
 
 typedef struct {
     bool enabled;
     int n_max;        /* the pool's threads */
+    int n_cpus;       /* the CPUs the process may use: no count above it is tried */
     int n;            /* the count decode passes run at */
-    int n_try;        /* a trial in progress: the count tried (n - 1 or n + 1); 0: none */
+    int n_try;        /* a trial in progress: the count tried (below n, or n + 1); 0: none */
+    int lost;         /* the count of a shrink trial below n - 1 that lost, while the wait
+                         stays high; 0: none */
     int64_t key;      /* tokens per pass of the passes measured (0: none yet) */
     int passes;       /* passes in the current window or trial */
     int64_t wall_ns;  /* their wall times, summed */
     int64_t wait_ns;  /* their barrier waits, summed */
     int64_t ref_ns;   /* mean pass at n over the last window: what a trial must beat */
-    int since_probe;  /* passes at n < n_max since the last trial of n + 1 */
+    int since_probe;  /* passes at n < n_max since the last trial (after a grow that won:
+                         a whole interval, so the next one up is tried at once) */
     int hold;         /* windows to pass before the next shrink trial */
-    int backoff;      /* hold set by the next failed shrink trial */
+    int backoff;      /* hold set by the next lost trial of n - 1 */
 } tp_elastic;
 
-/* A policy for a pool of n_threads; disabled, it always picks n_threads. */
-void tp_elastic_init(tp_elastic *e, int n_threads, bool enabled);
+/* A policy for a pool of n_threads on a process that may use n_cpus CPUs
+ * (tp_usable_cpus; <= 0: as many as n_threads); disabled, it always picks
+ * n_threads. */
+void tp_elastic_init(tp_elastic *e, int n_threads, int n_cpus, bool enabled);
 /* false when the environment says VT_TP_ELASTIC=0 (fixed thread count), else true. */
 bool tp_elastic_env(void);
 /* The thread count for a pass of n_tokens tokens. */

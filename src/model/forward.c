@@ -71,12 +71,11 @@ struct fwd_ctx {
     const model *m;
     kv_cache *kv;
     kv_layer *lv;    /* (n_layer) each layer's storage in the cache */
-    tp_pool *pool;   /* all threads */
-    tp_pool *solo;   /* the caller alone, for passes too small to share (NULL: 1 thread) */
-    tp_pool *run;    /* the pool of the pass in flight: pool or solo */
+    tp_pool *pool;   /* all threads; a pass runs on tp_run_threads(pool) of them */
     tp_elastic elastic; /* how many of pool's threads a decode pass runs on (threadpool.h) */
     size_t layer_bytes; /* weight bytes of the mean layer */
-    size_t solo_bytes;  /* layer_bytes x tokens below which a pass runs solo */
+    size_t solo_bytes;  /* layer_bytes x tokens below which a pass runs on the caller alone
+                           (0: never) */
     int64_t max_tokens;
     const attn_kv_ops *kops, *vops;
     void (*rms_norm)(const float *x, const float *w, int64_t n, float eps, float *out);
@@ -275,7 +274,7 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
      * kernels, attention items and MoE items: test_matmul, test_model and
      * test_moe at 1, 2 and 3 threads), so the count may change between any two
      * passes, mid-sequence too. */
-    tp_elastic_init(&f->elastic, f->nth_max, tp_elastic_env());
+    tp_elastic_init(&f->elastic, f->nth_max, tp_usable_cpus(), tp_elastic_env());
     size_t lb = 0;
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const layer_weights *Li = &m->layers[il];
@@ -306,13 +305,6 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
     if (env && *env) {
         const long kib = strtol(env, NULL, 10);
         if (kib >= 0 && kib <= (1L << 30)) f->solo_bytes = (size_t)kib << 10;
-    }
-    if (f->nth_max > 1 && f->solo_bytes > 0) {
-        const vt_status st = tp_create(1, &f->solo);
-        if (st != VT_OK) {
-            fwd_destroy(f);
-            return st;
-        }
     }
     const size_t T = (size_t)max_tokens, d = (size_t)hp->n_embd,
                  qd = (size_t)(hp->n_head * hp->head_dim), kvd = (size_t)(hp->n_head_kv * hp->head_dim);
@@ -428,7 +420,6 @@ void fwd_destroy(fwd_ctx *f) {
         fprintf(stderr, " all:%.1f\n", sum * per);
     }
 #endif
-    tp_destroy(f->solo);
     tp_destroy(f->one);
     q35_fwd_destroy(f->hy);
     free(f->router);
@@ -807,14 +798,14 @@ static void shexp_down_item(fwd_ctx *f, const layer_weights *L, int64_t i, int64
 static void moe_ffn(fwd_ctx *f, const layer_weights *L, const uint8_t *xr, int64_t T, int ith, int nth) {
     const model *m = f->m;
     const int64_t ne = m->hp.n_expert;
-    mm_compute(&L->router, xr, T, f->router, ne, f->run, ith);
+    mm_compute(&L->router, xr, T, f->router, ne, f->pool, ith);
     if (L->kind.ffn == LAYER_FFN_MOE_SHARED) shexp_gates(f, L, T, ith, nth);
-    tp_barrier(f->run);
+    tp_barrier(f->pool);
     if (T >= MOE_SELECT_SHARED_MIN && nth > 1) {
         int64_t t0, t1;
         tp_range(T, 1, ith, nth, &t0, &t1);
         moe_select_rows(f, L, t0, t1);
-        tp_barrier(f->run);
+        tp_barrier(f->pool);
     } else if (ith == 0) {
         moe_select_rows(f, L, 0, T);
     }
@@ -827,14 +818,14 @@ static void moe_ffn(fwd_ctx *f, const layer_weights *L, const uint8_t *xr, int64
         f->st.moe_experts_read += f->n_active;
         f->st.weight_bytes += (uint64_t)f->n_active * expert;
     }
-    tp_barrier(f->run);
+    tp_barrier(f->pool);
     if (f->gather) {
         const size_t xs = mm_act_row_bytes(L->exp_gate[0].type, m->hp.n_embd);
         int64_t r0, r1;
         tp_range(T * m->hp.n_expert_used, 1, ith, nth, &r0, &r1);
         for (int64_t r = r0; r < r1; r++)
             memcpy(f->xe + (size_t)r * xs, f->xq + (size_t)f->row_tok[r] * xs, xs);
-        tp_barrier(f->run);
+        tp_barrier(f->pool);
     }
     /* the shared expert's slices (layer_kind's shexp_apart false) first: the most tokens */
     const bool sh = L->kind.ffn == LAYER_FFN_MOE_SHARED && !L->kind.shexp_apart;
@@ -843,15 +834,15 @@ static void moe_ffn(fwd_ctx *f, const layer_weights *L, const uint8_t *xr, int64
     const int64_t n_ff_items = n_sh_ff + f->n_active * m->moe_n_ff_slices;
     void (*gate_up)(fwd_ctx *, const layer_weights *, int64_t, int) =
         L->kind.moe_split ? moe_gate_up_item_split : moe_gate_up_item;
-    for (int64_t i = nth > 1 ? tp_claim(f->run, 1) : 0; i < n_ff_items; i = nth > 1 ? tp_claim(f->run, 1) : i + 1)
+    for (int64_t i = nth > 1 ? tp_claim(f->pool, 1) : 0; i < n_ff_items; i = nth > 1 ? tp_claim(f->pool, 1) : i + 1)
         if (i < n_sh_ff) shexp_gate_up_item(f, L, i, T);
         else gate_up(f, L, i - n_sh_ff, ith);
-    tp_barrier(f->run);
+    tp_barrier(f->pool);
     const int64_t n_down_items = n_sh_down + f->n_active * m->moe_n_down_slices;
-    for (int64_t i = nth > 1 ? tp_claim(f->run, 1) : 0; i < n_down_items; i = nth > 1 ? tp_claim(f->run, 1) : i + 1)
+    for (int64_t i = nth > 1 ? tp_claim(f->pool, 1) : 0; i < n_down_items; i = nth > 1 ? tp_claim(f->pool, 1) : i + 1)
         if (i < n_sh_down) shexp_down_item(f, L, i, T);
         else moe_down_item(f, L, i - n_sh_down);
-    tp_barrier(f->run);
+    tp_barrier(f->pool);
 }
 
 /* qwen35moe's shared expert of layer L for the T tokens where its activation type is
@@ -871,12 +862,12 @@ static void shexp_ffn(fwd_ctx *f, const layer_weights *L, int64_t T, int ith, in
         f->rms_norm(f->x + t * d, L->ffn_norm, d, hp->rms_eps, scratch);
         mm_quantize(L->shexp_gate.type, scratch, d, 1, d, f->xq + (size_t)t * rb, 0, 1);
     }
-    tp_barrier(f->run);
+    tp_barrier(f->pool);
     mm_compute_glu_act(&L->shexp_gate, &L->shexp_up, cpu_kernels_get()->silu_mul, L->shexp_down.type, f->xq, T,
-                       f->hq, f->run, ith);
-    tp_barrier(f->run);
-    mm_compute(&L->shexp_down, f->hq, T, f->tmp, d, f->run, ith);
-    tp_barrier(f->run);
+                       f->hq, f->pool, ith);
+    tp_barrier(f->pool);
+    mm_compute(&L->shexp_down, f->hq, T, f->tmp, d, f->pool, ith);
+    tp_barrier(f->pool);
 }
 
 static void forward_worker(void *arg, int ith, int nth) {
@@ -907,7 +898,7 @@ static void forward_worker(void *arg, int ith, int nth) {
         rope_table(hp, f->rope_factors, false, b->pos[t], f->rope + t * hp->n_rot);
         if (f->rope_swa) rope_table(hp, f->rope_factors, true, b->pos[t], f->rope_swa + t * hp->n_rot);
     }
-    tp_barrier(f->run);
+    tp_barrier(f->pool);
     PROF_MARK(f, ith, 0, t_prof);
 
     /* This thread's attention units of each plan, the same in every layer. */
@@ -927,9 +918,9 @@ static void forward_worker(void *arg, int ith, int nth) {
                              quant_traits_get(L->lin->wqkv.type)->dot_type;
             step_norm_quant(f, T, prev, prev_post, NULL, L->attn_norm, L->lin->wqkv.type, L->lin->walpha.type,
                             own ? f->hy->xq2 : NULL, NULL, ith, nth);
-            tp_barrier(f->run);
+            tp_barrier(f->pool);
             PROF_MARK(f, ith, 1, t_prof);
-            q35_fwd_linear(f->hy, m, L, il, b, f->kv, f->xq, f->tmp, f->run, ith, nth);
+            q35_fwd_linear(f->hy, m, L, il, b, f->kv, f->xq, f->tmp, f->pool, ith, nth);
             PROF_MARK(f, ith, 4, t_prof);
             goto ffn;
         }
@@ -937,7 +928,7 @@ static void forward_worker(void *arg, int ith, int nth) {
         const attn_plan *plan = &f->plans[f->layer_plan[il]];
         const int64_t u0 = u0s[f->layer_plan[il]], u1 = u1s[f->layer_plan[il]];
         step_norm_quant(f, T, prev, prev_post, NULL, L->attn_norm, L->wq.type, VT_DTYPE_COUNT, NULL, NULL, ith, nth);
-        tp_barrier(f->run);
+        tp_barrier(f->pool);
         PROF_MARK(f, ith, 1, t_prof);
 
         /* 2: Q, K, V (LAYER_GATE_IN_Q: Q with each head's gate after its query;
@@ -947,9 +938,9 @@ static void forward_worker(void *arg, int ith, int nth) {
             const mm_weight *ws[4] = {&L->wq, &L->wk, &L->wv, &L->wg};
             float *ys[4] = {gate_in_q ? f->hy->qg : f->q, f->k, f->v, f->gate};
             const int64_t ld[4] = {gate_in_q ? 2 * qd : qd, kvd, kvd, qd};
-            mm_compute_multi(ws, ys, ld, K->gate == LAYER_GATE_MATRIX ? 4 : 3, f->xq, T, f->run, ith);
+            mm_compute_multi(ws, ys, ld, K->gate == LAYER_GATE_MATRIX ? 4 : 3, f->xq, T, f->pool, ith);
         }
-        tp_barrier(f->run);
+        tp_barrier(f->pool);
         PROF_MARK(f, ith, 2, t_prof);
 
         /* 3: bias, QK-norm, rope; store K and V. Items: (token, kv head). */
@@ -1010,7 +1001,7 @@ static void forward_worker(void *arg, int ith, int nth) {
                 }
             }
         }
-        tp_barrier(f->run);
+        tp_barrier(f->pool);
         PROF_MARK(f, ith, 3, t_prof);
 
         /* 4: attention partials. Work units: (kv head, item), split by cost;
@@ -1024,7 +1015,7 @@ static void forward_worker(void *arg, int ith, int nth) {
             if (d > 0) split_by_cost(plan->cost_off, plan->n_items, n_kv, owner, nth, &o0, &o1);
             const int64_t C = f->chunk_off[T];
             for (int64_t k = 0;; k++) {
-                const int64_t i = nth > 1 ? tp_take(f->run, owner, o1 - o0, d > 0) : k < o1 - o0 ? k : -1;
+                const int64_t i = nth > 1 ? tp_take(f->pool, owner, o1 - o0, d > 0) : k < o1 - o0 ? k : -1;
                 if (i < 0) break;
                 const int64_t u = o0 + i;
                 const attn_item *item = &plan->items[u % plan->n_items];
@@ -1044,7 +1035,7 @@ static void forward_worker(void *arg, int ith, int nth) {
                              (int64_t)item->chunk * ATTN_CHUNK, scale, &L->attn);
             }
         }
-        tp_barrier(f->run);
+        tp_barrier(f->pool);
         PROF_MARK(f, ith, 4, t_prof);
 
         /* 5: combine chunks per head (those the token's window reaches; the sink
@@ -1068,12 +1059,12 @@ static void forward_worker(void *arg, int ith, int nth) {
                 mm_quantize(L->wo.type, f->attn + t * qd, qd, 1, qd, f->xq + (size_t)t * rb, 0, 1);
             }
         }
-        tp_barrier(f->run);
+        tp_barrier(f->pool);
         PROF_MARK(f, ith, 5, t_prof);
 
         /* 6: attention output projection */
-        mm_compute(&L->wo, f->xq, T, f->tmp, d, f->run, ith);
-        tp_barrier(f->run);
+        mm_compute(&L->wo, f->xq, T, f->tmp, d, f->pool, ith);
+        tp_barrier(f->pool);
         PROF_MARK(f, ith, 6, t_prof);
     ffn:
 
@@ -1084,7 +1075,7 @@ static void forward_worker(void *arg, int ith, int nth) {
                              quant_traits_get(L->exp_gate[0].type)->dot_type;
             step_norm_quant(f, T, K->attn_out, L->attn_post_norm, L->bo, L->ffn_norm, L->exp_gate[0].type,
                             L->router.type, own ? f->hq : NULL, NULL, ith, nth);
-            tp_barrier(f->run);
+            tp_barrier(f->pool);
             PROF_MARK(f, ith, 7, t_prof);
             moe_ffn(f, L, own ? f->hq : f->xq, T, ith, nth);
             PROF_MARK(f, ith, 8, t_prof);
@@ -1096,17 +1087,17 @@ static void forward_worker(void *arg, int ith, int nth) {
         /* 7: residual + norm + quantize */
         step_norm_quant(f, T, K->attn_out, L->attn_post_norm, L->bo, L->ffn_norm, L->w_gate.type, VT_DTYPE_COUNT, NULL,
                         NULL, ith, nth);
-        tp_barrier(f->run);
+        tp_barrier(f->pool);
         PROF_MARK(f, ith, 7, t_prof);
 
         /* 8: gate and up, act(gate) * up quantized for the down projection */
-        mm_compute_glu_act(&L->w_gate, &L->w_up, f->ffn_act_mul, L->w_down.type, f->xq, T, f->hq, f->run, ith);
-        tp_barrier(f->run);
+        mm_compute_glu_act(&L->w_gate, &L->w_up, f->ffn_act_mul, L->w_down.type, f->xq, T, f->hq, f->pool, ith);
+        tp_barrier(f->pool);
         PROF_MARK(f, ith, 8, t_prof);
 
         /* 9: down projection */
-        mm_compute(&L->w_down, f->hq, T, f->tmp, d, f->run, ith);
-        tp_barrier(f->run);
+        mm_compute(&L->w_down, f->hq, T, f->tmp, d, f->pool, ith);
+        tp_barrier(f->pool);
         PROF_MARK(f, ith, 9, t_prof);
     }
 
@@ -1124,19 +1115,19 @@ static void forward_worker(void *arg, int ith, int nth) {
             if (m->output_norm) f->rms_norm(x, m->output_norm, hp->n_embd, hp->rms_eps, out);
             else memcpy(out, x, sizeof(float) * (size_t)hp->n_embd);
         }
-        tp_barrier(f->run); /* xq is the logits' next */
+        tp_barrier(f->pool); /* xq is the logits' next */
     }
 
     /* Output: the last residual add and norm only for the rows that want logits. */
     if (b->n_logits > 0) {
         step_norm_quant(f, b->n_logits, last, last_post, NULL, m->output_norm, m->output.type, VT_DTYPE_COUNT, NULL,
                         b->logit_rows, ith, nth);
-        tp_barrier(f->run);
+        tp_barrier(f->pool);
         PROF_MARK(f, ith, 10, t_prof);
-        mm_compute(&m->output, f->xq, b->n_logits, b->logits, hp->n_vocab, f->run, ith);
+        mm_compute(&m->output, f->xq, b->n_logits, b->logits, hp->n_vocab, f->pool, ith);
         if (hp->final_softcap > 0 || hp->logit_mul != 1.0f) { /* gemma2: the logits soft-capped, row by row;
                                                                 muse-glimmer: scaled first */
-            tp_barrier(f->run);
+            tp_barrier(f->pool);
             tp_range(b->n_logits, 1, ith, nth, &i0, &i1);
             for (int64_t r = i0; r < i1; r++) {
                 float *row = b->logits + r * hp->n_vocab;
@@ -1145,7 +1136,7 @@ static void forward_worker(void *arg, int ith, int nth) {
                 if (hp->final_softcap > 0) cpu_kernels_get()->softcap(row, hp->n_vocab, hp->final_softcap);
             }
         } else if (hp->logit_scale != 1.0f) { /* granite: divided, as ggml_scale by the inverse */
-            tp_barrier(f->run);
+            tp_barrier(f->pool);
             tp_range(b->n_logits * hp->n_vocab, 1, ith, nth, &i0, &i1);
             const float inv = 1.0f / hp->logit_scale;
             for (int64_t j = i0; j < i1; j++) b->logits[j] *= inv;
@@ -1219,16 +1210,17 @@ vt_status fwd_run(fwd_ctx *f, const fwd_batch *b) {
         f->parts_cap = need;
     }
     f->batch = b;
-    f->run = f->solo && f->layer_bytes * (size_t)T < f->solo_bytes ? f->solo : f->pool;
-    if (f->run == f->pool) {
+    if (f->layer_bytes * (size_t)T < f->solo_bytes) {
+        /* too small to share: the caller alone, the pool not woken; not an
+         * elastic pass (no choice of count was made) */
+        tp_run_n(f->pool, 1, forward_worker, f);
+    } else {
         tp_run_n(f->pool, tp_elastic_pick(&f->elastic, T), forward_worker, f);
         const tp_run_stats rs = tp_last_run(f->pool);
         if (rs.n_active < f->nth_max) f->st.elastic_passes++;
         if (tp_elastic_record(&f->elastic, T, &rs))
             log_debug("decode passes of %lld tokens now on %d of %d threads", (long long)T,
                       tp_elastic_pick(&f->elastic, T), f->nth_max);
-    } else {
-        tp_run(f->run, forward_worker, f);
     }
     /* fwd_stats: the weights of the pass besides the experts (moe_ffn counted those) */
     const bool tied = f->m->output.data == f->m->embd;
@@ -1240,7 +1232,6 @@ vt_status fwd_run(fwd_ctx *f, const fwd_batch *b) {
     f->prof_tokens[T > 1] += T;
     f->prof_passes[T > 1]++;
 #endif
-    f->run = NULL;
     f->batch = NULL;
     return VT_OK;
 }
