@@ -90,6 +90,10 @@
 #ifndef MM_XBLOCKS_MAX
 #define MM_XBLOCKS_MAX 32768
 #endif
+/* Decode's xblocks, made once per mm_compute_multi call: PACK_TOK_MAX tokens of
+ * rows up to 65536 wide. Its own bound, so that every decode call does not
+ * reserve (and, under ASan, poison) a prefill-sized buffer. */
+#define MM_DECODE_XBLOCKS_MAX (PACK_TOK_MAX * 2048)
 /* Floats in each of the two buffers of a fused gate/up block (on the stack):
  * 64 tokens x 256 columns; 128 KiB together, in L2 beside a chunk of weights. */
 #define MM_GLU_TILE 16384
@@ -696,9 +700,9 @@ void mm_compute_multi(const mm_weight *const *ws, float *const *ys, const int64_
     }
     /* Decode: the xblocks once per call (for the first weight's type), not per
      * weight and per item; the same values either way. */
-    pack_xblock xs[MM_XBLOCKS_MAX];
+    pack_xblock xs[MM_DECODE_XBLOCKS_MAX];
     if (n_tok <= PACK_TOK_MAX && cpu_kernels_get()->gemm[type] && pack_needs_xblocks(type) &&
-        n_tok * (n_in / 32) <= MM_XBLOCKS_MAX) {
+        n_tok * (n_in / 32) <= MM_DECODE_XBLOCKS_MAX) {
         pack_xblocks(type, xq, job.x_stride, n_tok, n_in / 32, xs);
         job.xs = xs;
     }
