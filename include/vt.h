@@ -189,6 +189,28 @@ void vt_seq_clear(vt_context *ctx, int32_t seq);
 vt_status vt_seq_keep(vt_context *ctx, int32_t seq, int32_t n);
 int32_t vt_seq_len(const vt_context *ctx, int32_t seq);
 
+/* A sequence's state, saved and restored (llama.cpp's llama_state_seq_*): its
+ * length, the K/V rows of its positions in every attention layer (a
+ * sliding-window layer: those its window still sees) and its recurrent state
+ * (qwen35's linear layers), which vt_seq_keep cannot take back. A long prompt
+ * is prefilled once and reused: a sequence restored from a state continues,
+ * bit for bit, as the one it was saved from would have (the same logits for
+ * the same next tokens), in this context or in another one of the same model
+ * with the same kv_block, type_k and type_v. The bytes are vt's own (native
+ * byte order, no compression); a restored sequence has no logits until its
+ * next vt_decode.
+ *
+ * vt_seq_state_size: bytes of sequence seq's state now (0 for a bad seq).
+ * vt_seq_state_get: writes it to buf; VT_E_RANGE where size is smaller.
+ * vt_seq_state_set: replaces sequence seq's cache with the state in buf.
+ *   VT_E_FORMAT for bytes that are not a whole state, VT_E_INVALID for a state
+ *   of another model or cache layout (the message names what differs),
+ *   VT_E_NOMEM where the cache has no room for its blocks; the sequence is
+ *   unchanged on failure. */
+size_t vt_seq_state_size(const vt_context *ctx, int32_t seq);
+vt_status vt_seq_state_get(const vt_context *ctx, int32_t seq, void *buf, size_t size);
+vt_status vt_seq_state_set(vt_context *ctx, int32_t seq, const void *buf, size_t size);
+
 /* ---- the serving engine --------------------------------------------------------
  * Continuous batching over a paged KV cache with prefix caching. Requests are
  * added at any time; each vt_engine_step runs one batched forward pass over the

@@ -14,6 +14,7 @@
 #include "kvcache/kv_cache.h"
 #include "model/forward.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -319,4 +320,190 @@ const kv_cache *context_kv(const vt_context *c) { return &c->kv; }
 
 int32_t vt_seq_len(const vt_context *c, int32_t seq) {
     return seq >= 0 && seq < c->p.n_seq ? c->len[seq] : -1;
+}
+
+/* ---- a sequence's state (vt.h) -------------------------------------------------
+ * The bytes: a seq_state_head, then per group in order the sequence's share of
+ * it: a STATE group, each of its layers' slot (state_bytes); an attention group,
+ * for each block the sequence still holds (table entries released .. n_blocks),
+ * per layer of the group, per kv head, the head's K block then its V block
+ * (kv_k_head / kv_v_row: block_size slots each, in the layout the attention
+ * kernels read, which depends on the block size and dtypes only). Whole blocks
+ * travel, the slots past the length included: they are never read. */
+
+#define SEQ_STATE_MAGIC "VTSEQST1" /* the last character is the format's version */
+
+typedef struct seq_state_head {
+    char magic[8];
+    /* the shape a state fits: the same model and cache layout (compared as a whole) */
+    int64_t n_vocab, n_embd, n_layer, n_head_kv, head_dim, block_size, type_k, type_v, n_groups;
+    int64_t kind[KV_MAX_GROUPS], window[KV_MAX_GROUPS], state_bytes[KV_MAX_GROUPS], group_layers[KV_MAX_GROUPS];
+    /* the sequence */
+    int64_t len, n_blocks, released[KV_MAX_GROUPS];
+} seq_state_head;
+
+static seq_state_head state_head_of(const vt_context *c, int32_t seq) {
+    seq_state_head h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, SEQ_STATE_MAGIC, sizeof h.magic);
+    const kv_cache *kv = &c->kv;
+    h.n_vocab = c->model->hp.n_vocab;
+    h.n_embd = c->model->hp.n_embd;
+    h.n_layer = kv->n_layer;
+    h.n_head_kv = kv->n_head_kv;
+    h.head_dim = kv->head_dim;
+    h.block_size = kv->block_size;
+    h.type_k = kv->type_k;
+    h.type_v = kv->type_v;
+    h.n_groups = c->n_groups;
+    for (int32_t g = 0; g < c->n_groups; g++) {
+        const kv_group *G = &kv->groups[g];
+        h.kind[g] = G->spec.kind;
+        h.window[g] = G->spec.kind == KV_GROUP_SWA ? G->spec.window : 0;
+        h.state_bytes[g] = G->spec.kind == KV_GROUP_STATE ? (int64_t)G->spec.state_bytes : 0;
+        h.group_layers[g] = G->n_layer;
+        h.released[g] = c->n_released[g * c->p.n_seq + seq];
+    }
+    h.len = c->len[seq];
+    h.n_blocks = c->n_blocks[seq];
+    return h;
+}
+
+/* Payload bytes of a state with head h (whose shape is this context's). */
+static size_t state_payload(const vt_context *c, const seq_state_head *h) {
+    const kv_cache *kv = &c->kv;
+    size_t n = 0;
+    for (int32_t g = 0; g < c->n_groups; g++) {
+        const kv_group *G = &kv->groups[g];
+        if (G->spec.kind == KV_GROUP_STATE) {
+            n += (size_t)G->n_layer * G->spec.state_bytes;
+        } else {
+            const size_t per_block = (size_t)G->n_layer * (size_t)kv->n_head_kv * (size_t)kv->block_size *
+                                     (kv->row_bytes_k + kv->row_bytes_v);
+            n += (size_t)(h->n_blocks - h->released[g]) * per_block;
+        }
+    }
+    return n;
+}
+
+/* Copy sequence seq's share of the cache out to `out`, or in from `in` (the
+ * other one NULL), in the order of the bytes above. */
+static void state_copy(const vt_context *c, int32_t seq, const seq_state_head *h, uint8_t *out, const uint8_t *in) {
+    const kv_cache *kv = &c->kv;
+    const size_t kb = (size_t)kv->block_size * kv->row_bytes_k, vb = (size_t)kv->block_size * kv->row_bytes_v;
+#define STATE_COPY(cache, n)                                       \
+    do {                                                           \
+        if (out) memcpy(out, (cache), (n)), out += (n);            \
+        else memcpy((cache), in, (n)), in += (n);                  \
+    } while (0)
+    for (int32_t g = 0; g < c->n_groups; g++) {
+        const int32_t *table = c->tables + (g * c->p.n_seq + seq) * c->max_blocks_per_seq;
+        const bool state = kv->groups[g].spec.kind == KV_GROUP_STATE;
+        for (int64_t i = state ? 0 : h->released[g]; i < (state ? 1 : h->n_blocks); i++) {
+            for (int64_t il = 0; il < kv->n_layer; il++) {
+                if (kv->layer_group[il] != g) continue;
+                if (state) {
+                    STATE_COPY(kv_state_slot(kv, il, table[0]), kv->groups[g].spec.state_bytes);
+                    continue;
+                }
+                const kv_layer l = kv_layer_of(kv, il);
+                for (int64_t hd = 0; hd < kv->n_head_kv; hd++) {
+                    STATE_COPY(kv_k_head(&l, table[i], hd), kb);
+                    STATE_COPY(kv_v_row(&l, table[i], hd, 0), vb);
+                }
+            }
+        }
+    }
+#undef STATE_COPY
+}
+
+size_t vt_seq_state_size(const vt_context *c, int32_t seq) {
+    if (seq < 0 || seq >= c->p.n_seq) return 0;
+    const seq_state_head h = state_head_of(c, seq);
+    return sizeof h + state_payload(c, &h);
+}
+
+vt_status vt_seq_state_get(const vt_context *c, int32_t seq, void *buf, size_t size) {
+    if (seq < 0 || seq >= c->p.n_seq) return vt_errorf(VT_E_RANGE, "sequence %d out of range [0, %d)", seq, c->p.n_seq);
+    const seq_state_head h = state_head_of(c, seq);
+    const size_t need = sizeof h + state_payload(c, &h);
+    if (!buf || size < need)
+        return vt_errorf(VT_E_RANGE, "sequence %d: its state needs %zu bytes, the buffer has %zu", seq, need, size);
+    memcpy(buf, &h, sizeof h);
+    state_copy(c, seq, &h, (uint8_t *)buf + sizeof h, NULL);
+    return VT_OK;
+}
+
+/* VT_OK where a state of head h fits this context's shape; else which field differs. */
+static vt_status state_check_shape(const vt_context *c, const seq_state_head *h) {
+    const seq_state_head mine = state_head_of(c, 0);
+    static const struct {
+        const char *name;
+        size_t off;
+    } field[] = {
+        {"n_vocab", offsetof(seq_state_head, n_vocab)},       {"n_embd", offsetof(seq_state_head, n_embd)},
+        {"n_layer", offsetof(seq_state_head, n_layer)},       {"n_head_kv", offsetof(seq_state_head, n_head_kv)},
+        {"head_dim", offsetof(seq_state_head, head_dim)},     {"kv_block", offsetof(seq_state_head, block_size)},
+        {"type_k", offsetof(seq_state_head, type_k)},         {"type_v", offsetof(seq_state_head, type_v)},
+        {"cache groups", offsetof(seq_state_head, n_groups)},
+    };
+    for (size_t i = 0; i < sizeof field / sizeof field[0]; i++) {
+        int64_t a, b;
+        memcpy(&a, (const char *)h + field[i].off, sizeof a);
+        memcpy(&b, (const char *)&mine + field[i].off, sizeof b);
+        if (a != b)
+            return vt_errorf(VT_E_INVALID, "the state is of another model or cache: its %s is %lld, this context's %lld",
+                             field[i].name, (long long)a, (long long)b);
+    }
+    for (int32_t g = 0; g < c->n_groups; g++)
+        if (h->kind[g] != mine.kind[g] || h->window[g] != mine.window[g] || h->state_bytes[g] != mine.state_bytes[g] ||
+            h->group_layers[g] != mine.group_layers[g])
+            return vt_errorf(VT_E_INVALID, "the state is of another model: its cache group %d differs from this context's",
+                             g);
+    return VT_OK;
+}
+
+vt_status vt_seq_state_set(vt_context *c, int32_t seq, const void *buf, size_t size) {
+    if (seq < 0 || seq >= c->p.n_seq) return vt_errorf(VT_E_RANGE, "sequence %d out of range [0, %d)", seq, c->p.n_seq);
+    seq_state_head h;
+    if (!buf || size < sizeof h || memcmp(buf, SEQ_STATE_MAGIC, sizeof h.magic) != 0)
+        return vt_errorf(VT_E_FORMAT, "not a vt sequence state (%zu bytes, no \"%s\" header)", size, SEQ_STATE_MAGIC);
+    memcpy(&h, buf, sizeof h);
+    VT_TRY(state_check_shape(c, &h));
+    /* the sequence: a length this context holds, a table that covers it, and in
+     * a sliding-window group nothing released that the next token's window reads */
+    const int64_t bs = c->p.kv_block;
+    if (h.len < 0 || h.len > c->p.n_ctx || h.n_blocks < (h.len + bs - 1) / bs || h.n_blocks > c->max_blocks_per_seq)
+        return vt_errorf(VT_E_FORMAT, "sequence state: length %lld in %lld blocks does not fit a context of %d tokens",
+                         (long long)h.len, (long long)h.n_blocks, c->p.n_ctx);
+    for (int32_t g = 0; g < c->n_groups; g++) {
+        const kv_group_spec *sp = &c->kv.groups[g].spec;
+        const int64_t first = kv_first_needed_block(sp->kind, sp->window, bs, h.len);
+        if (h.released[g] < 0 || h.released[g] > first)
+            return vt_errorf(VT_E_FORMAT, "sequence state: cache group %d released %lld blocks of %lld", g,
+                             (long long)h.released[g], (long long)h.n_blocks);
+    }
+    const size_t need = sizeof h + state_payload(c, &h);
+    if (size != need)
+        return vt_errorf(VT_E_FORMAT, "sequence state: %zu bytes where its header says %zu", size, need);
+    /* room: what the sequence holds now comes back before the state's blocks are taken */
+    for (int32_t g = 0; g < c->n_groups; g++) {
+        const kv_pool *pool = &c->kv.groups[g].pool;
+        if (c->kv.groups[g].spec.kind == KV_GROUP_STATE) continue;
+        const int64_t held = c->n_blocks[seq] - c->n_released[g * c->p.n_seq + seq];
+        if (h.n_blocks - h.released[g] > pool->n_free + held)
+            return vt_errorf(VT_E_NOMEM, "sequence %d: the state needs %lld blocks of cache group %d, %lld are free",
+                             seq, (long long)(h.n_blocks - h.released[g]), g, (long long)(pool->n_free + held));
+    }
+    vt_seq_clear(c, seq);
+    for (int32_t g = 0; g < c->n_groups; g++) {
+        if (c->kv.groups[g].spec.kind == KV_GROUP_STATE) continue;
+        int32_t *table = table_of(c, g, seq);
+        for (int64_t i = 0; i < h.n_blocks; i++) table[i] = i < h.released[g] ? -1 : kv_pool_alloc(&c->kv.groups[g].pool);
+        c->n_released[g * c->p.n_seq + seq] = h.released[g];
+    }
+    c->n_blocks[seq] = h.n_blocks;
+    c->len[seq] = (int32_t)h.len;
+    state_copy(c, seq, &h, NULL, (const uint8_t *)buf + sizeof h);
+    return VT_OK;
 }
