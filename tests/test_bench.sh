@@ -6,6 +6,8 @@
 # - the JSON has one bandwidth reading per counted decode pair, none for
 #   prefill, and a fraction of the bound for vt;
 # - the JSON names llama.cpp's mmap setting;
+# - tgN@dD's depth is prefilled once and restored (the protocol line says so)
+#   from a folder in $TMPDIR that the run removes; --depth-prefill makes none;
 # - bad options are refused with a message.
 set -u
 . "${VT_SOURCE_DIR:-.}/tests/server/lib.sh" # models, vt; require_file
@@ -17,9 +19,16 @@ require_file "$m"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-out=$("$vt" bench -m "$m" --engine vt -w pp16,tg8,tg8@d16 -t 1,2 -r 2 --no-aa --interleave \
+mkdir "$tmp/st"
+out=$(TMPDIR=$tmp/st "$vt" bench -m "$m" --engine vt -w pp16,tg8,tg8@d16 -t 1,2 -r 2 --no-aa --interleave \
   --bandwidth --json "$tmp/b.json" 2>"$tmp/err"); rc=$?
 [ $rc -eq 0 ] && ok || bad "bench exited $rc: $(tail -3 "$tmp/err")"
+grep -q 'tgN@dD: the depth prefilled once per engine and thread count, then restored' <<<"$out" && ok \
+  || bad "the protocol line does not say the depth is restored: $out"
+[ -z "$(ls -A "$tmp/st")" ] && ok || bad "the saved depths were left behind: $(ls -A "$tmp/st")"
+pre=$(TMPDIR=$tmp/st "$vt" bench -m "$m" --engine vt -w tg8@d16 -t 1 -r 1 --no-aa --depth-prefill 2>"$tmp/err"); rc=$?
+[ $rc -eq 0 ] && grep -q "tgN@dD: the warm-up's prompt at most n_batch tokens" <<<"$pre" && ok \
+  || bad "--depth-prefill: rc=$rc: $pre $(tail -3 "$tmp/err")"
 grep -q '^| model | size | th | test | vt t/s' <<<"$out" && ok || bad "no table in: $out"
 grep -q 'tg8 -> tg8@d16' <<<"$out" && ok || bad "no per-pair change tg8 -> tg8@d16"
 # the change of the ratio needs both engines: "-" with vt alone

@@ -10,11 +10,20 @@
  *   2. A/B: vt, llama.cpp, vt, llama.cpp, ... r counted pairs; the figure is the
  *      median of the per-pair ratios vt/llama.cpp. Inside the band it is a tie.
  * Every measurement runs in its own forked child, which loads the engine and the
- * model, runs the workload once as a warm-up (tgN@dD's with a prompt of at most
- * n_batch tokens) and once timed, and reports wall
+ * model, runs the workload once as a warm-up and once timed, and reports wall
  * time, CPU seconds (getrusage RUSAGE_SELF around the timed run: spinning shows
  * here) and its peak RSS; so RSS and state are clean and neither engine sees the
  * other. llama.cpp is dlopen'd (tools/llama_dl.c); vt never links it.
+ *
+ * The D-token prompt of tgN@dD is prefilled once per engine, model and thread
+ * count: that first child saves the sequence's state (vt_seq_state_get,
+ * llama_state_seq_get_data) to a file of a folder the run removes at its end,
+ * and every run of a later child, warm-up and timed, starts from the state
+ * restored from it, as the first child's runs do. What is timed, the N steps
+ * from the same cache contents, is unchanged; a deep cell no longer costs a
+ * D-token prefill per measurement (llama.cpp's dominated it).
+ * --depth-prefill prefills in every run instead (the warm-up's prompt then
+ * at most n_batch tokens).
  *
  * --bandwidth measures the machine's read bandwidth (a sum over 1 GiB) with the
  * pair's thread count just before every counted decode pair, and reports each
@@ -29,6 +38,7 @@
 #include "llama_dl.h"
 #include "vt.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -76,6 +86,8 @@ typedef struct bench_cfg {
     size_t bw_words;
     const char *json_path;
     const char *llama_dir;
+    bool depth_prefill; /* --depth-prefill: no saved depth states */
+    char state_dir[256]; /* tgN@dD's saved states ("" until the run makes it) */
     rope_opts rope;                 /* --rope-* (rope_opts.h), for both engines: rope.params */
 } bench_cfg;
 
@@ -160,6 +172,24 @@ static void engine_clear(engine *e) {
     else vt_seq_clear(e->vc, 0);
 }
 
+/* Sequence 0's state: its size, a copy out, a copy back in (vt.h, llama_dl.h). */
+static size_t engine_state_size(engine *e) {
+    return e->id == ENG_LLAMA ? llama_dl_state_size(e->llama) : vt_seq_state_size(e->vc, 0);
+}
+
+static bool engine_state_get(engine *e, void *buf, size_t size) {
+    return e->id == ENG_LLAMA ? llama_dl_state_get(e->llama, buf, size) : vt_seq_state_get(e->vc, 0, buf, size) == VT_OK;
+}
+
+static bool engine_state_set(engine *e, const void *buf, size_t size, char *err, size_t err_len) {
+    const bool ok = e->id == ENG_LLAMA ? llama_dl_state_set(e->llama, buf, size)
+                                       : vt_seq_state_set(e->vc, 0, buf, size) == VT_OK;
+    if (!ok)
+        snprintf(err, err_len, "%s: restoring a saved state of %zu bytes failed%s%s", engine_name[e->id], size,
+                 e->id == ENG_VT ? ": " : "", e->id == ENG_VT ? vt_last_error() : "");
+    return ok;
+}
+
 /* tokens[0..n) at positions pos0.., in batches of n_batch; logits for the last. */
 static bool engine_decode(engine *e, const int32_t *tokens, int32_t n, int32_t pos0, char *err, size_t err_len) {
     static int32_t pos[4096], seq[4096];
@@ -200,10 +230,18 @@ static void make_tokens(int32_t *t, int32_t n, int32_t n_vocab) {
     }
 }
 
-/* Run w once; *timed_s and *timed_cpu cover only the timed part. */
-static bool run_workload(engine *e, const workload *w, const int32_t *toks, double *timed_s, double *timed_cpu,
-                         char *err, size_t err_len) {
+/* A tgN@dD's depth as a saved state (bytes of engine_state_get), or none. */
+typedef struct depth_state {
+    void *buf;
+    size_t size;
+} depth_state;
+
+/* Run w once; *timed_s and *timed_cpu cover only the timed part. With ds, the
+ * depth is the state restored from it, not a prefill. */
+static bool run_workload(engine *e, const workload *w, const int32_t *toks, const depth_state *ds, double *timed_s,
+                         double *timed_cpu, char *err, size_t err_len) {
     engine_clear(e);
+    if (ds && !engine_state_set(e, ds->buf, ds->size, err, err_len)) return false;
     if (w->n_prompt > 0) {
         double c0 = cpu_s(), t0 = now_s();
         if (!engine_decode(e, toks, w->n_prompt, 0, err, err_len)) return false;
@@ -211,13 +249,58 @@ static bool run_workload(engine *e, const workload *w, const int32_t *toks, doub
         *timed_cpu = cpu_s() - c0;
         return true;
     }
-    if (w->depth > 0 && !engine_decode(e, toks, w->depth, 0, err, err_len)) return false;
+    if (!ds && w->depth > 0 && !engine_decode(e, toks, w->depth, 0, err, err_len)) return false;
     double c0 = cpu_s(), t0 = now_s();
     for (int32_t i = 0; i < w->n_gen; i++) {
         if (!engine_decode(e, toks + w->depth + i, 1, w->depth + i, err, err_len)) return false;
     }
     *timed_s = now_s() - t0;
     *timed_cpu = cpu_s() - c0;
+    return true;
+}
+
+/* The file of the saved depth of (engine, model, threads, w) in the run's folder. */
+static void state_path(const bench_cfg *c, engine_id id, const char *model, int threads, const workload *w,
+                       char *path, size_t len) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a of the model's path */
+    for (const char *p = model; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    snprintf(path, len, "%s/%s-%016llx-t%d-d%d.state", c->state_dir, id == ENG_VT ? "vt" : "llama",
+             (unsigned long long)h, threads, (int)w->depth);
+}
+
+/* The saved depth of w: read from its file, or (the first child) prefilled
+ * now and written there, through a temporary name, for the children after. */
+static bool depth_load(engine *e, const bench_cfg *c, const char *model, int threads, const workload *w,
+                       const int32_t *toks, depth_state *ds, char *err, size_t err_len) {
+    char path[512], tmp[530];
+    state_path(c, e->id, model, threads, w, path, sizeof path);
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+        ds->buf = size > 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)size) : NULL;
+        ds->size = ds->buf && fread(ds->buf, 1, (size_t)size, f) == (size_t)size ? (size_t)size : 0;
+        fclose(f);
+        if (!ds->size) snprintf(err, err_len, "%.200s: cannot read the saved depth", path);
+        return ds->size > 0;
+    }
+    engine_clear(e);
+    if (!engine_decode(e, toks, w->depth, 0, err, err_len)) return false;
+    ds->size = engine_state_size(e);
+    ds->buf = ds->size ? malloc(ds->size) : NULL;
+    if (!ds->buf || !engine_state_get(e, ds->buf, ds->size)) {
+        snprintf(err, err_len, "%s: cannot save the state of a %d-token prompt (%zu bytes)", engine_name[e->id],
+                 (int)w->depth, ds->size);
+        return false;
+    }
+    snprintf(tmp, sizeof tmp, "%s.%d", path, (int)getpid());
+    f = fopen(tmp, "wb");
+    bool ok = f && fwrite(ds->buf, 1, ds->size, f) == ds->size;
+    if (f) ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        snprintf(err, err_len, "%.180s: %.60s", tmp, strerror(errno));
+        unlink(tmp);
+        return false;
+    }
     return true;
 }
 
@@ -228,20 +311,24 @@ static void child_main(int fd, engine_id id, const bench_cfg *c, const char *mod
         int32_t n = w->n_prompt + w->depth + w->n_gen;
         int32_t *toks = malloc((size_t)n * sizeof *toks);
         make_tokens(toks, n, engine_n_vocab(&e));
-        /* The warm-up of tgN@dD prompts at most n_batch tokens before its steps:
-         * the timed run's own D-token prompt, untimed and just before the steps,
-         * touches every weight and every cache row they read, so a second
-         * D-token prompt in the warm-up would only double what a deep cell costs. */
+        depth_state ds = {0};
+        const bool saved = w->depth > 0 && c->state_dir[0];
+        /* Without a saved depth, the warm-up of tgN@dD prompts at most n_batch
+         * tokens before its steps: the timed run's own D-token prompt, untimed
+         * and just before the steps, touches every weight and every cache row
+         * they read, so a second D-token prompt would only double the cost. */
         workload warm = *w;
-        if (warm.depth > c->n_batch) warm.depth = c->n_batch;
+        if (!saved && warm.depth > c->n_batch) warm.depth = c->n_batch;
         double s = 0, cs = 0;
-        if (run_workload(&e, &warm, toks, &s, &cs, m.err, sizeof m.err) &&
-            run_workload(&e, w, toks, &s, &cs, m.err, sizeof m.err)) {
+        if ((!saved || depth_load(&e, c, model, threads, w, toks, &ds, m.err, sizeof m.err)) &&
+            run_workload(&e, &warm, toks, saved ? &ds : NULL, &s, &cs, m.err, sizeof m.err) &&
+            run_workload(&e, w, toks, saved ? &ds : NULL, &s, &cs, m.err, sizeof m.err)) {
             m.ok = 1;
             m.wall_s = s;
             m.cpu_s = cs;
             m.tokens = w->n_prompt > 0 ? w->n_prompt : w->n_gen;
         }
+        free(ds.buf);
         free(toks);
         engine_close(&e);
     }
@@ -527,6 +614,9 @@ static bool parse_args(int argc, char **argv, bench_cfg *c, int *exit_code) {
         {.name = {"--engine"}, .kind = OPT_STR, .dst = &engine, .arg = "E",
          .help = "both | vt | llama (default both, or vt without llama.cpp)"},
         {.name = {"--no-aa"}, .kind = OPT_FLAG, .dst = &no_aa, .help = "skip the A/A calibration"},
+        {.name = {"--depth-prefill"}, .kind = OPT_FLAG, .dst = &c->depth_prefill,
+         .help = "prefill tgN@dD's D tokens in every run, rather than once per\n"
+                 "engine, model and thread count with the state saved and restored"},
         {.name = {"--interleave"}, .kind = OPT_FLAG, .dst = &c->interleave,
          .help = "run pair i of every workload before pair i + 1 of any, and\n"
                  "report each engine's change from the first workload of a\n"
@@ -922,6 +1012,33 @@ static meas measure_progress(engine_id id, const bench_cfg *c, row *r, const cha
     return m;
 }
 
+/* The folder of the run's saved depths, in $TMPDIR (or /tmp). */
+static bool make_state_dir(bench_cfg *c) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(c->state_dir, sizeof c->state_dir, "%s/vt-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(c->state_dir)) {
+        fprintf(stderr, "vt bench: cannot make a folder for the saved depths (%s): %s\n", c->state_dir,
+                strerror(errno));
+        c->state_dir[0] = 0;
+        return false;
+    }
+    return true;
+}
+
+static void remove_state_dir(bench_cfg *c) {
+    if (!c->state_dir[0]) return;
+    DIR *d = opendir(c->state_dir);
+    for (struct dirent *de; d && (de = readdir(d));) {
+        char path[512];
+        if (de->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "%s/%s", c->state_dir, de->d_name);
+        unlink(path);
+    }
+    if (d) closedir(d);
+    rmdir(c->state_dir);
+    c->state_dir[0] = 0;
+}
+
 int cmd_bench(int argc, char **argv) {
     bench_cfg c;
     int code = 2;
@@ -933,11 +1050,16 @@ int cmd_bench(int argc, char **argv) {
     double load[3] = {0};
     if (getloadavg(load, 3) < 0) load[0] = -1;
     printf("machine: %s\nload average at start: %.2f %.2f %.2f\n", machine, load[0], load[1], load[2]);
-    printf("protocol: n_ctx %d, n_batch %d, %d counted pairs, one warm-up per measurement (tgN@dD: its"
-           " prompt at most n_batch tokens), a fresh process"
-           " per measurement; A/A %s; llama.cpp %s (flash attention %s, mmap %s)\n",
-           c.n_ctx, c.n_batch, c.reps, c.do_aa ? "on" : "off", c.do_llama ? c.llama_dir : "missing",
-           flash_attn_name(c.flash_attn), c.llama_mmap ? "on" : "off");
+    bool deep = false;
+    for (int i = 0; i < c.n_work; i++) deep |= c.work[i].depth > 0;
+    if (deep && !c.depth_prefill && !make_state_dir(&c)) return 1;
+    printf("protocol: n_ctx %d, n_batch %d, %d counted pairs, one warm-up per measurement (tgN@dD: %s),"
+           " a fresh process per measurement; A/A %s; llama.cpp %s (flash attention %s, mmap %s)\n",
+           c.n_ctx, c.n_batch, c.reps,
+           c.depth_prefill ? "the warm-up's prompt at most n_batch tokens"
+                           : "the depth prefilled once per engine and thread count, then restored",
+           c.do_aa ? "on" : "off", c.do_llama ? c.llama_dir : "missing", flash_attn_name(c.flash_attn),
+           c.llama_mmap ? "on" : "off");
     const vt_rope_params *rp = c.rope.params;
     if (rp)
         printf("rope: overridden by --rope-* (type %d, freq_scale %g, freq_base %g, yarn_orig_ctx %d), both engines\n",
@@ -1011,6 +1133,7 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     if (c.bw_buf) munmap(c.bw_buf, bw_bytes);
+    remove_state_dir(&c);
     int failed = 0;
     for (int i = 0; i < n_rows; i++)
         for (int e = 0; e < 2; e++) failed += rows[i].st[e].err[0] != 0;

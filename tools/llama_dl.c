@@ -58,6 +58,15 @@ bool llama_dl_decode(llama_dl *l, const int32_t *tokens, int32_t n, int32_t pos0
     (void)l, (void)tokens, (void)n, (void)pos0;
     return false;
 }
+size_t llama_dl_state_size(llama_dl *l) { (void)l; return 0; }
+bool llama_dl_state_get(llama_dl *l, void *buf, size_t size) {
+    (void)l, (void)buf, (void)size;
+    return false;
+}
+bool llama_dl_state_set(llama_dl *l, const void *buf, size_t size) {
+    (void)l, (void)buf, (void)size;
+    return false;
+}
 
 #else
 
@@ -79,7 +88,10 @@ bool llama_dl_decode(llama_dl *l, const int32_t *tokens, int32_t n, int32_t pos0
     X(llama_batch_free)                                                                            \
     X(llama_decode)                                                                                \
     X(llama_get_memory)                                                                            \
-    X(llama_memory_clear)
+    X(llama_memory_clear)                                                                          \
+    X(llama_state_seq_get_size)                                                                    \
+    X(llama_state_seq_get_data)                                                                    \
+    X(llama_state_seq_set_data)
 
 struct llama_dl {
     void *lib_llama, *lib_ggml;
@@ -210,6 +222,16 @@ bool llama_dl_decode(llama_dl *l, const int32_t *tokens, int32_t n, int32_t pos0
     }
     l->batch.n_tokens = n;
     return l->llama_decode(l->ctx, l->batch) == 0;
+}
+
+size_t llama_dl_state_size(llama_dl *l) { return l->llama_state_seq_get_size(l->ctx, 0); }
+
+bool llama_dl_state_get(llama_dl *l, void *buf, size_t size) {
+    return l->llama_state_seq_get_data(l->ctx, buf, size, 0) == size;
+}
+
+bool llama_dl_state_set(llama_dl *l, const void *buf, size_t size) {
+    return l->llama_state_seq_set_data(l->ctx, buf, size, 0) != 0; /* 0: failed to load */
 }
 
 #endif

@@ -48,4 +48,10 @@ void llama_dl_clear(llama_dl *l);
  * last one only. False on failure. */
 bool llama_dl_decode(llama_dl *l, const int32_t *tokens, int32_t n, int32_t pos0);
 
+/* Sequence 0's state (llama_state_seq_*): its size in bytes, a copy of it into
+ * buf, and a copy of one back in place of what the sequence holds. */
+size_t llama_dl_state_size(llama_dl *l);
+bool llama_dl_state_get(llama_dl *l, void *buf, size_t size);
+bool llama_dl_state_set(llama_dl *l, const void *buf, size_t size);
+
 #endif
