@@ -18,8 +18,8 @@
  * The D-token prompt of tgN@dD is prefilled once per engine, model and thread
  * count: that first child saves the sequence's state (vt_seq_state_get,
  * llama_state_seq_get_data) to a file of a folder the run removes at its end,
- * and every run of a later child, warm-up and timed, starts from the state
- * restored from it, as the first child's runs do. What is timed, the N steps
+ * and every run of a later child, warm-up (of DEPTH_WARM_STEPS steps) and
+ * timed, starts from the state restored from it, as the first child's runs do. What is timed, the N steps
  * from the same cache contents, is unchanged; a deep cell no longer costs a
  * D-token prefill per measurement (llama.cpp's dominated it).
  * --depth-prefill prefills in every run instead (the warm-up's prompt then
@@ -57,6 +57,7 @@
 #define MAX_LIST 16
 #define MAX_REPS 100
 #define MAX_THREADS 1024 /* -t */
+#define DEPTH_WARM_STEPS 16 /* a warm-up's decode steps from a restored depth */
 
 typedef enum { ENG_VT, ENG_LLAMA } engine_id;
 static const char *engine_name[] = {"vt", "llama.cpp"};
@@ -319,6 +320,9 @@ static void child_main(int fd, engine_id id, const bench_cfg *c, const char *mod
          * they read, so a second D-token prompt would only double the cost. */
         workload warm = *w;
         if (!saved && warm.depth > c->n_batch) warm.depth = c->n_batch;
+        /* With a saved depth, a warm-up of a few steps from it reads every
+         * weight and the whole restored cache, all that the timed steps read. */
+        if (saved && warm.n_gen > DEPTH_WARM_STEPS) warm.n_gen = DEPTH_WARM_STEPS;
         double s = 0, cs = 0;
         if ((!saved || depth_load(&e, c, model, threads, w, toks, &ds, m.err, sizeof m.err)) &&
             run_workload(&e, &warm, toks, saved ? &ds : NULL, &s, &cs, m.err, sizeof m.err) &&
@@ -1053,13 +1057,17 @@ int cmd_bench(int argc, char **argv) {
     bool deep = false;
     for (int i = 0; i < c.n_work; i++) deep |= c.work[i].depth > 0;
     if (deep && !c.depth_prefill && !make_state_dir(&c)) return 1;
+    char depth_note[128];
+    if (c.depth_prefill)
+        snprintf(depth_note, sizeof depth_note, "the warm-up's prompt at most n_batch tokens");
+    else
+        snprintf(depth_note, sizeof depth_note,
+                 "the depth prefilled once per engine and thread count, then restored; the warm-up %d steps",
+                 DEPTH_WARM_STEPS);
     printf("protocol: n_ctx %d, n_batch %d, %d counted pairs, one warm-up per measurement (tgN@dD: %s),"
            " a fresh process per measurement; A/A %s; llama.cpp %s (flash attention %s, mmap %s)\n",
-           c.n_ctx, c.n_batch, c.reps,
-           c.depth_prefill ? "the warm-up's prompt at most n_batch tokens"
-                           : "the depth prefilled once per engine and thread count, then restored",
-           c.do_aa ? "on" : "off", c.do_llama ? c.llama_dir : "missing", flash_attn_name(c.flash_attn),
-           c.llama_mmap ? "on" : "off");
+           c.n_ctx, c.n_batch, c.reps, depth_note, c.do_aa ? "on" : "off", c.do_llama ? c.llama_dir : "missing",
+           flash_attn_name(c.flash_attn), c.llama_mmap ? "on" : "off");
     const vt_rope_params *rp = c.rope.params;
     if (rp)
         printf("rope: overridden by --rope-* (type %d, freq_scale %g, freq_base %g, yarn_orig_ctx %d), both engines\n",
