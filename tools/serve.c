@@ -108,7 +108,7 @@ int cmd_serve(int argc, char **argv) {
          .help = "seconds a client may stay silent while sending a request (default 10)"},
         {.name = {"--body-timeout"}, .kind = OPT_INT, .dst = &body_timeout, .arg = "S", .lo = 1, .hi = 86400,
          .help = "seconds a request body may take in all, however it trickles in\n"
-                 "(default 60; past it the connection is closed, logged 408)"},
+                 "(default 60; past it the answer is 408 and the connection is closed)"},
         {.name = {"--idle-timeout"}, .kind = OPT_INT, .dst = &idle_timeout, .arg = "S", .lo = 1, .hi = 3600,
          .help = "seconds a keep-alive connection may idle between requests (default 5)"},
         {.name = {"--grace-ms"}, .kind = OPT_INT, .dst = &grace_ms, .arg = "N", .lo = 0, .hi = 3600 * 1000,

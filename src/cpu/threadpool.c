@@ -99,9 +99,9 @@
  * (tp_usable_cpus) is oversubscribed by construction and its waiters spin far
  * less before they yield and sleep, as do a pool's idle workers when it has
  * more threads than those CPUs. A run's count, not the pool's, decides its
- * barriers' spin, so a pool that tp_elastic shrank to the CPUs it may use
- * waits as a pool of that size would. The results do not depend on any of
- * this: only who waits how. */
+ * barriers' spin, so a pool that tp_elastic runs on the CPUs it may use
+ * (where an oversubscribed pool's decode passes start) waits as a pool of that
+ * size would. The results do not depend on any of this: only who waits how. */
 #include "cpu/threadpool.h"
 
 #include "base/size.h"
@@ -376,6 +376,8 @@ void tp_destroy(tp_pool *pool) {
 
 int tp_n_threads(const tp_pool *pool) { return pool->n_threads; }
 
+int tp_n_cpus(const tp_pool *pool) { return pool->n_cpus; }
+
 int tp_run_threads(const tp_pool *pool) { return pool->nth; }
 
 bool tp_oversubscribed(const tp_pool *pool) { return pool->oversubscribed; }
@@ -558,6 +560,10 @@ void tp_elastic_init(tp_elastic *e, int n_threads, int n_cpus, bool enabled) {
     e->enabled = enabled && n_threads > 1;
     e->n_max = e->n = n_threads;
     e->n_cpus = n_cpus > 0 ? n_cpus : n_threads;
+    /* More threads than CPUs: start where a probe could grow back to anyway.
+     * Starting at n_max would run the first passes oversubscribed and take a
+     * window and a trial to come down, a large share of a short generation. */
+    if (e->enabled && e->n > e->n_cpus) e->n = e->n_cpus;
     e->backoff = 1;
 }
 
@@ -637,7 +643,9 @@ bool tp_elastic_record(tp_elastic *e, int64_t n_tokens, const tp_run_stats *st) 
     e->passes++;
     e->wall_ns += st->wall_ns;
     e->wait_ns += st->wait_ns;
-    if (e->n < e->n_max) e->since_probe++;
+    const int top = e->n_max < e->n_cpus ? e->n_max : e->n_cpus;
+    /* only where a probe may follow; capped, as only reaching the interval counts */
+    if (e->n < top && e->since_probe < TP_ELASTIC_PROBE_EVERY) e->since_probe++;
     if (e->passes < TP_ELASTIC_WINDOW) return false;
     e->ref_ns = e->wall_ns / TP_ELASTIC_WINDOW;
     const int waiting = e->n > 1 ? e->n - 1 : 1;
@@ -646,7 +654,6 @@ bool tp_elastic_record(tp_elastic *e, int64_t n_tokens, const tp_run_stats *st) 
     const bool may_shrink = e->hold == 0;
     if (e->hold > 0) e->hold--;
     if (!high_wait) e->lost = 0; /* the load changed: a lost trial says nothing now */
-    const int top = e->n_max < e->n_cpus ? e->n_max : e->n_cpus;
     const int shrink_to = e->n > 1 && high_wait && may_shrink ? elastic_shrink_to(e, e->wall_ns, e->wait_ns) : 0;
     elastic_restart(e, n_tokens);
     if (shrink_to > 0) e->n_try = shrink_to;

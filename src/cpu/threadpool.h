@@ -9,7 +9,8 @@
  * so an idle vt uses no CPU.
  *
  * tp_elastic (below) picks n_active for decode passes: fewer threads while a
- * partner keeps losing its core to another process, all of them otherwise. */
+ * partner keeps losing its core to another process, all of them otherwise (but
+ * never more than the CPUs the process may use). */
 #ifndef VT_CPU_THREADPOOL_H
 #define VT_CPU_THREADPOOL_H
 
@@ -25,6 +26,9 @@ typedef void (*tp_fn)(void *ctx, int ith, int nth);
 vt_status tp_create(int n_threads, tp_pool **out);
 void tp_destroy(tp_pool *pool);
 int tp_n_threads(const tp_pool *pool);
+/* tp_usable_cpus() as tp_create read it: the CPUs the pool counts itself
+ * against (tp_oversubscribed, the barriers' spin), for tp_elastic_init. */
+int tp_n_cpus(const tp_pool *pool);
 /* More threads than tp_usable_cpus() when the pool was created: its idle
  * workers spin far less before they yield and sleep, and so do the barrier
  * waiters of a run of more threads than those CPUs (a run of fewer, on a pool
@@ -95,7 +99,15 @@ static inline void tp_range(int64_t n, int64_t grain, int ith, int nth, int64_t 
  * in barriers, tp_elastic tries fewer threads for a few passes and keeps that
  * only when passes got faster; while shrunk it now and then tries one more and
  * grows when that is faster. Balanced threads never sleep in a barrier, so an
- * unloaded pool never leaves the full count.
+ * unloaded pool never leaves the count it starts at.
+ *
+ * It starts at the pool's threads, or at the CPUs the process may use (n_cpus)
+ * when the pool has more threads than that: with more threads than CPUs some
+ * thread always waits for a core, and n_cpus is as high as a probe could grow
+ * back to anyway. So -t 4 on two CPUs decodes on 2 threads from its first pass,
+ * as -t 2 would, instead of spending a window and a trial oversubscribed first
+ * (a large share of a generation of a hundred tokens), and goes below 2 only
+ * through the trials below.
  *
  * How many fewer: the sleep itself says how many threads really ran. A window's
  * summed barrier sleep over its wall time is the mean number of threads asleep
@@ -103,8 +115,8 @@ static inline void tp_range(int64_t n, int64_t grain, int ith, int nth, int64_t 
  * for a core that another process holds. A shrink trial goes straight to that
  * estimate (rounded), and never above the CPUs the process may use (n_cpus:
  * with more threads than CPUs some thread always waits for a core), nor above
- * n - 1. So -t 4 on two CPUs with one of them taken tries 1 or 2 threads at
- * once rather than 3, then 2, then 1, each a trial of its own. The estimate
+ * n - 1. So -t 4 on four CPUs with two or three of them taken tries 1 or 2
+ * threads at once rather than 3, then 2, then 1, each a trial of its own. The estimate
  * is a mean, and can aim too low (a load that comes and goes; a thread that
  * lost its core while it spun in a barrier counts as asleep): when a trial
  * below n - 1 loses, the next window tries halfway from it back up to n (at
@@ -130,7 +142,7 @@ typedef struct {
     bool enabled;
     int n_max;        /* the pool's threads */
     int n_cpus;       /* the CPUs the process may use: no count above it is tried */
-    int n;            /* the count decode passes run at */
+    int n;            /* the count decode passes run at: min(n_max, n_cpus) at first */
     int n_try;        /* a trial in progress: the count tried (below n, or n + 1); 0: none */
     int lost;         /* the count of a shrink trial below n - 1 that lost, while the wait
                          stays high; 0: none */
@@ -139,15 +151,16 @@ typedef struct {
     int64_t wall_ns;  /* their wall times, summed */
     int64_t wait_ns;  /* their barrier waits, summed */
     int64_t ref_ns;   /* mean pass at n over the last window: what a trial must beat */
-    int since_probe;  /* passes at n < n_max since the last trial (after a grow that won:
-                         a whole interval, so the next one up is tried at once) */
+    int since_probe;  /* passes at n < min(n_max, n_cpus) since the last trial, counted up
+                         to TP_ELASTIC_PROBE_EVERY (after a grow that won: a whole interval,
+                         so the next one up is tried at once) */
     int hold;         /* windows to pass before the next shrink trial */
     int backoff;      /* hold set by the next lost trial of n - 1 */
 } tp_elastic;
 
 /* A policy for a pool of n_threads on a process that may use n_cpus CPUs
- * (tp_usable_cpus; <= 0: as many as n_threads); disabled, it always picks
- * n_threads. */
+ * (tp_n_cpus of the pool; <= 0: as many as n_threads); decode passes start at
+ * the smaller of the two. Disabled, it always picks n_threads. */
 void tp_elastic_init(tp_elastic *e, int n_threads, int n_cpus, bool enabled);
 /* false when the environment says VT_TP_ELASTIC=0 (fixed thread count), else true. */
 bool tp_elastic_env(void);

@@ -274,7 +274,7 @@ vt_status fwd_create(const model *m, kv_cache *kv, tp_pool *pool, int64_t max_to
      * kernels, attention items and MoE items: test_matmul, test_model and
      * test_moe at 1, 2 and 3 threads), so the count may change between any two
      * passes, mid-sequence too. */
-    tp_elastic_init(&f->elastic, f->nth_max, tp_usable_cpus(), tp_elastic_env());
+    tp_elastic_init(&f->elastic, f->nth_max, tp_n_cpus(pool), tp_elastic_env());
     size_t lb = 0;
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const layer_weights *Li = &m->layers[il];

@@ -18,8 +18,9 @@
  * by --body-timeout from the end of its header: libmicrohttpd 0.9.75 neither
  * tells a chunk's declared size (a chunk of 2^64-1 bytes fed a byte at a time
  * would otherwise hold its connection for ever) nor lets a response be queued
- * in the middle of an upload, so past that deadline the connection is closed
- * and the request logged and counted as 408. */
+ * in the middle of an upload, so past that deadline vt writes the answer, a 408
+ * with Connection: close, on the socket itself (send_error_on_socket), the
+ * request is logged and counted as 408, and MHD closes the connection. */
 #include "server/server_impl.h"
 
 #include "base/status.h"
@@ -132,6 +133,44 @@ enum MHD_Result http_send_error(server *s, struct MHD_Connection *conn, int stat
         cx->reason[n] = 0;
     }
     return http_send_json(s, conn, status, oai_error_json(status, NULL, code, msg));
+}
+
+/* http_send_error for a request MHD will not let us answer: one in the middle
+ * of its body (see the top). The response is written on the socket itself:
+ * the status line, the headers http_send_json would give it (CORS for an
+ * allowed origin), Connection: close, and the JSON error. Nothing else can be
+ * on the wire before it: MHD writes no byte of a request's answer before one
+ * is queued, and an interim "100 Continue" (Expect: 100-continue) it sends in
+ * full before it hands over the first body byte, in this same thread (one per
+ * connection); a final status after a 100 is valid HTTP/1.1. The caller must
+ * then return MHD_NO, so MHD closes the connection without writing: a send
+ * that would block or a short write (a client that does not read) is left
+ * short, as the connection ends anyway. Plain connections only: the daemon
+ * does not speak TLS (no MHD_USE_TLS), where these bytes would bypass it. */
+static void send_error_on_socket(server *s, struct MHD_Connection *conn, int status, const char *phrase,
+                                 const char *msg) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return;
+    json_t *body = oai_error_json(status, NULL, NULL, msg);
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    if (!text) return;
+    char date[64] = "";
+    const time_t now = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&now, &tm)) strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    const char *origin = allowed_origin(s, conn);
+    strbuf sb = {0};
+    sb_printf(&sb, "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\n"
+                   "Content-Length: %zu\r\n", status, phrase, strlen(text));
+    if (date[0]) sb_printf(&sb, "Date: %s\r\n", date);
+    if (origin)
+        sb_printf(&sb, "Access-Control-Allow-Origin: %s\r\nVary: Origin\r\n",
+                  !strcmp(s->cors_origins, "*") ? "*" : origin);
+    sb_printf(&sb, "\r\n%s", text);
+    free(text);
+    if (!sb.failed && sb.len) (void)send(ci->connect_fd, sb.ptr, sb.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    sb_free(&sb);
 }
 
 static enum MHD_Result send_text(server *s, struct MHD_Connection *conn, int status, const char *type,
@@ -661,13 +700,14 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     if (*upload_size) {
         if (server_now() - h->t_header > (double)s->params.body_timeout_s) {
             /* still uploading past --body-timeout: a trickle (see the top) */
+            char msg[160];
+            snprintf(msg, sizeof msg, "the body was not whole %d s after the header (--body-timeout); %llu bytes came",
+                     s->params.body_timeout_s, (unsigned long long)h->seen);
             conn_ctx *cx = ctx_of(conn);
-            if (cx)
-                snprintf(cx->reason, sizeof cx->reason,
-                         "the body was not whole %d s after the header (--body-timeout); %llu bytes came",
-                         s->params.body_timeout_s, (unsigned long long)h->seen);
+            if (cx) snprintf(cx->reason, sizeof cx->reason, "%s", msg);
             h->status = 408;
-            return MHD_NO;
+            send_error_on_socket(s, conn, 408, "Request Timeout", msg);
+            return MHD_NO; /* MHD closes the connection */
         }
         /* MHD cannot queue a response in the middle of an upload, so a chunked body
          * past the limit is read and dropped (memory stays bounded) and answered

@@ -7,6 +7,7 @@ bound how long a check waits for an outcome.
 
 usage: http_edge.py GROUP PORT [LOG]
 """
+import json
 import re
 import select
 import socket
@@ -171,8 +172,11 @@ def group_edge():
 
 # ---- item 5: a huge chunk size (server: --read-timeout 2 --body-timeout 1). MHD does not
 # say a chunk's size: a silent one ends at the read timeout, one fed a byte at a time (each
-# inside the read timeout) at the body deadline; other clients are served meanwhile.
-CHUNKED_HEAD = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+# inside the read timeout) at the body deadline with a 408 answer (with the CORS headers of
+# an allowed origin, server: --cors-origins http://ok.example), then the connection closed;
+# other clients are served meanwhile.
+CHUNKED_HEAD = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nOrigin: http://ok.example\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n")
 
 
 def huge_chunk(trickle, out):
@@ -218,6 +222,19 @@ def group_chunk():
     got, how = out.get("trickle", (b"", "?"))
     check("chunk size 2^64-1 fed a byte at a time: closed at the body deadline, never answered 2xx",
           how in ("eof", "reset") and not got.startswith(b"HTTP/1.1 2"), f"{how} {got[:100]}")
+    head, _, body = got.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    fields = {k.strip().lower(): v.strip() for k, _, v in (l.partition(b":") for l in lines[1:])}
+    try:
+        err = json.loads(body.decode()).get("error", {})
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        err = {}
+    check("the trickled request is answered 408 with Connection: close before the close",
+          lines[0] == b"HTTP/1.1 408 Request Timeout" and fields.get(b"connection") == b"close"
+          and fields.get(b"content-length") == str(len(body)).encode()
+          and fields.get(b"access-control-allow-origin") == b"http://ok.example", f"{how} {got[:300]}")
+    check("the 408's body is the usual JSON error, naming --body-timeout",
+          err.get("code") == 408 and "--body-timeout" in err.get("message", "") and "type" in err, f"{body[:300]}")
     check("the trickled request is logged 408 with its reason",
           wait_log(r"POST /v1/completions 408 .*--body-timeout"), log_text()[-600:])
     check("neither counts as a server error", metric('vt_http_requests_total{status="5xx"}') == fives, "5xx grew")
