@@ -97,11 +97,12 @@
  * for. So a barrier waiter spins for a bounded time and then sleeps on a futex;
  * a run of more threads than the CPUs in the pool's affinity mask
  * (tp_usable_cpus) is oversubscribed by construction and its waiters spin far
- * less before they yield and sleep, as do a pool's idle workers when it has
- * more threads than those CPUs. A run's count, not the pool's, decides its
- * barriers' spin, so a pool that tp_elastic runs on the CPUs it may use
- * (where an oversubscribed pool's decode passes start) waits as a pool of that
- * size would. The results do not depend on any of this: only who waits how. */
+ * less before they yield and sleep, as do the idle workers after such a run.
+ * A run's count, not the pool's, decides its barriers' spin and its workers'
+ * idle spin after it, so a pool that tp_elastic runs on the CPUs it may use
+ * (where an oversubscribed pool's decode passes start) waits, in and between
+ * runs, as a pool of that size would. The results do not depend on any of
+ * this: only who waits how. */
 #include "cpu/threadpool.h"
 
 #include "base/size.h"
@@ -177,8 +178,8 @@ struct tp_pool {
     int n_threads;
     int n_cpus;           /* tp_usable_cpus() at creation */
     bool oversubscribed;  /* n_threads > n_cpus */
-    int spin_rounds;      /* pause rounds before sched_yield, idle */
-    int64_t idle_spin_ns; /* idle spin after a job before sleeping */
+    int64_t idle_spin_ns, idle_spin_ns_over; /* idle spin after a run before sleeping: a run of
+                                                at most n_cpus threads, of more */
     tp_worker *workers; /* [n_threads - 1]: threads 1..n-1 */
 
     /* the job: written by the caller before storing run_seq, read by the run's
@@ -252,24 +253,27 @@ static uint64_t worker_park(tp_pool *pool, int ith) {
     return s;
 }
 
-/* Wait for a run past `seen` that includes thread ith: spin for idle_spin_ns,
- * then sleep; park at the first run without it. */
+/* Wait for a run past `seen` that includes thread ith: spin (idle_spin_ns, or
+ * far less after a run of more threads than the CPUs, see the top), then
+ * sleep; park at the first run without it. */
 static uint64_t worker_wait_job(tp_pool *pool, int ith, uint64_t seen) {
     uint64_t s;
     int rounds = 0;
     int64_t deadline = 0;
+    const bool over = run_active(seen) > pool->n_cpus;
+    const int spin_rounds = over ? TP_SPIN_OVERSUBSCRIBED : TP_SPIN_BEFORE_YIELD;
     for (unsigned i = 0;; i++) {
         s = atomic_load_explicit(&pool->run_seq, memory_order_acquire);
         if (s != seen) return ith < run_active(s) ? s : worker_park(pool, ith);
         if ((i & 63) == 63) {
             int64_t t = now_ns();
             if (deadline == 0) {
-                deadline = t + pool->idle_spin_ns;
+                deadline = t + (over ? pool->idle_spin_ns_over : pool->idle_spin_ns);
             } else if (t >= deadline) {
                 break;
             }
         }
-        spin_wait_step(pool->spin_rounds, &rounds);
+        spin_wait_step(spin_rounds, &rounds);
     }
     for (;;) {
         atomic_fetch_add_explicit(&pool->n_sleeping, 1, memory_order_seq_cst);
@@ -313,12 +317,12 @@ vt_status tp_create(int n_threads, tp_pool **out) {
      * those the machine has. */
     pool->n_cpus = tp_usable_cpus();
     pool->oversubscribed = n_threads > pool->n_cpus;
-    pool->idle_spin_ns = pool->oversubscribed ? TP_IDLE_SPIN_NS_OVERSUBSCRIBED : TP_IDLE_SPIN_NS_DEFAULT;
-    pool->spin_rounds = pool->oversubscribed ? TP_SPIN_OVERSUBSCRIBED : TP_SPIN_BEFORE_YIELD;
+    pool->idle_spin_ns = TP_IDLE_SPIN_NS_DEFAULT;
+    pool->idle_spin_ns_over = TP_IDLE_SPIN_NS_OVERSUBSCRIBED;
     const char *env = getenv("VT_TP_SPIN_US");
     if (env && *env) {
         long us = strtol(env, NULL, 10);
-        if (us >= 0 && us <= 1000000) pool->idle_spin_ns = (int64_t)us * 1000;
+        if (us >= 0 && us <= 1000000) pool->idle_spin_ns = pool->idle_spin_ns_over = (int64_t)us * 1000;
     }
     if (n_threads > 1) {
         pool->workers = calloc((size_t)(n_threads - 1), sizeof *pool->workers);

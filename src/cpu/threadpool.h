@@ -29,10 +29,11 @@ int tp_n_threads(const tp_pool *pool);
 /* tp_usable_cpus() as tp_create read it: the CPUs the pool counts itself
  * against (tp_oversubscribed, the barriers' spin), for tp_elastic_init. */
 int tp_n_cpus(const tp_pool *pool);
-/* More threads than tp_usable_cpus() when the pool was created: its idle
- * workers spin far less before they yield and sleep, and so do the barrier
- * waiters of a run of more threads than those CPUs (a run of fewer, on a pool
- * shrunk by tp_elastic, spins as a pool of that many threads would). */
+/* More threads than tp_usable_cpus() when the pool was created. The barrier
+ * waiters of a run of more threads than those CPUs spin far less before they
+ * yield and sleep, and so do the idle workers after it; a run of fewer, on a
+ * pool tp_elastic runs at the CPUs or below, spins in and after it as a pool of
+ * that many threads would. */
 bool tp_oversubscribed(const tp_pool *pool);
 
 void tp_run(tp_pool *pool, tp_fn fn, void *ctx);
