@@ -36,6 +36,7 @@ run_group() { # group log server-args...
 
 run_group edge "$tmp/edge.log" --read-timeout 60
 run_group chunk "$tmp/chunk.log" --read-timeout 2 --body-timeout 1 --cors-origins http://ok.example
+run_group cap "$tmp/cap.log" --max-body 1024 --read-timeout 60
 run_group early "$tmp/early.log" --api-key k --read-timeout 60
 run_group halfclose "$tmp/halfclose.log"
 run_group abort "$tmp/abort.log" -np 1

@@ -711,7 +711,10 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         }
         /* MHD cannot queue a response in the middle of an upload, so a chunked body
          * past the limit is read and dropped (memory stays bounded) and answered
-         * 413 when it ends; past a hard cap the connection is simply closed. */
+         * 413 when it ends. Past a hard cap the 413 goes on the socket itself
+         * and the connection is closed: answering at the limit instead would
+         * close with the client's bytes unread, whose reset can destroy the
+         * answer before the client reads it. */
         h->seen += *upload_size;
         if (!h->too_large && !h->answered) {
             if (h->body.len + *upload_size > s->params.max_body_bytes) {
@@ -724,8 +727,14 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         }
         *upload_size = 0;
         if (h->too_large && h->seen > s->params.max_body_bytes + DISCARD_CAP) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "request body larger than %zu bytes (%llu came, and more was coming)",
+                     s->params.max_body_bytes, (unsigned long long)h->seen);
+            conn_ctx *cx = ctx_of(conn);
+            if (cx) snprintf(cx->reason, sizeof cx->reason, "%s", msg);
             h->status = 413;
-            return MHD_NO;
+            send_error_on_socket(s, conn, 413, "Content Too Large", msg);
+            return MHD_NO; /* MHD closes the connection */
         }
         return MHD_YES;
     }

@@ -242,6 +242,37 @@ def group_chunk():
     check("server still serves after the huge chunks", st == 200, f"{st} {how}")
 
 
+# ---- item 3: a chunked body that goes on past --max-body (server: --max-body 1024) is read
+# and dropped up to a hard cap of 64 MiB more, then answered 413 on the socket and closed.
+# The client sends exactly one byte past the cap and then reads, so that the server closes
+# with nothing unread (a reset would destroy the answer).
+def group_cap():
+    cap = 1024 + (64 << 20)
+    s = conn(timeout=30)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+              + b"%x\r\n" % (cap + 4096))
+    piece = b"x" * (1 << 20)
+    left = cap + 1
+    while left > 0:
+        s.sendall(piece[:min(left, len(piece))])
+        left -= min(left, len(piece))
+    got, how = read_all(s)
+    s.close()
+    head, _, body = got.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    try:
+        err = json.loads(body.decode()).get("error", {})
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        err = {}
+    check("a chunked body past the hard cap is answered 413, then closed",
+          lines[0] == b"HTTP/1.1 413 Content Too Large" and how == "eof" and err.get("code") == 413
+          and "larger than 1024 bytes" in err.get("message", ""), f"{how} {got[:300]}")
+    check("it is logged 413 with its reason", wait_log(r"POST /v1/completions 413 .*larger than 1024 bytes"),
+          log_text()[-600:])
+    st, _, _, how = get("/health")
+    check("server still serves after it", st == 200, f"{st} {how}")
+
+
 # ---- item 4: route, method and key are checked before any body byte (server: --api-key k)
 def group_early():
     for name, path, key, want in [("no key", "/v1/completions", "", 401),
