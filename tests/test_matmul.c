@@ -259,8 +259,8 @@ static void check_blocking(vt_dtype type, int64_t n_in, tp_pool *const *pools) {
             if (!(fabs((double)yb[t * n_out + o] - e) <= 2e-6 * S)) bad_value++;
         }
     }
-    CHECK_MSG(bad_tok == 0, "%s, n_in %lld: a 37-token step differs from 1-token steps (%d thread counts)",
-              tr->name, (long long)n_in, bad_tok);
+    CHECK_MSG(bad_tok == 0, "%s, n_in %lld: a %lld-token step differs from 1-token steps (%d thread counts)",
+              tr->name, (long long)n_in, (long long)n_tok, bad_tok);
     CHECK_MSG(bad_threads == 0, "%s, n_in %lld: long rows differ between 1 thread and %d other thread counts",
               tr->name, (long long)n_in, bad_threads);
     CHECK_MSG(bad_value == 0, "%s, n_in %lld: %d long-row outputs off the ref", tr->name, (long long)n_in,
