@@ -156,7 +156,7 @@ static vt_status check_batch(vt_context *c, const vt_batch *b, int32_t *next) {
     return VT_OK;
 }
 
-static int32_t *table_of(vt_context *c, int32_t g, int32_t q) {
+static int32_t *table_of(const vt_context *c, int32_t g, int32_t q) {
     return c->tables + (g * c->p.n_seq + q) * c->max_blocks_per_seq;
 }
 
@@ -397,7 +397,7 @@ static void state_copy(const vt_context *c, int32_t seq, const seq_state_head *h
         else memcpy((cache), in, (n)), in += (n);                  \
     } while (0)
     for (int32_t g = 0; g < c->n_groups; g++) {
-        const int32_t *table = c->tables + (g * c->p.n_seq + seq) * c->max_blocks_per_seq;
+        const int32_t *table = table_of(c, g, seq);
         const bool state = kv->groups[g].spec.kind == KV_GROUP_STATE;
         for (int64_t i = state ? 0 : h->released[g]; i < (state ? 1 : h->n_blocks); i++) {
             for (int64_t il = 0; il < kv->n_layer; il++) {
