@@ -281,9 +281,65 @@ static void test_limits(void) {
     free(deep);
 }
 
+#define RENDER_FAILS_WITH(src, want_status, want_msg)                                       \
+    do {                                                                                    \
+        RENDER_FAILS(src, "{}", want_status);                                               \
+        CHECK_MSG(strstr(vt_last_error(), want_msg), "%s: error [%s], want [%s]", src,      \
+                  vt_last_error(), want_msg);                                               \
+    } while (0)
+
+/* The graph of values stays a tree-like acyclic graph of bounded depth, so that
+ * reference counting frees all of it and the recursive walks (free, str, tojson)
+ * stay on the stack; and a caller never outlives the scope it runs in. Each case
+ * was found by fuzz_jinja (a leak, a stack overflow, a use after free under
+ * ASan); LeakSanitizer checks the first ones in the ASan job. */
+static void test_value_graph(void) {
+    /* a namespace holding itself: refused (reference counting cannot free a cycle) */
+    RENDER_FAILS_WITH("{% set ns = namespace(x=[]) %}{% set ns.x = ns %}", VT_E_INVALID,
+                      "a namespace cannot hold a namespace");
+    RENDER_FAILS_WITH("{% set ns = namespace(x=[]) %}{% set ns.x = [1, {'a': ns}] %}", VT_E_INVALID,
+                      "a namespace cannot hold a namespace");
+    RENDER_FAILS_WITH("{% set a = namespace() %}{% set b = namespace(x=a) %}", VT_E_INVALID,
+                      "a namespace cannot hold a namespace");
+    /* a namespace inside lists and dicts is fine, and changes through them */
+    RENDER_IS("{% set ns = namespace(n=1) %}{% set l = [ns, {'k': ns}] %}{% set ns.n = [2, [3]] %}"
+              "{{ l[0].n }} {{ l[1].k.n[1] }}",
+              "{}", "[2, [3]] [3]");
+    /* nesting: bounded when built (Python's RecursionError), whatever builds it */
+    RENDER_FAILS_WITH("{% set ns = namespace(x=none) %}{% for i in range(90000) %}{% set ns.x = [ns.x] %}"
+                      "{% endfor %}{{ ns.x }}",
+                      VT_E_RANGE, "nest deeper than 299");
+    jinja_value *v = jinja_int(1);
+    int levels = 0;
+    for (; levels < 600; levels++) {
+        jinja_value *outer = jinja_array();
+        if (jinja_array_push(outer, v) != VT_OK) { /* took v over and freed it */
+            v = outer;
+            break;
+        }
+        v = outer;
+    }
+    CHECK_EQ_INT(levels, JV_NEST_MAX);
+    jinja_value_free(v);
+    RENDER_IS("{% set ns = namespace(x=1) %}{% for i in range(200) %}{% set ns.x = [ns.x] %}{% endfor %}"
+              "{{ ns.x | tojson | length }}",
+              "{}", "401");
+    /* a slice inside a tuple subscript (fuzz_jinja: a NULL operand) */
+    RENDER_IS("{{ [1, 2, 3][::, 2] }}|{{ {'a': 1}[1:, 'a'] is defined }}", "{}", "|False");
+    /* a caller kept past its call block: an error, not a read of its freed scope */
+    RENDER_FAILS_WITH("{% set ns = namespace(c=none) %}{% macro m() %}{% set ns.c = caller %}{% endmacro %}"
+                      "{% for i in [1] %}{% set y = 7 %}{% call m() %}[{{ y }}{{ i }}]{% endcall %}{% endfor %}"
+                      "{{ ns.c() }}",
+                      VT_E_INVALID, "caller() was called after its call block ended");
+    RENDER_IS("{% set ns = namespace(c=none) %}{% macro m() %}{% set ns.c = caller %}{{ ns.c() }}{% endmacro %}"
+              "{% for i in [1] %}{% call m() %}[{{ i }}]{% endcall %}{% endfor %}",
+              "{}", "[1]");
+}
+
 int main(void) {
     test_semantics();
     test_limits();
+    test_value_graph();
     test_real_templates();
     return test_finish();
 }

@@ -29,7 +29,13 @@ jinja_value *jctx_fail(jctx *cx, vt_status st, const char *fmt, ...) {
 }
 
 jinja_value *jctx_nomem(jctx *cx) {
-    if (jinja_mem_current && jinja_mem_current->oom)
+    jmem *m = jinja_mem_current;
+    if (m && m->refused) {
+        const char *why = m->refused;
+        m->refused = NULL;
+        return jctx_fail(cx, m->refused_status, "%s", why);
+    }
+    if (m && m->oom)
         return jctx_fail(cx, VT_E_NOMEM, "out of memory");
     return jctx_fail(cx, VT_E_RANGE, "the template used more than %zu bytes of memory",
                      cx->lim.max_memory);
@@ -72,13 +78,26 @@ static jframe *frame_push(jctx *cx, jframe *parent) {
         jmem_free(f, sizeof *f);
         return NULL;
     }
+    f->vars->flags |= JV_F_SCOPE;
     f->parent = parent;
+    f->below = cx->top;
+    f->id = ++cx->frame_ids;
+    cx->top = f;
     return f;
 }
 
-static void frame_pop(jframe *f) {
+static void frame_pop(jctx *cx, jframe *f) {
+    cx->top = f->below;
     jinja_value_free(f->vars);
     jmem_free(f, sizeof *f);
+}
+
+/* Whether a caller's call block is still running: a caller stored in a namespace
+ * can be called after it ended, when its scope is gone. */
+static bool frame_alive(const jctx *cx, const jframe *f, uint64_t id) {
+    for (const jframe *g = cx->top; g; g = g->below)
+        if (g == f && g->id == id) return true;
+    return false;
 }
 
 static bool frame_set(jctx *cx, jframe *f, const char *name, jinja_value *v) {
@@ -658,7 +677,7 @@ done:
     if (bound) jmem_free(bound, (size_t)def->n_names * sizeof *bound);
     jinja_value_free(varargs);
     jinja_value_free(kwargs);
-    frame_pop(f);
+    frame_pop(cx, f);
     return result;
 }
 
@@ -670,7 +689,10 @@ jinja_value *jcall_value(jctx *cx, jinja_value *fn, jinja_value **args, int n_ar
     const jv_callable *c = &fn->u.c;
     switch (c->kind) {
     case JC_MACRO: return call_macro(cx, c->node, cx->root, args, n_args, kwnames, kw, n_kw, NULL);
-    case JC_CALLER: return call_macro(cx, c->node, c->frame, args, n_args, kwnames, kw, n_kw, NULL);
+    case JC_CALLER:
+        if (!frame_alive(cx, c->frame, c->frame_id))
+            return jctx_fail(cx, VT_E_INVALID, "caller() was called after its call block ended");
+        return call_macro(cx, c->node, c->frame, args, n_args, kwnames, kw, n_kw, NULL);
     case JC_GLOBAL: return jbuiltin_global_call(cx, c->global, args, n_args, kwnames, kw, n_kw);
     case JC_CYCLE:
         if (n_args == 0) return jctx_fail(cx, VT_E_INVALID, "TypeError: no items for cycling given");
@@ -819,6 +841,12 @@ static jinja_value *eval_node(jctx *cx, const jnode *n) {
         return r;
     }
     case E_SLICE: {
+        /* x[1:2, 3]: the slice is an element of a tuple key, without an operand;
+         * no value has such a key, so the lookup gives undefined, as in Jinja */
+        if (!n->a) {
+            jinja_value *u = jv_undefined("TypeError: unhashable type: 'slice'");
+            return u ? u : jctx_nomem(cx);
+        }
         jinja_value *obj = jeval(cx, n->a);
         if (!obj) return NULL;
         jinja_value *r = eval_slice(cx, obj, n);
@@ -1013,7 +1041,7 @@ static int exec_for(jctx *cx, const jnode *n) {
                 c = jeval(cx, n->d);
                 cx->frame = saved;
             }
-            frame_pop(f);
+            frame_pop(cx, f);
             if (!c) {
                 jinja_value_free(kept);
                 goto fail;
@@ -1039,7 +1067,7 @@ static int exec_for(jctx *cx, const jnode *n) {
             r = exec_body(cx, n->b);
             cx->frame = saved;
         }
-        frame_pop(f);
+        frame_pop(cx, f);
         if (r == EX_ERR) goto fail;
         if (r == EX_BREAK) break;
     }
@@ -1050,7 +1078,7 @@ static int exec_for(jctx *cx, const jnode *n) {
         cx->frame = f;
         result = exec_body(cx, n->c);
         cx->frame = saved;
-        frame_pop(f);
+        frame_pop(cx, f);
     }
     jinja_value_free(items);
     return result;
@@ -1158,6 +1186,7 @@ static int exec_node(jctx *cx, const jnode *n) {
         if (!caller) return jctx_nomem(cx), EX_ERR;
         caller->u.c.node = n;
         caller->u.c.frame = cx->frame;
+        caller->u.c.frame_id = cx->frame->id;
         jinja_value *v = eval_call(cx, n->a, caller);
         jinja_value_free(caller);
         if (!v) return EX_ERR;
@@ -1186,7 +1215,7 @@ static int exec_node(jctx *cx, const jnode *n) {
             r = exec_body(cx, n->b);
             cx->frame = saved;
         }
-        frame_pop(f);
+        frame_pop(cx, f);
         return r;
     }
     case S_BREAK: return EX_BREAK;
@@ -1227,7 +1256,7 @@ vt_status jinja_template_render(const jinja_template *t, const jinja_value *vars
     } else {
         cx.root = cx.frame = root;
         r = exec_body(&cx, t->root);
-        frame_pop(root);
+        frame_pop(&cx, root);
     }
     vt_status st = VT_OK;
     if (cx.failed || r == EX_ERR) {

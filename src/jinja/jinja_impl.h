@@ -29,8 +29,19 @@ enum {
     JV_F_SAFE = 2,      /* Markup: what is added to it gets HTML-escaped */
     JV_F_GEN = 4,       /* a generator: no len(), not JSON-serialisable, always true */
     JV_F_TUPLE = 8,     /* repr with parentheses */
-    JV_F_NAMESPACE = 16 /* the one mutable object: `set ns.attr = ...` */
+    JV_F_NAMESPACE = 16, /* the one mutable object: `set ns.attr = ...` */
+    JV_F_HOLDS_NS = 32,  /* a list or dict with a namespace somewhere inside */
+    JV_F_SCOPE = 64      /* a frame's variables: not a value a template reaches */
 };
+
+/* How deep values nest (a scalar 0, [[1]] 2). Every walk of a value (free, str,
+ * tojson, ==) recurses, so the depth is bounded when a container is built:
+ * JV_NEST_MAX in all, JV_NS_NEST for what a namespace holds. Since a namespace
+ * is the one value that changes after it is built, a namespace inside a list
+ * counts as JV_NS_NEST, whatever it holds now or later, and a namespace never
+ * holds a namespace, directly or inside a list or dict: so the graph of values
+ * has no cycle, and reference counting frees all of it. */
+enum { JV_NEST_MAX = 512, JV_NS_NEST = 300 };
 
 typedef struct jv_entry {
     jinja_value *key; /* a JV_STRING */
@@ -51,13 +62,15 @@ typedef struct jv_callable {
     jc_kind kind;
     int global;          /* JC_GLOBAL: index into the globals table */
     const jnode *node;
-    jframe *frame;
+    jframe *frame;       /* JC_CALLER: the scope of its call block, alive while */
+    uint64_t frame_id;   /* a frame with this id is on the context's stack */
     int64_t bound;
 } jv_callable;
 
 struct jinja_value {
     uint8_t kind;
     uint8_t flags;
+    uint16_t nest; /* containers: 1 + the deepest child's nest (see JV_NEST_MAX) */
     size_t refs;
     size_t bytes; /* what this value counts against the memory budget */
     union {
@@ -76,6 +89,10 @@ typedef struct jmem {
     size_t used, limit;
     bool exceeded; /* an allocation was refused (over the limit, or malloc failed) */
     bool oom;      /* malloc itself failed */
+    /* a container refused a child (too deep, a namespace in a namespace): the
+     * message, and the status the render fails with */
+    const char *refused;
+    vt_status refused_status;
 } jmem;
 extern _Thread_local jmem *jinja_mem_current;
 
@@ -184,7 +201,9 @@ struct jinja_template {
 
 struct jframe {
     jinja_value *vars; /* an object */
-    jframe *parent;
+    jframe *parent;    /* where a name not found here is looked up */
+    jframe *below;     /* the frame pushed before this one (frames pop in order) */
+    uint64_t id;       /* unique within a render: a caller finds its scope by it */
 };
 
 typedef struct jctx {
@@ -192,6 +211,8 @@ typedef struct jctx {
     jbuf *out;             /* where text goes now (a block set or filter block swaps it) */
     jframe *root;
     jframe *frame;         /* the innermost scope */
+    jframe *top;           /* the frame pushed last */
+    uint64_t frame_ids;    /* ids handed out */
     jinja_limits lim;
     int64_t steps;
     int depth;             /* macro calls in progress */

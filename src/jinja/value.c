@@ -164,11 +164,45 @@ void jinja_value_free(jinja_value *v) {
     jmem_free(v, v->bytes);
 }
 
+/* Records why a container refused a child, for the render's error message. */
+static vt_status jv_refuse(vt_status st, const char *why) {
+    if (jinja_mem_current) {
+        jinja_mem_current->refused = why;
+        jinja_mem_current->refused_status = st;
+    }
+    return st;
+}
+
+/* Whether container c may hold v, and c's nest and flags once it does (see
+ * JV_NEST_MAX: the bound on depth, and no namespace inside a namespace). */
+static vt_status jv_adopt(jinja_value *c, const jinja_value *v) {
+    if (c->flags & JV_F_SCOPE) return VT_OK;
+    bool is_ns = v->kind == JV_OBJECT && (v->flags & JV_F_NAMESPACE);
+    bool holds_ns = is_ns || (v->flags & JV_F_HOLDS_NS);
+    unsigned nest = (is_ns ? JV_NS_NEST : v->nest) + 1u;
+    if (c->flags & JV_F_NAMESPACE) {
+        if (holds_ns)
+            return jv_refuse(VT_E_INVALID, "a namespace cannot hold a namespace, nor a list or dict holding one");
+        if (nest >= JV_NS_NEST)
+            return jv_refuse(VT_E_RANGE, "RecursionError: a namespace's values nest deeper than 299 levels");
+    } else if (nest > JV_NEST_MAX) {
+        return jv_refuse(VT_E_RANGE, "RecursionError: values nest deeper than 512 levels");
+    }
+    if (holds_ns) c->flags |= JV_F_HOLDS_NS;
+    if (nest > c->nest) c->nest = (uint16_t)nest;
+    return VT_OK;
+}
+
 vt_status jinja_array_push(jinja_value *arr, jinja_value *v) {
     if (!v) return VT_E_NOMEM;
     if (!arr || arr->kind != JV_ARRAY || (arr->flags & JV_F_STATIC)) {
         jinja_value_free(v);
         return VT_E_INVALID;
+    }
+    vt_status st = jv_adopt(arr, v);
+    if (st != VT_OK) {
+        jinja_value_free(v);
+        return st;
     }
     if (arr->u.a.len == arr->u.a.cap) {
         size_t cap = arr->u.a.cap ? arr->u.a.cap * 2 : 4;
@@ -205,6 +239,11 @@ jinja_value *jv_get_key_value(const jinja_value *obj, const jinja_value *key) {
 vt_status jv_object_set_value(jinja_value *obj, jinja_value *key, jinja_value *v) {
     if (!v) return VT_E_NOMEM;
     if (key->kind == JV_STRING) return jinja_object_set(obj, key->u.s.p, key->u.s.len, v);
+    vt_status st = jv_adopt(obj, v);
+    if (st != VT_OK) {
+        jinja_value_free(v);
+        return st;
+    }
     for (size_t i = 0; i < obj->u.o.len; i++) {
         if (jv_equal(obj->u.o.e[i].key, key)) {
             jinja_value_free(obj->u.o.e[i].val);
@@ -237,6 +276,11 @@ vt_status jinja_object_set(jinja_value *obj, const char *key, size_t key_len, ji
     if (!obj || obj->kind != JV_OBJECT || (obj->flags & JV_F_STATIC)) {
         jinja_value_free(v);
         return VT_E_INVALID;
+    }
+    vt_status st = jv_adopt(obj, v);
+    if (st != VT_OK) {
+        jinja_value_free(v);
+        return st;
     }
     for (size_t i = 0; i < obj->u.o.len; i++) {
         jinja_value *k = obj->u.o.e[i].key;
