@@ -237,12 +237,19 @@ static void check_blocking(vt_dtype type, int64_t n_in, tp_pool *const *pools) {
         float *ys[1] = {yb};
         step_ctx c = {wp, ys, ld, 1, x, n_in, n_tok, xq, pools[p], 0};
         tp_run(pools[p], step_fn, &c);
+        /* every token alone at 1 thread; at 2 and 3 a 1-token step splits its
+         * rows the same way whatever the token, so the first, middle and last
+         * show it (the full set at every count made this test the longest of
+         * the qemu job) */
+        bool tok_ok = true;
         for (int64_t t = 0; t < n_tok; t++) {
+            if (p > 0 && t != 0 && t != n_tok / 2 && t != n_tok - 1) continue;
             float *ys1[1] = {y1 + t * n_out};
             step_ctx c1 = {wp, ys1, ld, 1, x + t * n_in, n_in, 1, xq, pools[p], 0};
             tp_run(pools[p], step_fn, &c1);
+            tok_ok &= !memcmp(y1 + t * n_out, yb + t * n_out, n_out * sizeof(float));
         }
-        if (memcmp(y1, yb, y_bytes)) bad_tok++;
+        if (!tok_ok) bad_tok++;
         if (p == 0) memcpy(y_first, yb, y_bytes);
         else if (memcmp(y_first, yb, y_bytes)) bad_threads++;
     }
