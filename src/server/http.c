@@ -147,8 +147,15 @@ enum MHD_Result http_send_error(server *s, struct MHD_Connection *conn, int stat
  * that would block or a short write (a client that does not read) is left
  * short, as the connection ends anyway. Plain connections only: the daemon
  * does not speak TLS (no MHD_USE_TLS), where these bytes would bypass it. */
+/* Set by send_error_on_socket on the connection's thread (a thread per
+ * connection): the MHD_NO that follows makes MHD log "Application reported
+ * internal error, closing connection", which this close is not; mhd_log drops
+ * that one line (vt's own log line gives the status and the reason). */
+static _Thread_local bool answered_on_socket;
+
 static void send_error_on_socket(server *s, struct MHD_Connection *conn, int status, const char *phrase,
                                  const char *msg) {
+    answered_on_socket = true;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci) return;
     json_t *body = oai_error_json(status, NULL, NULL, msg);
@@ -830,6 +837,10 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     vsnprintf(buf, sizeof buf, fmt, ap);
     size_t n = strlen(buf);
     while (n && buf[n - 1] == '\n') buf[--n] = 0;
+    if (answered_on_socket && strstr(buf, "Application reported internal error")) {
+        answered_on_socket = false;
+        return;
+    }
     server_log("http: %s", buf);
 }
 

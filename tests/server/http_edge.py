@@ -237,6 +237,8 @@ def group_chunk():
           err.get("code") == 408 and "--body-timeout" in err.get("message", "") and "type" in err, f"{body[:300]}")
     check("the trickled request is logged 408 with its reason",
           wait_log(r"POST /v1/completions 408 .*--body-timeout"), log_text()[-600:])
+    check("no 'internal error' line from libmicrohttpd for that close",
+          "Application reported internal error" not in log_text(), log_text()[-600:])
     check("neither counts as a server error", metric('vt_http_requests_total{status="5xx"}') == fives, "5xx grew")
     st, _, _, how = get("/health")
     check("server still serves after the huge chunks", st == 200, f"{st} {how}")
@@ -269,6 +271,8 @@ def group_cap():
           and "larger than 1024 bytes" in err.get("message", ""), f"{how} {got[:300]}")
     check("it is logged 413 with its reason", wait_log(r"POST /v1/completions 413 .*larger than 1024 bytes"),
           log_text()[-600:])
+    check("no 'internal error' line from libmicrohttpd for that close",
+          "Application reported internal error" not in log_text(), log_text()[-600:])
     st, _, _, how = get("/health")
     check("server still serves after it", st == 200, f"{st} {how}")
 
