@@ -30,10 +30,10 @@ jinja_value *jctx_fail(jctx *cx, vt_status st, const char *fmt, ...) {
 
 jinja_value *jctx_nomem(jctx *cx) {
     jmem *m = jinja_mem_current;
-    if (m && m->refused) {
-        const char *why = m->refused;
-        m->refused = NULL;
-        return jctx_fail(cx, m->refused_status, "%s", why);
+    if (m && m->refused[0]) {
+        jctx_fail(cx, m->refused_status, "%s", m->refused);
+        m->refused[0] = 0;
+        return NULL;
     }
     if (m && m->oom)
         return jctx_fail(cx, VT_E_NOMEM, "out of memory");

@@ -91,7 +91,7 @@ typedef struct jmem {
     bool oom;      /* malloc itself failed */
     /* a container refused a child (too deep, a namespace in a namespace): the
      * message, and the status the render fails with */
-    const char *refused;
+    char refused[96]; /* "" when none */
     vt_status refused_status;
 } jmem;
 extern _Thread_local jmem *jinja_mem_current;

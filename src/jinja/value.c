@@ -165,28 +165,39 @@ void jinja_value_free(jinja_value *v) {
 }
 
 /* Records why a container refused a child, for the render's error message. */
-static vt_status jv_refuse(vt_status st, const char *why) {
+static vt_status jv_refuse(vt_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static vt_status jv_refuse(vt_status st, const char *fmt, ...) {
     if (jinja_mem_current) {
-        jinja_mem_current->refused = why;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(jinja_mem_current->refused, sizeof jinja_mem_current->refused, fmt, ap);
+        va_end(ap);
         jinja_mem_current->refused_status = st;
     }
     return st;
 }
 
 /* Whether container c may hold v, and c's nest and flags once it does (see
- * JV_NEST_MAX: the bound on depth, and no namespace inside a namespace). */
-static vt_status jv_adopt(jinja_value *c, const jinja_value *v) {
+ * JV_NEST_MAX: the bound on depth, and no namespace inside a namespace). On a
+ * refusal v is freed: the callers take over v whatever happens. */
+static vt_status jv_adopt(jinja_value *c, jinja_value *v) {
     if (c->flags & JV_F_SCOPE) return VT_OK;
     bool is_ns = v->kind == JV_OBJECT && (v->flags & JV_F_NAMESPACE);
     bool holds_ns = is_ns || (v->flags & JV_F_HOLDS_NS);
     unsigned nest = (is_ns ? JV_NS_NEST : v->nest) + 1u;
+    vt_status st = VT_OK;
     if (c->flags & JV_F_NAMESPACE) {
         if (holds_ns)
-            return jv_refuse(VT_E_INVALID, "a namespace cannot hold a namespace, nor a list or dict holding one");
-        if (nest >= JV_NS_NEST)
-            return jv_refuse(VT_E_RANGE, "RecursionError: a namespace's values nest deeper than 299 levels");
+            st = jv_refuse(VT_E_INVALID, "a namespace cannot hold a namespace, nor a list or dict holding one");
+        else if (nest >= JV_NS_NEST)
+            st = jv_refuse(VT_E_RANGE, "RecursionError: a namespace's values nest deeper than %d levels",
+                           JV_NS_NEST - 1);
     } else if (nest > JV_NEST_MAX) {
-        return jv_refuse(VT_E_RANGE, "RecursionError: values nest deeper than 512 levels");
+        st = jv_refuse(VT_E_RANGE, "RecursionError: values nest deeper than %d levels", JV_NEST_MAX);
+    }
+    if (st != VT_OK) {
+        jinja_value_free(v);
+        return st;
     }
     if (holds_ns) c->flags |= JV_F_HOLDS_NS;
     if (nest > c->nest) c->nest = (uint16_t)nest;
@@ -200,10 +211,7 @@ vt_status jinja_array_push(jinja_value *arr, jinja_value *v) {
         return VT_E_INVALID;
     }
     vt_status st = jv_adopt(arr, v);
-    if (st != VT_OK) {
-        jinja_value_free(v);
-        return st;
-    }
+    if (st != VT_OK) return st;
     if (arr->u.a.len == arr->u.a.cap) {
         size_t cap = arr->u.a.cap ? arr->u.a.cap * 2 : 4;
         jinja_value **p = jmem_realloc(arr->u.a.v, arr->u.a.cap * sizeof *p, cap * sizeof *p);
@@ -240,10 +248,7 @@ vt_status jv_object_set_value(jinja_value *obj, jinja_value *key, jinja_value *v
     if (!v) return VT_E_NOMEM;
     if (key->kind == JV_STRING) return jinja_object_set(obj, key->u.s.p, key->u.s.len, v);
     vt_status st = jv_adopt(obj, v);
-    if (st != VT_OK) {
-        jinja_value_free(v);
-        return st;
-    }
+    if (st != VT_OK) return st;
     for (size_t i = 0; i < obj->u.o.len; i++) {
         if (jv_equal(obj->u.o.e[i].key, key)) {
             jinja_value_free(obj->u.o.e[i].val);
@@ -278,10 +283,7 @@ vt_status jinja_object_set(jinja_value *obj, const char *key, size_t key_len, ji
         return VT_E_INVALID;
     }
     vt_status st = jv_adopt(obj, v);
-    if (st != VT_OK) {
-        jinja_value_free(v);
-        return st;
-    }
+    if (st != VT_OK) return st;
     for (size_t i = 0; i < obj->u.o.len; i++) {
         jinja_value *k = obj->u.o.e[i].key;
         if (k->kind == JV_STRING && k->u.s.len == key_len && memcmp(k->u.s.p, key, key_len) == 0) {

@@ -135,6 +135,12 @@ enum MHD_Result http_send_error(server *s, struct MHD_Connection *conn, int stat
     return http_send_json(s, conn, status, oai_error_json(status, NULL, code, msg));
 }
 
+/* Set by send_error_on_socket on the connection's thread (a thread per
+ * connection): the MHD_NO that follows makes MHD log "Application reported
+ * internal error, closing connection", which this close is not; mhd_log drops
+ * that one line (vt's own log line gives the status and the reason). */
+static _Thread_local bool answered_on_socket;
+
 /* http_send_error for a request MHD will not let us answer: one in the middle
  * of its body (see the top). The response is written on the socket itself:
  * the status line, the headers http_send_json would give it (CORS for an
@@ -147,12 +153,6 @@ enum MHD_Result http_send_error(server *s, struct MHD_Connection *conn, int stat
  * that would block or a short write (a client that does not read) is left
  * short, as the connection ends anyway. Plain connections only: the daemon
  * does not speak TLS (no MHD_USE_TLS), where these bytes would bypass it. */
-/* Set by send_error_on_socket on the connection's thread (a thread per
- * connection): the MHD_NO that follows makes MHD log "Application reported
- * internal error, closing connection", which this close is not; mhd_log drops
- * that one line (vt's own log line gives the status and the reason). */
-static _Thread_local bool answered_on_socket;
-
 static void send_error_on_socket(server *s, struct MHD_Connection *conn, int status, const char *phrase,
                                  const char *msg) {
     answered_on_socket = true;
